@@ -1,0 +1,74 @@
+# mcpclient — build, test, lint, sanitizers, conformance, benchmarks.
+# `make test` and `make demo` are the two commands a newcomer needs; both install
+# what is missing first (Debian packages, the npm peers under spec/peers/).
+
+LUA      ?= lua5.4
+BUSTED   ?= busted
+PKGS      = lua5.4 libcurl jansson sqlite3
+
+CC       ?= cc
+CWARNS    = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+            -Wmissing-declarations -Wpointer-arith -Wcast-qual -Wundef -Wformat=2 \
+            -Wwrite-strings -Wredundant-decls -Wnested-externs -Wvla
+OPT      ?= -O2
+CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(OPT) $(CWARNS) -Werror \
+            $(shell pkg-config --cflags $(PKGS))
+# The module is loaded by the lua5.4 interpreter: never link it against liblua.
+LDLIBS    = $(shell pkg-config --libs libcurl jansson sqlite3)
+
+BUILD    ?= build
+SOURCES   = $(wildcard csrc/*.c)
+OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SOURCES))
+MODULE    = $(BUILD)/mcpclient/core.so
+
+.PHONY: all deps peers test unit lint asan demo conformance bench soak fuzz clean
+
+all: $(MODULE)
+
+$(BUILD)/obj/%.o: csrc/%.c csrc/*.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(MODULE): $(OBJECTS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(CFLAGS) -o $@ $(OBJECTS) $(LDFLAGS) $(LDLIBS)
+
+deps:
+	@scripts/install-deps
+
+peers: deps
+	@scripts/install-peers
+
+# Every spec: unit, conformance, functional, integration (real servers on 127.0.0.1).
+test: peers
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory lint
+	$(BUSTED)
+
+# The specs that need no network peer.
+unit: all
+	$(BUSTED) --exclude-tags=integration
+
+lint:
+	luacheck --quiet lua bin spec examples bench
+
+# The whole suite again under AddressSanitizer + UBSan, in a separate build tree.
+asan: peers
+	@$(MAKE) --no-print-directory BUILD=build-asan \
+	  OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" all
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  $(BUSTED) --cpath="./build-asan/?.so"
+
+demo: peers all
+	$(LUA) examples/demo.lua
+
+conformance: peers all
+	$(BUSTED) spec/conformance
+	scripts/official-conformance
+
+bench: peers all
+	$(LUA) bench/run.lua
+
+clean:
+	rm -rf build build-asan csrc/*.o mcpclient

@@ -1,0 +1,21 @@
+/*
+** luaopen_mcpclient_core: builds the module table from every concern.
+** busted re-opens C modules once per spec file, so nothing here may assume it
+** runs once; one-time global state (libcurl) is guarded where it lives.
+*/
+#include "core.h"
+
+LUALIB_API int luaopen_mcpclient_core(lua_State *L);
+
+LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
+  lua_newtable(L);
+  mcp_register_json(L);
+  mcp_register_sse(L);
+  mcp_register_http(L);
+  mcp_register_clock(L);
+  mcp_register_text(L);
+  mcp_register_schema(L);
+  lua_pushliteral(L, MCP_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

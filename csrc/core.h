@@ -1,0 +1,38 @@
+/*
+** mcpclient.core: the C half of mcpclient.
+** Each concern lives in its own file and adds its functions to the module
+** table (or to a sub-table) when luaopen_mcpclient_core runs.
+*/
+#ifndef MCPCLIENT_CORE_H
+#define MCPCLIENT_CORE_H
+
+#include <lua.h>
+#include <lauxlib.h>
+
+#define MCP_VERSION "0.1.0"
+
+/* Each registrar expects the module table at the top of the stack and leaves it there. */
+void mcp_register_json(lua_State *L);    /* json.c:   core.json.{encode,decode,null,...}, core.rpc_classify */
+void mcp_register_sse(lua_State *L);     /* sse.c:    core.sse_decoder() */
+void mcp_register_http(lua_State *L);    /* http.c:   core.http_leg(), core.resolve() */
+void mcp_register_clock(lua_State *L);   /* clock.c:  core.monotonic_ns(), core.now(), core.sleep() */
+void mcp_register_text(lua_State *L);    /* text.c:   core.clip(), core.label(), core.flatten(), core.bound() */
+void mcp_register_schema(lua_State *L);  /* schema.c: core.normalise_schema(), core.schema_rejection() */
+
+/*
+** json.c also serves the other C files (the schema normaliser measures and
+** orders what it keeps with the same codec the wire uses).
+*/
+#define MCP_JSON_MAX_DEPTH 512
+#define MCP_JSON_ASCII 1   /* escape '/' as \/ and non-ASCII as \uXXXX: the reference's size measure */
+
+/* Encode the value at idx and push the text; NULL on success, else a static reason and nothing pushed. */
+const char *mcp_json_encode(lua_State *L, int idx, int flags);
+/* Record the key order the encoder uses for the table at t (keys: array of strings at k). */
+void mcp_json_set_key_order(lua_State *L, int t, int k);
+void mcp_json_push_null(lua_State *L);
+int mcp_json_is_null(lua_State *L, int idx);
+int mcp_json_is_array(lua_State *L, int idx);      /* carries the array marker */
+void mcp_json_mark_array(lua_State *L, int idx);   /* give the table at idx the array marker */
+
+#endif
