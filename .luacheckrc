@@ -1,4 +1,4 @@
 std = "lua54"
-max_line_length = 110
+max_line_length = 120
 files["spec"] = { std = "+busted" }
 exclude_files = { "spec/peers/node_modules" }

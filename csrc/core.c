@@ -13,6 +13,7 @@ LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   mcp_register_sse(L);
   mcp_register_http(L);
   mcp_register_clock(L);
+  mcp_register_address(L);
   mcp_register_text(L);
   mcp_register_schema(L);
   lua_pushliteral(L, MCP_VERSION);

@@ -16,6 +16,7 @@ void mcp_register_json(lua_State *L);    /* json.c:   core.json.{encode,decode,n
 void mcp_register_sse(lua_State *L);     /* sse.c:    core.sse_decoder() */
 void mcp_register_http(lua_State *L);    /* http.c:   core.http_leg(), core.resolve() */
 void mcp_register_clock(lua_State *L);   /* clock.c:  core.monotonic_ns(), core.now(), core.sleep() */
+void mcp_register_address(lua_State *L); /* address.c: core.address_bytes() */
 void mcp_register_text(lua_State *L);    /* text.c:   core.clip(), core.label(), core.flatten(), core.bound() */
 void mcp_register_schema(lua_State *L);  /* schema.c: core.normalise_schema(), core.schema_rejection() */
 

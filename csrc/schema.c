@@ -1,4 +1,517 @@
-/* placeholder: filled in by the schema work */
+/*
+** schema.c: the schema normaliser (REFERENCE §4). A tool's inputSchema is
+** carried only if every constraint in what we keep is one a model can be told
+** faithfully; anything we would have to drop to carry it ($ref, conditionals,
+** pattern keys, ...) refuses the whole tool, because dropping a constraint
+** widens what the tool accepts. Never repairs; says why it refused.
+**
+** Values are Lua tables in the shape the JSON codec (json.c) produces:
+** arrays carry the array marker, objects may carry a key-order record, JSON
+** null is core.json.null. {} and [] stay distinct (DESIGN D4), so unlike the
+** reference an array is never accepted where a map is required.
+*/
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "core.h"
 
-void mcp_register_schema(lua_State *L) { (void)L; }
+#define MAX_DEPTH 12              /* deepest container level, root = 1 */
+#define MAX_ENCODED_BYTES 16384   /* measured on the escaped encoding */
+#define MAX_VISITS (1L << 20)     /* see walk() */
+
+/* Kept top-level keys, in output order. */
+static const char *const retained[] = {
+  "type", "description", "properties", "required", "additionalProperties",
+  "allOf", "anyOf", "oneOf", "not"
+};
+
+/* Keywords that refuse the schema; the first in this order is the one named. */
+static const char *const refused[] = {
+  "$ref", "$dynamicRef", "$defs", "definitions", "if", "then", "else",
+  "patternProperties", "propertyNames", "dependentSchemas", "dependentRequired",
+  "unevaluatedProperties"
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+enum verdict {
+  ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG
+};
+
+/*
+** Push the reason sentence for a refusal (REFERENCE §4 rejectionReason; no
+** trailing period, the caller composes it into a larger message).
+*/
+static void push_reason(lua_State *L, enum verdict v, int keyword) {
+  switch (v) {
+    case NO_SCHEMA: lua_pushliteral(L, "the server advertised no parameter schema"); break;
+    case NOT_OBJECT: lua_pushliteral(L, "its top-level type is not \"object\""); break;
+    case KEYWORD:
+      lua_pushfstring(L,
+                      "it uses \"%s\", which this import does not carry: dropping the keyword would "
+                      "widen what the tool accepts, letting a model produce arguments the server then "
+                      "rejects",
+                      refused[keyword]);
+      break;
+    case MALFORMED: lua_pushliteral(L, "its properties or required list are not well formed"); break;
+    case TOO_DEEP: lua_pushfstring(L, "it nests deeper than %d levels", MAX_DEPTH); break;
+    case BAD_UTF8: lua_pushliteral(L, "it contains bytes that are not valid UTF-8"); break;
+    case TOO_BIG: lua_pushfstring(L, "it exceeds %d bytes once stored", MAX_ENCODED_BYTES); break;
+    case ACCEPTED: lua_pushnil(L); break;
+  }
+}
+
+/*
+** 1 when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or code
+** points past U+10FFFF): the encoder would refuse anything else, and a
+** refusal has to say so rather than blame the schema's shape.
+*/
+static int utf8_valid(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = s[i], lo = 0x80, hi = 0xBF;
+    size_t need, k;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF) need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+      need = 2;
+      if (c == 0xE0) lo = 0xA0;
+      else if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      need = 3;
+      if (c == 0xF0) lo = 0x90;
+      else if (c == 0xF4) hi = 0x8F;
+    } else return 0;
+    if (n - i <= need) return 0;
+    for (k = 1; k <= need; k++) {
+      unsigned d = s[i + k];
+      if (d < lo || d > hi) return 0;
+      lo = 0x80;
+      hi = 0xBF;
+    }
+    i += need + 1;
+  }
+  return 1;
+}
+
+/* Index of s in refused[], or -1. */
+static int refused_index(const char *s, size_t n) {
+  size_t k;
+  if (n < 2 || n > 21) return -1;
+  for (k = 0; k < COUNT(refused); k++) {
+    if (strlen(refused[k]) == n && memcmp(refused[k], s, n) == 0) return (int)k;
+  }
+  return -1;
+}
+
+/* ======================================================================
+** Shapes
+** ====================================================================== */
+
+/* 1 when the value at idx is a JSON object: a table, not null, not an array, string keys only. */
+static int is_object(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx) || mcp_json_is_array(L, idx)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    if (lua_type(L, -2) != LUA_TSTRING) {
+      lua_pop(L, 2);
+      return 0;
+    }
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+/*
+** 1 when the value at idx is a list of strings: array-marked or a plain
+** sequence 1..n and nothing else. An empty unmarked table is an object ({}),
+** which is not a list.
+*/
+static int is_string_list(lua_State *L, int idx) {
+  lua_Unsigned n, count = 0;
+  if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx)) return 0;
+  n = lua_rawlen(L, idx);
+  if (n == 0 && !mcp_json_is_array(L, idx)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    lua_Integer k;
+    if (lua_type(L, -1) != LUA_TSTRING || !lua_isinteger(L, -2) || (k = lua_tointeger(L, -2)) < 1 ||
+        (lua_Unsigned)k > n) {
+      lua_pop(L, 2);
+      return 0;
+    }
+    lua_pop(L, 1);
+    count++;
+  }
+  return count == n;
+}
+
+/* Push t[k] without metamethods (the key-order record may live in a metatable); returns its type. */
+static int rawfield(lua_State *L, int t, const char *k) {
+  lua_pushstring(L, k);
+  return lua_rawget(L, t);
+}
+
+/*
+** Step 5 on the filtered table at f: the retained values a model will be
+** shown must have the shapes JSON Schema gives them. allOf/anyOf/oneOf/not
+** are carried verbatim and not checked here (the walk still inspects them).
+*/
+static int well_formed(lua_State *L, int f) {
+  int ok = 1, p;
+  if (rawfield(L, f, "description") != LUA_TNIL) ok = lua_type(L, -1) == LUA_TSTRING;
+  if (ok && rawfield(L, f, "additionalProperties") != LUA_TNIL) ok = lua_type(L, -1) == LUA_TBOOLEAN;
+  if (ok && rawfield(L, f, "required") != LUA_TNIL) ok = is_string_list(L, lua_gettop(L));
+  if (ok && rawfield(L, f, "properties") != LUA_TNIL) {
+    p = lua_gettop(L);
+    ok = is_object(L, p);
+    lua_pushnil(L);
+    while (ok && lua_next(L, p) != 0) {
+      ok = is_object(L, lua_gettop(L));
+      lua_pop(L, ok ? 1 : 2);
+    }
+  }
+  lua_settop(L, f);
+  return ok;
+}
+
+/* ======================================================================
+** The walk (step 6)
+** ====================================================================== */
+
+typedef struct {
+  int keyword;       /* index into refused[] of the first found, or -1 */
+  int too_deep;      /* a container sits below MAX_DEPTH */
+  int bad_utf8;      /* a key or string value is not UTF-8 */
+  int unencodable;   /* a key or value JSON has no form for */
+  int overflow;      /* more containers than MAX_VISITS */
+  long visits;
+} walk_state;
+
+enum key_kind { K_INTEGER, K_FLOAT, K_STRING, K_OTHER };
+
+/* One key of a table being walked; string pointers stay valid because the table is not modified. */
+typedef struct {
+  enum key_kind kind;
+  lua_Integer i;
+  lua_Number num;
+  const char *s;
+  size_t len;
+  size_t pos;   /* position in lua_next order, to keep K_OTHER stable */
+  int seen;     /* visited through the key-order record */
+} key_ref;
+
+/*
+** Order of visits for a table without a key-order record: integer keys
+** ascending (so arrays and sequences go in index order), then other numbers,
+** then strings byte-wise, then anything else as found. Only the first
+** refused keyword is reported, so the order must not depend on hashing.
+*/
+static int key_cmp(const void *a, const void *b) {
+  const key_ref *x = a, *y = b;
+  int c;
+  if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+  switch (x->kind) {
+    case K_INTEGER: return (x->i > y->i) - (x->i < y->i);
+    case K_FLOAT: return (x->num > y->num) - (x->num < y->num);
+    case K_STRING:
+      c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+      if (c != 0) return c;
+      return (x->len > y->len) - (x->len < y->len);
+    case K_OTHER: break;
+  }
+  return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int walk(lua_State *L, int t, int level, walk_state *st);
+
+/*
+** Visit the value under key k of the table at t: check strings, descend
+** into containers. Returns 1 when the walk must stop.
+*/
+static int visit(lua_State *L, int t, int level, const key_ref *k, walk_state *st) {
+  int stop = 0;
+  switch (k->kind) {
+    case K_INTEGER: lua_pushinteger(L, k->i); break;
+    case K_FLOAT: lua_pushnumber(L, k->num); break;
+    case K_STRING: lua_pushlstring(L, k->s, k->len); break;
+    case K_OTHER: return 0;
+  }
+  switch (lua_rawget(L, t)) {
+    case LUA_TSTRING: {
+      size_t n;
+      const char *s = lua_tolstring(L, -1, &n);
+      if (!utf8_valid((const unsigned char *)s, n)) st->bad_utf8 = 1;
+      break;
+    }
+    case LUA_TTABLE:
+      if (!mcp_json_is_null(L, -1)) {
+        if (level < MCP_JSON_MAX_DEPTH) stop = walk(L, lua_gettop(L), level + 1, st);
+        else st->too_deep = 1;
+      }
+      break;
+    case LUA_TNUMBER:
+    case LUA_TBOOLEAN: break;
+    default:
+      if (!mcp_json_is_null(L, -1)) st->unencodable = 1;
+      break;
+  }
+  lua_pop(L, 1);
+  return stop;
+}
+
+/*
+** Step 6 over the container at t (level: root = 1). Refused keywords are
+** looked for as keys at each container before its values are visited, values
+** in the order the encoder writes them (key-order record first, then the rest
+** sorted), so the keyword named is the first a reader of the stored schema
+** would meet. The walk goes on below MAX_DEPTH because a keyword anywhere
+** outranks depth as the reason; it stops at the codec's own depth limit,
+** which also ends a cyclic table, and after MAX_VISITS containers, which only
+** a table graph sharing subtables can reach (a 2 MiB response cannot), and
+** whose encoding would be far over the byte cap anyway.
+** Returns 1 when the walk must stop (keyword found or overflow).
+*/
+static int walk(lua_State *L, int t, int level, walk_state *st) {
+  int base = lua_gettop(L), best = -1, stop = 0;
+  size_t count = 0, i = 0;
+  key_ref *keys;
+  if (++st->visits > MAX_VISITS) {
+    st->overflow = 1;
+    return 1;
+  }
+  if (level > MAX_DEPTH) st->too_deep = 1;
+  luaL_checkstack(L, 8, "schema walk");
+  lua_pushnil(L);
+  while (lua_next(L, t) != 0) {
+    lua_pop(L, 1);
+    count++;
+  }
+  keys = (key_ref *)lua_newuserdatauv(L, (count ? count : 1) * sizeof *keys, 0);
+  lua_pushnil(L);
+  while (lua_next(L, t) != 0) {
+    key_ref *k = &keys[i];
+    lua_pop(L, 1);
+    k->pos = i++;
+    k->seen = 0;
+    switch (lua_type(L, -1)) {
+      case LUA_TSTRING: {
+        int kw;
+        k->kind = K_STRING;
+        k->s = lua_tolstring(L, -1, &k->len);
+        kw = refused_index(k->s, k->len);
+        if (kw >= 0 && (best < 0 || kw < best)) best = kw;
+        if (!utf8_valid((const unsigned char *)k->s, k->len)) st->bad_utf8 = 1;
+        break;
+      }
+      case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) {
+          k->kind = K_INTEGER;
+          k->i = lua_tointeger(L, -1);
+        } else {
+          k->kind = K_FLOAT;
+          k->num = lua_tonumber(L, -1);
+        }
+        break;
+      default:
+        k->kind = K_OTHER;
+        st->unencodable = 1;
+        break;
+    }
+  }
+  if (best >= 0) {
+    st->keyword = best;
+    lua_settop(L, base);
+    return 1;
+  }
+  qsort(keys, count, sizeof *keys, key_cmp);
+  if (lua_isfunction(L, lua_upvalueindex(1)) && !mcp_json_is_array(L, t)) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, t);
+    lua_call(L, 1, 1);
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      int r = lua_gettop(L);
+      lua_Integer j, n = (lua_Integer)lua_rawlen(L, r);
+      for (j = 1; j <= n && !stop; j++) {
+        if (lua_rawgeti(L, r, j) == LUA_TSTRING) {
+          key_ref probe, *hit;
+          probe.kind = K_STRING;
+          probe.s = lua_tolstring(L, -1, &probe.len);
+          hit = (key_ref *)bsearch(&probe, keys, count, sizeof *keys, key_cmp);
+          if (hit != NULL && !hit->seen) {
+            hit->seen = 1;
+            stop = visit(L, t, level, hit, st);
+          }
+        }
+        lua_pop(L, 1);
+      }
+    }
+  }
+  for (i = 0; i < count && !stop; i++) {
+    if (!keys[i].seen) stop = visit(L, t, level, &keys[i], st);
+  }
+  lua_settop(L, base);
+  return stop;
+}
+
+/* ======================================================================
+** Steps 1-8
+** ====================================================================== */
+
+/*
+** Run REFERENCE §4 on the value at index 1. Accepted: pushes the new
+** filtered table and returns ACCEPTED. Refused: pushes nothing, returns the
+** verdict (and the keyword's index for KEYWORD). Both entry points share it,
+** so the reason given is always the reason the normaliser refused.
+*/
+static enum verdict normalise(lua_State *L, int *keyword) {
+  int f, o, n = 0;
+  size_t k, len;
+  walk_state st = {-1, 0, 0, 0, 0, 0};
+  const char *err;
+  if (lua_type(L, 1) != LUA_TTABLE || mcp_json_is_null(L, 1)) return NO_SCHEMA;
+  if (rawfield(L, 1, "type") != LUA_TSTRING || (lua_tolstring(L, -1, &len), len != 6) ||
+      memcmp(lua_tostring(L, -1), "object", 6) != 0) {
+    lua_pop(L, 1);
+    return NOT_OBJECT;
+  }
+  lua_pop(L, 1);
+  for (k = 0; k < COUNT(refused); k++) {
+    lua_pushstring(L, refused[k]);
+    if (lua_rawget(L, 1) != LUA_TNIL) {
+      lua_pop(L, 1);
+      *keyword = (int)k;
+      return KEYWORD;
+    }
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, 0, (int)COUNT(retained));
+  f = lua_gettop(L);
+  lua_createtable(L, (int)COUNT(retained), 0);
+  o = lua_gettop(L);
+  for (k = 0; k < COUNT(retained); k++) {
+    lua_pushstring(L, retained[k]);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, 1) == LUA_TNIL) {
+      lua_pop(L, 2);
+      continue;
+    }
+    lua_rawset(L, f);
+    lua_pushstring(L, retained[k]);
+    lua_rawseti(L, o, ++n);
+  }
+  mcp_json_set_key_order(L, f, o);
+  lua_pop(L, 1);
+  if (!well_formed(L, f)) {
+    lua_pop(L, 1);
+    return MALFORMED;
+  }
+  walk(L, f, 1, &st);
+  if (st.overflow || st.keyword >= 0 || st.too_deep || st.bad_utf8 || st.unencodable) {
+    lua_pop(L, 1);
+    if (st.overflow) return TOO_BIG;
+    if (st.keyword >= 0) {
+      *keyword = st.keyword;
+      return KEYWORD;
+    }
+    if (st.too_deep) return TOO_DEEP;
+    return st.bad_utf8 ? BAD_UTF8 : MALFORMED;
+  }
+  err = mcp_json_encode(L, f, MCP_JSON_ASCII);
+  if (err != NULL) {
+    lua_pop(L, 1);
+    return MALFORMED;
+  }
+  len = lua_rawlen(L, -1);
+  lua_pop(L, 1);
+  if (len > MAX_ENCODED_BYTES) {
+    lua_pop(L, 1);
+    return TOO_BIG;
+  }
+  return ACCEPTED;
+}
+
+/*
+** normalise_schema(value) -> schema | nil, reason. The schema is a new
+** table holding only the retained keys, in the retained order (recorded for
+** the encoder); nested values are the caller's own tables, not copies.
+*/
+static int l_normalise_schema(lua_State *L) {
+  int keyword = -1;
+  enum verdict v;
+  luaL_checkany(L, 1);
+  lua_settop(L, 1);
+  v = normalise(L, &keyword);
+  if (v == ACCEPTED) return 1;
+  lua_pushnil(L);
+  push_reason(L, v, keyword);
+  return 2;
+}
+
+/* schema_rejection(value) -> reason | nil: why normalise_schema refuses the value. */
+static int l_schema_rejection(lua_State *L) {
+  int keyword = -1;
+  enum verdict v;
+  luaL_checkany(L, 1);
+  lua_settop(L, 1);
+  v = normalise(L, &keyword);
+  if (v == ACCEPTED) lua_pop(L, 1);
+  push_reason(L, v, keyword);
+  return 1;
+}
+
+/*
+** decode_stored_schema(text) -> table | nil. REFERENCE §4 "Stored schema
+** decoding": only an object is a stored schema ('{}' is the empty one);
+** '[]', 'null' and broken text are none. The codec keeps key order so the
+** schema is shown to a model the way the server wrote it.
+*/
+static int l_decode_stored_schema(lua_State *L) {
+  size_t n, i = 0;
+  const char *s;
+  luaL_checktype(L, 1, LUA_TSTRING);
+  s = lua_tolstring(L, 1, &n);
+  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\0' ||
+                   s[i] == '\v')) {
+    i++;
+  }
+  if (i == n || s[i] != '{') {
+    lua_pushnil(L);
+    return 1;
+  }
+  if (!lua_isfunction(L, lua_upvalueindex(2))) return luaL_error(L, "the JSON codec is not loaded");
+  lua_pushvalue(L, lua_upvalueindex(2));
+  lua_pushvalue(L, 1);
+  lua_pushboolean(L, 1);
+  if (lua_pcall(L, 2, 1, 0) == LUA_OK && is_object(L, lua_gettop(L))) return 1;
+  lua_pushnil(L);
+  return 1;
+}
+
+/*
+** Adds normalise_schema, schema_rejection and decode_stored_schema. They
+** share two upvalues taken from core.json (registered before this file):
+** key_order, so the walk follows recorded key order, and decode.
+*/
+void mcp_register_schema(lua_State *L) {
+  static const luaL_Reg fns[] = {
+    {"normalise_schema", l_normalise_schema},
+    {"schema_rejection", l_schema_rejection},
+    {"decode_stored_schema", l_decode_stored_schema},
+    {NULL, NULL}
+  };
+  if (lua_getfield(L, -1, "json") == LUA_TTABLE) {
+    lua_getfield(L, -1, "key_order");
+    lua_getfield(L, -2, "decode");
+    lua_remove(L, -3);
+  } else {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_pushnil(L);
+  }
+  luaL_setfuncs(L, fns, 2);
+}

@@ -1,4 +1,419 @@
-/* placeholder: filled in by the text work */
+/*
+** text.c: what the client does to text the far side wrote before anyone
+** reads it (REFERENCE §1.6 clip, §2.5 label, §6.3 flattening, §6.4 bounding).
+** These run on every tool result and every error message, so each is one
+** linear pass that stops as soon as the rest of the input cannot matter, and
+** every output is valid UTF-8 whatever bytes came in.
+*/
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "core.h"
 
-void mcp_register_text(lua_State *L) { (void)L; }
+#define CLIP_LIMIT 200            /* REMOTE_TEXT_LIMIT, code points */
+#define LABEL_LIMIT 100           /* REMOTE_LABEL_LIMIT, code points */
+#define BOUND_LIMIT 50000         /* MAX_TOOL_RESULT_BYTES */
+
+#define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
+#define ELLIPSIS "\xE2\x80\xA6"    /* U+2026 */
+
+/* ======================================================================
+** UTF-8 units
+** ====================================================================== */
+
+/*
+** Length of the unit starting at s (n > 0 bytes available): a well-formed
+** character (*cp set, returns 1-4, *ok = 1) or the maximal invalid subpart
+** (returns 1-3, *ok = 0). Maximal subparts are what a conforming decoder
+** turns into one U+FFFD each (Unicode §3.9, the WHATWG decoder), so a
+** truncated 4-byte sequence costs one replacement, not three; overlongs,
+** surrogates and code points above U+10FFFF are refused at the second byte.
+*/
+static size_t utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp) {
+  unsigned c = s[0], lo = 0x80, hi = 0xBF;
+  size_t need, i;
+  uint32_t v;
+  if (c < 0x80) {
+    *ok = 1;
+    *cp = c;
+    return 1;
+  }
+  if (c >= 0xC2 && c <= 0xDF) {
+    need = 1;
+    v = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    need = 2;
+    v = c & 0x0F;
+    if (c == 0xE0) lo = 0xA0;
+    else if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    need = 3;
+    v = c & 0x07;
+    if (c == 0xF0) lo = 0x90;
+    else if (c == 0xF4) hi = 0x8F;
+  } else {
+    *ok = 0;
+    return 1;
+  }
+  for (i = 1; i <= need; i++) {
+    unsigned d;
+    if (i >= n) break;
+    d = s[i];
+    if (d < lo || d > hi) break;
+    lo = 0x80;
+    hi = 0xBF;
+    v = (v << 6) | (d & 0x3F);
+  }
+  if (i <= need) {
+    *ok = 0;
+    return i;
+  }
+  *ok = 1;
+  *cp = v;
+  return need + 1;
+}
+
+/*
+** 1 when all n bytes are well-formed UTF-8. ASCII is skipped a byte at a
+** time without decoding: results are mostly ASCII.
+*/
+static int utf8_valid(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    int ok;
+    uint32_t cp;
+    if (s[i] < 0x80) {
+      i++;
+      continue;
+    }
+    i += utf8_unit(s + i, n - i, &ok, &cp);
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+/*
+** Append the repair of s[0..n) to b (each maximal invalid subpart becomes
+** U+FFFD), stopping before the first unit whose repaired form would take the
+** output past cap bytes. Returns 1 when all of s fit. Valid runs are copied
+** in one piece, so clean text costs one memcpy. Stopping early is what keeps
+** bounding a 2 MiB result proportional to the bound, not to the result.
+*/
+static int utf8_repair_into(luaL_Buffer *b, const unsigned char *s, size_t n, size_t cap) {
+  size_t i = 0, run = 0, out = 0;
+  while (i < n) {
+    int ok;
+    uint32_t cp;
+    size_t len = s[i] < 0x80 ? (ok = 1, 1) : utf8_unit(s + i, n - i, &ok, &cp);
+    size_t outlen = ok ? len : sizeof REPLACEMENT - 1;
+    if (outlen > cap - out) {
+      luaL_addlstring(b, (const char *)s + run, i - run);
+      return 0;
+    }
+    out += outlen;
+    if (!ok) {
+      luaL_addlstring(b, (const char *)s + run, i - run);
+      luaL_addlstring(b, REPLACEMENT, sizeof REPLACEMENT - 1);
+      run = i + len;
+    }
+    i += len;
+  }
+  luaL_addlstring(b, (const char *)s + run, i - run);
+  return 1;
+}
+
+/* A string argument, strictly: a number is not remote text. */
+static const char *check_text(lua_State *L, int arg, size_t *len) {
+  luaL_checktype(L, arg, LUA_TSTRING);
+  return lua_tolstring(L, arg, len);
+}
+
+/* ======================================================================
+** clip and label
+** ====================================================================== */
+
+/* POSIX [[:cntrl:]] under Unicode: C0, DEL and C1. */
+static int is_control(uint32_t cp) {
+  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F);
+}
+
+/*
+** Push clip(s): control runs become one space, the ends are trimmed, and
+** more than limit code points become the first limit plus an ellipsis.
+** Spaces are held back as a count and written only when something visible
+** follows them, which trims the end for free and keeps the buffer at most
+** limit code points; the scan stops at the first visible character past the
+** limit, so a 3 MiB body costs no more than its first few hundred bytes
+** (plus any blank run before that character).
+*/
+static void push_clip(lua_State *L, const char *text, size_t n, lua_Integer limit) {
+  const unsigned char *s = (const unsigned char *)text;
+  luaL_Buffer b;
+  size_t i = 0;
+  lua_Integer emitted = 0, pending = 0;
+  int in_control = 0;
+  luaL_buffinit(L, &b);
+  while (i < n) {
+    int ok;
+    uint32_t cp;
+    size_t len = utf8_unit(s + i, n - i, &ok, &cp);
+    if (ok && (cp == ' ' || is_control(cp))) {
+      int control = cp != ' ';
+      if (emitted > 0 && !(control && in_control)) pending++;
+      in_control = control;
+      i += len;
+      continue;
+    }
+    in_control = 0;
+    if (emitted + pending >= limit) { /* this character would be number limit+1 */
+      for (; emitted < limit; emitted++) luaL_addchar(&b, ' ');
+      luaL_addlstring(&b, ELLIPSIS, sizeof ELLIPSIS - 1);
+      break;
+    }
+    for (; pending > 0; pending--, emitted++) luaL_addchar(&b, ' ');
+    if (ok) luaL_addlstring(&b, text + i, len);
+    else luaL_addlstring(&b, REPLACEMENT, sizeof REPLACEMENT - 1);
+    emitted++;
+    i += len;
+  }
+  luaL_pushresult(&b);
+}
+
+/*
+** clip(text [, limit = 200]) -> text. REFERENCE §1.6: applied to every
+** fragment of remote or exception text that reaches a message.
+*/
+static int l_clip(lua_State *L) {
+  size_t n;
+  const char *s = check_text(L, 1, &n);
+  lua_Integer limit = luaL_optinteger(L, 2, CLIP_LIMIT);
+  luaL_argcheck(L, limit >= 0, 2, "limit must not be negative");
+  push_clip(L, s, n, limit);
+  return 1;
+}
+
+/*
+** label(value) -> text. REFERENCE §2.5: the server's self-description
+** (protocol version, name, version) shown to the operator; anything that is
+** not a string is shown as nothing rather than converted.
+*/
+static int l_label(lua_State *L) {
+  size_t n;
+  const char *s;
+  luaL_checkany(L, 1);
+  if (lua_type(L, 1) != LUA_TSTRING) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  s = lua_tolstring(L, 1, &n);
+  push_clip(L, s, n, LABEL_LIMIT);
+  return 1;
+}
+
+/* ======================================================================
+** flatten
+** ====================================================================== */
+
+/*
+** Labels a dropped block may be counted under, in ascending byte order so
+** that a bit mask read from low to high is already sorted. The server's own
+** type string is never echoed: anything not in this list is "other".
+*/
+static const char *const drop_labels[] = {"audio", "image", "other", "resource", "resource_link"};
+#define DROP_OTHER 2
+
+/* Index into drop_labels for the block at the top of the stack. */
+static int drop_label(lua_State *L) {
+  size_t n, k;
+  const char *type;
+  if (lua_type(L, -1) != LUA_TTABLE) return DROP_OTHER;
+  lua_pushliteral(L, "type");
+  lua_rawget(L, -2);
+  if (lua_type(L, -1) != LUA_TSTRING) {
+    lua_pop(L, 1);
+    return DROP_OTHER;
+  }
+  type = lua_tolstring(L, -1, &n);
+  for (k = 0; k < sizeof drop_labels / sizeof drop_labels[0]; k++) {
+    if (k != DROP_OTHER && strlen(drop_labels[k]) == n && memcmp(drop_labels[k], type, n) == 0) {
+      lua_pop(L, 1);
+      return (int)k;
+    }
+  }
+  lua_pop(L, 1);
+  return DROP_OTHER;
+}
+
+/*
+** Classify the block at the top of the stack: 1 = a text block with text to
+** keep, 0 = a text block with nothing to keep (not counted as dropped),
+** -1 = dropped.
+*/
+static int text_block(lua_State *L) {
+  int keep;
+  if (lua_type(L, -1) != LUA_TTABLE) return -1;
+  lua_pushliteral(L, "type");
+  lua_rawget(L, -2);
+  keep = lua_type(L, -1) == LUA_TSTRING && lua_rawlen(L, -1) == 4 &&
+         memcmp(lua_tostring(L, -1), "text", 4) == 0;
+  lua_pop(L, 1);
+  if (!keep) return -1;
+  lua_pushliteral(L, "text");
+  lua_rawget(L, -2);
+  keep = lua_type(L, -1) == LUA_TSTRING && lua_rawlen(L, -1) > 0;
+  lua_pop(L, 1);
+  return keep;
+}
+
+/*
+** 1 when the table at idx is a list: decoded from a JSON array (the
+** marker), or a plain Lua sequence 1..n with nothing else in it.
+*/
+static int is_list(lua_State *L, int idx) {
+  lua_Unsigned n, count = 0;
+  if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx)) return 0;
+  if (mcp_json_is_array(L, idx)) return 1;
+  n = lua_rawlen(L, idx);
+  if (n == 0) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    lua_Integer k;
+    lua_pop(L, 1);
+    if (!lua_isinteger(L, -1) || (k = lua_tointeger(L, -1)) < 1 || (lua_Unsigned)k > n) {
+      lua_pop(L, 1);
+      return 0;
+    }
+    count++;
+  }
+  return count == n;
+}
+
+/*
+** flatten(content) -> text, note|nil. REFERENCE §6.3 with DESIGN D13: the
+** text blocks joined by "\n", and a note naming how many blocks of which
+** kinds were dropped. The note has no trailing newline: the caller puts it
+** before the answer, because results are cut at a byte bound and a trailing
+** note would be the part cut away.
+*/
+static int l_flatten(lua_State *L) {
+  luaL_Buffer b;
+  lua_Integer i, n, dropped = 0, kept = 0;
+  unsigned labels = 0, k;
+  char names[64];
+  size_t used = 0;
+  luaL_checkany(L, 1);
+  if (!is_list(L, 1)) {
+    lua_pushliteral(L, "");
+    lua_pushnil(L);
+    return 2;
+  }
+  n = (lua_Integer)lua_rawlen(L, 1);
+  luaL_buffinit(L, &b);
+  for (i = 1; i <= n; i++) {
+    int kind;
+    lua_rawgeti(L, 1, i);
+    kind = text_block(L);
+    if (kind < 0) {
+      labels |= 1u << drop_label(L);
+      dropped++;
+    }
+    lua_pop(L, 1);
+    if (kind <= 0) continue;
+    /* the buffer needs a balanced stack: separator first, then the text alone on top */
+    if (kept++ > 0) luaL_addchar(&b, '\n');
+    lua_rawgeti(L, 1, i);
+    lua_pushliteral(L, "text");
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  if (dropped == 0) {
+    lua_pushnil(L);
+    return 2;
+  }
+  names[0] = '\0';
+  for (k = 0; k < sizeof drop_labels / sizeof drop_labels[0]; k++) {
+    if (labels & (1u << k)) {
+      used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", drop_labels[k]);
+    }
+  }
+  lua_pushfstring(L, "[mcpclient reads text only and dropped %I non-text content %s (%s).]",
+                  (LUAI_UACINT)dropped, dropped == 1 ? "block" : "blocks", names);
+  return 2;
+}
+
+/* ======================================================================
+** bound and repair
+** ====================================================================== */
+
+/*
+** bound(text [, limit = 50000]) -> text, truncated. REFERENCE §6.4: repair
+** to valid UTF-8 first, then cut at a character boundary and append the
+** marker so the whole stays within limit bytes. Input longer than the limit
+** is cut for certain (repair never shortens), so only the first limit bytes
+** are ever read.
+*/
+static int l_bound(lua_State *L) {
+  size_t n, mlen, keep, len, cut;
+  const char *s = check_text(L, 1, &n);
+  lua_Integer limit = luaL_optinteger(L, 2, BOUND_LIMIT);
+  char marker[80];
+  luaL_Buffer b;
+  luaL_argcheck(L, limit > 0, 2, "limit must be positive");
+  mlen = (size_t)snprintf(marker, sizeof marker, "\n" ELLIPSIS "[tool result truncated at " LUA_INTEGER_FMT " bytes]",
+                          (LUAI_UACINT)limit);
+  luaL_argcheck(L, (lua_Unsigned)limit >= mlen, 2, "limit is shorter than the truncation marker");
+  if ((lua_Unsigned)n <= (lua_Unsigned)limit && utf8_valid((const unsigned char *)s, n)) {
+    lua_settop(L, 1);
+    lua_pushboolean(L, 0);
+    return 2;
+  }
+  luaL_buffinit(L, &b);
+  if (utf8_repair_into(&b, (const unsigned char *)s, n, (size_t)limit)) {
+    luaL_pushresult(&b);
+    lua_pushboolean(L, 0);
+    return 2;
+  }
+  /* the buffer holds whole characters only, so backing off continuation bytes finds a boundary */
+  keep = (size_t)limit - mlen;
+  len = luaL_bufflen(&b);
+  if (len > keep) {
+    const char *p = luaL_buffaddr(&b);
+    cut = keep;
+    while (cut > 0 && ((unsigned char)p[cut] & 0xC0) == 0x80) cut--;
+    luaL_buffsub(&b, len - cut);
+  }
+  luaL_addlstring(&b, marker, mlen);
+  luaL_pushresult(&b);
+  lua_pushboolean(L, 1);
+  return 2;
+}
+
+/*
+** repair_utf8(text) -> text: each maximal invalid subpart replaced by
+** U+FFFD; valid text comes back as the same string, uncopied.
+*/
+static int l_repair_utf8(lua_State *L) {
+  size_t n;
+  const char *s = check_text(L, 1, &n);
+  luaL_Buffer b;
+  if (utf8_valid((const unsigned char *)s, n)) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  luaL_buffinit(L, &b);
+  utf8_repair_into(&b, (const unsigned char *)s, n, SIZE_MAX);
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* Adds clip, label, flatten, bound and repair_utf8 to the module table. */
+void mcp_register_text(lua_State *L) {
+  static const luaL_Reg fns[] = {
+    {"clip", l_clip},     {"label", l_label},   {"flatten", l_flatten},
+    {"bound", l_bound},   {"repair_utf8", l_repair_utf8}, {NULL, NULL}
+  };
+  luaL_setfuncs(L, fns, 0);
+}

@@ -1,0 +1,317 @@
+--- A connection to one MCP server (DESIGN §2, D1–D3, D5, D12; REFERENCE §2, §3, §9).
+--
+-- The connection initializes once and reuses its session. Each public
+-- operation (list_tools, call_tool, ping) opens one deadline that every leg
+-- of it spends — a re-initialization included — and records at most one
+-- health contact, when it completes.
+local core = require "mcpclient.core"
+local credentials = require "mcpclient.credentials"
+local Deadline = require "mcpclient.deadline"
+local errors = require "mcpclient.errors"
+local hostgate = require "mcpclient.hostgate"
+local Transport = require "mcpclient.transport"
+
+local json = core.json
+local fail = errors.fail
+
+local client = {}
+
+client.PROTOCOL_VERSION = "2025-11-25"
+client.SUPPORTED_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
+client.MAX_PAGES = 50
+client.DEFAULT_BUDGET = 20            -- seconds, one operation
+client.DEFAULT_CONNECT_TIMEOUT = 10   -- seconds, never more than the budget left
+client.CLOSE_BUDGET = 2               -- seconds for the DELETE that ends a session
+
+local supported = {}
+for _, v in ipairs(client.SUPPORTED_VERSIONS) do supported[v] = true end
+
+local Connection = {}
+Connection.__index = Connection
+
+---------------------------------------------------------------------------
+-- Options
+---------------------------------------------------------------------------
+
+-- Every key connect() accepts, with the type it must have.
+local option_types = {
+  url = "string", identifier = "string", name = "string", auth = "table", resolver = "function",
+  budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
+  refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
+  transport = "table", clock = "function", log = "function",
+}
+
+local function check_type(key, value, expected)
+  if expected == "recorder" then
+    local ok = type(value) == "function" or (type(value) == "table" and type(value.record) == "function")
+    if not ok then
+      error("health must be a recorder (a function or a table with :record), or mcp.health.discard", 4)
+    end
+  elseif type(value) ~= expected then
+    error(string.format("%s must be a %s, not a %s", key, expected, type(value)), 4)
+  end
+end
+
+local function positive_seconds(key, value)
+  if value ~= value or value <= 0 or value == math.huge then
+    error(string.format("%s must be a positive number of seconds", key), 4)
+  end
+  return value
+end
+
+local function validate(options)
+  if type(options) ~= "table" then error("connect expects an options table", 3) end
+  for key, value in pairs(options) do
+    local expected = option_types[key]
+    if not expected then error(string.format("connect: unknown option %q", tostring(key)), 3) end
+    check_type(key, value, expected)
+  end
+  if options.url == nil then error("connect: url is required", 3) end
+  if options.identifier == nil then error("connect: identifier is required", 3) end
+  if options.health == nil then
+    error("connect: health is required (a recorder, or mcp.health.discard to say none)", 3)
+  end
+  if not options.identifier:match("^[A-Za-z0-9_-]+$") or #options.identifier > 32 then
+    error("connect: identifier must be 1 to 32 characters of A-Z, a-z, 0-9, _ and -", 3)
+  end
+  local target, why = hostgate.parse_url(options.url)
+  if not target then error(string.format("connect: url is not usable: %s", why), 3) end
+  return target
+end
+
+---------------------------------------------------------------------------
+-- Connecting
+---------------------------------------------------------------------------
+
+--- Open a connection. No network traffic happens until the first operation.
+-- Misuse (unknown keys, wrong types, a missing required option) raises.
+function client.connect(options)
+  local target = validate(options)
+  local health = options.health
+  local record = type(health) == "function" and health or function(...) return health:record(...) end
+  local clock = options.clock or core.now
+  local self = setmetatable({
+    identifier = options.identifier,
+    name = options.name or options.identifier,
+    url = options.url,
+    budget = positive_seconds("budget", options.budget or client.DEFAULT_BUDGET),
+    clock = clock,
+    record_contact = record,
+    log = options.log or function(_, message) warn(message) end,
+    session = nil,
+    closed = false,
+  }, Connection)
+  self.transport = Transport.new {
+    identifier = self.identifier,
+    url = options.url,
+    target = target,
+    leg = options.transport or core.http_leg(),
+    auth = credentials.validate(options.auth),
+    resolver = options.resolver,
+    host_gate = options.host_gate or hostgate.default,
+    refuse_private = options.refuse_private or false,
+    connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT),
+    tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
+    clock = clock,
+  }
+  return self
+end
+
+---------------------------------------------------------------------------
+-- Operations: one deadline each
+---------------------------------------------------------------------------
+
+local op_keys = { budget = "number", cancel = "function" }
+
+function Connection:open_operation(opts)
+  if self.closed then error("the connection is closed", 3) end
+  if opts ~= nil and type(opts) ~= "table" then error("options must be a table", 3) end
+  opts = opts or {}
+  for key, value in pairs(opts) do
+    local expected = op_keys[key]
+    if not expected then error(string.format("unknown option %q", tostring(key)), 3) end
+    if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 3) end
+  end
+  local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
+  return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel }
+end
+
+-- One health contact; a recorder that fails never fails the operation.
+function Connection:contact(latency_ms)
+  local ok, why = pcall(self.record_contact, self.identifier, math.max(0, math.floor(latency_ms + 0.5)))
+  if not ok then
+    pcall(self.log, "warning", string.format('An MCP liveness observation for "%s" could not be stored: %s',
+      self.identifier, tostring(why)))
+  end
+end
+
+-- The handshake (D2): initialize, check the revision, initialized.
+-- Returns the initialize leg's info on success.
+function Connection:handshake(op)
+  local params = {
+    protocolVersion = client.PROTOCOL_VERSION,
+    capabilities = {},
+    clientInfo = { name = "mcpclient", version = core.version },
+  }
+  local result, info, err = self.transport:request(op, nil, "initialize", params)
+  if not result then return nil, info, err end
+  local version = result.protocolVersion
+  if type(version) ~= "string" then
+    return fail("malformed", self.identifier, { detail = "the initialize result names no protocol version" })
+  end
+  if not supported[version] then
+    return fail("protocol_version", self.identifier,
+      { version = version, supported = table.concat(client.SUPPORTED_VERSIONS, ", ") })
+  end
+  local session = {
+    id = info.session_id,
+    version = version,
+    server_info = type(result.serverInfo) == "table" and result.serverInfo or {},
+    capabilities = type(result.capabilities) == "table" and result.capabilities or {},
+    instructions = type(result.instructions) == "string" and result.instructions or nil,
+  }
+  local ok, message, notify_err = self.transport:notify(op, session, "notifications/initialized", {})
+  if not ok then return nil, message, notify_err end
+  self.session = session
+  return info
+end
+
+-- A request inside an operation, initializing first when there is no session,
+-- and once more if the server says the session is gone (D1).
+function Connection:request(op, method, params, ordered)
+  if not self.session then
+    local ok, message, err = self:handshake(op)
+    if not ok then return nil, message, err end
+  end
+  local result, info, err = self.transport:request(op, self.session, method, params, ordered)
+  if not result and err.session_lost and not op.reinitialized then
+    op.reinitialized = true
+    self.session = nil
+    local ok, message, handshake_err = self:handshake(op)
+    if not ok then return nil, message, handshake_err end
+    return self.transport:request(op, self.session, method, params, ordered)
+  end
+  return result, info, err
+end
+
+--- The whole catalogue: every page, in order (REFERENCE §2.3).
+-- @return array of tool tables (as the server sent them) | nil, message, err
+function Connection:list_tools(opts)
+  local op = self:open_operation(opts)
+  local tools = json.array {}
+  local params = {}
+  for _ = 1, client.MAX_PAGES do
+    local result, info, err = self:request(op, "tools/list", params, true)
+    if not result then return nil, info, err end
+    local page = result.tools
+    if type(page) ~= "table" or not json.is_array(page) then
+      return fail("malformed", self.identifier, { detail = 'the tool listing carries no "tools" array' })
+    end
+    for _, entry in ipairs(page) do
+      if type(entry) == "table" and not json.is_array(entry) then tools[#tools + 1] = entry end
+    end
+    local cursor = result.nextCursor
+    if type(cursor) ~= "string" or cursor == "" then
+      self:contact(info.duration_ms)
+      return tools
+    end
+    params = { cursor = cursor }
+  end
+  return fail("malformed", self.identifier,
+    { detail = "the tool listing did not end within " .. client.MAX_PAGES .. " pages" })
+end
+
+-- What a model reads of a tools/call result (REFERENCE §2.4, D13).
+local function outcome_of(result, latency_ms)
+  local flat, note = core.flatten(result.content)
+  local is_error = result.isError == true
+  local answer
+  if is_error then
+    answer = "The remote tool reported an error: " .. (flat == "" and "no detail given." or flat)
+  else
+    answer = flat == "" and "The remote tool returned no textual content." or flat
+  end
+  return {
+    text = note and (note .. "\n" .. answer) or answer,
+    is_error = is_error,
+    note = note,
+    content = result.content,
+    structured = result.structuredContent,
+    latency_ms = latency_ms,
+  }
+end
+
+--- Call a tool by its name on the server.
+-- @param name the server's name for the tool
+-- @param arguments a table (encoded as a JSON object; nil means {})
+-- @param opts { budget = seconds, cancel = function -> truthy to stop }
+-- @return outcome { text, is_error, note, content, structured, latency_ms } | nil, message, err
+function Connection:call_tool(name, arguments, opts)
+  if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
+  if arguments ~= nil and (type(arguments) ~= "table" or json.is_array(arguments)) then
+    error("call_tool: arguments must be a table of named arguments", 2)
+  end
+  local op = self:open_operation(opts)
+  local result, info, err = self:request(op, "tools/call", { name = name, arguments = arguments or {} })
+  if not result then return nil, info, err end
+  self:contact(info.duration_ms)
+  return outcome_of(result, info.duration_ms)
+end
+
+--- Is the server there? A handshake if there is no session yet, else an MCP
+--- ping on the session (REFERENCE §2.5).
+-- @return report { reachable, latency_ms, protocol_version, server_name, server_version } | nil, message, err
+function Connection:ping(opts)
+  local op = self:open_operation(opts)
+  local info, message, err
+  if self.session then
+    local result
+    result, info, err = self:request(op, "ping", {})
+    if not result then return nil, info, err end
+  else
+    info, message, err = self:handshake(op)
+    if not info then return nil, message, err end
+  end
+  self:contact(info.duration_ms)
+  local server = self.session.server_info
+  return {
+    reachable = true,
+    latency_ms = math.max(0, math.floor(info.duration_ms + 0.5)),
+    protocol_version = core.label(self.session.version),
+    server_name = core.label(server.name),
+    server_version = core.label(server.version),
+  }
+end
+
+--- What the handshake learned: { protocol_version, server_info, capabilities,
+--- instructions }, or nil before the first operation.
+function Connection:server()
+  local s = self.session
+  if not s then return nil end
+  return { protocol_version = s.version, server_info = s.server_info, capabilities = s.capabilities,
+    instructions = s.instructions }
+end
+
+--- End the session (DELETE, bounded by 2 s) and release the connection.
+-- Idempotent; also runs from <close> and the garbage collector.
+function Connection:close()
+  if self.closed then return true end
+  self.closed = true
+  if self.session and self.session.id then
+    local op = { deadline = Deadline.open(client.CLOSE_BUDGET, self.clock) }
+    pcall(self.transport.delete, self.transport, op, self.session)
+  end
+  self.session = nil
+  self.transport:close()
+  return true
+end
+
+Connection.__close = Connection.close
+Connection.__gc = Connection.close
+
+function Connection:__tostring()
+  return string.format('mcp connection "%s" (%s)%s', self.identifier, self.url, self.closed and " closed" or "")
+end
+
+client.Connection = Connection
+return client

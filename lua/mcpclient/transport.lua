@@ -1,0 +1,297 @@
+--- Streamable HTTP: one JSON-RPC message per HTTP exchange (REFERENCE §1).
+--
+-- A Transport belongs to one connection. It owns the HTTP leg (libcurl in C,
+-- or a fake a spec injects), the pinned address, the credential reference and
+-- the request ids. Every leg runs the same gauntlet, in this order: cancel
+-- flag, operation budget, host gate, credential, send, status, media type,
+-- body. Session state belongs to the caller and is passed in per request.
+local core = require "mcpclient.core"
+local credentials = require "mcpclient.credentials"
+local Deadline = require "mcpclient.deadline"
+local errors = require "mcpclient.errors"
+local hostgate = require "mcpclient.hostgate"
+
+local json = core.json
+local fail = errors.fail
+
+local MAX_RESPONSE_BYTES = 2 * 1024 * 1024
+local MAX_RESUMPTIONS = 2             -- GET + Last-Event-ID after a stream ends early
+local DEFAULT_RETRY_MS = 1000
+local CANCEL_NOTICE_SECONDS = 1       -- notifications/cancelled is best-effort within this
+local ACCEPT_BOTH = "Accept: application/json, text/event-stream"
+
+local Transport = {}
+Transport.__index = Transport
+
+--- @param config { identifier, url, target (parsed url), leg, auth, resolver,
+---   host_gate, refuse_private, connect_timeout, tls = {ca_file, client_cert, client_key} }
+function Transport.new(config)
+  local self = setmetatable({}, Transport)
+  for k, v in pairs(config) do self[k] = v end
+  self.last_id = 0
+  return self
+end
+
+function Transport:close()
+  if self.leg then self.leg:close() end
+end
+
+function Transport:next_id()
+  self.last_id = self.last_id + 1
+  return self.last_id
+end
+
+local function media_type(headers)
+  local value = headers["content-type"] or ""
+  return (value:match("^([^;]*)") or ""):match("^%s*(.-)%s*$"):lower()
+end
+
+-- The address to dial, checked once per connection and then pinned.
+function Transport:destination()
+  if self.address then return true end
+  local resolve = function(host)
+    if self.leg.resolve then return self.leg:resolve(host) end
+    return core.resolve(host)
+  end
+  local address, verdict, reason = hostgate.check(self.target, resolve, self.host_gate,
+    { refuse_private = self.refuse_private })
+  if not address then
+    if verdict == "resolve" then
+      return fail("transport", self.identifier, { detail = reason })
+    end
+    return fail("refused_host", self.identifier, { host = self.target.host })
+  end
+  self.address, self.pin = address, verdict
+  return true
+end
+
+-- Headers every leg after the handshake carries.
+local function session_headers(list, session)
+  if session then
+    if session.id then list[#list + 1] = "Mcp-Session-Id: " .. session.id end
+    if session.version then list[#list + 1] = "MCP-Protocol-Version: " .. session.version end
+  end
+  return list
+end
+
+--[[
+One HTTP exchange with every check that precedes and follows the wire.
+`op` is the operation: { deadline, cancel, budget }. Returns the leg's
+response table, or the failure triple.
+]]
+function Transport:exchange(op, method, headers, body, on_stream, cancellable)
+  if op.cancel and op.cancel() then
+    return fail("cancelled", self.identifier, { in_flight = false })
+  end
+  if op.deadline:exhausted() then
+    return fail("deadline", self.identifier, { budget = errors.seconds(op.deadline.total) })
+  end
+  local ok, message, err = self:destination()
+  if not ok then return nil, message, err end
+  local secret_header
+  if self.auth then
+    local secret, reason = credentials.resolve(self.auth.credential, self.resolver)
+    if not secret then return fail("credential", self.identifier, { detail = reason }) end
+    secret_header = credentials.header_line(self.auth, secret)
+  end
+  local response, kind, detail = self.leg:send {
+    method = method,
+    url = self.url,
+    headers = headers,
+    secret_header = secret_header,
+    body = body,
+    timeout_ms = op.deadline:leg_timeout_ms(),
+    connect_timeout_ms = op.deadline:connect_timeout_ms(self.connect_timeout),
+    max_bytes = MAX_RESPONSE_BYTES,
+    pin = self.pin,
+    cancel = cancellable and op.cancel or nil,
+    on_stream = on_stream,
+    ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
+  }
+  if response then return response end
+  if kind == "cancelled" then return nil, "cancelled" end
+  if kind == "timeout" then
+    return fail("timeout", self.identifier, { budget = errors.seconds(op.deadline.total), detail = detail })
+  end
+  return fail("transport", self.identifier, { detail = detail })
+end
+
+-- Did this failed response say that our session is gone? (D1: 404, or a 400
+-- that names the session, which some servers answer instead.)
+local function session_lost(response, session)
+  if not (session and session.id) then return false end
+  if response.status == 404 then return true end
+  return response.status == 400 and (response.body or ""):lower():find("session", 1, true) ~= nil
+end
+
+function Transport:status_failure(response, session)
+  local _, message, err = fail("http_status", self.identifier, { status = response.status })
+  err.session_lost = session_lost(response, session) or nil
+  return nil, message, err
+end
+
+-- The answer a JSON-RPC classification gives, as a result or a failure.
+function Transport:answer(kind, a, b)
+  if kind == "result" then return a end
+  if kind == "error" then return fail("rpc_error", self.identifier, { code = a, detail = b }) end
+  if kind == "other" then return fail("malformed", self.identifier, { detail = "the body is " .. a }) end
+  return fail("malformed", self.identifier, { detail = a })
+end
+
+--[[
+Reads an event stream until the message answering `id` arrives (D6). The
+state survives a resumption: the decoder is new per stream, the last event
+id and the retry interval carry over.
+]]
+local function stream_reader(id, ordered)
+  local reader = { messages = 0 }
+  function reader.take(events)
+    for _, event in ipairs(events) do
+      reader.messages = reader.messages + 1
+      local kind, a, b = core.rpc_classify(event.data, id, ordered)
+      if kind == "result" or kind == "error" then
+        reader.answer = { kind, a, b }
+        return true
+      end
+    end
+    return false
+  end
+  -- A fresh decoder per stream, made on the first byte: plain JSON answers never pay for one.
+  function reader.start()
+    reader.decoder = nil
+    return function(chunk)
+      reader.decoder = reader.decoder or core.sse_decoder()
+      return reader.take(reader.decoder:feed(chunk))
+    end
+  end
+  function reader.finish()
+    local decoder = reader.decoder
+    if not decoder then return end
+    reader.take(decoder:finish())
+    local event_id = decoder:last_event_id()
+    if event_id and event_id ~= "" then reader.last_event_id = event_id end
+    reader.retry_ms = decoder:retry() or reader.retry_ms
+    decoder:close()
+    reader.decoder = nil
+  end
+  return reader
+end
+
+-- Wait before a resumption, in slices so a cancel flag is still honoured.
+function Transport:wait(op, seconds)
+  local clock = self.clock
+  local until_time = clock() + seconds
+  while clock() < until_time do
+    if op.cancel and op.cancel() then return false end
+    core.sleep(math.min(0.02, until_time - clock()))
+  end
+  return true
+end
+
+--- Send a JSON-RPC request and return its result (a table), plus leg info
+--- { duration_ms, session_id, status }; or the failure triple.
+function Transport:request(op, session, method, params, ordered)
+  local id = self:next_id()
+  local encoded, why = json.try_encode(params)
+  if not encoded then
+    return fail("malformed", self.identifier, { detail = "the request could not be encoded: " .. why })
+  end
+  local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":' .. json.encode(method)
+    .. ',"params":' .. encoded .. '}'
+  local headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session)
+  local reader = stream_reader(id, ordered)
+  local response, message, err = self:exchange(op, "POST", headers, body, reader.start(), true)
+  if not response then
+    if message == "cancelled" then return self:cancelled(session, id, method) end
+    return nil, message, err
+  end
+  if response.status >= 300 then return self:status_failure(response, session) end
+  local info = { duration_ms = response.duration_ms, session_id = response.headers["mcp-session-id"] }
+  if info.session_id == "" then info.session_id = nil end
+  local media = media_type(response.headers)
+  if media == "text/event-stream" then
+    return self:finish_stream(op, session, reader, response, info, method, id)
+  end
+  if media ~= "" and media ~= "application/json" then
+    return fail("content_type", self.identifier, { media_type = media })
+  end
+  if not response.body:find("%S") then
+    return fail("malformed", self.identifier, { detail = "empty body with status " .. response.status })
+  end
+  local result, m, e = self:answer(core.rpc_classify(response.body, id, ordered))
+  if not result then return nil, m, e end
+  return result, info
+end
+
+-- A stream ended (or stopped at the answer): take the answer, or resume.
+function Transport:finish_stream(op, session, reader, response, info, method, id)
+  local resumptions = 0
+  while true do
+    if not reader.answer and not response.stopped then reader.finish() end
+    if reader.answer then
+      local result, m, e = self:answer(table.unpack(reader.answer, 1, 3))
+      if not result then return nil, m, e end
+      info.duration_ms = response.duration_ms
+      return result, info
+    end
+    if response.truncated then
+      return fail("malformed", self.identifier,
+        { detail = "the event stream exceeded " .. MAX_RESPONSE_BYTES .. " bytes before the response" })
+    end
+    if not reader.last_event_id or resumptions == MAX_RESUMPTIONS then
+      local detail = reader.messages == 0 and "the event stream carried no message"
+        or "the event stream carried no response to the request"
+      return fail("malformed", self.identifier, { detail = detail })
+    end
+    resumptions = resumptions + 1
+    local delay = (reader.retry_ms or DEFAULT_RETRY_MS) / 1000
+    if delay >= op.deadline:remaining() then
+      return fail("deadline", self.identifier, { budget = errors.seconds(op.deadline.total) })
+    end
+    if not self:wait(op, delay) then return self:cancelled(session, id, method) end
+    local headers = session_headers({ "Accept: text/event-stream", "Last-Event-ID: " .. reader.last_event_id },
+      session)
+    local message, err
+    response, message, err = self:exchange(op, "GET", headers, nil, reader.start(), true)
+    if not response then
+      if message == "cancelled" then return self:cancelled(session, id, method) end
+      return nil, message, err
+    end
+    if response.status >= 300 then return self:status_failure(response, session) end
+    if media_type(response.headers) ~= "text/event-stream" then
+      return fail("content_type", self.identifier, { media_type = media_type(response.headers) })
+    end
+  end
+end
+
+-- The cancel flag fired during a request: tell the server (never for the
+-- handshake, best-effort, bounded) and report the cancellation.
+function Transport:cancelled(session, id, method)
+  if method ~= "initialize" then
+    self:notify({ deadline = Deadline.open(CANCEL_NOTICE_SECONDS, self.clock) }, session, "notifications/cancelled",
+      { requestId = id, reason = "cancelled by the client" })
+  end
+  return fail("cancelled", self.identifier, { in_flight = method == "tools/call" })
+end
+
+--- Send a JSON-RPC notification. The reply body is never parsed.
+function Transport:notify(op, session, method, params)
+  local body = '{"jsonrpc":"2.0","method":' .. json.encode(method) .. ',"params":' .. json.encode(params) .. '}'
+  local headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session)
+  local response, message, err = self:exchange(op, "POST", headers, body, nil, false)
+  if not response then return nil, message, err end
+  if response.status >= 300 then return self:status_failure(response, session) end
+  return true
+end
+
+--- End a session (D1): DELETE; 405 means the server keeps no sessions.
+function Transport:delete(op, session)
+  local response, message, err = self:exchange(op, "DELETE", session_headers({}, session), nil, nil, false)
+  if not response then return nil, message, err end
+  if response.status >= 300 and response.status ~= 405 and response.status ~= 404 then
+    return self:status_failure(response, session)
+  end
+  return true
+end
+
+return Transport

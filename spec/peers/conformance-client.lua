@@ -1,0 +1,89 @@
+--- The mcpclient side of the official conformance suite (@modelcontextprotocol/conformance 0.1.16,
+--- client scenarios), run by scripts/official-conformance.
+--
+-- usage (by the harness): lua5.4 spec/peers/conformance-client.lua <server url>
+--   The harness runs the command through /bin/sh with the URL of its own test server appended as
+--   the last argument, and names the scenario in MCP_CONFORMANCE_SCENARIO. Exit 0 = did the work.
+--   The verdict is the harness's (its exit code), from what it saw on the wire.
+--
+-- What each scenario's test server does (read from the suite and seen on the wire with the SDK
+-- client as a stand-in):
+--   initialize  URL http://localhost:<port> (no /mcp path). Checks only the initialize request:
+--               protocolVersion 2025-06-18 or 2025-11-25, non-empty clientInfo.name and .version.
+--               Answers initialize with JSON (it echoes the version; no session id, capabilities {}),
+--               tools/list with no tools, and ANY other POST — even notifications/initialized —
+--               with 200 application/json {"jsonrpc":"2.0","result":{}} (no id at all for a
+--               notification; id echoed for a request such as ping). A GET (or a body that is not
+--               JSON) gets 400 -32700. We do: handshake + ping.
+--   tools_call  URL http://localhost:<port>/mcp. The SDK's stateless transport behind express
+--               (a new server per POST, no session id, event-stream answers with content-length;
+--               notifications 202; GET /mcp 404 text/html from express). One tool:
+--                 add_numbers {a:number, b:number} (both required)
+--                 -> text "The sum of <a> and <b> is <a+b>"
+--               The check passes when add_numbers is called with two numbers. We call {a=2, b=3}.
+--   sse-retry   URL http://localhost:<port> (no /mcp path). Answers initialize with JSON,
+--               protocolVersion 2025-03-26 (whatever was asked) and mcp-session-id
+--               session-<ms>; tools/list (JSON) -> one tool:
+--                 test_reconnection {} (no properties) -> text "Reconnection test completed successfully"
+--               tools/call answers 200 text/event-stream holding only a priming event
+--               "id: event-N\nretry: 500\ndata: \n\n" and ends the stream 50 ms later. The client
+--               must wait the retry interval, then GET the same URL (Accept: text/event-stream,
+--               the session id, Last-Event-ID: event-N); that GET stream carries a priming event
+--               (id event-N+1, retry 500) and then "event: message\nid: event-N+2\ndata: <result>"
+--               and is never closed by the server. Every GET gets such a stream (a standalone
+--               GET after initialize too; only GETs carrying Last-Event-ID are judged). Checks:
+--               a GET came; the last GET came 450..700 ms after the close (700..1000 = WARNING,
+--               which fails the run; earlier or later = FAILURE); the first Last-Event-ID seen is
+--               present. Notifications get 202; DELETE gets 405 text/plain.
+--
+-- The harness servers listen on 127.0.0.1 only (scripts/official-conformance loads the loopback
+-- preload), but their URLs say "localhost": we dial 127.0.0.1 so a resolver that puts ::1 first
+-- cannot send us to an address nobody listens on.
+local dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
+local root = dir .. "/../.."
+package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
+package.cpath = root .. "/build/?.so;" .. package.cpath
+
+local function main()
+  local url = arg[#arg]
+  if not url or not url:match("^https?://") then error("usage: conformance-client.lua <server url>") end
+  url = url:gsub("^(https?://)localhost([:/])", "%1127.0.0.1%2"):gsub("^(https?://)localhost$", "%1127.0.0.1")
+  local scenario = os.getenv("MCP_CONFORMANCE_SCENARIO") or ""
+
+  local mcp = require "mcpclient"
+  -- Private and loopback addresses are allowed by default (DESIGN D9): 127.0.0.1 is reachable.
+  local conn = mcp.connect { url = url, identifier = "conformance", health = mcp.health.discard }
+
+  local function tool_named(name)
+    local tools = assert(conn:list_tools())
+    for _, t in ipairs(tools) do
+      if t.name == name then return t end
+    end
+    error(string.format("the server lists no tool %q", name))
+  end
+
+  if scenario == "initialize" then
+    assert(conn:ping())
+  elseif scenario == "tools_call" then
+    tool_named("add_numbers")
+    local out = assert(conn:call_tool("add_numbers", { a = 2, b = 3 }))
+    if out.is_error then error("add_numbers answered a tool error: " .. tostring(out.text)) end
+    if not tostring(out.text):find("5", 1, true) then
+      error("add_numbers did not answer 5: " .. tostring(out.text))
+    end
+  elseif scenario == "sse-retry" then
+    tool_named("test_reconnection")
+    local out = assert(conn:call_tool("test_reconnection", {}))
+    if out.is_error then error("test_reconnection answered a tool error: " .. tostring(out.text)) end
+  else
+    error(string.format("unknown scenario %q (MCP_CONFORMANCE_SCENARIO)", scenario))
+  end
+  conn:close()
+end
+
+local ok, err = pcall(main)
+if not ok then
+  io.stderr:write("conformance-client: ", tostring(err), "\n")
+  os.exit(1)
+end
+os.exit(0)

@@ -1,0 +1,542 @@
+-- The C HTTP leg (csrc/http.c) against a tiny node server on 127.0.0.1
+-- (spec/support/tiny_http_server.mjs), started and killed by this file.
+local core = require "mcpclient.core"
+
+local MiB = 1024 * 1024
+
+local server, tls = {}, {}
+
+-- A throw-away self-signed certificate for 127.0.0.1, made with the openssl CLI.
+local function make_certificate()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local cert, key = dir .. "/cert.pem", dir .. "/key.pem"
+  assert(os.execute(string.format(
+    "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=mcpclient-spec"
+      .. " -addext subjectAltName=IP:127.0.0.1 -keyout %s -out %s >/dev/null 2>&1", key, cert)),
+    "openssl could not make a certificate")
+  return { dir = dir, cert = cert, key = key }
+end
+
+local function start_server(certificate)
+  local pipe = assert(io.popen(string.format(
+    "exec sh -c 'echo $$; exec node spec/support/tiny_http_server.mjs %s %s'", certificate.cert, certificate.key), "r"))
+  local pid = assert(tonumber(pipe:read("l")), "no pid from the server shell")
+  local line = assert(pipe:read("l"), "the server printed no port")
+  local port, closed, tls_port = line:match("^(%d+) (%d+) (%d+)$")
+  assert(port, "unexpected server line: " .. line)
+  return { pipe = pipe, pid = pid, port = tonumber(port), closed = tonumber(closed), tls_port = tonumber(tls_port) }
+end
+
+local function url(path)
+  return string.format("http://127.0.0.1:%d%s", server.port, path)
+end
+
+-- A request table with the defaults the specs share.
+local function req(fields)
+  local r = { method = "GET", timeout_ms = 5000 }
+  for k, v in pairs(fields) do r[k] = v end
+  return r
+end
+
+-- The "key=value" lines /inspect answers with.
+local function inspected(body)
+  local seen = { headers = {} }
+  for line in body:gmatch("[^\n]+") do
+    local name, value = line:match("^h:([^=]+)=(.*)$")
+    if name then
+      seen.headers[name] = value
+    else
+      local k, v = line:match("^([^=]+)=(.*)$")
+      seen[k] = v
+    end
+  end
+  return seen
+end
+
+describe("core.http_leg", function()
+  local leg
+
+  setup(function()
+    tls = make_certificate()
+    server = start_server(tls)
+  end)
+
+  teardown(function()
+    os.execute("kill " .. server.pid)
+    server.pipe:close()
+    os.remove(tls.cert)
+    os.remove(tls.key)
+    os.remove(tls.dir)
+  end)
+
+  before_each(function()
+    leg = core.http_leg()
+  end)
+
+  after_each(function()
+    leg:close()
+  end)
+
+  describe("a plain exchange", function()
+    it("returns status, lower-cased headers, body and a duration", function()
+      local res = assert(leg:send(req { url = url("/json") }))
+      assert.equal(200, res.status)
+      assert.equal("application/json", res.headers["content-type"])
+      assert.equal("Value", res.headers["x-custom-header"])
+      assert.is_nil(res.headers["X-Custom-Header"])
+      assert.equal('{"ok":true,"method":"GET"}', res.body)
+      assert.is_number(res.duration_ms)
+      assert.is_true(res.duration_ms > 0 and res.duration_ms < 5000)
+      assert.is_false(res.streamed)
+      assert.is_false(res.stopped)
+      assert.is_false(res.truncated)
+    end)
+
+    it("keeps the last of repeated headers and trims values", function()
+      local res = assert(leg:send(req { url = url("/dup") }))
+      assert.equal("second", res.headers["x-dup"])
+      assert.equal("padded value", res.headers["x-padded"])
+    end)
+
+    it("discards the headers of an interim 1xx response", function()
+      local res = assert(leg:send(req { url = url("/early") }))
+      assert.equal(200, res.status)
+      assert.equal("yes", res.headers["x-final"])
+      assert.is_nil(res.headers.link)
+      assert.equal("final", res.body)
+    end)
+
+    it("reuses one kept-alive connection across sends", function()
+      local first = assert(leg:send(req { url = url("/json") }))
+      local second = assert(leg:send(req { method = "POST", url = url("/json"), body = "{}" }))
+      local third = assert(leg:send(req { url = url("/json") }))
+      assert.equal(first.headers["x-conn-id"], second.headers["x-conn-id"])
+      assert.equal(first.headers["x-conn-id"], third.headers["x-conn-id"])
+      local other = core.http_leg()
+      local elsewhere = assert(other:send(req { url = url("/json") }))
+      other:close()
+      assert.are_not.equal(first.headers["x-conn-id"], elsewhere.headers["x-conn-id"])
+    end)
+
+    it("does not follow a redirect", function()
+      local res = assert(leg:send(req { url = url("/redirect") }))
+      assert.equal(302, res.status)
+      assert.equal("/json", res.headers.location)
+      assert.equal("moved", res.body)
+    end)
+
+    it("measures the duration on a monotonic clock", function()
+      local res = assert(leg:send(req { url = url("/slow?ms=80") }))
+      assert.is_true(res.duration_ms >= 50, "duration " .. res.duration_ms)
+      assert.is_true(res.duration_ms < 5000)
+    end)
+  end)
+
+  describe("the request on the wire", function()
+    it("sends method, headers and body; no Expect, no Accept-Encoding; our User-Agent", function()
+      local res = assert(leg:send(req {
+        method = "POST", url = url("/inspect"), body = '{"a":1}',
+        headers = { "Content-Type: application/json", "Accept: application/json, text/event-stream" },
+      }))
+      local seen = inspected(res.body)
+      assert.equal("POST", seen.method)
+      assert.equal("7", seen.bodylen)
+      assert.equal("application/json", seen.headers["content-type"])
+      assert.equal("application/json, text/event-stream", seen.headers.accept)
+      assert.equal("mcpclient/" .. core.version, seen.headers["user-agent"])
+      assert.is_nil(seen.headers.expect)
+      assert.is_nil(seen.headers["accept-encoding"])
+    end)
+
+    it("sends GET and DELETE without a body", function()
+      local got = inspected(assert(leg:send(req { method = "GET", url = url("/inspect") })).body)
+      assert.equal("GET", got.method)
+      assert.equal("0", got.bodylen)
+      local deleted = inspected(assert(leg:send(req { method = "DELETE", url = url("/inspect") })).body)
+      assert.equal("DELETE", deleted.method)
+      assert.equal("0", deleted.bodylen)
+      local posted = inspected(assert(leg:send(req { method = "POST", url = url("/inspect") })).body)
+      assert.equal("POST", posted.method)
+      assert.equal("0", posted.bodylen)
+    end)
+
+    it("sends a body with NUL bytes intact", function()
+      local body = "a\0b\0\0c" .. string.rep("\0\255", 1000) .. "end"
+      local res = assert(leg:send(req { method = "POST", url = url("/echo"), body = body }))
+      assert.equal(#body, #res.body)
+      assert.is_true(body == res.body)
+    end)
+
+    it("delivers the secret header, which the server checks, and never repeats it", function()
+      local secret = "X-Api-Key: s3cret-value"
+      local ok = assert(leg:send(req { url = url("/secret"), secret_header = secret }))
+      assert.equal(200, ok.status)
+      assert.equal("authorised", ok.body)
+      local without = assert(leg:send(req { url = url("/secret") }))
+      assert.equal(401, without.status)
+      local refused = string.format("http://127.0.0.1:%d/secret", server.closed)
+      local res, kind, message = leg:send(req { url = refused, secret_header = secret })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+      assert.is_nil(message:find("s3cret", 1, true))
+    end)
+  end)
+
+  describe("the read cap", function()
+    it("keeps exactly the first 2 MiB of a 3 MiB body", function()
+      local res = assert(leg:send(req { url = url("/big") }))
+      assert.equal(200, res.status)
+      assert.is_true(res.truncated)
+      assert.equal(2097152, #res.body)
+      assert.equal(string.rep("x", 2097152), res.body)
+    end)
+
+    it("caps a chunked body the same way", function()
+      local res = assert(leg:send(req { url = url("/big?chunked=1") }))
+      assert.is_true(res.truncated)
+      assert.equal(2 * MiB, #res.body)
+    end)
+
+    it("does not call a body of exactly the declared cap truncated", function()
+      local res = assert(leg:send(req { url = url("/big?n=" .. 2 * MiB) }))
+      assert.is_false(res.truncated)
+      assert.equal(2 * MiB, #res.body)
+    end)
+
+    it("honours a smaller max_bytes, and the leg works after a truncation", function()
+      local res = assert(leg:send(req { url = url("/json"), max_bytes = 5 }))
+      assert.is_true(res.truncated)
+      assert.equal('{"ok"', res.body)
+      assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
+    end)
+  end)
+
+  describe("event streams", function()
+    it("streams to on_stream in pieces and stops at once when it says so", function()
+      local pieces, text = 0, {}
+      local t0 = core.now()
+      local res = assert(leg:send(req {
+        url = url("/sse"),
+        on_stream = function(chunk)
+          pieces = pieces + 1
+          text[#text + 1] = chunk
+          return pieces >= 3
+        end,
+      }))
+      local elapsed = core.now() - t0
+      assert.equal(200, res.status)
+      assert.is_true(res.streamed)
+      assert.is_true(res.stopped)
+      assert.equal("", res.body)
+      assert.equal(3, pieces)
+      assert.matches('^id: 1\ndata: {"n":1}\n\n', table.concat(text))
+      assert.is_true(elapsed < 1, "took " .. elapsed)
+    end)
+
+    it("delivers every byte, the last ones too, when the stream ends by itself", function()
+      local text = {}
+      local res = assert(leg:send(req {
+        url = url("/sse-finite"),
+        on_stream = function(chunk) text[#text + 1] = chunk end,
+      }))
+      assert.is_true(res.streamed)
+      assert.is_false(res.stopped)
+      assert.equal('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\ndata: last\n\n', table.concat(text))
+    end)
+
+    it("counts streamed bytes toward max_bytes", function()
+      local text = {}
+      local res = assert(leg:send(req {
+        url = url("/sse"), max_bytes = 40,
+        on_stream = function(chunk) text[#text + 1] = chunk end,
+      }))
+      assert.is_true(res.truncated)
+      assert.is_true(res.streamed)
+      assert.equal(40, #table.concat(text))
+    end)
+
+    it("stops as soon as max_bytes are held instead of waiting for more", function()
+      local text = {}
+      local t0 = core.now()
+      local res = assert(leg:send(req {
+        url = url("/sse-once"), max_bytes = 11, timeout_ms = 3000,
+        on_stream = function(chunk) text[#text + 1] = chunk end,
+      }))
+      assert.is_true(core.now() - t0 < 1)
+      assert.is_true(res.truncated)
+      assert.equal("data: one\n\n", table.concat(text))
+    end)
+
+    it("accumulates a body that is not an event stream even with on_stream", function()
+      local called = false
+      local res = assert(leg:send(req { url = url("/json"), on_stream = function() called = true end }))
+      assert.is_false(res.streamed)
+      assert.is_false(called)
+      assert.equal('{"ok":true,"method":"GET"}', res.body)
+    end)
+  end)
+
+  describe("failures", function()
+    it("cancels promptly when the hook fires", function()
+      local t0, fired, polls = core.now(), nil, 0
+      local res, kind, message = leg:send(req {
+        url = url("/hang"), timeout_ms = 10000,
+        cancel = function()
+          polls = polls + 1
+          if core.now() - t0 >= 0.1 then
+            fired = fired or core.now()
+            return true
+          end
+          return false
+        end,
+      })
+      local latency = core.now() - fired
+      assert.is_nil(res)
+      assert.equal("cancelled", kind)
+      assert.equal("the call was cancelled", message)
+      assert.is_true(latency < 1, "latency " .. latency)
+      assert.is_true(polls >= 3, "polled " .. polls .. " times in 100 ms")
+      assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
+    end)
+
+    it("sends nothing when the cancel flag is already up", function()
+      local res, kind = leg:send(req { url = url("/hang"), cancel = function() return true end })
+      assert.is_nil(res)
+      assert.equal("cancelled", kind)
+    end)
+
+    it("times out at timeout_ms", function()
+      local t0 = core.now()
+      local res, kind, message = leg:send(req { url = url("/hang"), timeout_ms = 300 })
+      local elapsed = core.now() - t0
+      assert.is_nil(res)
+      assert.equal("timeout", kind)
+      assert.is_string(message)
+      assert.is_true(elapsed >= 0.25 and elapsed < 2, "elapsed " .. elapsed)
+    end)
+
+    it("reports a refused connection as transport", function()
+      local res, kind, message = leg:send(req { url = string.format("http://127.0.0.1:%d/", server.closed) })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+      assert.is_string(message)
+      assert.is_true(#message > 0)
+    end)
+
+    it("reports a connection reset in the middle of the body as transport", function()
+      local res, kind = leg:send(req { url = url("/reset") })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+    end)
+
+    it("refuses schemes other than http and https", function()
+      local res, kind = leg:send(req { url = "file:///etc/passwd" })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+    end)
+  end)
+
+  describe("TLS", function()
+    local function tls_url(path)
+      return string.format("https://127.0.0.1:%d%s", server.tls_port, path)
+    end
+
+    it("verifies the peer: an unknown CA fails as transport", function()
+      local res, kind, message = leg:send(req { url = tls_url("/json") })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+      assert.is_string(message)
+    end)
+
+    it("trusts ca_file, and forgets it on the next send", function()
+      local res = assert(leg:send(req { url = tls_url("/json"), ca_file = tls.cert }))
+      assert.equal(200, res.status)
+      local again, kind = leg:send(req { url = tls_url("/json") })
+      assert.is_nil(again)
+      assert.equal("transport", kind)
+      assert.equal(200, assert(leg:send(req { url = tls_url("/json"), ca_file = tls.cert })).status)
+    end)
+
+    it("presents client_cert and client_key only when given", function()
+      local res = assert(leg:send(req {
+        url = tls_url("/whoami"), ca_file = tls.cert, client_cert = tls.cert, client_key = tls.key,
+      }))
+      assert.equal("cn=mcpclient-spec", res.body)
+      local anonymous = assert(leg:send(req { url = tls_url("/whoami"), ca_file = tls.cert }))
+      assert.equal("anonymous", anonymous.body)
+    end)
+
+    it("reports a missing ca_file as transport", function()
+      local res, kind = leg:send(req { url = tls_url("/json"), ca_file = tls.dir .. "/missing.pem" })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+    end)
+  end)
+
+  describe("hooks that raise", function()
+    it("re-raises the cancel hook's own error value after cleanup", function()
+      local boom = { "boom" }
+      local ok, err = pcall(leg.send, leg, req { url = url("/hang"), cancel = function() error(boom) end })
+      assert.is_false(ok)
+      assert.equal(boom, err)
+      local res = assert(leg:send(req { url = url("/json") }))
+      assert.equal(200, res.status)
+    end)
+
+    it("re-raises an on_stream error and the leg stays usable", function()
+      local ok, err = pcall(leg.send, leg, req { url = url("/sse"), on_stream = function() error("stream boom") end })
+      assert.is_false(ok)
+      assert.matches("stream boom", err)
+      assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
+    end)
+
+    it("refuses a send from inside a hook, and a close from a hook ends the send", function()
+      local inner_ok, inner_err
+      local ok = pcall(leg.send, leg, req {
+        url = url("/hang"),
+        cancel = function()
+          inner_ok, inner_err = pcall(leg.send, leg, req { url = url("/json") })
+          return true
+        end,
+      })
+      assert.is_true(ok)
+      assert.is_false(inner_ok)
+      assert.matches("busy", inner_err)
+      local polls = 0
+      local closed_ok, closed_err = pcall(leg.send, leg, req {
+        url = url("/hang"),
+        cancel = function()
+          polls = polls + 1
+          if polls == 2 then leg:close() end  -- the first poll runs before anything is sent
+          return false
+        end,
+      })
+      assert.is_false(closed_ok)
+      assert.matches("closed during its send", closed_err)
+    end)
+  end)
+
+  describe("pins", function()
+    it("dials the pinned address, and the pin does not outlive its send", function()
+      local pinned = string.format("http://pinned.invalid:%d/json", server.port)
+      local pin = string.format("pinned.invalid:%d:127.0.0.1", server.port)
+      local res = assert(leg:send(req { url = pinned, pin = pin }))
+      assert.equal(200, res.status)
+      local again = assert(leg:send(req { url = pinned, pin = pin }))
+      assert.equal(res.headers["x-conn-id"], again.headers["x-conn-id"])
+      local unpinned, kind = leg:send(req { url = pinned })
+      assert.is_nil(unpinned)
+      assert.equal("transport", kind)
+      assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
+    end)
+
+    it("does not reuse a connection dialled for another pin", function()
+      local pinned = string.format("http://pinned.invalid:%d/json", server.port)
+      local pin = string.format("pinned.invalid:%d:127.0.0.1", server.port)
+      local first = assert(leg:send(req { url = pinned, pin = pin }))
+      -- nothing listens on 127.0.0.2: only a fresh connection can show that
+      local res, kind = leg:send(req { url = pinned, pin = string.format("pinned.invalid:%d:127.0.0.2", server.port) })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+      local back = assert(leg:send(req { url = pinned, pin = pin }))
+      assert.equal(200, back.status)
+      assert.are_not.equal(first.headers["x-conn-id"], back.headers["x-conn-id"])
+    end)
+
+    it("raises when the pin does not name the url's host and port", function()
+      assert.has_error(function()
+        leg:send(req { url = url("/json"), pin = "other.invalid:80:127.0.0.1" })
+      end)
+      assert.has_error(function()
+        leg:send(req { url = url("/json"), pin = "not a pin" })
+      end)
+    end)
+  end)
+
+  describe("misuse", function()
+    it("raises on a closed leg; close is idempotent and serves __close", function()
+      leg:close()
+      leg:close()
+      assert.matches("closed", tostring(leg))
+      assert.has_error(function() leg:send(req { url = url("/json") }) end, "attempt to use a closed http leg")
+      local outer
+      do
+        local scoped <close> = core.http_leg()
+        outer = scoped
+      end
+      assert.has_error(function() outer:send(req { url = url("/json") }) end)
+    end)
+
+    it("raises on unknown keys, wrong types and bad values", function()
+      local bad = {
+        { method = "GET", url = url("/json"), timeout_ms = 100, bogus = 1 },
+        { method = "PUT", url = url("/json"), timeout_ms = 100 },
+        { url = url("/json"), timeout_ms = 100 },
+        { method = "GET", timeout_ms = 100 },
+        { method = "GET", url = url("/json") },
+        { method = "GET", url = url("/json"), timeout_ms = 0 },
+        { method = "GET", url = url("/json"), timeout_ms = 1.5 },
+        { method = "GET", url = url("/json"), timeout_ms = "100" },
+        { method = "GET", url = url("/json"), timeout_ms = 100, connect_timeout_ms = 0 },
+        { method = "GET", url = url("/json"), timeout_ms = 100, max_bytes = 0 },
+        { method = "GET", url = url("/json"), timeout_ms = 100, body = "x" },
+        { method = "POST", url = url("/json"), timeout_ms = 100, body = 42 },
+        { method = "GET", url = url("/json"), timeout_ms = 100, headers = "Accept: x" },
+        { method = "GET", url = url("/json"), timeout_ms = 100, headers = { "A: b\r\nC: d" } },
+        { method = "GET", url = url("/json"), timeout_ms = 100, headers = { x = "A: b" } },
+        { method = "GET", url = url("/json"), timeout_ms = 100, headers = { 42 } },
+        { method = "GET", url = url("/json"), timeout_ms = 100, secret_header = "A: b\nC: d" },
+        { method = "GET", url = url("/json"), timeout_ms = 100, cancel = true },
+        { method = "GET", url = url("/json"), timeout_ms = 100, on_stream = "x" },
+        { method = "GET", url = url("/json"), timeout_ms = 100, ca_file = 1 },
+        { method = "GET", url = url("/json"), timeout_ms = 100, [1] = "x" },
+      }
+      for i, r in ipairs(bad) do
+        assert.has_error(function() leg:send(r) end, nil, "case " .. i)
+      end
+      assert.has_error(function() leg:send("GET") end)
+      -- and the leg is still fine
+      assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
+    end)
+
+    it("keeps messages free of the secret when the url is malformed", function()
+      local res, kind, message = leg:send(req { url = "http://[bad", secret_header = "Authorization: Bearer t0ken" })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+      assert.is_nil(message:find("t0ken", 1, true))
+    end)
+  end)
+end)
+
+describe("core.resolve", function()
+  it("returns an IP literal as itself", function()
+    assert.same({ "127.0.0.1" }, core.resolve("127.0.0.1"))
+    assert.same({ "::1" }, core.resolve("::1"))
+    assert.same({ "::1" }, core.resolve("[::1]"))
+  end)
+
+  it("resolves a name to distinct numeric addresses", function()
+    local addresses = assert(core.resolve("localhost"))
+    assert.is_true(#addresses >= 1)
+    local seen = {}
+    for _, a in ipairs(addresses) do
+      assert.is_nil(seen[a])
+      seen[a] = true
+      assert.truthy(a:match("^[%x:.]+$"))
+    end
+    assert.is_true(seen["127.0.0.1"] or seen["::1"])
+  end)
+
+  it("returns nil and a message for a name that does not resolve", function()
+    local res, message = core.resolve("no-such-host.invalid")
+    assert.is_nil(res)
+    assert.is_string(message)
+    assert.is_nil(core.resolve(""))
+  end)
+
+  it("raises on a non-string host", function()
+    assert.has_error(function() core.resolve(nil) end)
+  end)
+end)

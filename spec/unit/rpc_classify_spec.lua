@@ -1,0 +1,158 @@
+-- core.rpc_classify: one JSON-RPC response text classified for the client
+-- (REFERENCE §1.5 steps 2-7, with DESIGN D3's real ids and D4's exact JSON).
+local core = require "mcpclient.core"
+local json = core.json
+local classify = core.rpc_classify
+
+local NEITHER = "the response carries neither a result nor an error"
+
+describe("core.rpc_classify", function()
+  describe("result", function()
+    it("returns the result object when the id matches", function()
+      local kind, result = classify('{"jsonrpc":"2.0","id":7,"result":{"tools":[],"meta":{}}}', 7)
+      assert.equal("result", kind)
+      assert.is_true(json.is_array(result.tools))
+      assert.is_false(json.is_array(result.meta))
+      assert.equal('{"meta":{},"tools":[]}', json.encode(result))
+    end)
+
+    it("keeps integers exact and records key order only when asked", function()
+      local text = '{"id":1,"result":{"z":9007199254740993,"a":{"y":1,"b":2}}}'
+      local kind, result = classify(text, 1)
+      assert.equal("result", kind)
+      assert.equal(9007199254740993, result.z)
+      assert.is_nil(json.key_order(result))
+      kind, result = classify(text, 1, true)
+      assert.equal("result", kind)
+      assert.same({ "z", "a" }, json.key_order(result))
+      assert.same({ "y", "b" }, json.key_order(result.a))
+    end)
+
+    it("accepts leading and trailing whitespace", function()
+      assert.equal("result", (classify(' \r\n{"id":1,"result":{}}\n ', 1)))
+    end)
+  end)
+
+  describe("error", function()
+    it("returns code and message", function()
+      local kind, code, message = classify('{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"no"}}', 3)
+      assert.equal("error", kind)
+      assert.equal(-32601, code)
+      assert.equal("integer", math.type(code))
+      assert.equal("no", message)
+    end)
+
+    it("accepts a null id (the server could not read ours)", function()
+      local kind, code, message = classify('{"id":null,"error":{"code":-32700,"message":"parse"}}', 5)
+      assert.equal("error", kind)
+      assert.equal(-32700, code)
+      assert.equal("parse", message)
+    end)
+
+    it("defaults a non-integer code to 0 and a non-string message to 'no message'", function()
+      local kind, code, message = classify('{"id":1,"error":{"code":"x","message":42}}', 1)
+      assert.same({ "error", 0, "no message" }, { kind, code, message })
+      kind, code, message = classify('{"id":1,"error":{"code":1.0}}', 1)
+      assert.same({ "error", 0, "no message" }, { kind, code, message })
+      kind, code, message = classify('{"id":1,"error":{}}', 1)
+      assert.same({ "error", 0, "no message" }, { kind, code, message })
+    end)
+
+    it("wins over result when both are present", function()
+      local kind, code = classify('{"id":1,"result":{"ok":true},"error":{"code":9,"message":"m"}}', 1)
+      assert.equal("error", kind)
+      assert.equal(9, code)
+    end)
+
+    it("is ignored when not an object, falling through to the result rule", function()
+      assert.equal("result", (classify('{"id":1,"error":"bad","result":{}}', 1)))
+      assert.same({ "malformed", NEITHER }, { classify('{"id":1,"error":"bad"}', 1) })
+      assert.same({ "malformed", NEITHER }, { classify('{"id":1,"error":[1]}', 1) })
+    end)
+
+    it("keeps a message with a NUL byte whole", function()
+      local _, _, message = classify('{"id":1,"error":{"code":1,"message":"a\\u0000b"}}', 1)
+      assert.equal("a\0b", message)
+    end)
+  end)
+
+  describe("other", function()
+    it("reports a server request or notification", function()
+      assert.same({ "other", "a server request or notification" },
+        { classify('{"jsonrpc":"2.0","method":"notifications/progress","params":{}}', 1) })
+      assert.same({ "other", "a server request or notification" },
+        { classify('{"jsonrpc":"2.0","id":1,"method":"roots/list"}', 1) })
+    end)
+
+    it("reports a response to another request on an id mismatch", function()
+      assert.same({ "other", "a response to another request" }, { classify('{"id":2,"result":{}}', 1) })
+      assert.same({ "other", "a response to another request" },
+        { classify('{"id":2,"error":{"code":1,"message":"x"}}', 1) })
+    end)
+
+    it("does not match a string id to an integer one", function()
+      assert.same({ "other", "a response to another request" }, { classify('{"id":"1","result":{}}', 1) })
+      assert.same({ "other", "a response to another request" },
+        { classify('{"id":"1","error":{"code":1}}', 1) })
+      assert.same({ "other", "a response to another request" }, { classify('{"id":1.0,"result":{}}', 1) })
+    end)
+
+    it("does not take a null or absent id for a result", function()
+      assert.equal("other", (classify('{"id":null,"result":{}}', 1)))
+      assert.equal("other", (classify('{"result":{}}', 1)))
+    end)
+  end)
+
+  describe("malformed", function()
+    it("reports an empty or blank body", function()
+      for _, text in ipairs({ "", "   ", "\r\n\t", "\0\v " }) do
+        assert.same({ "malformed", "empty body" }, { classify(text, 1) })
+      end
+    end)
+
+    it("reports invalid JSON with the decoder's short message", function()
+      local kind, detail = classify('{"id":1,"result":{', 1)
+      assert.equal("malformed", kind)
+      assert.matches("^invalid JSON: .* at line 1 column %d+$", detail)
+      kind, detail = classify('{"id":1,"id":1,"result":{}}', 1)
+      assert.equal("malformed", kind)
+      assert.matches("duplicate object key", detail)
+      kind, detail = classify('{"id":1,"result":{"x":"\xff"}}', 1)
+      assert.equal("malformed", kind)
+      assert.matches("^invalid JSON", detail)
+    end)
+
+    it("reports nesting deeper than 512 levels anywhere in the body", function()
+      -- the body object is level 1 and the result level 2: 510 arrays reach level 512
+      local deep = string.rep("[", 510) .. string.rep("]", 510)
+      assert.equal("result", (classify('{"id":1,"result":{"a":' .. deep .. '}}', 1)))
+      deep = string.rep("[", 511) .. string.rep("]", 511)
+      assert.same({ "malformed", "invalid JSON: nesting deeper than 512 levels" },
+        { classify('{"id":1,"result":{"a":' .. deep .. '}}', 1) })
+      assert.equal("result", (classify('{"id":1,"result":{},"extra":' .. deep .. '}', 1)))
+      deep = string.rep("[", 512) .. string.rep("]", 512)
+      assert.same({ "malformed", "invalid JSON: nesting deeper than 512 levels" },
+        { classify('{"id":1,"result":{},"extra":' .. deep .. '}', 1) })
+    end)
+
+    it("reports a body that is not a JSON object", function()
+      for _, text in ipairs({ "[]", '[{"id":1,"result":{}}]', "1", '"x"', "null", "true" }) do
+        assert.same({ "malformed", "the body is not a JSON object" }, { classify(text, 1) })
+      end
+    end)
+
+    it("reports a response without a usable result or error", function()
+      for _, text in ipairs({ '{"id":1}', '{"id":1,"result":null}', '{"id":1,"result":"x"}',
+                              '{"id":1,"result":3}', '{"id":1,"result":[]}', '{"id":1,"result":[1]}',
+                              '{"id":1,"error":null}', '{"jsonrpc":"2.0"}' }) do
+        assert.same({ "malformed", NEITHER }, { classify(text, 1) })
+      end
+    end)
+  end)
+
+  it("raises on misuse", function()
+    assert.has_error(function() classify(nil, 1) end)
+    assert.has_error(function() classify(12, 1) end)
+    assert.has_error(function() classify('{"id":1,"result":{}}', "1") end)
+  end)
+end)
