@@ -21,7 +21,7 @@ SOURCES   = $(wildcard csrc/*.c)
 OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SOURCES))
 MODULE    = $(BUILD)/mcpclient/core.so
 
-.PHONY: all deps peers test unit lint asan demo conformance bench soak fuzz clean
+.PHONY: all deps peers test check unit lint asan demo conformance bench soak fuzz clean
 
 all: $(MODULE)
 
@@ -39,10 +39,14 @@ deps:
 peers: deps
 	@scripts/install-peers
 
-# Every spec: unit, conformance, functional, integration (real servers on 127.0.0.1).
+# Everything: lint, the whole suite, the suite under ASan+UBSan, the official conformance suite.
 test: peers
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory lint
+	@scripts/test
+
+# The busted suite alone (unit, conformance, functional, integration against real servers).
+check: peers all
 	$(BUSTED)
 
 # The specs that need no network peer.
@@ -53,7 +57,7 @@ lint:
 	luacheck --quiet lua bin spec examples bench
 
 # The whole suite again under AddressSanitizer + UBSan, in a separate build tree.
-asan: peers
+asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan \
 	  OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" all
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -61,7 +65,7 @@ asan: peers
 	  $(BUSTED) --cpath="./build-asan/?.so"
 
 demo: peers all
-	$(LUA) examples/demo.lua
+	LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" LUA_CPATH="./build/?.so;;" $(LUA) scripts/demo
 
 conformance: peers all
 	$(BUSTED) spec/conformance

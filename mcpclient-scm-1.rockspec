@@ -22,7 +22,7 @@ build = {
     ["mcpclient.core"] = {
       sources = {
         "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/http.c",
-        "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c",
+        "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c", "csrc/sqlite.c",
       },
       libraries = { "curl", "jansson", "sqlite3" },
       incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(SQLITE_INCDIR)" },

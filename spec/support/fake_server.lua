@@ -144,6 +144,7 @@ function Fake:send(req)
   local duration = table.remove(self.durations, 1) or 0
 
   local is_request = record.id ~= nil
+  if is_request then self.last_request_id = record.id end
   local entry = (is_request or req.method ~= "POST") and table.remove(self.queue, 1) or nil
   if not entry then
     self.now = self.now + duration
@@ -169,7 +170,8 @@ function Fake:send(req)
   end
   self.now = self.now + duration
 
-  local body = entry.build(record.id or 0)
+  -- A GET resumes the stream of the latest request: its answer carries that id.
+  local body = entry.build(record.id or self.last_request_id or 0)
   local headers = { ["content-type"] = entry.content_type or "application/json" }
   if entry.session_id then headers["mcp-session-id"] = entry.session_id end
   local truncated = false

@@ -539,7 +539,7 @@ describe("a connection", function()
   describe("event-stream resumption (D6)", function()
     it("resumes with GET and Last-Event-ID after the retry interval, and takes the answer there", function()
       local fake = Fake.new():will_handshake("s")
-        :will_stream { "id: event-1\nretry: 500\ndata:\n\n" }
+        :will_stream { "id: event-1\nretry: 50\ndata:\n\n" }
         :will_stream { Fake.sse_result(text_result("resumed"), "event-2") }
       local conn = connect(fake)
       local out = assert(conn:call_tool("test_reconnection"))

@@ -1,0 +1,178 @@
+--- mcpclient under benchmark (bench/run.lua starts it; it is not a test).
+--
+--   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|cold|list|cancel] [--calls N]
+--          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
+--          [--seed S]
+--   Run from the repository root (it finds ./lua and ./build by itself).
+--
+--   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
+--   cold    N times: connect, call_tool("echo"), close — each timed whole (handshake, call, DELETE).
+--   list    one connection; W untimed, then N timed list_tools() of the whole catalogue, every
+--           inputSchema then passed through core.normalise_schema (what an import does).
+--   cancel  one connection; N calls of the `slow` tool (MS milliseconds) with a cancel function
+--           that turns true once a timer, drawn uniformly in [A, B] ms after the call starts, has
+--           run out. Measured: the flag's moment (the timer's expiry) to call_tool's return.
+--
+-- Prints one JSON line: client, mode, n, wall_s, ops_per_s, p50_ms, p99_ms, max_ms, cpu_s,
+-- cpu_per_op_us (os.clock(): this process's CPU, user + system, over the timed part only),
+-- peak_rss_kb (VmHWM), startup_cpu_ms (process CPU when the library was loaded), errors, and
+-- per mode: tools/refused (list). Any error exits 1.
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./build/?.so;" .. package.cpath
+
+local mcp = require "mcpclient"
+local core = require "mcpclient.core"
+local startup_cpu_ms = os.clock() * 1000
+
+local function usage(why)
+  io.stderr:write("mcpclient_client: ", why, "\n")
+  os.exit(2)
+end
+
+local opts = { mode = "warm", calls = 1000, warmup = 50, message = "hello", slow_ms = 2000,
+  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1 }
+local numeric = { calls = true, warmup = true, slow_ms = true, cancel_min_ms = true, cancel_max_ms = true,
+  seed = true }
+do
+  local i = 1
+  while i <= #arg do
+    local key = arg[i]:match("^%-%-([%w-]+)$")
+    if not key or arg[i + 1] == nil then usage("bad arguments near " .. tostring(arg[i])) end
+    key = key:gsub("-", "_")
+    if opts[key] == nil and key ~= "url" then usage("unknown option --" .. key) end
+    local value = arg[i + 1]
+    if numeric[key] then
+      value = math.tointeger(tonumber(value))
+      if not value or value < 0 then usage("--" .. key .. " needs a non-negative integer") end
+    end
+    opts[key] = value
+    i = i + 2
+  end
+  if not opts.url then usage("--url is required") end
+end
+
+local function peak_rss_kb()
+  local f = io.open("/proc/self/status", "r")
+  if not f then return 0 end
+  local text = f:read("a")
+  f:close()
+  return tonumber(text:match("VmHWM:%s*(%d+)")) or 0
+end
+
+local function connect()
+  return mcp.connect { url = opts.url, identifier = "bench", health = mcp.health.discard }
+end
+
+local errors = 0
+local first_error
+
+local function note_error(message)
+  errors = errors + 1
+  first_error = first_error or tostring(message)
+end
+
+local function echo_once(conn)
+  local outcome, message = conn:call_tool("echo", { message = opts.message })
+  if not outcome then
+    note_error(message)
+  elseif outcome.is_error or not outcome.text:find(opts.message, 1, true) then
+    note_error("unexpected answer: " .. outcome.text)
+  end
+end
+
+local extra = {}
+local latencies = {}
+local n = opts.calls
+local cpu0, t0
+
+if opts.mode == "warm" then
+  local conn = connect()
+  for _ = 1, opts.warmup do echo_once(conn) end
+  cpu0, t0 = os.clock(), core.now()
+  for i = 1, n do
+    local s = core.now()
+    echo_once(conn)
+    latencies[i] = core.now() - s
+  end
+  conn:close()
+elseif opts.mode == "cold" then
+  cpu0, t0 = os.clock(), core.now()
+  for i = 1, n do
+    local s = core.now()
+    local conn = connect()
+    echo_once(conn)
+    conn:close()
+    latencies[i] = core.now() - s
+  end
+elseif opts.mode == "list" then
+  local conn = connect()
+  local tools_seen, refused = 0, 0
+  local function listing()
+    local tools, message = conn:list_tools()
+    if not tools then
+      note_error(message)
+      return
+    end
+    tools_seen, refused = #tools, 0
+    for _, tool in ipairs(tools) do
+      if not core.normalise_schema(tool.inputSchema) then refused = refused + 1 end
+    end
+  end
+  for _ = 1, opts.warmup do listing() end
+  cpu0, t0 = os.clock(), core.now()
+  for i = 1, n do
+    local s = core.now()
+    listing()
+    latencies[i] = core.now() - s
+  end
+  conn:close()
+  extra.tools, extra.refused = tools_seen, refused
+elseif opts.mode == "cancel" then
+  math.randomseed(opts.seed)
+  local conn = connect()
+  for _ = 1, math.max(1, opts.warmup) do echo_once(conn) end
+  local args = { ms = opts.slow_ms, seconds = opts.slow_ms / 1000 }
+  cpu0, t0 = os.clock(), core.now()
+  for i = 1, n do
+    local delay = (opts.cancel_min_ms + math.random() * (opts.cancel_max_ms - opts.cancel_min_ms)) / 1000
+    local fire_at = core.now() + delay
+    local flagged = false
+    local cancel = function()
+      if not flagged and core.now() >= fire_at then flagged = true end
+      return flagged
+    end
+    local outcome, message, err = conn:call_tool("slow", args, { cancel = cancel })
+    local returned = core.now()
+    if outcome or not err or err.kind ~= "cancelled" then
+      note_error(outcome and "the slow call was not cancelled" or message)
+    end
+    latencies[i] = returned - fire_at
+  end
+  conn:close()
+else
+  usage("--mode must be warm, cold, list or cancel")
+end
+
+local wall = core.now() - t0
+local cpu = os.clock() - cpu0
+table.sort(latencies)
+
+local function pct(p)
+  if #latencies == 0 then return 0 end
+  local k = math.max(1, math.min(#latencies, math.ceil(p * #latencies)))
+  return latencies[k] * 1000
+end
+
+local fields = {
+  string.format('"client":"mcpclient","mode":"%s","n":%d', opts.mode, n),
+  string.format('"wall_s":%.6f,"ops_per_s":%.3f', wall, wall > 0 and n / wall or 0),
+  string.format('"p50_ms":%.4f,"p99_ms":%.4f,"max_ms":%.4f', pct(0.5), pct(0.99), pct(1)),
+  string.format('"cpu_s":%.6f,"cpu_per_op_us":%.3f', cpu, n > 0 and cpu / n * 1e6 or 0),
+  string.format('"peak_rss_kb":%d,"startup_cpu_ms":%.3f,"errors":%d', peak_rss_kb(), startup_cpu_ms, errors),
+}
+for key, value in pairs(extra) do fields[#fields + 1] = string.format('"%s":%d', key, value) end
+io.write("{", table.concat(fields, ","), "}\n")
+if errors > 0 then
+  io.stderr:write("mcpclient_client: ", errors, " errors; the first: ", first_error, "\n")
+  os.exit(1)
+end

@@ -1,0 +1,725 @@
+--- The benchmark run (DESIGN §4, shared/PEERS.md §4): `make bench` from the repository root,
+--- which runs `lua5.4 bench/run.lua`. Not a test: nothing here fails on a slow machine; the
+--- targets are reported as met or missed, never asserted.
+--
+-- It builds bench/ (the fast C echo server and the libcurl floor), starts four servers on
+-- 127.0.0.1 — the fast echo server with JSON answers (and a 4 900-tool catalogue in pages),
+-- the same with a session and event-stream answers, and the official SDK's reference server in
+-- stateless-JSON and session-SSE modes — and runs three clients against them, interleaved
+-- (A B C A B C …): mcpclient (bench/mcpclient_client.lua), the floor (bench/floor) and the
+-- official TypeScript SDK client (bench/sdk_client.mjs). Each client process reports its own
+-- figures as one JSON line; this script takes medians with min–max over the runs, prints the
+-- tables and writes bench/RESULTS.md. Every server it starts is stopped by its PID.
+--
+-- Environment (all optional):
+--   BENCH_RUNS=5        runs of every (scenario, server, client)
+--   BENCH_CALLS=2000    timed warm calls per run          BENCH_WARMUP=100 untimed warm calls first
+--   BENCH_COLD=100      cold calls per run (new connection, handshake, call, close)
+--   BENCH_LISTS=3       timed catalogue listings per run (after one untimed)
+--   BENCH_CANCELS=50    cancelled calls per run           BENCH_TOOLS=4900 BENCH_PAGE=100
+--   BENCH_ONLY=warm,cold,list,cancel,startup,roundtrips   a subset of the scenarios
+--   BENCH_SDK_SERVERS=0 skip the SDK reference servers (fast servers only)
+--   BENCH_OUT=bench/RESULTS.md
+--   BENCH_PIN=split     split: servers on CPU 0, clients on CPU 1 (the default with 2+ CPUs and
+--                       taskset); same: everything on CPU 0; none: let the scheduler place them.
+--                       On a small VM, where a client runs relative to the server moves every figure
+--                       by 2-4x (a wake-up across CPUs is expensive), so unpinned runs are bimodal.
+--                       With pinning on, warm calls on fast-json are also run with the clients on the
+--                       server's CPU ("warm-same") to show both placements.
+package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
+package.cpath = "./build/?.so;" .. package.cpath
+
+local function env_int(name, default)
+  local v = os.getenv(name)
+  if v == nil or v == "" then return default end
+  local n = math.tointeger(tonumber(v))
+  if not n or n < 0 then error(name .. " must be a non-negative integer, not " .. v) end
+  return n
+end
+
+local config = {
+  runs = env_int("BENCH_RUNS", 5),
+  calls = env_int("BENCH_CALLS", 2000),
+  warmup = env_int("BENCH_WARMUP", 100),
+  cold = env_int("BENCH_COLD", 100),
+  lists = env_int("BENCH_LISTS", 3),
+  cancels = env_int("BENCH_CANCELS", 50),
+  tools = env_int("BENCH_TOOLS", 4900),
+  page = env_int("BENCH_PAGE", 100),
+  sdk_servers = env_int("BENCH_SDK_SERVERS", 1) ~= 0,
+  out = os.getenv("BENCH_OUT") or "bench/RESULTS.md",
+  pin = os.getenv("BENCH_PIN"),
+}
+local only = {}
+for name in (os.getenv("BENCH_ONLY") or "warm,cold,list,cancel,startup,roundtrips"):gmatch("[%w_]+") do
+  only[name] = true
+end
+
+local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function read_all(path)
+  local f = io.open(path, "r")
+  if not f then return "" end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+local function shell(cmd)
+  local pipe = assert(io.popen(cmd .. " 2>/dev/null"))
+  local out = pipe:read("a") or ""
+  pipe:close()
+  return (out:gsub("%s+$", ""))
+end
+
+local function say(...)
+  io.stderr:write(string.format(...), "\n")
+  io.stderr:flush()
+end
+
+---------------------------------------------------------------------------
+-- Build
+---------------------------------------------------------------------------
+
+if not os.execute("make --no-print-directory -C bench >&2") then error("make -C bench failed") end
+local core_ok, core = pcall(require, "mcpclient.core")
+if not core_ok then error("build/mcpclient/core.so is not built (run `make all`): " .. tostring(core)) end
+local peers = require "support.peers"
+
+-- CPU placement (see BENCH_PIN above).
+do
+  local cpus = tonumber(shell("nproc")) or 1
+  local has_taskset = shell("command -v taskset") ~= ""
+  if config.pin == nil or config.pin == "" then
+    config.pin = (cpus >= 2 and has_taskset) and "split" or "none"
+  end
+  if config.pin ~= "split" and config.pin ~= "same" and config.pin ~= "none" then
+    error("BENCH_PIN must be split, same or none")
+  end
+  if config.pin ~= "none" and not has_taskset then error("BENCH_PIN=" .. config.pin .. " needs taskset") end
+  if config.pin == "split" and cpus < 2 then error("BENCH_PIN=split needs two CPUs") end
+  config.server_cpu = config.pin ~= "none" and 0 or nil
+  config.client_cpu = config.pin == "split" and 1 or config.server_cpu
+end
+
+local function pinned(cpu)
+  if cpu == nil then return "" end
+  return "taskset -c " .. cpu .. " "
+end
+
+---------------------------------------------------------------------------
+-- Servers
+---------------------------------------------------------------------------
+
+local servers = {}   -- name -> { name, label, url, pid, stop }
+local started = {}   -- in start order, for stop_all
+
+-- The fast echo server: `echo $$` then exec, so the PID read is the server (a child of this Lua
+-- process, reaped by closing the pipe); --exit-with-parent ends it if this script dies first.
+local function start_echo(name, label, args)
+  local out = os.tmpname()
+  local pipe = assert(io.popen("echo $$; exec " .. pinned(config.server_cpu) .. "bench/echo_server " .. args
+    .. " --exit-with-parent >" .. quote(out) .. " 2>&1 </dev/null"))
+  local pid = math.tointeger(tonumber(pipe:read("l") or ""))
+  if not pid then error("echo_server did not start") end
+  local server = { name = name, label = label, pid = pid }
+  local stopped = false
+  function server.stop()
+    if stopped then return end
+    stopped = true
+    if peers.alive(pid) then
+      os.execute("kill -TERM " .. pid .. " 2>/dev/null")
+      local waited = 0
+      while peers.alive(pid) and waited < 3 do
+        core.sleep(0.02)
+        waited = waited + 0.02
+      end
+      if peers.alive(pid) then os.execute("kill -KILL " .. pid .. " 2>/dev/null") end
+    end
+    pipe:close()
+    server.final_stats = read_all(out):match("\nstats (%b{})")
+    os.remove(out)
+  end
+  started[#started + 1] = server
+  local deadline = core.now() + 10
+  while true do
+    local port = read_all(out):match("^listening (%d+)\n")
+    if port then
+      server.url = "http://127.0.0.1:" .. port .. "/mcp"
+      server.stats_url = "http://127.0.0.1:" .. port .. "/stats"
+      break
+    end
+    if not peers.alive(pid) or core.now() > deadline then
+      local text = read_all(out)
+      server.stop()
+      error("echo_server " .. args .. " did not start: " .. text)
+    end
+    core.sleep(0.01)
+  end
+  servers[name] = server
+  return server
+end
+
+local function start_sdk(name, label, kind)
+  local p = peers.start(kind)
+  -- Every thread of the Node server (-a), not just its main one.
+  if config.server_cpu then os.execute("taskset -a -p -c " .. config.server_cpu .. " " .. p.pid .. " >/dev/null") end
+  local server = { name = name, label = label, pid = p.pid, url = p.url, stop = function() p:stop() end }
+  started[#started + 1] = server
+  servers[name] = server
+  return server
+end
+
+local function stop_all()
+  for i = #started, 1, -1 do pcall(started[i].stop) end
+end
+
+---------------------------------------------------------------------------
+-- Clients
+---------------------------------------------------------------------------
+
+local CLIENTS = {
+  mcpclient = { label = "mcpclient", program = "lua5.4 bench/mcpclient_client.lua" },
+  floor = { label = "floor (libcurl loop)", program = "bench/floor" },
+  sdk = { label = "TypeScript SDK client", program = "node bench/sdk_client.mjs" },
+}
+
+-- A client's one-line JSON report (flat: numbers and strings) as a table.
+local function parse_report(line)
+  local t = {}
+  for key, value in line:gmatch('"([%w_]+)":("?[^,"}]*"?)') do
+    if value:sub(1, 1) == '"' then t[key] = value:sub(2, -2) else t[key] = tonumber(value) end
+  end
+  return t
+end
+
+local failures = {}
+
+-- Run one client process; returns its report (plus wall_total_s, the process's whole life) or nil.
+local function run_client(client, mode, server, args, cpu)
+  if cpu == nil then cpu = config.client_cpu end
+  local cmd = pinned(cpu) .. CLIENTS[client].program .. " --url " .. quote(server.url) .. " --mode " .. mode
+    .. " " .. args
+  local errfile = os.tmpname()
+  local t0 = core.now()
+  local pipe = assert(io.popen(cmd .. " 2>" .. quote(errfile)))
+  local out = pipe:read("a") or ""
+  local ok = pipe:close()
+  local total = core.now() - t0
+  local err = read_all(errfile)
+  os.remove(errfile)
+  local line = out:match("(%b{})")
+  local report = line and parse_report(line)
+  if not ok or not report then
+    local why = (err:match("[^\n]+") or "no output"):sub(1, 200)
+    failures[#failures + 1] = string.format("%s %s on %s: %s", client, mode, server.name, why)
+    say("  FAILED %s %s on %s: %s", client, mode, server.name, why)
+    return nil
+  end
+  report.wall_total_s = total
+  return report
+end
+
+-- GET /stats of an echo server, decoded.
+local function stats(server)
+  local text = shell("bench/floor --get " .. quote(server.stats_url))
+  local decoded = core.json.decode(text)
+  if type(decoded) ~= "table" then error("could not read " .. server.stats_url .. ": " .. text) end
+  return decoded
+end
+
+---------------------------------------------------------------------------
+-- Statistics
+---------------------------------------------------------------------------
+
+local results = {}  -- results[scenario][server][client] = { report, ... }
+
+local function record(scenario, server, client, report)
+  results[scenario] = results[scenario] or {}
+  results[scenario][server] = results[scenario][server] or {}
+  local list = results[scenario][server][client] or {}
+  results[scenario][server][client] = list
+  if report then list[#list + 1] = report end
+end
+
+local function values(scenario, server, client, field)
+  local list = ((results[scenario] or {})[server] or {})[client] or {}
+  local v = {}
+  for _, r in ipairs(list) do
+    if type(r[field]) == "number" then v[#v + 1] = r[field] end
+  end
+  table.sort(v)
+  return v
+end
+
+local function median(v)
+  local n = #v
+  if n == 0 then return nil end
+  if n % 2 == 1 then return v[(n + 1) // 2] end
+  return (v[n // 2] + v[n // 2 + 1]) / 2
+end
+
+local function stat(scenario, server, client, field)
+  local v = values(scenario, server, client, field)
+  return median(v), v[1], v[#v], #v
+end
+
+local function num(x, digits)
+  if x == nil then return "–" end
+  if digits then return string.format("%." .. digits .. "f", x) end
+  if x >= 1000 then return string.format("%.0f", x) end
+  if x >= 100 then return string.format("%.0f", x) end
+  if x >= 10 then return string.format("%.1f", x) end
+  if x >= 1 then return string.format("%.2f", x) end
+  return string.format("%.3f", x)
+end
+
+-- "median (min–max)" of one field, scaled.
+local function cell(scenario, server, client, field, scale)
+  local m, lo, hi, n = stat(scenario, server, client, field)
+  if not m then return "failed" end
+  scale = scale or 1
+  if n == 1 then return num(m * scale) end
+  return string.format("%s (%s–%s)", num(m * scale), num(lo * scale), num(hi * scale))
+end
+
+local function ratio(a, b)
+  if not a or not b or b == 0 then return nil end
+  return a / b
+end
+
+---------------------------------------------------------------------------
+-- Scenarios
+---------------------------------------------------------------------------
+
+local CLIENT_ORDER = { "mcpclient", "floor", "sdk" }
+
+local function warm_args()
+  return string.format("--calls %d --warmup %d", config.calls, config.warmup)
+end
+
+-- Interleaved: for each run, every client once (A B C A B C …).
+local function interleave(scenario, server_names, clients, mode, args_for, cpu)
+  for _, sname in ipairs(server_names) do
+    local server = servers[sname]
+    if server then
+      for run = 1, config.runs do
+        for _, client in ipairs(clients) do
+          local report = run_client(client, mode, server, args_for(client, run), cpu)
+          record(scenario, sname, client, report)
+          if report then
+            say("  %-7s %-12s %-9s run %d: %8.1f ops/s  p50 %7.3f ms  p99 %7.3f ms  cpu %9.1f us/op  rss %6.1f MiB",
+              scenario, sname, client, run, report.ops_per_s, report.p50_ms, report.p99_ms, report.cpu_per_op_us,
+              report.peak_rss_kb / 1024)
+          end
+        end
+      end
+    end
+  end
+end
+
+local roundtrips = {}  -- roundtrips[server][client] = { per_call = ..., ... }
+
+local function count_roundtrips(server_names)
+  for _, sname in ipairs(server_names) do
+    local server = servers[sname]
+    roundtrips[sname] = {}
+    for _, client in ipairs(CLIENT_ORDER) do
+      -- A run of 1 call and a run of 1 + N calls: the difference is N warm calls, the
+      -- handshake and the close cancel out.
+      local deltas = {}
+      for i, calls in ipairs { 1, 1 + config.calls } do
+        local before = stats(server)
+        local report = run_client(client, "warm", server, string.format("--calls %d --warmup 0", calls))
+        local after = stats(server)
+        if not report then
+          deltas = nil
+          break
+        end
+        local methods_before, methods_after = before.methods or {}, after.methods or {}
+        deltas[i] = {
+          requests = after.requests - before.requests,
+          post = after.http.POST - before.http.POST,
+          get = after.http.GET - before.http.GET,
+          delete = after.http.DELETE - before.http.DELETE,
+          connections = after.connections - before.connections,
+          calls = (methods_after["tools/call"] or 0) - (methods_before["tools/call"] or 0),
+        }
+      end
+      if deltas then
+        local n = deltas[2].calls - deltas[1].calls
+        local d = {}
+        for k in pairs(deltas[1]) do d[k] = deltas[2][k] - deltas[1][k] end
+        roundtrips[sname][client] = {
+          calls = n,
+          per_call = n > 0 and d.requests / n or nil,
+          post = d.post, get = d.get, delete = d.delete, connections = d.connections,
+          handshake = deltas[1].requests - deltas[1].calls,
+        }
+        say("  roundtrips %-9s %-9s %d warm calls -> %d HTTP requests (%d POST, %d GET, %d DELETE), %d connections",
+          sname, client, n, d.requests, d.post, d.get, d.delete, d.connections)
+      end
+    end
+  end
+end
+
+local startup = {}  -- startup[client] = sorted wall seconds
+
+local function measure_startup(server)
+  for _, client in ipairs(CLIENT_ORDER) do startup[client] = {} end
+  for _ = 1, config.runs do
+    for _, client in ipairs(CLIENT_ORDER) do
+      local report = run_client(client, "cold", server, "--calls 1 --warmup 0")
+      if report then
+        local list = startup[client]
+        list[#list + 1] = report.wall_total_s
+        list.cpu = list.cpu or {}
+        list.cpu[#list.cpu + 1] = report.startup_cpu_ms
+      end
+    end
+  end
+  for _, client in ipairs(CLIENT_ORDER) do table.sort(startup[client]) end
+end
+
+---------------------------------------------------------------------------
+-- The report
+---------------------------------------------------------------------------
+
+local function machine()
+  local cpuinfo = read_all("/proc/cpuinfo")
+  local meminfo = read_all("/proc/meminfo")
+  return {
+    nproc = shell("nproc"),
+    cpu = cpuinfo:match("model name%s*:%s*([^\n]+)") or "unknown",
+    mhz = cpuinfo:match("cpu MHz%s*:%s*([^\n]+)"),
+    mem = meminfo:match("MemTotal:%s*(%d+)"),
+    kernel = shell("uname -sr"),
+    os = (read_all("/etc/os-release"):match('PRETTY_NAME="([^"]+)"')) or "unknown",
+    lua = shell("lua5.4 -v"),
+    node = shell("node --version"),
+    curl = shell("curl-config --version"),
+    commit = shell("git rev-parse --short HEAD"),
+    dirty = shell("git status --porcelain --untracked-files=no | wc -l"),
+  }
+end
+
+local function command_line()
+  local parts = {}
+  for _, name in ipairs { "BENCH_RUNS", "BENCH_CALLS", "BENCH_WARMUP", "BENCH_COLD", "BENCH_LISTS",
+    "BENCH_CANCELS", "BENCH_TOOLS", "BENCH_PAGE", "BENCH_ONLY", "BENCH_SDK_SERVERS", "BENCH_OUT", "BENCH_PIN" } do
+    local v = os.getenv(name)
+    if v and v ~= "" then parts[#parts + 1] = name .. "=" .. v end
+  end
+  parts[#parts + 1] = "lua5.4 bench/run.lua"
+  return table.concat(parts, " ")
+end
+
+local function verdict(value, ok)
+  if value == nil then return "not measured" end
+  return ok and "**met**" or "**missed**"
+end
+
+local function build_report(m, started_at, elapsed)
+  local out = {}
+  local function w(...) out[#out + 1] = string.format(...) end
+  local server_labels = {}
+  for name, s in pairs(servers) do server_labels[name] = s.label end
+
+  w("# Benchmark results")
+  w("")
+  w("Written by `bench/run.lua`; see DESIGN §4 and shared/PEERS.md §4. Benchmarks, not tests:")
+  w("the targets below are reported, never asserted. Figures are medians over the runs, with")
+  w("min–max in parentheses; the clients ran interleaved (A B C A B C …) against the same server.")
+  w("")
+  w("- **Date:** %s (took %.0f s)", started_at, elapsed)
+  w("- **Command:** `%s` (from the repository root; `make bench` runs the same after `make peers all`)",
+    command_line())
+  w("- **Machine:** %s CPUs, %s%s, %s MiB RAM; %s; %s", m.nproc, m.cpu, m.mhz and (" @ " .. m.mhz .. " MHz") or "",
+    m.mem and math.floor(tonumber(m.mem) / 1024) or "?", m.os, m.kernel)
+  w("- **Software:** %s; Node %s; %s; @modelcontextprotocol/sdk 1.32.2; mcpclient %s at %s%s",
+    m.lua, m.node, m.curl, core.version, m.commit, m.dirty ~= "0" and " (with uncommitted changes)" or "")
+  w("- **Settings:** %d runs; %d warm calls per run after %d untimed; %d cold calls per run; %d listings of a"
+    .. " %d-tool catalogue (%d per page) per run after 1 untimed; %d cancels per run",
+    config.runs, config.calls, config.warmup, config.cold, config.lists, config.tools, config.page, config.cancels)
+  w("- **Clients:** mcpclient = `bench/mcpclient_client.lua` (Lua 5.4 + the C core);"
+    .. " floor = `bench/floor` (one libcurl easy handle posting the same tools/call body, nothing parsed);"
+    .. " TypeScript SDK client = `bench/sdk_client.mjs` (Client + StreamableHTTPClientTransport).")
+  w("- **Servers:** fast-json = `bench/echo_server --tools %d --page-size %d` (C, epoll, JSON answers,"
+    .. " no session); fast-sse = `bench/echo_server --session --sse`; sdk-json / sdk-sse ="
+    .. " `spec/peers/sdk-server.mjs --mode stateless-json / session-sse` (the official SDK's server, Node).",
+    config.tools, config.page)
+  if config.pin == "split" then
+    w("- **Placement:** every server pinned to CPU 0, every client to CPU 1 (`taskset`), except the")
+    w("  \"warm, same CPU\" table, where the clients share CPU 0 with the server. On this kind of VM a")
+    w("  wake-up across CPUs costs tens of µs, so placement moves every figure; unpinned runs are bimodal.")
+  elseif config.pin == "same" then
+    w("- **Placement:** servers and clients all pinned to CPU 0 (`taskset`).")
+  else
+    w("- **Placement:** not pinned (BENCH_PIN=none): the scheduler placed servers and clients.")
+  end
+  w("- CPU is the client process's own (user + system) over the timed part only: getrusage (floor),")
+  w("  os.clock() (Lua: the process's CPU clock), process.cpuUsage() (Node, every thread). Peak RSS is")
+  w("  the process's high-water mark (ru_maxrss, VmHWM, resourceUsage().maxRSS).")
+  w("")
+
+  -- Targets
+  local cpu_m = median(values("warm", "fast-json", "mcpclient", "cpu_per_op_us"))
+  local cpu_s = median(values("warm", "fast-json", "sdk", "cpu_per_op_us"))
+  local rss_m = median(values("warm", "fast-json", "mcpclient", "peak_rss_kb"))
+  local rss_s = median(values("warm", "fast-json", "sdk", "peak_rss_kb"))
+  local cps_m = median(values("warm", "fast-json", "mcpclient", "ops_per_s"))
+  local cps_f = median(values("warm", "fast-json", "floor", "ops_per_s"))
+  local list_m = median(values("list", "fast-json", "mcpclient", "p50_ms"))
+  local list_s = median(values("list", "fast-json", "sdk", "p50_ms"))
+  local rt_j = roundtrips["fast-json"] and roundtrips["fast-json"].mcpclient
+  local rt_s = roundtrips["fast-sse"] and roundtrips["fast-sse"].mcpclient
+  local cpu_m2 = median(values("warm-same", "fast-json", "mcpclient", "cpu_per_op_us"))
+  local cpu_s2 = median(values("warm-same", "fast-json", "sdk", "cpu_per_op_us"))
+  local cps_m2 = median(values("warm-same", "fast-json", "mcpclient", "ops_per_s"))
+  local cps_f2 = median(values("warm-same", "fast-json", "floor", "ops_per_s"))
+  local r_cpu2, r_cps2 = ratio(cpu_m2, cpu_s2), ratio(cps_m2, cps_f2)
+  local cancel_p99 = values("cancel", "fast-json", "mcpclient", "p99_ms")
+  local cancel_p99_sse = values("cancel", "fast-sse", "mcpclient", "p99_ms")
+  local worst_cancel = math.max(cancel_p99[#cancel_p99] or 0, cancel_p99_sse[#cancel_p99_sse] or 0)
+  local r_cpu, r_rss, r_cps, r_list = ratio(cpu_m, cpu_s), ratio(rss_m, rss_s), ratio(cps_m, cps_f),
+    ratio(list_s, list_m)
+
+  w("## Targets")
+  w("")
+  w("| target | measured | verdict |")
+  w("| --- | --- | --- |")
+  w("| client CPU per warm call ≤ 1/10 of the SDK client's (fast-json) | %s µs vs %s µs = %s | %s |",
+    num(cpu_m), num(cpu_s), r_cpu and string.format("1/%.1f", 1 / r_cpu) or "–", verdict(r_cpu, r_cpu and r_cpu <= 0.1))
+  if r_cpu2 then
+    w("| … the same, clients on the server's CPU | %s µs vs %s µs = 1/%.1f | %s |", num(cpu_m2), num(cpu_s2),
+      1 / r_cpu2, verdict(r_cpu2, r_cpu2 <= 0.1))
+  end
+  w("| peak RSS ≤ 1/10 of the SDK client's (warm, fast-json) | %s MiB vs %s MiB = %s | %s |",
+    num(rss_m and rss_m / 1024), num(rss_s and rss_s / 1024), r_rss and string.format("1/%.1f", 1 / r_rss) or "–",
+    verdict(r_rss, r_rss and r_rss <= 0.1))
+  w("| warm calls/s ≥ 90 %% of the floor's (fast-json) | %s vs %s calls/s = %s | %s |",
+    num(cps_m), num(cps_f), r_cps and string.format("%.0f %%", r_cps * 100) or "–",
+    verdict(r_cps, r_cps and r_cps >= 0.9))
+  if r_cps2 then
+    w("| … the same, clients on the server's CPU | %s vs %s calls/s = %.0f %% | %s |", num(cps_m2), num(cps_f2),
+      r_cps2 * 100, verdict(r_cps2, r_cps2 >= 0.9))
+  end
+  w("| one HTTP round trip per warm call (counted at the server) | %s (fast-json), %s (fast-sse) | %s |",
+    rt_j and rt_j.per_call and string.format("%.3f", rt_j.per_call) or "–",
+    rt_s and rt_s.per_call and string.format("%.3f", rt_s.per_call) or "–",
+    verdict(rt_j and rt_j.per_call, rt_j and rt_j.per_call and math.abs(rt_j.per_call - 1) < 0.005
+      and (not rt_s or math.abs((rt_s.per_call or 0) - 1) < 0.005)))
+  w("| listing + normalising %d tools ≥ 5× faster than the SDK client's listing | %s ms vs %s ms = %s | %s |",
+    config.tools, num(list_m), num(list_s), r_list and string.format("%.2f×", r_list) or "–",
+    verdict(r_list, r_list and r_list >= 5))
+  w("| cancel p99 ≤ 50 ms (flag → return) | p99 per run: median %s ms, worst %s ms (fast-json);"
+    .. " median %s ms (fast-sse) | %s |",
+    num(median(cancel_p99)), num(cancel_p99[#cancel_p99]), num(median(cancel_p99_sse)),
+    verdict(cancel_p99[1], cancel_p99[1] and worst_cancel <= 50))
+  w("")
+  if #failures > 0 then
+    w("**Runs that failed** (left out of the medians):")
+    w("")
+    for _, f in ipairs(failures) do w("- %s", f) end
+    w("")
+  end
+
+  local function figure_table(scenario, title, note, op_label, server_order, clients)
+    if not results[scenario] then return end
+    w("## %s", title)
+    w("")
+    if note then
+      w("%s", note)
+      w("")
+    end
+    for _, sname in ipairs(server_order) do
+      if results[scenario][sname] then
+        w("**%s** (%s)", sname, server_labels[sname] or "")
+        w("")
+        w("| client | %s/s | p50 ms | p99 ms | CPU µs per %s | peak RSS MiB |", op_label, op_label)
+        w("| --- | --- | --- | --- | --- | --- |")
+        for _, client in ipairs(clients) do
+          if results[scenario][sname][client] then
+            w("| %s | %s | %s | %s | %s | %s |", CLIENTS[client].label,
+              cell(scenario, sname, client, "ops_per_s"), cell(scenario, sname, client, "p50_ms"),
+              cell(scenario, sname, client, "p99_ms"), cell(scenario, sname, client, "cpu_per_op_us"),
+              cell(scenario, sname, client, "peak_rss_kb", 1 / 1024))
+          end
+        end
+        local m_cpu = median(values(scenario, sname, "mcpclient", "cpu_per_op_us"))
+        local s_cpu = median(values(scenario, sname, "sdk", "cpu_per_op_us"))
+        local m_rss = median(values(scenario, sname, "mcpclient", "peak_rss_kb"))
+        local s_rss = median(values(scenario, sname, "sdk", "peak_rss_kb"))
+        local m_ops = median(values(scenario, sname, "mcpclient", "ops_per_s"))
+        local f_ops = median(values(scenario, sname, "floor", "ops_per_s"))
+        local bits = {}
+        if ratio(m_cpu, s_cpu) then
+          bits[#bits + 1] = string.format("CPU per %s mcpclient/SDK = %.3f (1/%.1f)", op_label, m_cpu / s_cpu,
+            s_cpu / m_cpu)
+        end
+        if ratio(m_rss, s_rss) then
+          bits[#bits + 1] = string.format("peak RSS mcpclient/SDK = %.3f (1/%.1f)", m_rss / s_rss, s_rss / m_rss)
+        end
+        if ratio(m_ops, f_ops) then
+          bits[#bits + 1] = string.format("%s/s mcpclient/floor = %.0f %%", op_label, m_ops / f_ops * 100)
+        end
+        if #bits > 0 then
+          w("")
+          w("Ratios: %s.", table.concat(bits, "; "))
+        end
+        w("")
+      end
+    end
+  end
+
+  local all_servers = { "fast-json", "fast-sse", "sdk-json", "sdk-sse" }
+  figure_table("warm", "Warm tools/call (one connection, sequential)",
+    string.format("%d timed `echo` calls per run after %d untimed. Against the SDK's Node server the server is"
+      .. " the bottleneck (PEERS §4): compare CPU per call and RSS there, not calls/s.", config.calls, config.warmup),
+    "call", all_servers, CLIENT_ORDER)
+  figure_table("warm-same", "Warm tools/call, clients on the server's CPU",
+    "The same as above against fast-json, with each client pinned to the CPU the server runs on: no"
+      .. " wake-up crosses CPUs, so this shows the clients' own cost with the least interference from the VM.",
+    "call", { "fast-json" }, CLIENT_ORDER)
+  figure_table("cold", "Cold call (new connection, handshake, one call, close — per iteration)",
+    string.format("%d per run, inside one process: connect, initialize + initialized, tools/call, then DELETE"
+      .. " when the server gave a session. (Node's fetch keeps a process-wide connection pool, so the SDK"
+      .. " client's \"new connection\" may reuse a TCP connection; mcpclient and the floor open a new one.)",
+      config.cold), "call", all_servers, CLIENT_ORDER)
+  figure_table("list", string.format("Listing the %d-tool catalogue (%d pages)", config.tools,
+      math.ceil(config.tools / math.max(1, config.page))),
+    "One op = every page of tools/list on a warm connection. mcpclient also passes every inputSchema through"
+      .. " `core.normalise_schema` (what an import does); the SDK client validates each page with its own"
+      .. " schemas; the floor only follows `nextCursor` by a byte search.", "listing", { "fast-json" }, CLIENT_ORDER)
+  figure_table("cancel", "Cancel latency",
+    string.format("%d calls of `slow` (2 s) per run, each cancelled at a random point 10–60 ms after it"
+      .. " started. mcpclient: the cancel function turns true once a timer expires; the latency is that"
+      .. " expiry to call_tool's return (it includes the poll period and the notifications/cancelled POST)."
+      .. " SDK: AbortController.abort() from a timer to the callTool promise settling (the SDK rejects at"
+      .. " once and leaves the aborted POST open until the server answers). p50/p99 are of the latency;"
+      .. " the ops/s column is meaningless here.", config.cancels), "cancel", { "fast-json", "fast-sse" },
+    { "mcpclient", "sdk" })
+
+  if next(startup) then
+    w("## Process start to first answer")
+    w("")
+    w("A new process that loads the library, connects, calls `echo` once and closes (fast-json), timed"
+      .. " from outside (%d runs). Startup CPU is the process's CPU once the library is loaded.", config.runs)
+    w("")
+    w("| client | wall ms | startup CPU ms |")
+    w("| --- | --- | --- |")
+    for _, client in ipairs(CLIENT_ORDER) do
+      local v = startup[client]
+      if v and #v > 0 then
+        local cpu = v.cpu or {}
+        table.sort(cpu)
+        w("| %s | %s (%s–%s) | %s |", CLIENTS[client].label, num(median(v) * 1000), num(v[1] * 1000),
+          num(v[#v] * 1000), #cpu > 0 and string.format("%s (%s–%s)", num(median(cpu)), num(cpu[1]), num(cpu[#cpu]))
+          or "–")
+      end
+    end
+    w("")
+  end
+
+  if next(roundtrips) then
+    w("## HTTP round trips per warm call (counted at the server)")
+    w("")
+    w("The echo server counts every HTTP request and TCP connection; each client ran once with 1 call and once"
+      .. " with 1 + %d calls, and the difference is what %d warm calls cost (the handshake and the close"
+      .. " cancel out).", config.calls, config.calls)
+    w("")
+    w("| server | client | requests per call | POST | GET | DELETE | new connections | handshake requests |")
+    w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for _, sname in ipairs { "fast-json", "fast-sse" } do
+      for _, client in ipairs(CLIENT_ORDER) do
+        local r = roundtrips[sname] and roundtrips[sname][client]
+        if r then
+          w("| %s | %s | %s | %d | %d | %d | %d | %d |", sname, CLIENTS[client].label,
+            r.per_call and string.format("%.3f", r.per_call) or "–", r.post, r.get, r.delete, r.connections,
+            r.handshake)
+        end
+      end
+    end
+    w("")
+  end
+  w("Where a target is missed, bench/PROFILE.md (when present) says where the time goes.")
+  w("")
+  return table.concat(out, "\n")
+end
+
+---------------------------------------------------------------------------
+-- Main
+---------------------------------------------------------------------------
+
+local function main()
+  local started_at = os.date("!%Y-%m-%d %H:%M UTC")
+  local t0 = core.now()
+  say("bench: %s", command_line())
+  start_echo("fast-json", "C echo server, JSON answers, no session",
+    string.format("--tools %d --page-size %d", config.tools, config.page))
+  start_echo("fast-sse", "C echo server, session + event-stream answers", "--session --sse")
+  local sdk_servers = {}
+  if config.sdk_servers then
+    peers.require_available()
+    start_sdk("sdk-json", "official SDK server, stateless, JSON answers", "sdk-stateless")
+    start_sdk("sdk-sse", "official SDK server, session, event-stream answers", "sdk-session")
+    sdk_servers = { "sdk-json", "sdk-sse" }
+  end
+  for _, s in ipairs(started) do say("bench: %s pid %d at %s", s.name, s.pid, s.url) end
+
+  local fast_and_sdk = { "fast-json", "fast-sse", table.unpack(sdk_servers) }
+  if only.warm then
+    say("bench: warm calls")
+    interleave("warm", fast_and_sdk, CLIENT_ORDER, "warm", warm_args)
+    if config.pin == "split" then
+      say("bench: warm calls, clients on the server's CPU")
+      interleave("warm-same", { "fast-json" }, CLIENT_ORDER, "warm", warm_args, config.server_cpu)
+    end
+  end
+  if only.roundtrips then
+    say("bench: round trips")
+    count_roundtrips { "fast-json", "fast-sse" }
+  end
+  if only.cold then
+    say("bench: cold calls")
+    local cold_servers = { "fast-json" }
+    if config.sdk_servers then cold_servers[2] = "sdk-sse" end
+    interleave("cold", cold_servers, CLIENT_ORDER, "cold", function()
+      return string.format("--calls %d --warmup 0", config.cold)
+    end)
+  end
+  if only.list then
+    say("bench: listing")
+    interleave("list", { "fast-json" }, CLIENT_ORDER, "list", function()
+      return string.format("--calls %d --warmup 1", config.lists)
+    end)
+  end
+  if only.cancel then
+    say("bench: cancel latency")
+    interleave("cancel", { "fast-json", "fast-sse" }, { "mcpclient", "sdk" }, "cancel", function(_, run)
+      return string.format("--calls %d --warmup 5 --slow-ms 2000 --cancel-min-ms 10 --cancel-max-ms 60 --seed %d",
+        config.cancels, run)
+    end)
+  end
+  if only.startup then
+    say("bench: process start to first answer")
+    measure_startup(servers["fast-json"])
+  end
+  local elapsed = core.now() - t0
+  local report = build_report(machine(), started_at, elapsed)
+  local f = assert(io.open(config.out, "w"))
+  f:write(report)
+  f:close()
+  io.write(report)
+  say("bench: wrote %s (%.0f s)", config.out, elapsed)
+end
+
+local ok, err = xpcall(main, debug.traceback)
+stop_all()
+for _, s in ipairs(started) do
+  if s.final_stats then say("bench: %s final counts %s", s.name, s.final_stats) end
+end
+if not ok then
+  io.stderr:write("bench: ", tostring(err), "\n")
+  os.exit(1)
+end

@@ -1,0 +1,317 @@
+--- Catalogue import and the tool provider (REFERENCE §10.3–§10.5, DESIGN D11).
+--
+--   local catalogue = require "mcpclient.catalogue"
+--   local report = catalogue.import(store, store:server(uid), { builtin_names = { ... } })
+--   local provider = catalogue.provider(store)
+--   for _, t in ipairs(assert(provider.tools())) do ... end
+--   provider.close()
+--
+-- The import asks the server for its catalogue once, decides tool by tool what
+-- can be carried, and writes the outcome to the store. It always answers with
+-- a report: a refusal is a report with refused = true, recorded as the
+-- server's import error, and it leaves the stored catalogue as it was. The
+-- provider turns stored rows into tools without touching the network.
+local client = require "mcpclient.client"
+local core = require "mcpclient.core"
+local credentials = require "mcpclient.credentials"
+local errors = require "mcpclient.errors"
+local health_recorders = require "mcpclient.health"
+local names = require "mcpclient.names"
+local tool = require "mcpclient.tool"
+
+local json = core.json
+
+local catalogue = {}
+
+catalogue.MAX_TOOLS = 500
+
+--- The six data classes, least sensitive first (REFERENCE §7.1).
+catalogue.DATA_CLASSES = {
+  "publicContent", "editorContent", "sourceCode", "internalConfiguration", "systemDiagnostics", "secretAdjacent",
+}
+local known_class = {}
+for _, c in ipairs(catalogue.DATA_CLASSES) do known_class[c] = true end
+
+--- The row's declared data class, or nil when it is undeclared or unknown
+--- (exact match only: a server without one is inert).
+function catalogue.data_class(row)
+  local c = row.data_class
+  if type(c) == "string" and known_class[c] then return c end
+  return nil
+end
+
+local function default_log(_, message) warn(message) end
+
+-- A connect() raise without the "file:line:" prefix Lua puts on it.
+local function raised(message)
+  return (tostring(message):gsub("^[^:\n]*:%d+: ", ""))
+end
+
+--- The `auth` option for a server row: nil when it has no credential.
+-- @return auth | nil | false, message, err (false: the stored placement is not one this client offers)
+function catalogue.auth_of(row)
+  local credential = row.auth_credential
+  if type(credential) ~= "string" or credential == "" then return nil end
+  local placement = row.auth_placement
+  if placement == nil or placement == "" then placement = "bearer" end
+  if not credentials.placements[placement] then
+    local _, message, err = errors.fail("credential", row.identifier,
+      { detail = string.format('its stored placement "%s" is not one this client offers', tostring(placement)) })
+    return false, message, err
+  end
+  return { placement = placement, credential = credential, header_name = row.auth_header_name }
+end
+
+--- A connection to the server a row describes.
+-- options: health (default: the store's recorder for the row, when options.store is given),
+-- transport, clock, resolver, budget, log, host_gate, refuse_private — passed through.
+-- Rows an operator can save but a connection cannot use (an unknown placement,
+-- a malformed URL or identifier) come back as nil, message, err, never raised.
+-- @return connection | nil, message, err
+function catalogue.connect(row, options)
+  options = options or {}
+  local auth, message, err = catalogue.auth_of(row)
+  if auth == false then return nil, message, err end
+  local health = options.health
+  if health == nil and options.store then health = options.store:health_recorder(row.uid) end
+  local spec = {
+    url = row.url, identifier = row.identifier, auth = auth,
+    name = (type(row.name) == "string" and row.name ~= "") and row.name or nil,
+    health = health or health_recorders.discard,
+    transport = options.transport, clock = options.clock, resolver = options.resolver, budget = options.budget,
+    log = options.log, host_gate = options.host_gate, refuse_private = options.refuse_private,
+  }
+  local ok, conn = pcall(client.connect, spec)
+  if ok then return conn end
+  local why = raised(conn)
+  return nil, string.format('MCP server "%s" cannot be connected to: %s', tostring(row.identifier), why),
+    { kind = "configuration", server = row.identifier, message = why }
+end
+
+---------------------------------------------------------------------------
+-- Import
+---------------------------------------------------------------------------
+
+-- The remote name as it may appear in a reason: one line, bounded, inert.
+local function shown(remote)
+  return core.clip(remote, 100)
+end
+
+local function skip_reason_for(entry, identifier, uid, seen, builtin, store)
+  local remote = entry.name
+  if type(remote) ~= "string" or remote == "" then
+    return "An advertised tool has no name and was skipped."
+  end
+  local local_name = names.local_name(identifier, remote)
+  if not local_name then
+    return string.format('"%s" cannot be given a valid local tool name and was skipped.', shown(remote))
+  end
+  if seen[local_name] then
+    return string.format('"%s" maps to a name this server already used and was skipped.', shown(remote))
+  end
+  if builtin[local_name] then
+    return string.format('"%s" would collide with a builtin tool of the same name and was skipped.', shown(remote))
+  end
+  -- D11: a name another server's rows hold (a deleted server's included, since the key is unique).
+  local owner, message, err = store:tool_owner(local_name)
+  if owner == nil and message then return nil, nil, message, err end
+  if owner ~= nil and owner ~= uid then
+    local other = store:server(owner)
+    local whose = other and string.format('server "%s"', other.identifier)
+      or string.format("a removed server (uid %d)", owner)
+    return string.format('"%s" maps to the name %s, which %s already owns, and was skipped.',
+      shown(remote), local_name, whose)
+  end
+  local schema, reason = core.normalise_schema(entry.inputSchema)
+  if not schema then
+    if reason then return string.format('"%s" was skipped: %s.', shown(remote), reason) end
+    return string.format('"%s" has no usable parameter schema and was skipped.', shown(remote))
+  end
+  local encoded = json.try_encode(schema)
+  if not encoded then
+    return string.format('"%s" has a parameter schema that could not be stored and was skipped.', shown(remote))
+  end
+  local annotations = ""
+  if type(entry.annotations) == "table" then annotations = json.try_encode(entry.annotations) or "" end
+  return nil, {
+    tool_name = local_name,
+    remote_name = remote,
+    description = type(entry.description) == "string" and entry.description or "",
+    input_schema = encoded,
+    remote_annotations = annotations,
+  }
+end
+
+local function as_set(list)
+  local set = {}
+  if list == nil then return set end
+  for k, v in pairs(list) do
+    if type(k) == "number" then set[v] = true else set[k] = v and true or nil end
+  end
+  return set
+end
+
+-- Steps 1-3 of §10.3: what refuses an import before the network is asked.
+local function precondition(store, row)
+  if not catalogue.data_class(row) then
+    return "The server has no declared data class, so its tools cannot be classified."
+  end
+  if type(row.url) ~= "string" or row.url == "" then return "The server has no URL." end
+  local enabled, message = store:enabled_servers()
+  if not enabled then return message end
+  for _, other in ipairs(enabled) do
+    if other.uid ~= row.uid and other.identifier == row.identifier then
+      return string.format('The identifier "%s" is also used by server "%s"; identifiers must be unique because '
+        .. "they name the imported tools.", row.identifier, other.name)
+    end
+  end
+  return nil
+end
+
+-- Step 4: the catalogue, one operation on a connection of its own.
+local function fetch(row, options)
+  local connect = options.connect or function(r) return catalogue.connect(r, options) end
+  local conn, message, err = connect(row)
+  if not conn then return nil, message, err end
+  local listed
+  listed, message, err = conn:list_tools()
+  conn:close()
+  return listed, message, err
+end
+
+local function refuse(store, row, reason, now)
+  local current = store:server(row.uid)
+  local count = (current and current.tool_count) or row.tool_count or 0
+  store:record_import(row.uid, { status = "error", error = reason, tool_count = count, at = now })
+  return { server_uid = row.uid, imported = 0, skipped = 0, orphaned = 0, skip_reasons = { reason }, refused = true }
+end
+
+--- Import a server's catalogue (REFERENCE §10.3, in that order).
+-- @param store a store (notes/store-api.md)
+-- @param row the server row (store:server(uid))
+-- @param options {
+--   builtin_names = set or list of local names the host's own tools use,
+--   now = unix seconds stamped on every row of this import (default os.time()),
+--   connect = function(row) -> connection | nil, message (default catalogue.connect; the import
+--     runs one list_tools on it and closes it),
+--   log = function(level, message) (default: warn),
+--   transport, clock, resolver, budget, health — passed to catalogue.connect }
+-- @return report { server_uid, imported, skipped, orphaned, skip_reasons, refused }
+function catalogue.import(store, row, options)
+  if type(row) ~= "table" then error("import: the server row must be a table", 2) end
+  options = options or {}
+  local now = options.now or os.time()
+  local log = options.log or default_log
+  local connect_options = setmetatable({ store = store }, { __index = options })
+
+  local reason = precondition(store, row)
+  if reason then return refuse(store, row, reason, now) end
+
+  local listed, message = fetch(row, connect_options)
+  if not listed then
+    pcall(log, "warning", string.format('An MCP catalogue import failed for "%s": %s', row.identifier, message))
+    return refuse(store, row, message, now)
+  end
+  if #listed > catalogue.MAX_TOOLS then
+    return refuse(store, row, string.format("The server advertises %d tools, more than the %d this extension "
+      .. "will import.", #listed, catalogue.MAX_TOOLS), now)
+  end
+
+  local builtin = as_set(options.builtin_names)
+  local accepted, skips, seen = {}, {}, {}
+  for _, entry in ipairs(listed) do
+    local skip, tool_row, failure = skip_reason_for(entry, row.identifier, row.uid, seen, builtin, store)
+    if failure then return refuse(store, row, failure, now) end
+    if skip then
+      skips[#skips + 1] = skip
+    else
+      seen[tool_row.tool_name] = true
+      accepted[#accepted + 1] = tool_row
+    end
+  end
+
+  local orphaned, failure = store:reconcile(row, accepted, now)
+  if not orphaned then return refuse(store, row, failure, now) end
+  store:record_import(row.uid, {
+    status = #skips == 0 and "ok" or "partial",
+    error = table.concat(skips, "\n"),
+    tool_count = #accepted,
+    at = now,
+  })
+  return { server_uid = row.uid, imported = #accepted, skipped = #skips, orphaned = orphaned,
+    skip_reasons = skips, refused = false }
+end
+
+---------------------------------------------------------------------------
+-- Provider
+---------------------------------------------------------------------------
+
+-- What a tool executes against when its server cannot be connected to: every
+-- call returns the reason, so the run goes on and the model is told.
+local function unusable(message, err)
+  return {
+    call_tool = function() return nil, message, err end,
+    close = function() return true end,
+  }
+end
+
+--- The tools the store holds, as registry tools (REFERENCE §10.5). No network:
+--- connections open on a tool's first execution, one per server, shared.
+-- @param options { connect = function(row) -> connection, and catalogue.connect's options }
+-- @return provider { tools = function() -> array of tools | nil, message, err, close = function() }
+function catalogue.provider(store, options)
+  options = options or {}
+  local connect_options = setmetatable({ store = store }, { __index = options })
+  local connect = options.connect or function(r) return catalogue.connect(r, connect_options) end
+  local open = {}
+  local provider = {}
+
+  local function connection_of(row)
+    return function()
+      local conn = open[row.uid]
+      if conn then return conn end
+      local message, err
+      conn, message, err = connect(row)
+      if not conn then return unusable(message, err) end
+      open[row.uid] = conn
+      return conn
+    end
+  end
+
+  function provider.tools()
+    local servers, message, err = store:enabled_servers()
+    if not servers then return nil, message, err end
+    local list = {}
+    for _, row in ipairs(servers) do
+      if catalogue.data_class(row) then
+        local rows
+        rows, message, err = store:live_tools_of(row.uid)
+        if not rows then return nil, message, err end
+        local getter = connection_of(row)
+        for _, t in ipairs(rows) do
+          local schema = type(t.input_schema) == "string" and core.decode_stored_schema(t.input_schema) or nil
+          if schema then
+            list[#list + 1] = tool.new {
+              server = row, local_name = t.tool_name, remote_name = t.remote_name,
+              description = t.description, parameters = schema, connection = getter,
+            }
+          end
+        end
+      end
+    end
+    return list
+  end
+
+  --- Close every connection the tools opened. Idempotent.
+  function provider.close()
+    for uid, conn in pairs(open) do
+      open[uid] = nil
+      pcall(conn.close, conn)
+    end
+    return true
+  end
+
+  return provider
+end
+
+return catalogue

@@ -1,0 +1,501 @@
+--- The operator command, `mcpclient` (DESIGN D10, REFERENCE §11).
+--
+-- Whoever can run the command and open its database is the local operator,
+-- an administrator: running it is the admin check. The operator API beneath
+-- (mcpclient.operator) still takes an actor, and this module passes one.
+--
+-- Exit codes: 0 done, 1 failed (or an import was refused), 2 usage.
+-- Text the far side wrote (server names and versions, descriptions, import
+-- errors) is printed through core.clip: control characters become spaces, so
+-- no escape sequence or line break from a server reaches the terminal.
+local core = require "mcpclient.core"
+local operator = require "mcpclient.operator"
+
+local json = core.json
+
+local cli = {}
+
+cli.OK, cli.FAILED, cli.USAGE = 0, 1, 2
+
+cli.USAGE_TEXT = [[
+usage: mcpclient [--db PATH] [--json] <command> [arguments]
+
+  servers                         every server, as the operator readout shows it
+  test <server-id>                is the server there? (one handshake; stores only the contact)
+  import <identifier> | --all     import the catalogue of an enabled server, or of every one
+  import --server <server-id>     import one server by id, enabled or not
+  tools [<server-id>]             the imported tools and whether each is switched on
+  enable <tool-name|group>        switch a tool (or every tool of mcp_<identifier>) on
+  disable <tool-name|group>       ... or off    (--tool / --group when a name is both)
+  add --identifier ID --name NAME --url URL [server flags]
+  edit <server-id> [server flags]
+  remove <server-id>
+  help
+
+server flags:
+  --identifier ID          1-32 of a-z 0-9 _ - (names the tools: mcp_<ID>_<remote name>)
+  --name NAME              --description TEXT         --url URL (http or https)
+  --credential REF         a reference such as env:NAME, never the secret itself ("" for none)
+  --placement bearer|header                          --header-name NAME
+  --data-class CLASS       publicContent editorContent sourceCode internalConfiguration
+                           systemDiagnostics secretAdjacent ("" to withdraw it)
+  --approval yes|no        whether a human approves every call (default yes)
+  --enabled / --disabled
+
+The database is --db, else $MCPCLIENT_DB, else ./mcpclient.db. --json prints
+JSON on every read command. Exit status: 0 done, 1 failed, 2 usage.
+Whoever can run this command on the database acts as its administrator: access
+to the command and the database file is the admin check.
+]]
+
+-- The local operator (see the module comment).
+local ACTOR = { name = "local operator", admin = true }
+
+local function inert(text, limit)
+  if text == nil then return "" end
+  return core.clip(tostring(text), limit or 1000)
+end
+
+-- Raised by the parsers; main() turns it into exit code 2.
+local Usage = {}
+local function usage(message) error(setmetatable({ message = message }, Usage), 0) end
+
+---------------------------------------------------------------------------
+-- Argument parsing
+---------------------------------------------------------------------------
+
+-- Flags each command accepts: name -> "value" | "flag".
+local SERVER_FLAGS = {
+  ["--identifier"] = "value", ["--name"] = "value", ["--description"] = "value", ["--url"] = "value",
+  ["--credential"] = "value", ["--placement"] = "value", ["--header-name"] = "value",
+  ["--data-class"] = "value", ["--approval"] = "value", ["--enabled"] = "flag", ["--disabled"] = "flag",
+}
+
+local COMMAND_FLAGS = {
+  servers = {}, test = {}, tools = {}, remove = {}, help = {},
+  import = { ["--all"] = "flag", ["-a"] = "flag", ["--server"] = "value" },
+  enable = { ["--tool"] = "flag", ["--group"] = "flag" },
+  disable = { ["--tool"] = "flag", ["--group"] = "flag" },
+  add = SERVER_FLAGS, edit = SERVER_FLAGS,
+}
+
+--- Split argv into global options, the command, its flags and its positional arguments.
+-- @return { db, json, command, flags = {name -> value|true}, args = {...} } (raises Usage)
+function cli.parse(argv)
+  local parsed = { flags = {}, args = {} }
+  local i, n = 1, #argv
+  local rest = {}
+  while i <= n do
+    local a = argv[i]
+    if a == "--db" then
+      if i == n then usage("--db needs a path.") end
+      parsed.db = argv[i + 1]
+      i = i + 2
+    elseif a:match("^%-%-db=") then
+      parsed.db = a:sub(6)
+      i = i + 1
+    elseif a == "--json" then
+      parsed.json = true
+      i = i + 1
+    elseif a == "--help" or a == "-h" then
+      parsed.command = "help"
+      i = i + 1
+    else
+      rest[#rest + 1] = a
+      i = i + 1
+    end
+  end
+  if parsed.command == "help" then return parsed end
+  parsed.command = table.remove(rest, 1)
+  if parsed.command == nil then usage("Name a command.") end
+  local accepted = COMMAND_FLAGS[parsed.command]
+  if not accepted then usage(string.format('Unknown command "%s".', inert(parsed.command, 64))) end
+  i = 1
+  local only_positional = false
+  while i <= #rest do
+    local a = rest[i]
+    if not only_positional and a == "--" then
+      only_positional = true
+      i = i + 1
+    elseif not only_positional and a:sub(1, 1) == "-" and #a > 1 then
+      local name, inline = a:match("^(%-%-[^=]+)=(.*)$")
+      name = name or a
+      local kind = accepted[name]
+      if not kind then usage(string.format('"%s" does not take the option %s.', parsed.command, inert(name, 64))) end
+      if parsed.flags[name] ~= nil then usage(string.format("%s is given twice.", name)) end
+      if kind == "flag" then
+        if inline then usage(string.format("%s takes no value.", name)) end
+        parsed.flags[name] = true
+        i = i + 1
+      elseif inline then
+        parsed.flags[name] = inline
+        i = i + 1
+      else
+        if i == #rest then usage(string.format("%s needs a value.", name)) end
+        parsed.flags[name] = rest[i + 1]
+        i = i + 2
+      end
+    else
+      parsed.args[#parsed.args + 1] = a
+      i = i + 1
+    end
+  end
+  return parsed
+end
+
+local function no_more_than(parsed, count)
+  if #parsed.args > count then
+    usage(string.format('"%s" takes %s; unexpected "%s".', parsed.command,
+      count == 0 and "no arguments" or count == 1 and "one argument" or count .. " arguments",
+      inert(parsed.args[count + 1], 64)))
+  end
+end
+
+-- The server fields the flags set.
+local function server_fields(flags)
+  local fields = {}
+  local map = {
+    ["--identifier"] = "identifier", ["--name"] = "name", ["--description"] = "description", ["--url"] = "url",
+    ["--credential"] = "auth_credential", ["--placement"] = "auth_placement",
+    ["--header-name"] = "auth_header_name", ["--data-class"] = "data_class",
+  }
+  for flag, field in pairs(map) do
+    if flags[flag] ~= nil then fields[field] = flags[flag] end
+  end
+  local approval = flags["--approval"]
+  if approval ~= nil then
+    if approval == "yes" then
+      fields.requires_approval = "1"
+    elseif approval == "no" then
+      fields.requires_approval = "0"
+    else
+      usage("--approval is yes or no.")
+    end
+  end
+  if flags["--enabled"] and flags["--disabled"] then usage("Pass --enabled or --disabled, not both.") end
+  if flags["--enabled"] then fields.enabled = true end
+  if flags["--disabled"] then fields.enabled = false end
+  return fields
+end
+
+---------------------------------------------------------------------------
+-- Output
+---------------------------------------------------------------------------
+
+local Out = {}
+Out.__index = Out
+
+function Out:line(text) self.stdout:write(text or "", "\n") end
+function Out:err(text) self.stderr:write(text, "\n") end
+function Out:json(value) self.stdout:write(json.encode(value), "\n") end
+
+-- A list as JSON sees it ([] when empty, not {}).
+local function list(t) return json.array(t) end
+
+local function print_card(out, card)
+  local function row(label, value, warning)
+    out:line(string.format("  %-18s%s%s", label .. ":", warning and "! " or "", value))
+  end
+  local badges = { "[" .. card.state .. "]" }
+  if card.never_reached then badges[#badges + 1] = "[Never reached]" end
+  out:line(string.format("%s  %s (id %d)  %s", inert(card.identifier, 64), inert(card.name, 255), card.uid,
+    table.concat(badges, " ")))
+  if card.description and card.description ~= "" then row("Description", inert(card.description, 500)) end
+  row("Endpoint", inert(card.url, 2048))
+  row("Transport", card.transport)
+  row("Authentication", inert(card.authentication, 300), card.authentication_warning)
+  row("Data class", card.data_class, card.data_class_warning)
+  row("Approval", card.approval, card.approval_warning)
+  row("Last import", inert(card.last_import))
+  row("Last contact", card.contact)
+  row("Tools discovered", tostring(card.tool_count))
+  if card.import_error ~= "" then
+    out:line("  ! Last import error:")
+    for text in (card.import_error .. "\n"):gmatch("(.-)\n") do out:line("      " .. inert(text)) end
+  end
+  if #card.tools == 0 then
+    out:line("  " .. operator.NO_TOOLS)
+  else
+    out:line("  Imported tools:")
+    for _, t in ipairs(card.tools) do
+      out:line(string.format("    %s  (%s)%s", inert(t.tool_name, 64), inert(t.remote_name, 190),
+        t.badge and ("  [" .. t.badge .. "]") or ""))
+    end
+  end
+end
+
+---------------------------------------------------------------------------
+-- Commands
+---------------------------------------------------------------------------
+
+local commands = {}
+
+function commands.help(_, out)
+  out:line(cli.USAGE_TEXT:sub(1, -2))
+  return cli.OK
+end
+
+function commands.servers(ctx, out, parsed)
+  no_more_than(parsed, 0)
+  local cards, message = operator.readout(ctx.store)
+  if not cards then out:err(message); return cli.FAILED end
+  if parsed.json then
+    for _, card in ipairs(cards) do card.tools = list(card.tools) end
+    out:json(list(cards))
+    return cli.OK
+  end
+  if #cards == 0 then out:line(operator.NO_SERVERS); return cli.OK end
+  for i, card in ipairs(cards) do
+    if i > 1 then out:line() end
+    print_card(out, card)
+  end
+  return cli.OK
+end
+
+local function need_server_id(parsed)
+  if #parsed.args == 0 then
+    usage(string.format('"%s" needs a server id (see `mcpclient servers`).', parsed.command))
+  end
+  no_more_than(parsed, 1)
+  return parsed.args[1]
+end
+
+function commands.test(ctx, out, parsed)
+  local id = need_server_id(parsed)
+  local result, message = operator.test(ctx.store, id, ctx.options)
+  if not result then
+    if parsed.json then out:json { success = false, error = message } else out:err(message) end
+    return cli.FAILED
+  end
+  if parsed.json then
+    out:json { success = result.success, error = result.error, report = result.report, contact = result.contact }
+  elseif result.success then
+    out:line(inert(result.report))
+    out:line("Last contact: " .. result.contact)
+  else
+    out:err(inert(result.error))
+  end
+  return result.success and cli.OK or cli.FAILED
+end
+
+-- A progress line, only for a person watching (stderr is a terminal).
+local function progress(ctx)
+  if ctx.progress == nil then ctx.progress = os.execute("test -t 2") == true end
+  if not ctx.progress then return function() end end
+  return function(text)
+    ctx.stderr:write("\r\27[K", text or "")
+    ctx.stderr:flush()
+  end
+end
+
+local function import_one(ctx, row)
+  local report, message = operator.import(ctx.store, row.uid, ctx.options)
+  if not report then
+    report = { server_uid = row.uid, imported = 0, skipped = 0, orphaned = 0, skip_reasons = { message },
+      refused = true }
+  end
+  report.identifier = row.identifier
+  return report
+end
+
+function commands.import(ctx, out, parsed)
+  local all = parsed.flags["--all"] or parsed.flags["-a"]
+  local by_id = parsed.flags["--server"]
+  no_more_than(parsed, 1)
+  local identifier = parsed.args[1]
+  if identifier == "" then identifier = nil end
+  local given = (all and 1 or 0) + (by_id and 1 or 0) + (identifier and 1 or 0)
+  if given > 1 then
+    usage(by_id and "Pass one of an identifier, --all or --server, not more." or
+      "Pass either an identifier or --all, not both.")
+  end
+  if given == 0 then usage("Name a server identifier, or pass --all to import every enabled server.") end
+
+  local targets
+  if by_id then
+    local uid, row = operator.server_id(by_id, ctx.store)
+    if not uid then out:err(row); return cli.FAILED end
+    targets = { row }
+  else
+    local enabled, message = ctx.store:enabled_servers()
+    if not enabled then out:err(message); return cli.FAILED end
+    if all then
+      if #enabled == 0 then
+        if parsed.json then out:json(list {}) end
+        out:err("No enabled MCP server to import.")
+        return cli.OK
+      end
+      targets = enabled
+    else
+      targets = {}
+      for _, row in ipairs(enabled) do
+        if row.identifier == identifier then targets[#targets + 1] = row end
+      end
+      if #targets == 0 then
+        out:err(string.format('No enabled MCP server has the identifier "%s".', inert(identifier, 64)))
+        return cli.FAILED
+      elseif #targets > 1 then
+        out:err(string.format('%d enabled servers share the identifier "%s". Identifiers name the imported tools, '
+          .. "so they must be unique among enabled servers.", #targets, identifier))
+        return cli.FAILED
+      end
+    end
+  end
+
+  local show = progress(ctx)
+  local reports, refused = {}, 0
+  for i, row in ipairs(targets) do
+    show(string.format("importing %s (%d of %d)…", inert(row.identifier, 64), i, #targets))
+    local report = import_one(ctx, row)
+    show()
+    reports[i] = report
+    if report.refused then
+      refused = refused + 1
+      if not parsed.json then
+        local reason = report.skip_reasons[1]
+        out:line(string.format("%s: refused — %s", inert(row.identifier, 64),
+          (reason and reason ~= "") and inert(reason) or "no reason given"))
+      end
+    elseif not parsed.json then
+      out:line(string.format("%s: %d imported, %d skipped, %d orphaned", inert(row.identifier, 64),
+        report.imported, report.skipped, report.orphaned))
+      for _, reason in ipairs(report.skip_reasons) do out:line("    skipped: " .. inert(reason)) end
+    end
+  end
+  if parsed.json then
+    for _, r in ipairs(reports) do r.skip_reasons = list(r.skip_reasons) end
+    out:json(list(reports))
+  end
+  if refused > 0 then
+    out:err(string.format("%d of %d server(s) refused the import.", refused, #targets))
+    return cli.FAILED
+  end
+  return cli.OK
+end
+
+function commands.tools(ctx, out, parsed)
+  no_more_than(parsed, 1)
+  local tools, message = operator.tools(ctx.store, parsed.args[1])
+  if not tools then out:err(message); return cli.FAILED end
+  if parsed.json then out:json(list(tools)); return cli.OK end
+  if #tools == 0 then out:line(operator.NO_TOOLS); return cli.OK end
+  for _, t in ipairs(tools) do
+    local description = inert(t.description, 100)
+    out:line(string.format("%-40s %-3s  %s  (%s)%s%s", inert(t.tool_name, 64), t.enabled and "on" or "off",
+      inert(t.identifier, 64), inert(t.remote_name, 190), t.orphaned and ("  [" .. operator.GONE .. "]") or "",
+      description ~= "" and ("  " .. description) or ""))
+  end
+  return cli.OK
+end
+
+local function switch(enabled)
+  return function(ctx, out, parsed)
+    if #parsed.args == 0 then usage(string.format('"%s" needs a tool name or a group name.', parsed.command)) end
+    no_more_than(parsed, 1)
+    if parsed.flags["--tool"] and parsed.flags["--group"] then usage("Pass --tool or --group, not both.") end
+    local what = parsed.flags["--tool"] and "tool" or parsed.flags["--group"] and "group" or nil
+    local options = setmetatable({ what = what }, { __index = ctx.options })
+    local name = parsed.args[1]
+    local done, message = operator.set_enabled(ctx.store, name, enabled, options)
+    if not done then out:err(message); return cli.FAILED end
+    out:line(string.format("%s %s %s.", done == "tool" and "Tool" or "Group", name, enabled and "on" or "off"))
+    return cli.OK
+  end
+end
+commands.enable = switch(true)
+commands.disable = switch(false)
+
+-- A value the store cannot take is a usage error; a conflict with other rows is a failure.
+local function refused_edit(out, message, err)
+  if err and err.kind == "invalid" then usage(message) end
+  out:err(message)
+  return cli.FAILED
+end
+
+function commands.add(ctx, out, parsed)
+  no_more_than(parsed, 0)
+  local fields = server_fields(parsed.flags)
+  for _, required in ipairs { "identifier", "name", "url" } do
+    if fields[required] == nil then usage(string.format('"add" needs --%s.', required)) end
+  end
+  local uid, message, err = operator.add(ctx.store, fields, ctx.options)
+  if not uid then return refused_edit(out, message, err) end
+  out:line(string.format("Added server %d (%s).", uid, fields.identifier:match("^%s*(.-)%s*$"):lower()))
+  return cli.OK
+end
+
+function commands.edit(ctx, out, parsed)
+  local id = need_server_id(parsed)
+  local fields = server_fields(parsed.flags)
+  if next(fields) == nil then usage('"edit" needs at least one server flag.') end
+  local ok, message, err = operator.edit(ctx.store, id, fields, ctx.options)
+  if not ok then return refused_edit(out, message, err) end
+  out:line(string.format("Updated server %s.", inert(id, 32)))
+  return cli.OK
+end
+
+function commands.remove(ctx, out, parsed)
+  local id = need_server_id(parsed)
+  local ok, message = operator.remove(ctx.store, id, ctx.options)
+  if not ok then out:err(message); return cli.FAILED end
+  out:line(string.format("Removed server %s.", inert(id, 32)))
+  return cli.OK
+end
+
+---------------------------------------------------------------------------
+-- Entry point
+---------------------------------------------------------------------------
+
+--- Run the command.
+-- @param argv the script's `arg` (arguments 1..n)
+-- @param env optional, for embedding and specs: { stdout, stderr, getenv, store (an open store to use),
+--   open_store = function(path) -> store | nil, message, progress (boolean: force the progress line),
+--   options (extra operator options: builtin_names, transport, clock, connect, ...) }
+-- @return exit code
+function cli.main(argv, env)
+  env = env or {}
+  local out = setmetatable({ stdout = env.stdout or io.stdout, stderr = env.stderr or io.stderr }, Out)
+  local args = {}
+  for i = 1, #(argv or {}) do args[i] = argv[i] end
+  local ok, parsed = pcall(cli.parse, args)
+  if not ok then
+    if getmetatable(parsed) ~= Usage then error(parsed, 0) end
+    out:err(parsed.message)
+    out:err("Run `mcpclient help` for usage.")
+    return cli.USAGE
+  end
+  if parsed.command == "help" then return commands.help(nil, out) end
+
+  local store = env.store
+  local own_store = false
+  if not store then
+    local getenv = env.getenv or os.getenv
+    local path = parsed.db or getenv("MCPCLIENT_DB") or "./mcpclient.db"
+    if path == "" then path = "./mcpclient.db" end
+    local open = env.open_store or function(p) return require("mcpclient.store").open(p) end
+    local message
+    store, message = open(path)
+    if not store then
+      out:err(string.format('The database "%s" cannot be opened: %s', path, tostring(message)))
+      return cli.FAILED
+    end
+    own_store = true
+  end
+
+  local options = setmetatable({ actor = ACTOR }, { __index = env.options or {} })
+  if options.log == nil then
+    options.log = function(_, message) out:err("warning: " .. inert(message)) end
+  end
+  local ctx = { store = store, options = options, stderr = out.stderr, progress = env.progress }
+  local ran, code = pcall(commands[parsed.command], ctx, out, parsed)
+  if own_store then store:close() end
+  if not ran then
+    if getmetatable(code) ~= Usage then error(code, 0) end
+    out:err(code.message)
+    out:err("Run `mcpclient help` for usage.")
+    return cli.USAGE
+  end
+  return code
+end
+
+return cli

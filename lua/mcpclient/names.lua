@@ -1,0 +1,30 @@
+--- Local tool names (REFERENCE §5, DESIGN D11).
+--
+-- An imported tool is offered to the model as mcp_<identifier>_<remote>.
+-- Nothing is rewritten, truncated, hashed or case-folded: a remote name that
+-- cannot be carried as it is makes the tool unusable, never a different tool.
+local names = {}
+
+names.PREFIX = "mcp_"
+names.MAX_LENGTH = 64
+
+--- Is `name` a usable local tool name? ^[A-Za-z0-9_-]{1,64}$, nothing else.
+function names.valid(name)
+  return type(name) == "string" and #name >= 1 and #name <= names.MAX_LENGTH
+    and name:find("^[%w_-]+$") ~= nil
+end
+
+--- The local name for a remote tool, or nil when it cannot be one.
+function names.local_name(identifier, remote)
+  if type(identifier) ~= "string" or type(remote) ~= "string" then return nil end
+  local name = names.PREFIX .. identifier .. "_" .. remote
+  if names.valid(name) then return name end
+  return nil
+end
+
+--- The group every tool of a server belongs to: mcp_<identifier>.
+function names.group(identifier)
+  return names.PREFIX .. identifier
+end
+
+return names

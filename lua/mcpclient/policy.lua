@@ -1,0 +1,449 @@
+--- The tool gate (REFERENCE §7) and the approval rule (REFERENCE §6.5).
+--
+-- Every tool a model is offered, and every call it makes, passes `decide`.
+-- The gates are a plain AND; their order only decides which refusal is
+-- reported, and it runs cheapest and least revealing first, so a caller who is
+-- already refused for a simpler reason never learns that a trust-zone axis
+-- exists. Everything unknown fails closed: an unknown data class is the most
+-- sensitive one, an unknown trust zone is the least trusted one, an unreadable
+-- mode enforces.
+--
+-- Shapes (plain tables; nothing here touches a store):
+--
+--   tool          { name, group, data_class, requires_admin, enabled_by_default,
+--                   remote, effect, requires_approval }   (see mcpclient.tool)
+--   user          { uid = integer, admin = true|false, ... }   nil = nobody
+--   configuration { identifier = "...", provider = "<provider id>", model = "...",
+--                   fallbacks = { <configuration>, ... },
+--                   allowed_groups = nil | { "<group>", ... } }
+--   providers     { ["<provider id>"] = { zone = "local" | "privateHosted"
+--                                               | "externalEu" | "externalGlobal" } }
+--   context       { correlation_id, run_uid, provider, model, configuration_identifier }
+--                 (what a governance row needs; every key optional)
+local policy = {}
+
+-- The canonical tables live in locals: the copies published on `policy` may
+-- be read or changed by callers without moving the gate.
+local CLASSES = {
+  "publicContent", "editorContent", "sourceCode",
+  "internalConfiguration", "systemDiagnostics", "secretAdjacent",
+}
+local ZONES = { "local", "privateHosted", "externalEu", "externalGlobal" }
+local CEILINGS = {
+  ["local"] = "secretAdjacent",
+  privateHosted = "systemDiagnostics",
+  externalEu = "internalConfiguration",
+  externalGlobal = "editorContent",
+}
+-- Builtins only: a group takes the class of its worst plausible member, so a
+-- new tool in a known group is never under-classified by omission.
+local GROUP_DEFAULTS = {
+  content = "editorContent",
+  editing = "editorContent",
+  files = "editorContent",
+  rag = "publicContent",
+  structure = "internalConfiguration",
+  configuration = "internalConfiguration",
+  code = "sourceCode",
+  system = "systemDiagnostics",
+  accounts = "secretAdjacent",
+}
+
+local MOST_SENSITIVE = "secretAdjacent"
+local LEAST_TRUSTED = "externalGlobal"
+
+local CLASS_RANK, ZONE_RANK = {}, {}
+for i, class in ipairs(CLASSES) do CLASS_RANK[class] = i - 1 end
+for i, zone in ipairs(ZONES) do ZONE_RANK[zone] = i - 1 end
+
+local function copy(t)
+  local out = {}
+  for k, v in pairs(t) do out[k] = v end
+  return out
+end
+
+--- Data classes, least sensitive first; rank 0 = publicContent.
+policy.DATA_CLASSES = copy(CLASSES)
+policy.DATA_CLASS_RANK = copy(CLASS_RANK)
+--- Trust zones, most trusted first; rank 0 = local.
+policy.TRUST_ZONES = copy(ZONES)
+policy.ZONE_RANK = copy(ZONE_RANK)
+--- The most sensitive data class a provider in each zone may receive.
+policy.ZONE_CEILING = copy(CEILINGS)
+policy.GROUP_DEFAULTS = copy(GROUP_DEFAULTS)
+
+policy.ENFORCE = "enforce"
+policy.OBSERVE = "observe"
+
+--- Denial reasons, as stored in a governance row's `reason`.
+policy.REASONS = {
+  NONE = "none",
+  NOT_REGISTERED = "notRegistered",
+  TOOL_DISABLED = "toolDisabled",
+  REQUIRES_ADMIN = "requiresAdmin",
+  CONFIGURATION_GROUP = "configurationGroup",
+  TRUST_ZONE = "trustZone",
+}
+local R = copy(policy.REASONS)
+
+--- The rank of a data class; an unknown one ranks as the most sensitive.
+function policy.class_rank(class)
+  return CLASS_RANK[class] or CLASS_RANK[MOST_SENSITIVE]
+end
+
+--- The rank of a trust zone; an unknown one ranks as the least trusted.
+function policy.zone_rank(zone)
+  return ZONE_RANK[zone] or ZONE_RANK[LEAST_TRUSTED]
+end
+
+--- The ceiling of a zone (an unknown zone gets the least trusted zone's).
+function policy.ceiling(zone)
+  return CEILINGS[zone] or CEILINGS[LEAST_TRUSTED]
+end
+
+--- Is `class` no more sensitive than `ceiling`?
+-- Fails closed on both sides: an unknown class counts as the most sensitive,
+-- an unknown ceiling admits nothing.
+function policy.is_at_most(class, ceiling)
+  local ceiling_rank = CLASS_RANK[ceiling]
+  if ceiling_rank == nil then return false end
+  return policy.class_rank(class) <= ceiling_rank
+end
+
+--- May a provider in `zone` receive data of `class`?
+function policy.permits(zone, class)
+  return policy.is_at_most(class, policy.ceiling(zone))
+end
+
+--- The less trusted of two zones (unknown counts as externalGlobal).
+function policy.least_trusted(a, b)
+  local ra, rb = policy.zone_rank(a), policy.zone_rank(b)
+  return ZONES[math.max(ra, rb) + 1]
+end
+
+--- The data class a tool returns.
+-- Its declaration when that is one of the six; otherwise, for a builtin, its
+-- group's default. A remote tool always declares (the operator's server row),
+-- so a remote tool without a valid declaration, an unknown tool and an
+-- unclassified group are all secretAdjacent.
+function policy.class_of(tool)
+  if type(tool) ~= "table" then return MOST_SENSITIVE end
+  if CLASS_RANK[tool.data_class] then return tool.data_class end
+  if tool.remote then return MOST_SENSITIVE end
+  return GROUP_DEFAULTS[tool.group] or MOST_SENSITIVE
+end
+
+-- The zone of one configuration's own provider.
+local function provider_zone(configuration, providers)
+  if type(configuration) ~= "table" or type(providers) ~= "table" then return LEAST_TRUSTED end
+  local id = configuration.provider
+  local provider = id ~= nil and providers[id] or nil
+  if type(provider) ~= "table" or ZONE_RANK[provider.zone] == nil then return LEAST_TRUSTED end
+  return provider.zone
+end
+
+--- The trust zone a run against `configuration` can actually reach.
+-- A failed call is retried against a fallback configuration, carrying the
+-- tool output with it, so the run is as trusted as the least trusted provider
+-- it may end up at. Fallback is one hop deep: a fallback's own fallbacks are
+-- never walked, because that path cannot execute. Anything unknown — no
+-- configuration, no provider, an unknown zone, a fallback entry that is not a
+-- configuration, a `fallbacks` that is not a list — is externalGlobal.
+function policy.effective_zone(configuration, providers)
+  if type(configuration) ~= "table" then return LEAST_TRUSTED end
+  local zone = provider_zone(configuration, providers)
+  local fallbacks = configuration.fallbacks
+  if fallbacks == nil then return zone end
+  if type(fallbacks) ~= "table" then return LEAST_TRUSTED end
+  for _, fallback in ipairs(fallbacks) do
+    zone = policy.least_trusted(zone, provider_zone(fallback, providers))
+  end
+  return zone
+end
+
+local function trim(s)
+  -- The characters PHP's trim() strips, which is what the setting was read with.
+  return (s:gsub("^[ \t\n\r\v\0]+", ""):gsub("[ \t\n\r\v\0]+$", ""))
+end
+
+--- The enforcement mode of the trust-zone gate for a raw setting value.
+-- Only a deliberate "observe" observes; anything else — nil, a number, a
+-- typo such as "observ", "off", "" — enforces, so a broken setting cannot
+-- silently switch the gate off.
+function policy.mode(value)
+  if type(value) == "string" and trim(value):lower() == policy.OBSERVE then
+    return policy.OBSERVE
+  end
+  return policy.ENFORCE
+end
+
+local MESSAGES = {
+  [R.NONE] = "%s is available.",
+  [R.NOT_REGISTERED] = "%s is not a registered tool.",
+  [R.TOOL_DISABLED] = "%s is disabled globally or its group is switched off.",
+  [R.REQUIRES_ADMIN] = "%s is available to administrators only.",
+  [R.CONFIGURATION_GROUP] = "%s is outside the tool groups this configuration allows.",
+}
+
+--- The operator's sentence for a decision (REFERENCE §7.5).
+-- Policy facts only: never a tool's arguments or output.
+function policy.message(decision)
+  if decision.reason == R.TRUST_ZONE then
+    return string.format(
+      '%s returns %s data, which exceeds what a provider in the "%s" trust zone may receive (ceiling: %s).%s',
+      decision.tool, decision.data_class, decision.zone, decision.ceiling,
+      decision.observed_only and " Enforcement is in observe mode, so the tool was still offered." or "")
+  end
+  return string.format(MESSAGES[decision.reason], decision.tool)
+end
+
+local function decision(name, allowed, reason, data_class, zone, ceiling, observed_only)
+  local d = {
+    tool = name, allowed = allowed, observed_only = observed_only or false, reason = reason,
+    data_class = data_class, zone = zone, ceiling = ceiling,
+  }
+  d.message = policy.message(d)
+  return d
+end
+
+local function integer_or_zero(v)
+  return math.tointeger(v) or 0
+end
+
+local function string_or_empty(v)
+  if v == nil then return "" end
+  return tostring(v)
+end
+
+--- The governance row (tx_nrllm_governance_event) for one gate decision.
+-- Denial-only: the caller writes it for a refused or observed-only decision,
+-- never for an executed call. It carries policy facts only — never a tool's
+-- arguments or output.
+-- @param context { correlation_id, run_uid, provider, model, configuration_identifier } or nil
+-- @param user the acting user or nil (be_user 0)
+function policy.governance_row(d, context, user)
+  context = context or {}
+  return {
+    decision = "tool_denied",
+    reason = d.reason,
+    provider = string_or_empty(context.provider),
+    model = string_or_empty(context.model),
+    configuration_identifier = string_or_empty(context.configuration_identifier),
+    be_user = type(user) == "table" and integer_or_zero(user.uid) or 0,
+    tool_name = d.tool,
+    agentrun_uid = integer_or_zero(context.run_uid),
+    guardrail = "",
+    correlation_id = string_or_empty(context.correlation_id),
+    detail = string.format("zone=%s;ceiling=%s;observedOnly=%d", d.zone, d.ceiling, d.observed_only and 1 or 0),
+  }
+end
+
+--- Must a human approve a call of this tool before it runs? (REFERENCE §6.5)
+-- In order: an explicit marker (requires_approval == true) → yes; a remote
+-- tool → its operator's declaration, and no declaration → no (its effect is a
+-- fail-closed assumption about an unknown body, not a statement, and judging
+-- it would suspend every remote call); otherwise yes iff the tool declares an
+-- effect that is a write (anything but "read_only"). A builtin that declares
+-- no effect needs no approval, as in the reference.
+function policy.requires_approval(tool)
+  if type(tool) ~= "table" then return false end
+  if tool.requires_approval == true then return true end
+  if tool.remote then return false end
+  return tool.effect ~= nil and tool.effect ~= "read_only"
+end
+
+local Gate = {}
+Gate.__index = Gate
+
+local OPTIONS = { registry = true, state = true, mode = true, providers = true, on_decision = true }
+
+--- A gate over one registry.
+-- @param options {
+--   registry    = { get = function(name) -> tool|nil, names = function() -> { name, ... } } (required),
+--   state       = { tool_enabled = function(name) -> true|false|nil,
+--                   group_enabled = function(group) -> true|false|nil } or nil (no rows at all),
+--   mode        = the raw `dataClassEnforcement` setting, or a function returning it, read at every
+--                 decision (one that raises enforces); see policy.mode,
+--   providers   = { [provider id] = { zone = ... } } (see policy.effective_zone),
+--   on_decision = function(decision, context, row) or nil: called after a decision that is refused
+--                 or observed-only, with its governance row; what it raises propagates }
+function policy.new(options)
+  if type(options) ~= "table" then error("policy.new takes an options table", 2) end
+  for key in pairs(options) do
+    if not OPTIONS[key] then error(string.format('policy.new: unknown option "%s"', tostring(key)), 2) end
+  end
+  local registry = options.registry
+  if type(registry) ~= "table" or type(registry.get) ~= "function" or type(registry.names) ~= "function" then
+    error("policy.new: registry must have get(name) and names() functions", 2)
+  end
+  local state = options.state
+  if state ~= nil and (type(state) ~= "table"
+      or (state.tool_enabled ~= nil and type(state.tool_enabled) ~= "function")
+      or (state.group_enabled ~= nil and type(state.group_enabled) ~= "function")) then
+    error("policy.new: state must be a table of tool_enabled/group_enabled functions", 2)
+  end
+  if options.providers ~= nil and type(options.providers) ~= "table" then
+    error("policy.new: providers must be a table", 2)
+  end
+  if options.on_decision ~= nil and type(options.on_decision) ~= "function" then
+    error("policy.new: on_decision must be a function", 2)
+  end
+  return setmetatable({
+    registry = registry,
+    state = state or {},
+    raw_mode = options.mode,
+    providers = options.providers or {},
+    on_decision = options.on_decision,
+  }, Gate)
+end
+
+--- The mode the trust-zone gate applies right now ("enforce" or "observe").
+function Gate:mode()
+  local raw = self.raw_mode
+  if type(raw) == "function" then
+    local ok, value = pcall(raw)
+    if not ok then return policy.ENFORCE end
+    raw = value
+  end
+  return policy.mode(raw)
+end
+
+--- Is the tool switched on? Its group must be on (no row = on) and the tool
+-- itself on (its row, else its default). A row that is not a boolean counts
+-- as "off": the switch fails closed.
+function Gate:enabled(tool)
+  local state = self.state
+  if state.group_enabled then
+    local group = state.group_enabled(tool.group)
+    if group ~= nil and group ~= true then return false end
+  end
+  local row
+  if state.tool_enabled then row = state.tool_enabled(tool.name) end
+  if row == nil then return tool.enabled_by_default == true end
+  return row == true
+end
+
+--- The registry's names whose tools are switched on, in registry order.
+function Gate:enabled_names()
+  local out = {}
+  for _, name in ipairs(self.registry.names()) do
+    local tool = self.registry.get(name)
+    if tool ~= nil and self:enabled(tool) then out[#out + 1] = name end
+  end
+  return out
+end
+
+-- The context a governance row is built from: the caller's, with what the
+-- configuration itself knows filling the gaps.
+local function row_context(context, configuration)
+  local merged = {}
+  if type(context) == "table" then merged = copy(context) end
+  if type(configuration) == "table" then
+    if merged.provider == nil then merged.provider = configuration.provider end
+    if merged.model == nil then merged.model = configuration.model end
+    if merged.configuration_identifier == nil then merged.configuration_identifier = configuration.identifier end
+  end
+  return merged
+end
+
+local function allowed_by_configuration(configuration, group)
+  if type(configuration) ~= "table" or configuration.allowed_groups == nil then return true end
+  local allowed = configuration.allowed_groups
+  if type(allowed) ~= "table" then return false end
+  for _, g in ipairs(allowed) do
+    if g == group then return true end
+  end
+  return false
+end
+
+-- The gate itself, without the governance side effect.
+function Gate:evaluate(name, configuration, user)
+  local zone = policy.effective_zone(configuration, self.providers)
+  local ceiling = CEILINGS[zone]
+
+  local tool = self.registry.get(name)
+  if tool == nil then
+    return decision(name, false, R.NOT_REGISTERED, MOST_SENSITIVE, zone, ceiling)
+  end
+  local class = policy.class_of(tool)
+
+  if not self:enabled(tool) then
+    return decision(name, false, R.TOOL_DISABLED, class, zone, ceiling)
+  end
+
+  -- No user is not an administrator. A remote tool is admin-only whatever it says.
+  if (tool.requires_admin == true or tool.remote) and (type(user) ~= "table" or user.admin ~= true) then
+    return decision(name, false, R.REQUIRES_ADMIN, class, zone, ceiling)
+  end
+
+  if not allowed_by_configuration(configuration, tool.group) then
+    return decision(name, false, R.CONFIGURATION_GROUP, class, zone, ceiling)
+  end
+
+  if not policy.is_at_most(class, ceiling) then
+    -- Observe mode exists so an upgrade does not silently drop tools that
+    -- already worked. No remote tool worked before the gate, so none
+    -- benefits: an upgraded install must not be looser than a fresh one.
+    local enforcing = self:mode() == policy.ENFORCE or tool.remote
+    if enforcing then
+      return decision(name, false, R.TRUST_ZONE, class, zone, ceiling)
+    end
+    return decision(name, true, R.TRUST_ZONE, class, zone, ceiling, true)
+  end
+
+  return decision(name, true, R.NONE, class, zone, ceiling)
+end
+
+--- Decide whether `name` may be offered to / called by a model.
+-- @return decision { tool, allowed, observed_only, reason, data_class, zone, ceiling, message }
+-- A refused or observed-only decision is reported to on_decision with its
+-- governance row; an allowed one reports nothing.
+function Gate:decide(name, configuration, user, context)
+  if type(name) ~= "string" then error("decide: the tool name must be a string", 2) end
+  local d = self:evaluate(name, configuration, user)
+  if self.on_decision and (not d.allowed or d.observed_only) then
+    local merged = row_context(context, configuration)
+    self.on_decision(d, merged, policy.governance_row(d, merged, user))
+  end
+  return d
+end
+
+local function candidates(self, requested)
+  if requested == nil then return self:enabled_names() end
+  if type(requested) ~= "table" then error("requested must be a list of tool names or nil", 3) end
+  return requested
+end
+
+--- One decision per candidate (the requested names, or every enabled tool),
+-- refused ones included, in candidate order.
+function Gate:explain(requested, configuration, user, context)
+  local out = {}
+  for _, name in ipairs(candidates(self, requested)) do
+    out[#out + 1] = self:decide(name, configuration, user, context)
+  end
+  return out
+end
+
+--- The candidates (the requested names, or every enabled tool) the gate
+-- allows, in candidate order. Each decision is reported as by decide, so a
+-- caller that wants both the readout and the list should take the list from
+-- explain's decisions rather than call both.
+function Gate:filter_offerable(requested, configuration, user, context)
+  local out = {}
+  for _, name in ipairs(candidates(self, requested)) do
+    if self:decide(name, configuration, user, context).allowed then out[#out + 1] = name end
+  end
+  return out
+end
+
+--- The names of the allowed decisions in a list from explain.
+function policy.offerable(decisions)
+  local out = {}
+  for _, d in ipairs(decisions) do
+    if d.allowed then out[#out + 1] = d.tool end
+  end
+  return out
+end
+
+policy.Gate = Gate
+return policy

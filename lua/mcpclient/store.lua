@@ -1,0 +1,761 @@
+--- mcpclient.store: the catalogue, enablement, run and governance repositories
+-- over one adapter (DESIGN D7; REFERENCE §7.3, §7.6, §8, §9, §10).
+--
+--   local store = require "mcpclient.store"
+--   local s <close> = assert(store.open("mcp.db"))
+--   local uid = assert(s:add_server{ identifier = "docs", name = "Docs", url = "https://..." })
+--
+-- Every repository method returns its value, or nil, message, err on a
+-- database failure (err.kind = "store"); it never raises for one. Misuse
+-- (wrong argument types, unknown fields, a closed store) raises. Every value
+-- reaches the database as a bound parameter; the only names spliced into SQL
+-- text are column names from the fixed lists below.
+--
+-- The repositories speak only to an adapter (see mcpclient.store.sqlite for
+-- the interface); SQLite is the default one, store.open_adapter takes a host's.
+local migrations = require "mcpclient.store.migrations"
+local sqlite = require "mcpclient.store.sqlite"
+
+local store = {
+  migrations = migrations,
+  SCHEMA_VERSION = #migrations,
+  DEFAULT_BUSY_TIMEOUT_MS = 5000,
+}
+
+local Store = {}
+Store.__index = Store
+
+---------------------------------------------------------------------------
+-- Failures and argument checks
+---------------------------------------------------------------------------
+
+-- The failure triple for a database failure while trying to `what`.
+local function fail(what, detail, code)
+  local message = string.format("The store could not %s: %s", what, tostring(detail))
+  return nil, message, { kind = "store", operation = what, detail = detail, code = code, message = message }
+end
+
+local function check_uid(value, name, level)
+  if math.type(value) ~= "integer" then
+    error(string.format("%s must be an integer, got %s", name or "uid", math.type(value) or type(value)),
+      (level or 2) + 1)
+  end
+  return value
+end
+
+local function check_time(value, name)
+  if value == nil then return os.time() end
+  if type(value) ~= "number" then error(string.format("%s must be a number of unix seconds", name), 3) end
+  return math.tointeger(value) or math.floor(value)
+end
+
+-- The adapter of an open store; a closed store raises.
+local function adapter_of(self)
+  local adapter = self.adapter
+  if adapter == nil then error("attempt to use a closed store", 3) end
+  return adapter
+end
+
+---------------------------------------------------------------------------
+-- Field codecs: Lua value -> bound value, for the writable columns
+---------------------------------------------------------------------------
+
+local encode = {}
+
+function encode.string(value, name)
+  if type(value) ~= "string" then error(string.format("%s must be a string", name), 4) end
+  return value
+end
+
+function encode.integer(value, name)
+  if math.type(value) ~= "integer" then
+    if type(value) == "number" and value == math.floor(value) and value >= math.mininteger and value < 2^63 then
+      return math.tointeger(value)
+    end
+    error(string.format("%s must be an integer", name), 4)
+  end
+  return value
+end
+
+function encode.flag(value, name)
+  if value == true or value == 1 then return 1 end
+  if value == false or value == 0 then return 0 end
+  error(string.format("%s must be a boolean", name), 4)
+end
+
+-- requires_approval keeps its string form: only the literal "0" waives approval (§10.1).
+function encode.approval(value, name)
+  if value == true then return "1" end
+  if value == false then return "0" end
+  if math.type(value) == "integer" then return string.format("%d", value) end
+  if type(value) ~= "string" then error(string.format("%s must be a string or a boolean", name), 4) end
+  return value
+end
+
+-- Add one more column and its value.
+local function append(columns, values, column, value)
+  local n = #columns + 1
+  columns[n], values[n] = column, value
+end
+
+-- Check `fields` against the column -> codec map `allowed`; return the sorted
+-- column names and the encoded values. Unknown keys raise.
+local function encode_fields(fields, allowed, what)
+  if type(fields) ~= "table" then error(string.format("%s: fields must be a table", what), 3) end
+  local columns = {}
+  for key in pairs(fields) do
+    if not allowed[key] then error(string.format("%s: unknown or read-only field %q", what, tostring(key)), 3) end
+    columns[#columns + 1] = key
+  end
+  table.sort(columns)
+  local values = {}
+  for i, column in ipairs(columns) do
+    values[i] = encode[allowed[column]](fields[column], column)
+  end
+  return columns, values
+end
+
+---------------------------------------------------------------------------
+-- Hydration: database row -> Lua row (missing columns get the §10.1 defaults)
+---------------------------------------------------------------------------
+
+local function as_integer(v)
+  if v == true then return 1 end
+  local n = tonumber(v)
+  if n == nil then return 0 end
+  return math.tointeger(n) or math.floor(n)
+end
+
+local function as_string(v)
+  if type(v) == "string" then return v end
+  if math.type(v) == "integer" then return string.format("%d", v) end
+  if type(v) == "number" then return tostring(v) end
+  return ""
+end
+
+local function as_boolean(v)
+  return v == true or tonumber(v) == 1
+end
+
+local function as_number(v)
+  return tonumber(v) or 0
+end
+
+local hydrate_as = { integer = as_integer, string = as_string, boolean = as_boolean, number = as_number }
+
+local function hydrator(spec)
+  return function(row)
+    local out = {}
+    for column, kind in pairs(spec) do out[column] = hydrate_as[kind](row[column]) end
+    return out
+  end
+end
+
+local function hydrate_all(rows, hydrate)
+  for i, row in ipairs(rows) do rows[i] = hydrate(row) end
+  return rows
+end
+
+local hydrate_server = hydrator {
+  uid = "integer", pid = "integer", identifier = "string", name = "string", description = "string",
+  url = "string", auth_credential = "string", auth_placement = "string", auth_header_name = "string",
+  data_class = "string", requires_approval = "string", enabled = "boolean", import_status = "string",
+  import_error = "string", last_imported = "integer", tool_count = "integer", last_contact = "integer",
+  last_latency_ms = "integer", tstamp = "integer", crdate = "integer", deleted = "boolean",
+}
+
+local hydrate_tool = hydrator {
+  uid = "integer", pid = "integer", server = "integer", tool_name = "string", remote_name = "string",
+  description = "string", input_schema = "string", remote_annotations = "string", orphaned = "boolean",
+  tstamp = "integer", crdate = "integer",
+}
+
+local hydrate_run = hydrator {
+  uid = "integer", uuid = "string", status = "string", claimed_by = "string", lease_expires = "integer",
+  pending_effect = "string", cancel_requested = "boolean", user_name = "string", configuration = "string",
+  crdate = "integer", tstamp = "integer",
+}
+
+local hydrate_event = hydrator {
+  uid = "integer", run = "integer", sequence = "integer", kind = "string", round = "integer",
+  duration_ms = "number", payload = "string", crdate = "integer",
+}
+
+local hydrate_governance = hydrator {
+  uid = "integer", pid = "integer", crdate = "integer", correlation_id = "string", decision = "string",
+  reason = "string", provider = "string", model = "string", configuration_identifier = "string",
+  be_user = "integer", tool_name = "string", agentrun_uid = "integer", guardrail = "string", detail = "string",
+}
+
+---------------------------------------------------------------------------
+-- SQL helpers (text built from fixed column names only; memoised per shape)
+---------------------------------------------------------------------------
+
+local sql_cache = {}
+
+local function insert_sql(tbl, columns)
+  local key = "I" .. tbl .. ":" .. table.concat(columns, ",")
+  local sql = sql_cache[key]
+  if not sql then
+    sql = string.format("INSERT INTO %s (%s) VALUES (%s)", tbl, table.concat(columns, ", "),
+      string.rep("?", #columns, ", "))
+    sql_cache[key] = sql
+  end
+  return sql
+end
+
+local function update_sql(tbl, columns, where)
+  local key = "U" .. tbl .. ":" .. table.concat(columns, ",") .. ":" .. where
+  local sql = sql_cache[key]
+  if not sql then
+    local sets = {}
+    for i, column in ipairs(columns) do sets[i] = column .. " = ?" end
+    sql = string.format("UPDATE %s SET %s WHERE %s", tbl, table.concat(sets, ", "), where)
+    sql_cache[key] = sql
+  end
+  return sql
+end
+
+-- Rows of a query, hydrated, or the failure triple.
+local function select_rows(self, what, sql, params, hydrate)
+  local rows, message, code = adapter_of(self):rows(sql, params)
+  if not rows then return fail(what, message, code) end
+  return hydrate_all(rows, hydrate)
+end
+
+-- The first hydrated row of a query, nil when there is none, or the failure triple.
+local function select_one(self, what, sql, params, hydrate)
+  local rows, message, err = select_rows(self, what, sql, params, hydrate)
+  if not rows then return nil, message, err end
+  return rows[1]
+end
+
+local function exec(self, what, sql, params)
+  local ok, message, code = adapter_of(self):exec(sql, params)
+  if not ok then return fail(what, message, code) end
+  return true
+end
+
+local function insert(self, what, sql, params)
+  local id, message, code = adapter_of(self):insert(sql, params)
+  if not id then return fail(what, message, code) end
+  return id
+end
+
+---------------------------------------------------------------------------
+-- Opening, migrations, closing
+---------------------------------------------------------------------------
+
+local function schema_version(adapter)
+  local rows, message, code = adapter:rows("SELECT MAX(version) AS version FROM schema_version", {})
+  if not rows then return nil, message, code end
+  return as_integer(rows[1] and rows[1].version)
+end
+
+-- Apply migrations[current+1 .. target], each in its own transaction. The
+-- version is read again inside the transaction, so two processes opening a
+-- fresh file at once apply each migration exactly once.
+local function migrate(adapter, list, target)
+  local ok, message, code = adapter:exec("CREATE TABLE IF NOT EXISTS schema_version ("
+    .. "version INTEGER PRIMARY KEY, applied INTEGER NOT NULL DEFAULT 0, description TEXT NOT NULL DEFAULT '')")
+  if not ok then return fail("create the schema_version table", message, code) end
+  local current
+  current, message, code = schema_version(adapter)
+  if not current then return fail("read the schema version", message, code) end
+  for version = current + 1, target do
+    local what = string.format("apply migration %d", version)
+    ok, message, code = adapter:exec("BEGIN IMMEDIATE")
+    if not ok then return fail(what, message, code) end
+    local now
+    now, message, code = schema_version(adapter)
+    if now and now < version then
+      local entry = list[version]
+      ok, message, code = adapter:exec(entry.sql)
+      if ok then
+        ok, message, code = adapter:exec("INSERT INTO schema_version (version, applied, description) VALUES (?, ?, ?)",
+          { version, os.time(), entry.description or "" })
+      end
+    elseif now then
+      ok = true
+    end
+    if ok then ok, message, code = adapter:exec("COMMIT") end
+    if not ok then
+      adapter:exec("ROLLBACK")
+      return fail(what, message, code)
+    end
+  end
+  return true
+end
+
+local open_keys = { migrate_to = "number", migrate = "boolean", migrations = "table" }
+
+--- Wrap a host adapter (see mcpclient.store.sqlite for the interface).
+-- options: migrate (default true; false when the host owns the schema),
+-- migrations (default store.migrations), migrate_to (apply only the first N
+-- migrations: for tests and tools that need a store from before a migration).
+-- @return Store | nil, message, err
+function store.open_adapter(adapter, options)
+  if type(adapter) ~= "table" and type(adapter) ~= "userdata" then error("adapter must be an object", 2) end
+  options = options or {}
+  for key, value in pairs(options) do
+    if open_keys[key] == nil then error(string.format("unknown store option %q", tostring(key)), 2) end
+    if type(value) ~= open_keys[key] then error(string.format("%s must be a %s", key, open_keys[key]), 2) end
+  end
+  local list = options.migrations or migrations
+  local target = options.migrate_to or #list
+  if math.type(target) ~= "integer" or target < 0 or target > #list then
+    error(string.format("migrate_to must be an integer between 0 and %d", #list), 2)
+  end
+  if options.migrate ~= false then
+    local ok, message, err = migrate(adapter, list, target)
+    if not ok then
+      pcall(adapter.close, adapter)
+      return nil, message, err
+    end
+  end
+  return setmetatable({ adapter = adapter, depth = 0 }, Store)
+end
+
+--- Open (creating and migrating) the SQLite store at path.
+-- options: busy_timeout_ms (default 5000), readonly (no migrations then),
+-- journal_mode ("wal" default), migrate_to (tests and tools, see open_adapter).
+-- @return Store | nil, message, err
+function store.open(path, options)
+  if type(path) ~= "string" then error("store.open: path must be a string", 2) end
+  options = options or {}
+  if type(options) ~= "table" then error("store.open: options must be a table", 2) end
+  local adapter_options, store_options = {}, {}
+  for key, value in pairs(options) do
+    if key == "busy_timeout_ms" or key == "readonly" or key == "journal_mode" then
+      adapter_options[key] = value
+    elseif key == "migrate_to" then
+      store_options[key] = value
+    else
+      error(string.format("store.open: unknown option %q", tostring(key)), 2)
+    end
+  end
+  if adapter_options.busy_timeout_ms == nil then adapter_options.busy_timeout_ms = store.DEFAULT_BUSY_TIMEOUT_MS end
+  if options.readonly then store_options.migrate = false end
+  local adapter, message, code = sqlite.open(path, adapter_options)
+  if not adapter then return fail("open " .. path, message, code) end
+  return store.open_adapter(adapter, store_options)
+end
+
+--- Close the adapter. Idempotent; also __gc and __close.
+function Store:close()
+  local adapter = rawget(self, "adapter")
+  if adapter ~= nil then
+    self.adapter = nil
+    adapter:close()
+  end
+end
+
+Store.__gc = Store.close
+Store.__close = Store.close
+
+--- The highest migration applied to this store.
+function Store:schema_version()
+  local version, message, code = schema_version(adapter_of(self))
+  if not version then return fail("read the schema version", message, code) end
+  return version
+end
+
+---------------------------------------------------------------------------
+-- Transactions
+---------------------------------------------------------------------------
+
+--- Run fn() inside BEGIN IMMEDIATE .. COMMIT (a SAVEPOINT when nested).
+-- Rolls back when fn raises (the error is raised again) or returns
+-- nil, message[, err] (returned as is). Returns fn's results, or true when
+-- fn returned nothing.
+function Store:transaction(fn)
+  if type(fn) ~= "function" then error("transaction: fn must be a function", 2) end
+  local adapter = adapter_of(self)
+  local depth = self.depth
+  local begin, commit, rollback
+  if depth == 0 then
+    begin, commit, rollback = "BEGIN IMMEDIATE", "COMMIT", { "ROLLBACK" }
+  else
+    local name = "mcpclient_" .. depth
+    begin, commit, rollback = "SAVEPOINT " .. name, "RELEASE " .. name, { "ROLLBACK TO " .. name, "RELEASE " .. name }
+  end
+  local ok, message, code = adapter:exec(begin)
+  if not ok then return fail("begin a transaction", message, code) end
+  local function undo()
+    for _, sql in ipairs(rollback) do pcall(adapter.exec, adapter, sql) end
+  end
+  self.depth = depth + 1
+  local results = table.pack(pcall(fn))
+  self.depth = depth
+  if not results[1] then
+    undo()
+    error(results[2], 0)
+  end
+  if results.n >= 3 and results[2] == nil and results[3] ~= nil then
+    undo()
+    return nil, results[3], results[4]
+  end
+  ok, message, code = adapter:exec(commit)
+  if not ok then
+    undo()
+    return fail("commit a transaction", message, code)
+  end
+  if results.n == 1 then return true end
+  return table.unpack(results, 2, results.n)
+end
+
+---------------------------------------------------------------------------
+-- Servers (REFERENCE §10.1, §10.5)
+---------------------------------------------------------------------------
+
+local server_fields = {
+  identifier = "string", name = "string", description = "string", url = "string", auth_credential = "string",
+  auth_placement = "string", auth_header_name = "string", data_class = "string", requires_approval = "approval",
+  enabled = "flag",
+}
+
+--- Add a server; unset fields take the table defaults. → uid
+function Store:add_server(fields)
+  local columns, values = encode_fields(fields, server_fields, "add_server")
+  local now = os.time()
+  append(columns, values, "crdate", now)
+  append(columns, values, "tstamp", now)
+  return insert(self, "add a server", insert_sql("mcp_server", columns), values)
+end
+
+--- Change editable fields of a live server and stamp tstamp. → true
+function Store:update_server(uid, fields)
+  check_uid(uid)
+  local columns, values = encode_fields(fields, server_fields, "update_server")
+  append(columns, values, "tstamp", os.time())
+  values[#values + 1] = uid
+  return exec(self, "update server " .. uid, update_sql("mcp_server", columns, "uid = ? AND deleted = 0"), values)
+end
+
+--- Soft delete (deleted = 1). → true
+function Store:remove_server(uid)
+  check_uid(uid)
+  return exec(self, "remove server " .. uid, "UPDATE mcp_server SET deleted = 1, tstamp = ? WHERE uid = ?",
+    { os.time(), uid })
+end
+
+--- A live server's row, or nil (deleted or absent).
+function Store:server(uid)
+  check_uid(uid)
+  return select_one(self, "read server " .. uid, "SELECT * FROM mcp_server WHERE uid = ? AND deleted = 0",
+    { uid }, hydrate_server)
+end
+
+--- Every live server, any enabled state, by identifier.
+function Store:servers()
+  return select_rows(self, "list the servers",
+    "SELECT * FROM mcp_server WHERE deleted = 0 ORDER BY identifier ASC, uid ASC", {}, hydrate_server)
+end
+
+--- Live servers switched on (hidden is ignored, as in the reference), by identifier.
+function Store:enabled_servers()
+  return select_rows(self, "list the enabled servers",
+    "SELECT * FROM mcp_server WHERE deleted = 0 AND enabled = 1 ORDER BY identifier ASC, uid ASC", {}, hydrate_server)
+end
+
+--- Liveness (§9): touches only last_contact and last_latency_ms. → true
+function Store:record_contact(uid, at, latency_ms)
+  check_uid(uid)
+  at = check_time(at, "at")
+  if type(latency_ms) ~= "number" then error("latency_ms must be a number", 2) end
+  local latency = math.max(0, math.floor(latency_ms + 0.5))
+  return exec(self, "record a contact with server " .. uid,
+    "UPDATE mcp_server SET last_contact = ?, last_latency_ms = ? WHERE uid = ?", { at, latency, uid })
+end
+
+local import_statuses = { never_imported = true, ok = true, partial = true, error = true }
+
+--- An import's outcome (§10.3 step 8 and refusals). → true
+function Store:record_import(uid, outcome)
+  check_uid(uid)
+  if type(outcome) ~= "table" then error("record_import: outcome must be a table", 2) end
+  if not import_statuses[outcome.status] then
+    error(string.format("record_import: unknown status %q", tostring(outcome.status)), 2)
+  end
+  local message = outcome.error or ""
+  if type(message) ~= "string" then error("record_import: error must be a string", 2) end
+  local count = outcome.tool_count or 0
+  if math.type(count) ~= "integer" then error("record_import: tool_count must be an integer", 2) end
+  local at = check_time(outcome.at, "at")
+  return exec(self, "record the import of server " .. uid,
+    "UPDATE mcp_server SET import_status = ?, import_error = ?, tool_count = ?, last_imported = ?, tstamp = ? "
+      .. "WHERE uid = ?", { outcome.status, message, count, at, at, uid })
+end
+
+--- A recorder for mcp.connect{ health = ... } (§9): stamps the contact and
+-- raises when that fails, so the client logs its warning and the operation
+-- still returns. `log`, when given, is told first as log("warning", message)
+-- (a host that keeps its own log). A uid <= 0 records nothing.
+function Store:health_recorder(server_uid, log)
+  check_uid(server_uid, "server_uid")
+  if log ~= nil and type(log) ~= "function" then error("log must be a function", 2) end
+  if server_uid <= 0 then return function() end end
+  return function(identifier, latency_ms)
+    local ok, message = self:record_contact(server_uid, os.time(), latency_ms)
+    if not ok then
+      local text = string.format('An MCP liveness observation for "%s" could not be stored: %s',
+        tostring(identifier), message)
+      if log then pcall(log, "warning", text) end
+      error(message, 0)
+    end
+  end
+end
+
+---------------------------------------------------------------------------
+-- Tools (REFERENCE §10.2, §10.4)
+---------------------------------------------------------------------------
+
+--- All tools of a server, live first, by tool_name.
+function Store:tools_of(server_uid)
+  check_uid(server_uid, "server_uid")
+  return select_rows(self, "list the tools of server " .. server_uid,
+    "SELECT * FROM mcp_tool WHERE server = ? ORDER BY orphaned ASC, tool_name ASC", { server_uid }, hydrate_tool)
+end
+
+--- A server's live (not orphaned) tools by tool_name.
+function Store:live_tools_of(server_uid)
+  check_uid(server_uid, "server_uid")
+  return select_rows(self, "list the live tools of server " .. server_uid,
+    "SELECT * FROM mcp_tool WHERE server = ? AND orphaned = 0 ORDER BY tool_name ASC", { server_uid }, hydrate_tool)
+end
+
+--- Every tool row by tool_name.
+function Store:all_tools()
+  return select_rows(self, "list the tools", "SELECT * FROM mcp_tool ORDER BY tool_name ASC", {}, hydrate_tool)
+end
+
+--- The uid of the server owning a local tool name (orphaned rows count: the name stays taken), or nil.
+function Store:tool_owner(tool_name)
+  if type(tool_name) ~= "string" then error("tool_name must be a string", 2) end
+  local rows, message, code = adapter_of(self):rows("SELECT server FROM mcp_tool WHERE tool_name = ?", { tool_name })
+  if not rows then return fail("look up the owner of a tool", message, code) end
+  if rows[1] == nil then return nil end
+  return as_integer(rows[1].server)
+end
+
+local accepted_fields = { "tool_name", "remote_name", "description", "input_schema", "remote_annotations" }
+
+--- Upsert the accepted catalogue and sweep the rest into orphans (§10.4), in
+-- one transaction. → orphaned count (already-orphaned rows included)
+function Store:reconcile(server_row, accepted, now)
+  if type(server_row) ~= "table" then error("reconcile: server_row must be a table", 2) end
+  local server_uid = check_uid(server_row.uid, "server_row.uid")
+  local pid = server_row.pid or 0
+  check_uid(pid, "server_row.pid")
+  if type(accepted) ~= "table" then error("reconcile: accepted must be an array", 2) end
+  now = check_time(now, "now")
+  local values = {}
+  for i, tool in ipairs(accepted) do
+    if type(tool) ~= "table" then error(string.format("reconcile: accepted[%d] must be a table", i), 2) end
+    local row = {}
+    for j, key in ipairs(accepted_fields) do
+      local value = tool[key]
+      if value == nil and key ~= "tool_name" then value = "" end
+      if type(value) ~= "string" then error(string.format("reconcile: accepted[%d].%s must be a string", i, key), 2) end
+      row[j] = value
+    end
+    values[i] = row
+  end
+  local adapter = adapter_of(self)
+  local what = "reconcile the tools of server " .. server_uid
+  return self:transaction(function()
+    local rows, message, code = adapter:rows("SELECT uid, tool_name, orphaned FROM mcp_tool WHERE server = ?",
+      { server_uid })
+    if not rows then return fail(what, message, code) end
+    local existing = {}
+    for _, row in ipairs(rows) do existing[row.tool_name] = row end
+    local seen = {}
+    for _, v in ipairs(values) do
+      local name = v[1]
+      local row = existing[name]
+      local ok
+      if row then
+        ok, message, code = adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
+          .. "input_schema = ?, remote_annotations = ?, orphaned = 0, tstamp = ? WHERE uid = ?",
+          { server_uid, pid, v[2], v[3], v[4], v[5], now, row.uid })
+      else
+        ok, message, code = adapter:insert("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
+          .. "input_schema, remote_annotations, orphaned, tstamp, crdate) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+          { server_uid, pid, name, v[2], v[3], v[4], v[5], now, now })
+        if ok then existing[name] = { uid = ok, tool_name = name, orphaned = 0 } end
+      end
+      if not ok then return fail(what, message, code) end
+      seen[name] = true
+    end
+    local orphaned = 0
+    for name, row in pairs(existing) do
+      if not seen[name] then
+        orphaned = orphaned + 1
+        if not as_boolean(row.orphaned) then
+          local ok
+          ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, tstamp = ? WHERE uid = ?",
+            { now, row.uid })
+          if not ok then return fail(what, message, code) end
+        end
+      end
+    end
+    return orphaned
+  end)
+end
+
+---------------------------------------------------------------------------
+-- Enablement (REFERENCE §7.3 step 4)
+---------------------------------------------------------------------------
+
+local function set_flag(self, tbl, key_column, key, enabled, what)
+  if type(key) ~= "string" then error(key_column .. " must be a string", 3) end
+  if type(enabled) ~= "boolean" then error("enabled must be a boolean", 3) end
+  return exec(self, what, string.format("INSERT INTO %s (%s, enabled, tstamp) VALUES (?, ?, ?) "
+    .. "ON CONFLICT (%s) DO UPDATE SET enabled = excluded.enabled, tstamp = excluded.tstamp",
+    tbl, key_column, key_column), { key, enabled and 1 or 0, os.time() })
+end
+
+local function get_flag(self, tbl, key_column, key, what)
+  if type(key) ~= "string" then error(key_column .. " must be a string", 3) end
+  local rows, message, code = adapter_of(self):rows(
+    string.format("SELECT enabled FROM %s WHERE %s = ?", tbl, key_column), { key })
+  if not rows then return fail(what, message, code) end
+  if rows[1] == nil then return nil end
+  return as_boolean(rows[1].enabled)
+end
+
+--- Switch a local tool on or off (the override row). → true
+function Store:set_tool_enabled(tool_name, enabled)
+  return set_flag(self, "tool_state", "tool_name", tool_name, enabled, "switch a tool")
+end
+
+--- true | false | nil (no override row)
+function Store:tool_enabled(tool_name)
+  return get_flag(self, "tool_state", "tool_name", tool_name, "read a tool's switch")
+end
+
+--- Switch a tool group on or off. → true
+function Store:set_group_enabled(group, enabled)
+  return set_flag(self, "tool_group_state", "group_name", group, enabled, "switch a tool group")
+end
+
+--- true | false | nil (no override row: the group is on)
+function Store:group_enabled(group)
+  return get_flag(self, "tool_group_state", "group_name", group, "read a tool group's switch")
+end
+
+---------------------------------------------------------------------------
+-- Runs and events (REFERENCE §8)
+---------------------------------------------------------------------------
+
+local run_fields = {
+  uuid = "string", status = "string", claimed_by = "string", lease_expires = "integer", pending_effect = "string",
+  user_name = "string", configuration = "string", cancel_requested = "flag",
+}
+
+--- Insert a run; unset fields take the table defaults. → run uid
+function Store:insert_run(fields)
+  local columns, values = encode_fields(fields, run_fields, "insert_run")
+  local now = os.time()
+  append(columns, values, "crdate", now)
+  append(columns, values, "tstamp", now)
+  return insert(self, "insert a run", insert_sql("agent_run", columns), values)
+end
+
+--- A run's row, or nil.
+function Store:run(uid)
+  check_uid(uid)
+  return select_one(self, "read run " .. uid, "SELECT * FROM agent_run WHERE uid = ?", { uid }, hydrate_run)
+end
+
+--- Change a run's fields and stamp tstamp. → true
+function Store:update_run(uid, fields)
+  check_uid(uid)
+  local columns, values = encode_fields(fields, run_fields, "update_run")
+  append(columns, values, "tstamp", os.time())
+  values[#values + 1] = uid
+  return exec(self, "update run " .. uid, update_sql("agent_run", columns, "uid = ?"), values)
+end
+
+--- The lease-fenced write (ADR-141): changes the run only while it is running
+-- and claimed by owner. → rows changed (0: the lease is lost)
+function Store:guarded_update_run(uid, owner, fields)
+  check_uid(uid)
+  if type(owner) ~= "string" then error("owner must be a string", 2) end
+  local columns, values = encode_fields(fields, run_fields, "guarded_update_run")
+  append(columns, values, "tstamp", os.time())
+  values[#values + 1] = uid
+  values[#values + 1] = owner
+  local adapter = adapter_of(self)
+  local ok, message, code = adapter:exec(
+    update_sql("agent_run", columns, "uid = ? AND status = 'running' AND claimed_by = ?"), values)
+  if not ok then return fail("update run " .. uid .. " under its lease", message, code) end
+  return adapter:changes()
+end
+
+--- Ask a run to stop (D5: the cancel hook polls this flag). → true
+function Store:request_cancel(uid)
+  check_uid(uid)
+  return exec(self, "request the cancellation of run " .. uid,
+    "UPDATE agent_run SET cancel_requested = 1, tstamp = ? WHERE uid = ?", { os.time(), uid })
+end
+
+--- Append an event to a run's stream; the sequence is taken and written in
+-- one statement, so concurrent writers cannot share a number. → sequence
+function Store:append_event(run_uid, event)
+  check_uid(run_uid, "run_uid")
+  if type(event) ~= "table" then error("append_event: event must be a table", 2) end
+  if type(event.kind) ~= "string" then error("append_event: kind must be a string", 2) end
+  local round = event.round or 0
+  if math.type(round) ~= "integer" then error("append_event: round must be an integer", 2) end
+  local duration = event.duration_ms or 0
+  if type(duration) ~= "number" then error("append_event: duration_ms must be a number", 2) end
+  local payload = event.payload or ""
+  if type(payload) ~= "string" then error("append_event: payload must be JSON text", 2) end
+  -- decimal(10,2) in the reference
+  duration = math.floor(duration * 100 + 0.5) / 100
+  local what = "append an event to run " .. run_uid
+  local adapter = adapter_of(self)
+  local uid, message, code = adapter:insert("INSERT INTO agent_run_event (run, sequence, kind, round, duration_ms, "
+    .. "payload, crdate) VALUES (?, (SELECT COALESCE(MAX(sequence), 0) + 1 FROM agent_run_event WHERE run = ?), "
+    .. "?, ?, ?, ?, ?)", { run_uid, run_uid, event.kind, round, duration, payload, os.time() })
+  if not uid then return fail(what, message, code) end
+  local rows
+  rows, message, code = adapter:rows("SELECT sequence FROM agent_run_event WHERE uid = ?", { uid })
+  if not rows then return fail(what, message, code) end
+  return as_integer(rows[1] and rows[1].sequence)
+end
+
+--- A run's events by sequence.
+function Store:events(run_uid)
+  check_uid(run_uid, "run_uid")
+  return select_rows(self, "read the events of run " .. run_uid,
+    "SELECT * FROM agent_run_event WHERE run = ? ORDER BY sequence ASC", { run_uid }, hydrate_event)
+end
+
+---------------------------------------------------------------------------
+-- Governance events (REFERENCE §7.6): append-only
+---------------------------------------------------------------------------
+
+local governance_fields = {
+  pid = "integer", crdate = "integer", correlation_id = "string", decision = "string", reason = "string",
+  provider = "string", model = "string", configuration_identifier = "string", be_user = "integer",
+  tool_name = "string", agentrun_uid = "integer", guardrail = "string", detail = "string",
+}
+
+--- Append a governance event (crdate defaults to now). → uid
+function Store:insert_governance_event(fields)
+  local columns, values = encode_fields(fields, governance_fields, "insert_governance_event")
+  if fields.crdate == nil then
+    append(columns, values, "crdate", os.time())
+  end
+  return insert(self, "record a governance event", insert_sql("governance_event", columns), values)
+end
+
+--- Every governance event by uid.
+function Store:governance_events()
+  return select_rows(self, "read the governance events", "SELECT * FROM governance_event ORDER BY uid ASC", {},
+    hydrate_governance)
+end
+
+return store

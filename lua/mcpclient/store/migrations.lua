@@ -1,0 +1,135 @@
+--- The store's schema, as an ordered list of migrations (mcpclient.store).
+--
+-- Migration N is applied once, in its own transaction, and recorded as row N
+-- of `schema_version`. Never edit a migration that has shipped: append a new
+-- one. The SQL is SQLite-flavoured standard SQL; a host adapter for another
+-- database passes its own list (store.open_adapter(adapter, { migrations = ... })).
+--
+-- Tables (REFERENCE §10.1, §10.2, §7.3, §7.6, §8):
+--   mcp_server        operator-managed servers; credential is a reference (D8)
+--   mcp_tool          machine-managed imported tools; tool_name UNIQUE
+--   tool_state        per-tool enablement override (tool_name UNIQUE)
+--   tool_group_state  per-group enablement override (group_name UNIQUE)
+--   agent_run         runs with their execution lease and effect fence
+--   agent_run_event   the run's event stream (the audit); UNIQUE(run, sequence)
+--   governance_event  append-only denial log
+return {
+  {
+    description = "catalogue, enablement, runs and governance",
+    sql = [[
+CREATE TABLE mcp_server (
+  uid               INTEGER PRIMARY KEY AUTOINCREMENT,
+  pid               INTEGER NOT NULL DEFAULT 0,
+  identifier        TEXT    NOT NULL DEFAULT '',
+  name              TEXT    NOT NULL DEFAULT '',
+  description       TEXT    NOT NULL DEFAULT '',
+  url               TEXT    NOT NULL DEFAULT '',
+  auth_credential   TEXT    NOT NULL DEFAULT '',
+  auth_placement    TEXT    NOT NULL DEFAULT 'bearer',
+  auth_header_name  TEXT    NOT NULL DEFAULT '',
+  data_class        TEXT    NOT NULL DEFAULT '',
+  requires_approval TEXT    NOT NULL DEFAULT '1',
+  enabled           INTEGER NOT NULL DEFAULT 0,
+  import_status     TEXT    NOT NULL DEFAULT 'never_imported',
+  import_error      TEXT    NOT NULL DEFAULT '',
+  last_imported     INTEGER NOT NULL DEFAULT 0,
+  tool_count        INTEGER NOT NULL DEFAULT 0,
+  tstamp            INTEGER NOT NULL DEFAULT 0,
+  crdate            INTEGER NOT NULL DEFAULT 0,
+  deleted           INTEGER NOT NULL DEFAULT 0,
+  hidden            INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX mcp_server_parent ON mcp_server (pid);
+CREATE INDEX mcp_server_identifier ON mcp_server (identifier);
+
+CREATE TABLE mcp_tool (
+  uid                INTEGER PRIMARY KEY AUTOINCREMENT,
+  pid                INTEGER NOT NULL DEFAULT 0,
+  server             INTEGER NOT NULL DEFAULT 0,
+  tool_name          TEXT    NOT NULL DEFAULT '' UNIQUE,
+  remote_name        TEXT    NOT NULL DEFAULT '',
+  description        TEXT    NOT NULL DEFAULT '',
+  input_schema       TEXT    NOT NULL DEFAULT '',
+  remote_annotations TEXT    NOT NULL DEFAULT '',
+  orphaned           INTEGER NOT NULL DEFAULT 0,
+  tstamp             INTEGER NOT NULL DEFAULT 0,
+  crdate             INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX mcp_tool_server ON mcp_tool (server);
+
+CREATE TABLE tool_state (
+  uid       INTEGER PRIMARY KEY AUTOINCREMENT,
+  tool_name TEXT    NOT NULL DEFAULT '' UNIQUE,
+  enabled   INTEGER NOT NULL DEFAULT 0,
+  tstamp    INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE tool_group_state (
+  uid        INTEGER PRIMARY KEY AUTOINCREMENT,
+  group_name TEXT    NOT NULL DEFAULT '' UNIQUE,
+  enabled    INTEGER NOT NULL DEFAULT 0,
+  tstamp     INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE agent_run (
+  uid              INTEGER PRIMARY KEY AUTOINCREMENT,
+  uuid             TEXT    NOT NULL DEFAULT '',
+  status           TEXT    NOT NULL DEFAULT '',
+  claimed_by       TEXT    NOT NULL DEFAULT '',
+  lease_expires    INTEGER NOT NULL DEFAULT 0,
+  pending_effect   TEXT    NOT NULL DEFAULT '',
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  user_name        TEXT    NOT NULL DEFAULT '',
+  configuration    TEXT    NOT NULL DEFAULT '',
+  crdate           INTEGER NOT NULL DEFAULT 0,
+  tstamp           INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX agent_run_uuid ON agent_run (uuid);
+CREATE INDEX agent_run_lease ON agent_run (status, lease_expires);
+
+CREATE TABLE agent_run_event (
+  uid         INTEGER PRIMARY KEY AUTOINCREMENT,
+  run         INTEGER NOT NULL DEFAULT 0,
+  sequence    INTEGER NOT NULL DEFAULT 0,
+  kind        TEXT    NOT NULL DEFAULT '',
+  round       INTEGER NOT NULL DEFAULT 0,
+  duration_ms REAL    NOT NULL DEFAULT 0,
+  payload     TEXT    NOT NULL DEFAULT '',
+  crdate      INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (run, sequence)
+);
+
+CREATE TABLE governance_event (
+  uid                      INTEGER PRIMARY KEY AUTOINCREMENT,
+  pid                      INTEGER NOT NULL DEFAULT 0,
+  crdate                   INTEGER NOT NULL DEFAULT 0,
+  correlation_id           TEXT    NOT NULL DEFAULT '',
+  decision                 TEXT    NOT NULL DEFAULT '',
+  reason                   TEXT    NOT NULL DEFAULT '',
+  provider                 TEXT    NOT NULL DEFAULT '',
+  model                    TEXT    NOT NULL DEFAULT '',
+  configuration_identifier TEXT    NOT NULL DEFAULT '',
+  be_user                  INTEGER NOT NULL DEFAULT 0,
+  tool_name                TEXT    NOT NULL DEFAULT '',
+  agentrun_uid             INTEGER NOT NULL DEFAULT 0,
+  guardrail                TEXT    NOT NULL DEFAULT '',
+  detail                   TEXT    NOT NULL DEFAULT ''
+);
+CREATE INDEX governance_event_crdate ON governance_event (crdate);
+CREATE INDEX governance_event_decision ON governance_event (decision, crdate);
+CREATE INDEX governance_event_reason ON governance_event (decision, reason, crdate);
+CREATE INDEX governance_event_tool ON governance_event (tool_name, crdate);
+CREATE INDEX governance_event_correlation ON governance_event (correlation_id);
+CREATE INDEX governance_event_run ON governance_event (agentrun_uid, crdate);
+]],
+  },
+  {
+    -- Liveness came later in the reference too (ADR-154): a store from before
+    -- this migration has servers but nowhere to stamp a contact.
+    description = "server liveness: last_contact, last_latency_ms",
+    sql = [[
+ALTER TABLE mcp_server ADD COLUMN last_contact INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE mcp_server ADD COLUMN last_latency_ms INTEGER NOT NULL DEFAULT 0;
+]],
+  },
+}

@@ -1,0 +1,80 @@
+--- The default store adapter: one SQLite connection through the C core (DESIGN D7).
+--
+--   local adapter, message, code = require("mcpclient.store.sqlite").open(path, options)
+--
+-- options (unknown keys raise):
+--   busy_timeout_ms  how long a locked database is retried, in ms (default 5000)
+--   readonly         open read-only (default false)
+--   journal_mode     "wal" (default for files), "delete", "truncate" or "persist";
+--                    WAL lets readers (the operator readout) run beside a writing agent
+--
+-- The adapter interface every host adapter implements (all called as methods):
+--   adapter:exec(sql [, params])  -> true | nil, message      (no params: a script)
+--   adapter:rows(sql, params)     -> { row, ... } | nil, message
+--   adapter:insert(sql, params)   -> last row id | nil, message
+--   adapter:changes()             -> rows changed by the last exec
+--   adapter:close()
+-- params is an array (json.null or nil for NULL; params.n counts trailing nils).
+local core = require "mcpclient.core"
+
+local sqlite = {}
+
+local Adapter = {}
+Adapter.__index = Adapter
+
+local option_types = { busy_timeout_ms = "number", readonly = "boolean", journal_mode = "string" }
+local journal_modes = { wal = "WAL", delete = "DELETE", truncate = "TRUNCATE", persist = "PERSIST" }
+
+--- Open path (":memory:" works) and return the adapter, or nil, message, code.
+function sqlite.open(path, options)
+  if type(path) ~= "string" then error("store path must be a string", 2) end
+  options = options or {}
+  for key, value in pairs(options) do
+    local expected = option_types[key]
+    if not expected then error(string.format("unknown sqlite adapter option %q", tostring(key)), 2) end
+    if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 2) end
+  end
+  local timeout = options.busy_timeout_ms or 5000
+  if math.type(timeout) ~= "integer" or timeout < 0 then error("busy_timeout_ms must be a non-negative integer", 2) end
+  local mode = options.journal_mode or "wal"
+  if not journal_modes[mode] then error(string.format("unknown journal_mode %q", mode), 2) end
+
+  local db, message, code = core.sqlite_open(path, { readonly = options.readonly == true })
+  if not db then return nil, message, code end
+  db:busy_timeout(timeout)
+  local file = path ~= "" and path ~= ":memory:" and not path:find("^file:")
+  if file and not options.readonly then
+    local ok
+    ok, message, code = db:exec("PRAGMA journal_mode = " .. journal_modes[mode])
+    if not ok then
+      db:close()
+      return nil, message, code
+    end
+  end
+  return setmetatable({ db = db }, Adapter)
+end
+
+function Adapter:exec(sql, params)
+  if params == nil then return self.db:exec(sql) end
+  local changed, message, code = self.db:execute(sql, params)
+  if not changed then return nil, message, code end
+  return true
+end
+
+function Adapter:rows(sql, params)
+  return self.db:query(sql, params)
+end
+
+function Adapter:insert(sql, params)
+  return self.db:insert(sql, params)
+end
+
+function Adapter:changes()
+  return self.db:changes()
+end
+
+function Adapter:close()
+  self.db:close()
+end
+
+return sqlite

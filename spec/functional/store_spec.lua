@@ -1,0 +1,614 @@
+-- mcpclient.store over real SQLite files (DESIGN D7, D8; REFERENCE §7.6, §8, §9, §10).
+local core = require "mcpclient.core"
+local store = require "mcpclient.store"
+local sqlite_adapter = require "mcpclient.store.sqlite"
+
+local function tmpdb()
+  local path = os.tmpname()
+  return path, function()
+    for _, suffix in ipairs({ "", "-journal", "-wal", "-shm" }) do os.remove(path .. suffix) end
+  end
+end
+
+-- A raw second connection, as another process would hold one.
+local function raw(path)
+  local db = assert(core.sqlite_open(path))
+  db:busy_timeout(2000)
+  return db
+end
+
+local function tool(name, extra)
+  local t = {
+    tool_name = name, remote_name = name:gsub("^mcp_%w+_", ""), description = "about " .. name,
+    input_schema = '{"type":"object"}', remote_annotations = "",
+  }
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return t
+end
+
+local function names(rows)
+  local out = {}
+  for i, row in ipairs(rows) do out[i] = row.tool_name or row.identifier end
+  return out
+end
+
+describe("mcpclient.store", function()
+  local path, cleanup, s
+
+  before_each(function()
+    path, cleanup = tmpdb()
+  end)
+
+  after_each(function()
+    if s then s:close() end
+    s = nil
+    cleanup()
+  end)
+
+  describe("opening and migrations", function()
+    it("applies every migration on open, once, and reopens idempotently", function()
+      s = assert(store.open(path))
+      assert.equal(store.SCHEMA_VERSION, s:schema_version())
+      assert.equal(2, store.SCHEMA_VERSION)
+      local uid = assert(s:add_server { identifier = "docs", name = "Docs" })
+      s:close()
+      s = assert(store.open(path))
+      assert.equal(store.SCHEMA_VERSION, s:schema_version())
+      assert.equal("docs", s:server(uid).identifier)
+      local db = raw(path)
+      assert.same({ { version = 1 }, { version = 2 } }, db:query("SELECT version FROM schema_version ORDER BY version"))
+      local tables = {}
+      for _, row in ipairs(db:query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")) do
+        tables[#tables + 1] = row.name
+      end
+      assert.same({ "agent_run", "agent_run_event", "governance_event", "mcp_server", "mcp_tool",
+        "schema_version", "sqlite_sequence", "tool_group_state", "tool_state" }, tables)
+      db:close()
+    end)
+
+    it("opens a store from before a migration with migrate_to, and migrates it later", function()
+      s = assert(store.open(path, { migrate_to = 1 }))
+      assert.equal(1, s:schema_version())
+      local uid = assert(s:add_server { identifier = "old", name = "Old" })
+      -- reads degrade: the missing liveness columns hydrate as 0
+      local row = s:server(uid)
+      assert.equal(0, row.last_contact)
+      assert.equal(0, row.last_latency_ms)
+      s:close()
+      s = assert(store.open(path))
+      assert.equal(2, s:schema_version())
+      assert.is_true(s:record_contact(uid, 1700000000, 12))
+      assert.equal(12, s:server(uid).last_latency_ms)
+    end)
+
+    it("refuses a migrate_to out of range and unknown options", function()
+      assert.has_error(function() store.open(path, { migrate_to = 3 }) end)
+      assert.has_error(function() store.open(path, { busy_timeout = 5 }) end,
+        'store.open: unknown option "busy_timeout"')
+    end)
+
+    it("fails to open with nil, message, err", function()
+      local none, message, err = store.open("/nonexistent-dir/x.db")
+      assert.is_nil(none)
+      assert.equal("The store could not open /nonexistent-dir/x.db: unable to open database file (SQLITE_CANTOPEN)",
+        message)
+      assert.equal("store", err.kind)
+      assert.equal("SQLITE_CANTOPEN", err.code)
+    end)
+
+    it("works on :memory:", function()
+      s = assert(store.open(":memory:"))
+      assert.equal(2, s:schema_version())
+      assert(s:add_server { identifier = "m" })
+      assert.equal(1, #s:servers())
+    end)
+
+    it("closes idempotently, also with <close>; a closed store raises", function()
+      local handle
+      do
+        local scoped <close> = assert(store.open(path))
+        handle = scoped
+        assert.same({}, scoped:servers())
+      end
+      handle:close()
+      assert.has_error(function() handle:servers() end, "attempt to use a closed store")
+    end)
+  end)
+
+  describe("servers", function()
+    before_each(function()
+      s = assert(store.open(path))
+    end)
+
+    it("adds with the reference defaults", function()
+      local before = os.time()
+      local uid = assert(s:add_server { identifier = "docs", name = "Docs", url = "https://docs.example/mcp" })
+      assert.equal("integer", math.type(uid))
+      local row = s:server(uid)
+      assert.is_true(row.crdate >= before and row.tstamp == row.crdate)
+      row.crdate, row.tstamp = nil, nil
+      assert.same({
+        uid = uid, pid = 0, identifier = "docs", name = "Docs", description = "", url = "https://docs.example/mcp",
+        auth_credential = "", auth_placement = "bearer", auth_header_name = "", data_class = "",
+        requires_approval = "1", enabled = false, import_status = "never_imported", import_error = "",
+        last_imported = 0, tool_count = 0, last_contact = 0, last_latency_ms = 0, deleted = false,
+      }, row)
+    end)
+
+    it("keeps requires_approval as its string form", function()
+      local a = s:add_server { identifier = "a", requires_approval = "0" }
+      local b = s:add_server { identifier = "b", requires_approval = false }
+      local c = s:add_server { identifier = "c", requires_approval = "maybe" }
+      local d = s:add_server { identifier = "d", requires_approval = 0 }
+      assert.equal("0", s:server(a).requires_approval)
+      assert.equal("0", s:server(b).requires_approval)
+      assert.equal("maybe", s:server(c).requires_approval)
+      assert.equal("0", s:server(d).requires_approval)
+    end)
+
+    it("updates editable fields only and stamps tstamp", function()
+      local uid = s:add_server { identifier = "docs", name = "Docs" }
+      local db = raw(path)
+      db:execute("UPDATE mcp_server SET tstamp = 5 WHERE uid = ?", { uid })
+      assert.is_true(s:update_server(uid, { name = "Renamed", enabled = true, auth_credential = "env:DOCS_TOKEN",
+        auth_placement = "header", auth_header_name = "X-Key", data_class = "publicContent" }))
+      local row = s:server(uid)
+      assert.equal("Renamed", row.name)
+      assert.is_true(row.enabled)
+      assert.equal("env:DOCS_TOKEN", row.auth_credential)
+      assert.equal("header", row.auth_placement)
+      assert.equal("X-Key", row.auth_header_name)
+      assert.equal("publicContent", row.data_class)
+      assert.is_true(row.tstamp >= os.time() - 5)
+      assert.has_error(function() s:update_server(uid, { import_status = "ok" }) end,
+        'update_server: unknown or read-only field "import_status"')
+      assert.has_error(function() s:update_server(uid, { name = 3 }) end, "name must be a string")
+      assert.has_error(function() s:update_server("1", { name = "x" }) end)
+      db:close()
+    end)
+
+    it("soft-deletes: the row stays, marked deleted, and disappears from every read", function()
+      local uid = s:add_server { identifier = "gone", enabled = true }
+      assert.is_true(s:remove_server(uid))
+      assert.is_nil(s:server(uid))
+      assert.same({}, s:servers())
+      assert.same({}, s:enabled_servers())
+      local db = raw(path)
+      assert.same({ { deleted = 1, identifier = "gone" } },
+        db:query("SELECT deleted, identifier FROM mcp_server WHERE uid = ?", { uid }))
+      db:close()
+      assert.is_nil(s:server(999))
+    end)
+
+    it("lists all live servers and the enabled ones, by identifier", function()
+      s:add_server { identifier = "zeta", enabled = true }
+      s:add_server { identifier = "alpha", enabled = false }
+      s:add_server { identifier = "mid", enabled = true }
+      local gone = s:add_server { identifier = "beta", enabled = true }
+      s:remove_server(gone)
+      assert.same({ "alpha", "mid", "zeta" }, names(s:servers()))
+      assert.same({ "mid", "zeta" }, names(s:enabled_servers()))
+    end)
+
+    it("record_contact touches only last_contact and last_latency_ms", function()
+      local uid = s:add_server { identifier = "docs" }
+      assert(s:record_import(uid, { status = "error", error = "boom", tool_count = 4, at = 100 }))
+      local before = s:server(uid)
+      assert.is_true(s:record_contact(uid, 1700000123, 42.4))
+      local after = s:server(uid)
+      assert.equal(1700000123, after.last_contact)
+      assert.equal(42, after.last_latency_ms)
+      after.last_contact, after.last_latency_ms = 0, 0
+      assert.same(before, after)
+      assert(s:record_contact(uid, 1700000124, -3))
+      assert.equal(0, s:server(uid).last_latency_ms)
+    end)
+
+    it("record_import stamps the outcome with one time", function()
+      local uid = s:add_server { identifier = "docs" }
+      assert.is_true(s:record_import(uid, { status = "partial", error = "a\nb", tool_count = 7, at = 1234 }))
+      local row = s:server(uid)
+      assert.equal("partial", row.import_status)
+      assert.equal("a\nb", row.import_error)
+      assert.equal(7, row.tool_count)
+      assert.equal(1234, row.last_imported)
+      assert.equal(1234, row.tstamp)
+      assert.has_error(function() s:record_import(uid, { status = "importing" }) end)
+    end)
+
+    it("stores text with NUL bytes exactly", function()
+      local text = "line\0hidden\0"
+      local uid = s:add_server { identifier = "nul", description = text }
+      assert.equal(text, s:server(uid).description)
+    end)
+  end)
+
+  describe("tools and reconcile (REFERENCE §10.4)", function()
+    local server, other
+
+    before_each(function()
+      s = assert(store.open(path))
+      server = s:server(s:add_server { identifier = "docs" })
+      other = s:server(s:add_server { identifier = "other" })
+    end)
+
+    it("accepts, updates in place, orphans, revives, and never touches other servers", function()
+      assert.equal(0, s:reconcile(other, { tool("mcp_other_x") }, 100))
+      assert.equal(0, s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_b"), tool("mcp_docs_c") }, 100))
+      local first = {}
+      for _, row in ipairs(s:tools_of(server.uid)) do first[row.tool_name] = row end
+      assert.equal(100, first.mcp_docs_a.crdate)
+
+      -- b is updated in place, c disappears, d is new
+      local orphaned = s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_b", { description = "new" }),
+        tool("mcp_docs_d") }, 200)
+      assert.equal(1, orphaned)
+      local rows = s:tools_of(server.uid)
+      assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_d", "mcp_docs_c" }, names(rows))
+      local by = {}
+      for _, row in ipairs(rows) do by[row.tool_name] = row end
+      assert.equal(first.mcp_docs_b.uid, by.mcp_docs_b.uid)
+      assert.equal("new", by.mcp_docs_b.description)
+      assert.equal(100, by.mcp_docs_b.crdate)
+      assert.equal(200, by.mcp_docs_b.tstamp)
+      assert.is_true(by.mcp_docs_c.orphaned)
+      assert.equal(200, by.mcp_docs_c.tstamp)
+      assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_d" }, names(s:live_tools_of(server.uid)))
+
+      -- an old orphan is counted again but keeps the tstamp of its disappearance
+      assert.equal(2, s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_b") }, 300))
+      by = {}
+      for _, row in ipairs(s:tools_of(server.uid)) do by[row.tool_name] = row end
+      assert.equal(200, by.mcp_docs_c.tstamp)
+      assert.equal(300, by.mcp_docs_d.tstamp)
+
+      -- revived in place
+      assert.equal(1, s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_b"), tool("mcp_docs_c") }, 400))
+      local c = s:tools_of(server.uid)[3]
+      assert.equal("mcp_docs_c", c.tool_name)
+      assert.is_false(c.orphaned)
+      assert.equal(first.mcp_docs_c.uid, c.uid)
+      assert.equal(400, c.tstamp)
+
+      -- an empty catalogue orphans everything and deletes nothing
+      assert.equal(4, s:reconcile(server, {}, 500))
+      assert.equal(4, #s:tools_of(server.uid))
+      assert.same({}, s:live_tools_of(server.uid))
+
+      -- the other server was never touched
+      local x = s:tools_of(other.uid)
+      assert.equal(1, #x)
+      assert.is_false(x[1].orphaned)
+      assert.equal(100, x[1].tstamp)
+      assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_c", "mcp_docs_d", "mcp_other_x" }, names(s:all_tools()))
+    end)
+
+    it("stores the accepted fields verbatim", function()
+      local schema = '{"type":"object","properties":{"q":{"type":"string","description":"ü/\\u0000"}}}'
+      s:reconcile(server, { tool("mcp_docs_q", { remote_name = "q", description = "d\0e", input_schema = schema,
+        remote_annotations = '{"readOnlyHint":true}' }) }, 10)
+      local row = s:tools_of(server.uid)[1]
+      assert.same({ uid = row.uid, pid = 0, server = server.uid, tool_name = "mcp_docs_q", remote_name = "q",
+        description = "d\0e", input_schema = schema, remote_annotations = '{"readOnlyHint":true}',
+        orphaned = false, tstamp = 10, crdate = 10 }, row)
+    end)
+
+    it("answers who owns a local name", function()
+      s:reconcile(server, { tool("mcp_docs_a") }, 1)
+      s:reconcile(server, {}, 2)
+      assert.equal(server.uid, s:tool_owner("mcp_docs_a"))
+      assert.is_nil(s:tool_owner("mcp_docs_zzz"))
+    end)
+
+    it("rolls the whole reconcile back when a name belongs to another server", function()
+      s:reconcile(other, { tool("mcp_docs_taken") }, 1)
+      local count, message, err = s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_taken") }, 2)
+      assert.is_nil(count)
+      assert.matches("UNIQUE constraint failed: mcp_tool.tool_name", message)
+      assert.equal("store", err.kind)
+      assert.same({}, s:tools_of(server.uid))
+      assert.equal(other.uid, s:tool_owner("mcp_docs_taken"))
+    end)
+
+    it("reconciles 10 000 tools in one transaction, quickly", function()
+      local accepted = {}
+      for i = 1, 10000 do accepted[i] = tool(string.format("mcp_docs_t%05d", i)) end
+      local t0 = core.now()
+      assert.equal(0, s:reconcile(server, accepted, 1000))
+      local inserted = core.now() - t0
+      for i = 1, 5000 do accepted[i] = accepted[i + 5000] end
+      for i = 10000, 5001, -1 do accepted[i] = nil end
+      t0 = core.now()
+      assert.equal(5000, s:reconcile(server, accepted, 2000))
+      local updated = core.now() - t0
+      print(string.format("\n  reconcile: 10000 new rows in %.3f s; 5000 updated + 5000 orphaned in %.3f s",
+        inserted, updated))
+      assert.equal(10000, #s:tools_of(server.uid))
+      assert.equal(5000, #s:live_tools_of(server.uid))
+      assert.is_true(inserted < 5, "10000 inserts took " .. inserted .. " s")
+    end)
+
+    it("refuses malformed input as misuse", function()
+      assert.has_error(function() s:reconcile(server, { { remote_name = "x" } }, 1) end)
+      assert.has_error(function() s:reconcile({ uid = "1" }, {}, 1) end)
+      assert.has_error(function() s:tools_of("1") end)
+    end)
+  end)
+
+  describe("enablement", function()
+    before_each(function()
+      s = assert(store.open(path))
+    end)
+
+    it("answers nil without a row, then the stored switch", function()
+      assert.is_nil(s:tool_enabled("mcp_docs_a"))
+      assert.is_true(s:set_tool_enabled("mcp_docs_a", true))
+      assert.is_true(s:tool_enabled("mcp_docs_a"))
+      assert.is_true(s:set_tool_enabled("mcp_docs_a", false))
+      assert.is_false(s:tool_enabled("mcp_docs_a"))
+      assert.is_nil(s:group_enabled("mcp_docs"))
+      assert.is_true(s:set_group_enabled("mcp_docs", false))
+      assert.is_false(s:group_enabled("mcp_docs"))
+      assert.is_true(s:set_group_enabled("mcp_docs", true))
+      assert.is_true(s:group_enabled("mcp_docs"))
+      assert.has_error(function() s:set_tool_enabled("x", 1) end, "enabled must be a boolean")
+    end)
+  end)
+
+  describe("health (REFERENCE §9)", function()
+    it("the recorder stamps the server's contact", function()
+      s = assert(store.open(path))
+      local uid = s:add_server { identifier = "docs" }
+      local before = os.time()
+      s:health_recorder(uid)("docs", 17)
+      local row = s:server(uid)
+      assert.equal(17, row.last_latency_ms)
+      assert.is_true(row.last_contact >= before and row.last_contact <= os.time())
+    end)
+
+    it("skips a hand-built record (uid <= 0) entirely", function()
+      s = assert(store.open(path))
+      local uid = s:add_server { identifier = "docs" }
+      local recorder = s:health_recorder(0)
+      s:close()
+      recorder("docs", 5) -- would raise on a closed store if it touched it
+      s = assert(store.open(path))
+      assert.equal(0, s:server(uid).last_contact)
+    end)
+
+    it("a locked database: record_contact returns nil, message; the recorder raises", function()
+      s = assert(store.open(path, { busy_timeout_ms = 50 }))
+      local uid = s:add_server { identifier = "docs" }
+      local holder = raw(path)
+      assert(holder:exec("BEGIN IMMEDIATE"))
+      local ok, message, err = s:record_contact(uid, 1700000000, 3)
+      assert.is_nil(ok)
+      assert.equal("The store could not record a contact with server " .. uid
+        .. ": database is locked (SQLITE_BUSY)", message)
+      assert.equal("store", err.kind)
+      assert.equal("SQLITE_BUSY", err.code)
+      local logged = {}
+      local recorder = s:health_recorder(uid, function(level, text) logged[#logged + 1] = { level, text } end)
+      local raised, why = pcall(recorder, "docs", 3)
+      assert.is_false(raised)
+      assert.matches("database is locked", why)
+      assert.equal("warning", logged[1][1])
+      assert.matches('An MCP liveness observation for "docs" could not be stored', logged[1][2], 1, true)
+      assert(holder:exec("ROLLBACK"))
+      holder:close()
+      assert.is_true(s:record_contact(uid, 1700000000, 3))
+      assert.equal(1700000000, s:server(uid).last_contact)
+    end)
+
+    it("a missing column (a store from before migration 2): nil, message; the recorder raises", function()
+      s = assert(store.open(path, { migrate_to = 1 }))
+      local uid = s:add_server { identifier = "docs" }
+      local ok, message, err = s:record_contact(uid, 1700000000, 3)
+      assert.is_nil(ok)
+      assert.matches("no such column: last_contact", message)
+      assert.equal("store", err.kind)
+      assert.has_error(function() s:health_recorder(uid)("docs", 3) end)
+    end)
+
+    it("a failing recorder never fails a client operation", function()
+      s = assert(store.open(path, { migrate_to = 1 }))
+      local uid = s:add_server { identifier = "docs" }
+      local client = require "mcpclient.client"
+      local warnings = {}
+      local conn = client.connect { url = "http://127.0.0.1:1/mcp", identifier = "docs",
+        health = s:health_recorder(uid), log = function(_, text) warnings[#warnings + 1] = text end }
+      conn:contact(12)
+      assert.equal(1, #warnings)
+      assert.matches("no such column", warnings[1])
+      conn:close()
+    end)
+  end)
+
+  describe("runs and events (REFERENCE §8)", function()
+    before_each(function()
+      s = assert(store.open(path))
+    end)
+
+    local function new_run(owner)
+      return assert(s:insert_run { uuid = "0b8e-uuid", status = "running", claimed_by = owner,
+        lease_expires = os.time() + 900, user_name = "admin", configuration = "default" })
+    end
+
+    it("inserts and reads a run", function()
+      local uid = new_run("interactive:host:1")
+      local row = s:run(uid)
+      assert.same({ uid = uid, uuid = "0b8e-uuid", status = "running", claimed_by = "interactive:host:1",
+        lease_expires = row.lease_expires, pending_effect = "", cancel_requested = false, user_name = "admin",
+        configuration = "default", crdate = row.crdate, tstamp = row.tstamp }, row)
+      assert.is_nil(s:run(uid + 1))
+      local far = assert(s:insert_run { uuid = "x", lease_expires = math.maxinteger })
+      assert.equal(math.maxinteger, s:run(far).lease_expires)
+      assert.equal("", s:run(far).claimed_by)
+    end)
+
+    it("guarded_update_run changes only a running run its owner holds", function()
+      local uid = new_run("interactive:host:1")
+      assert.equal(0, s:guarded_update_run(uid, "worker:other:2", { pending_effect = "non_idempotent_write" }))
+      assert.equal("", s:run(uid).pending_effect)
+      assert.equal(1, s:guarded_update_run(uid, "interactive:host:1", { pending_effect = "non_idempotent_write",
+        lease_expires = 42 }))
+      assert.equal("non_idempotent_write", s:run(uid).pending_effect)
+      assert.equal(42, s:run(uid).lease_expires)
+      assert.is_true(s:update_run(uid, { status = "completed", pending_effect = "" }))
+      assert.equal(0, s:guarded_update_run(uid, "interactive:host:1", { lease_expires = 1 }))
+      assert.equal("completed", s:run(uid).status)
+      assert.has_error(function() s:guarded_update_run(uid, nil, {}) end, "owner must be a string")
+    end)
+
+    it("a cancel request is visible to another store on the same file", function()
+      local uid = new_run("interactive:host:1")
+      local other <close> = assert(store.open(path))
+      assert.is_false(other:run(uid).cancel_requested)
+      assert.is_true(other:request_cancel(uid))
+      assert.is_true(s:run(uid).cancel_requested)
+    end)
+
+    it("numbers events 1, 2, 3 per run", function()
+      local a, b = new_run("o"), new_run("o")
+      assert.equal(1, s:append_event(a, { kind = "tool", round = 1, duration_ms = 12.345,
+        payload = '{"kind":"tool"}' }))
+      assert.equal(2, s:append_event(a, { kind = "tool", round = 1 }))
+      assert.equal(1, s:append_event(b, { kind = "status", payload = "{}" }))
+      assert.equal(3, s:append_event(a, { kind = "final", round = 2, duration_ms = 0.5 }))
+      local events = s:events(a)
+      local seqs = {}
+      for i, e in ipairs(events) do seqs[i] = e.sequence end
+      assert.same({ 1, 2, 3 }, seqs)
+      assert.equal(12.35, events[1].duration_ms)
+      assert.equal('{"kind":"tool"}', events[1].payload)
+      assert.equal("", events[2].payload)
+      assert.equal("final", events[3].kind)
+      assert.equal(2, events[3].round)
+      assert.equal(1, #s:events(b))
+      assert.has_error(function() s:append_event(a, { kind = "tool", payload = {} }) end)
+    end)
+  end)
+
+  describe("governance events (REFERENCE §7.6)", function()
+    it("appends and lists by uid, 64-bit values and NUL bytes intact", function()
+      s = assert(store.open(path))
+      local first = assert(s:insert_governance_event { decision = "tool_denied", reason = "trustZone",
+        tool_name = "mcp_docs_a", detail = "zone=cloud;ceiling=publicContent;observedOnly=0", crdate = 77 })
+      local second = assert(s:insert_governance_event { decision = "tool_denied", reason = "toolDisabled",
+        be_user = math.maxinteger, agentrun_uid = math.mininteger, correlation_id = "u\0u" })
+      assert.is_true(second > first)
+      local rows = s:governance_events()
+      assert.equal(2, #rows)
+      assert.equal(77, rows[1].crdate)
+      assert.equal("trustZone", rows[1].reason)
+      assert.equal("", rows[1].guardrail)
+      assert.equal(math.maxinteger, rows[2].be_user)
+      assert.equal(math.mininteger, rows[2].agentrun_uid)
+      assert.equal("u\0u", rows[2].correlation_id)
+      assert.is_true(rows[2].crdate >= os.time() - 5)
+      assert.has_error(function() s:insert_governance_event { arguments = "{}" } end)
+    end)
+  end)
+
+  describe("transactions", function()
+    before_each(function()
+      s = assert(store.open(path))
+    end)
+
+    it("commits and returns fn's results", function()
+      local a, b = s:transaction(function()
+        return s:add_server { identifier = "one" }, "extra"
+      end)
+      assert.equal("integer", math.type(a))
+      assert.equal("extra", b)
+      assert.is_true(s:transaction(function() end))
+      assert.equal(1, #s:servers())
+    end)
+
+    it("rolls back when fn raises, and raises again", function()
+      assert.has_error(function()
+        s:transaction(function()
+          s:add_server { identifier = "lost" }
+          error("stop here", 0)
+        end)
+      end, "stop here")
+      assert.same({}, s:servers())
+    end)
+
+    it("rolls back when fn returns nil, message, err", function()
+      local ok, message, err = s:transaction(function()
+        s:add_server { identifier = "lost" }
+        return nil, "refused", { kind = "x" }
+      end)
+      assert.is_nil(ok)
+      assert.equal("refused", message)
+      assert.same({ kind = "x" }, err)
+      assert.same({}, s:servers())
+    end)
+
+    it("nests with savepoints", function()
+      s:transaction(function()
+        s:add_server { identifier = "kept" }
+        s:transaction(function()
+          s:add_server { identifier = "inner" }
+          return nil, "undo the inner part"
+        end)
+        local server = assert(s:server(s:add_server { identifier = "kept2" }))
+        -- reconcile opens its own (nested) transaction
+        assert.equal(0, s:reconcile(server, { tool("mcp_kept2_a") }, 1))
+      end)
+      assert.same({ "kept", "kept2" }, names(s:servers()))
+      assert.equal(1, #s:all_tools())
+    end)
+
+    it("fails cleanly when another connection holds the write lock", function()
+      s:close()
+      s = assert(store.open(path, { busy_timeout_ms = 20 }))
+      local holder = raw(path)
+      assert(holder:exec("BEGIN IMMEDIATE"))
+      local ok, message, err = s:transaction(function() return true end)
+      assert.is_nil(ok)
+      assert.matches("database is locked", message)
+      assert.equal("store", err.kind)
+      assert(holder:exec("ROLLBACK"))
+      holder:close()
+    end)
+  end)
+
+  describe("a host adapter", function()
+    it("serves the same Store, and every value travels as a bound parameter", function()
+      local inner = assert(sqlite_adapter.open(path))
+      local seen = {}
+      local adapter = {}
+      for _, method in ipairs({ "exec", "rows", "insert" }) do
+        adapter[method] = function(_, sql, params)
+          seen[#seen + 1] = sql
+          return inner[method](inner, sql, params)
+        end
+      end
+      function adapter.changes() return inner:changes() end
+      function adapter.close() inner:close() end
+      s = assert(store.open_adapter(adapter))
+      assert.equal(2, s:schema_version())
+      local secret = "env:VERY_DISTINCT_REFERENCE"
+      local uid = s:add_server { identifier = "zz_identifier", name = "Name'; DROP TABLE mcp_server; --",
+        auth_credential = secret, enabled = true }
+      s:update_server(uid, { description = "distinct_description" })
+      s:record_contact(uid, 1700000000, 4)
+      s:reconcile(s:server(uid), { tool("mcp_zz_distinct_tool") }, 5)
+      s:set_tool_enabled("mcp_zz_distinct_tool", true)
+      local run = s:insert_run { uuid = "distinct-uuid", status = "running", claimed_by = "distinct-owner" }
+      s:guarded_update_run(run, "distinct-owner", { pending_effect = "distinct_effect" })
+      s:append_event(run, { kind = "distinct_kind", payload = '{"distinct":1}' })
+      s:insert_governance_event { decision = "distinct_decision" }
+      assert.equal("Name'; DROP TABLE mcp_server; --", s:server(uid).name)
+      assert.is_true(#seen > 20)
+      for _, sql in ipairs(seen) do
+        assert.is_nil(sql:find("distinct", 1, true), sql)
+        assert.is_nil(sql:find("zz_", 1, true), sql)
+        assert.is_nil(sql:find("1700000000", 1, true), sql)
+        assert.is_nil(sql:find(secret, 1, true), sql)
+      end
+    end)
+  end)
+end)
