@@ -213,6 +213,7 @@ static int l_db_tostring(lua_State *L) {
   return 1;
 }
 
+/* Likewise for a statement: never its SQL, which may be long. */
 static int l_stmt_tostring(lua_State *L) {
   Stmt *s = (Stmt *)luaL_checkudata(L, 1, STMT_MT);
   lua_pushfstring(L, "sqlite stmt (%s)", s->stmt ? "open" : "closed");
@@ -522,6 +523,7 @@ static int db_run(lua_State *L, int mode) {
   return n;
 }
 
+/* The three db entry points differ only in what a successful run returns. */
 static int l_db_execute(lua_State *L) { return db_run(L, RUN_EXECUTE); }
 static int l_db_query(lua_State *L) { return db_run(L, RUN_QUERY); }
 static int l_db_insert(lua_State *L) { return db_run(L, RUN_INSERT); }
@@ -542,6 +544,7 @@ static int stmt_method(lua_State *L, int mode) {
   return stmt_run(L, s, 2, mode);
 }
 
+/* The statement entry points, likewise. */
 static int l_stmt_execute(lua_State *L) { return stmt_method(L, RUN_EXECUTE); }
 static int l_stmt_query(lua_State *L) { return stmt_method(L, RUN_QUERY); }
 static int l_stmt_insert(lua_State *L) { return stmt_method(L, RUN_INSERT); }
@@ -587,6 +590,10 @@ static int l_db_in_transaction(lua_State *L) {
   return 1;
 }
 
+/*
+** Registrar: core.sqlite_open and core.sqlite_version. Metatables are built
+** only on the first opening of the module (busted reopens it per spec file).
+*/
 void mcp_register_sqlite(lua_State *L) {
   static const luaL_Reg db_methods[] = {
     {"exec", l_db_exec}, {"prepare", l_db_prepare}, {"execute", l_db_execute},
