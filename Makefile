@@ -58,13 +58,15 @@ lint:
 
 # The whole suite again under AddressSanitizer + UBSan, in a separate build tree.
 # lua5.4 is not instrumented, so the runtimes are preloaded; the node peers the
-# specs start must not inherit that preload, hence the node shim on PATH.
+# programs the specs start (node peers, curl, openssl) must not inherit that
+# preload — some hang under it — hence the shims on PATH.
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="$(ASAN_FLAGS)" all
 	@mkdir -p build-asan/bin
-	@printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$$@"\n' "$$(command -v node)" > build-asan/bin/node
-	@chmod +x build-asan/bin/node
+	@for tool in node curl openssl; do \
+	  printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$$@"\n' "$$(command -v $$tool)" > build-asan/bin/$$tool; \
+	  chmod +x build-asan/bin/$$tool; done
 	PATH="$(CURDIR)/build-asan/bin:$$PATH" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \

@@ -13,10 +13,23 @@ local client = require "mcpclient.client"
 local mcp = {
   version = core.version,
   connect = client.connect,
-  json = require "mcpclient.json",
-  health = require "mcpclient.health",
   PROTOCOL_VERSION = client.PROTOCOL_VERSION,
   SUPPORTED_VERSIONS = client.SUPPORTED_VERSIONS,
 }
 
-return mcp
+-- The rest of the library, loaded on first use: mcp.store, mcp.run, ...
+local submodules = {
+  json = "mcpclient.json", health = "mcpclient.health", tool = "mcpclient.tool", names = "mcpclient.names",
+  policy = "mcpclient.policy", store = "mcpclient.store", catalogue = "mcpclient.catalogue",
+  run = "mcpclient.run", operator = "mcpclient.operator",
+}
+
+return setmetatable(mcp, {
+  __index = function(t, key)
+    local name = submodules[key]
+    if not name then return nil end
+    local module = require(name)
+    rawset(t, key, module)
+    return module
+  end,
+})
