@@ -42,6 +42,7 @@ build = {
     ["mcpclient.names"] = "lua/mcpclient/names.lua",
     ["mcpclient.operator"] = "lua/mcpclient/operator.lua",
     ["mcpclient.policy"] = "lua/mcpclient/policy.lua",
+    ["mcpclient.run"] = "lua/mcpclient/run.lua",
     ["mcpclient.store"] = "lua/mcpclient/store.lua",
     ["mcpclient.store.migrations"] = "lua/mcpclient/store/migrations.lua",
     ["mcpclient.store.sqlite"] = "lua/mcpclient/store/sqlite.lua",

@@ -1,0 +1,589 @@
+-- Runs over a real SQLite store and a scripted MCP server behind the fake leg:
+-- the four McpRunAuditTest scenarios of REFERENCE §8, the remote-call budget
+-- and approval of §6.5, the lease and the fail-closed audit of §8, denial-only
+-- governance rows (§7.6), result bounding (§6.4) and cancellation (DESIGN D5).
+local catalogue = require "mcpclient.catalogue"
+local core = require "mcpclient.core"
+local run = require "mcpclient.run"
+local Fake = require "support.fake_server"
+
+local json = core.json
+
+local ADMIN = { name = "ops", uid = 7, admin = true }
+local CONFIG = { identifier = "cfg-local", provider = "p-local", model = "m-1" }
+local PROVIDERS = { ["p-local"] = { zone = "local" }, ["p-global"] = { zone = "externalGlobal" } }
+local NOW = 1700000000
+
+local function open_store()
+  return assert(require("mcpclient.store").open(":memory:"))
+end
+
+-- A server with these remote tools imported (over a fake of its own) and enabled.
+local function server(store, fields, remote_names)
+  local row = {
+    identifier = "audit", name = "Audit", url = "https://mcp.example.com/rpc", data_class = "publicContent",
+    requires_approval = "0", enabled = true,
+  }
+  for k, v in pairs(fields or {}) do row[k] = v end
+  local uid = assert(store:add_server(row))
+  local entries = {}
+  for i, name in ipairs(remote_names or { "read_page" }) do
+    entries[i] = { name = name, description = "Reads.",
+      inputSchema = { type = "object", properties = { uid = { type = "integer" } } } }
+  end
+  local fake = Fake.new():will_handshake():will_return { tools = json.array(entries) }
+  local report = catalogue.import(store, assert(store:server(uid)), { transport = fake, clock = fake.clock, now = 1 })
+  assert.is_false(report.refused)
+  for _, name in ipairs(remote_names or { "read_page" }) do
+    assert(store:set_tool_enabled("mcp_" .. row.identifier .. "_" .. name, true))
+  end
+  return uid
+end
+
+-- A run whose remote tools reach `fake`; `extra` overrides the options.
+local function start(store, fake, extra)
+  local options = {
+    user = ADMIN, configuration = CONFIG, providers = PROVIDERS, now = function() return NOW end,
+    provider = catalogue.provider(store, { transport = fake, clock = fake.clock }),
+    log = function() end,
+  }
+  for k, v in pairs(extra or {}) do options[k] = v end
+  if options.user == false then options.user = nil end -- nobody
+  return assert(run.start(store, options))
+end
+
+local function text_answer(text)
+  return { content = { { type = "text", text = text } } }
+end
+
+local function count(list, value)
+  local n = 0
+  for _, v in ipairs(list) do if v == value then n = n + 1 end end
+  return n
+end
+
+local function tool_events(r)
+  local out = {}
+  for _, e in ipairs(assert(r:events())) do
+    if e.kind == "tool" then out[#out + 1] = e end
+  end
+  return out
+end
+
+-- A builtin tool of the host: read-only unless told, on by default, no admin needed.
+local function builtin(name, fields)
+  local t = {
+    name = name, group = "content", data_class = "publicContent", requires_admin = false,
+    enabled_by_default = true, effect = "read_only", calls = 0,
+    execute = function(self) self.calls = self.calls + 1; return { text = "builtin " .. name, is_error = false } end,
+  }
+  for k, v in pairs(fields or {}) do t[k] = v end
+  return t
+end
+
+describe("a run (McpRunAuditTest, REFERENCE §8)", function()
+  local store
+  before_each(function() store = open_store(); server(store) end)
+  after_each(function() store:close() end)
+
+  it("records an executed remote call as a TOOL event and completes", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("page 3"))
+    local r = start(store, fake)
+    assert.is_true(r.persisted)
+    local result = r:invoke("mcp_audit_read_page", { uid = 3 })
+    assert.same({ text = "page 3", is_error = false }, result)
+    assert.same({ "initialize", "notifications/initialized", "tools/call" }, fake:methods())
+    assert.equal("tools/call", fake.requests[3].method)
+    assert.equal("read_page", fake.requests[3].body.params.name)
+
+    local row = assert(store:run(r.uid))
+    assert.equal("running", row.status)
+    assert.equal("", row.pending_effect)
+    assert.equal(NOW + 900, row.lease_expires)
+    assert.equal("completed", r:finish())
+    assert.equal("completed", assert(store:run(r.uid)).status)
+
+    local events = tool_events(r)
+    assert.equal(1, #events)
+    local data = events[1].data
+    assert.equal("tool", data.kind)
+    assert.equal(1, data.round)
+    assert.equal("mcp_audit_read_page", data.toolName)
+    assert.same({ uid = 3 }, data.toolArguments)
+    assert.equal("page 3", data.toolResult)
+    assert.is_false(data.toolIsError)
+    assert.equal("number", type(data.durationMs))
+    assert.truthy(events[1].payload:find('^{"kind":"tool","round":1,"durationMs":'))
+    assert.same({}, store:governance_events())
+  end)
+
+  it("refuses a write when the run row cannot be written, and sends nothing at all", function()
+    assert(store.adapter:exec("DROP TABLE agent_run"))
+    local fake = Fake.new():will_handshake():will_return(text_answer("never"))
+    local r = start(store, fake)
+    assert.is_false(r.persisted)
+    assert.is_nil(r.uid)
+    local result = r:invoke("mcp_audit_read_page", { uid = 3 })
+    assert.is_true(result.is_error)
+    assert.is_true(result.stopped)
+    assert.equal('Tool "mcp_audit_read_page" declares a side effect but run (unpersisted) holds no execution '
+      .. "lease; the write is refused because it cannot be fenced.", result.text)
+    assert.equal("failed", r.status)
+    assert.equal("write_without_durable_execution", r.error.kind)
+    assert.equal(1786665601, r.error.code)
+    assert.equal(0, #fake.requests) -- not even the handshake
+    assert.same({}, fake.resolved)  -- nor a DNS lookup
+    assert.equal("failed", r:finish())
+    -- the run is over: later calls are not made either
+    assert.is_true(r:invoke("mcp_audit_read_page", {}).stopped)
+    assert.equal(0, #fake.requests)
+  end)
+
+  it("records a 503 as an error step of a completed run", function()
+    local fake = Fake.new():will_handshake():will_return_raw('{"error":"down"}', 503)
+    local r = start(store, fake)
+    local result = r:invoke("mcp_audit_read_page", { uid = 3 })
+    assert.is_true(result.is_error)
+    assert.truthy(result.text:find("HTTP status 503", 1, true))
+    assert.equal("completed", r:finish())
+    local events = tool_events(r)
+    assert.equal(1, #events)
+    assert.is_true(events[1].data.toolIsError)
+    assert.equal(result.text, events[1].data.toolResult)
+  end)
+
+  it("records an isError answer as an error step of a completed run", function()
+    local fake = Fake.new():will_handshake()
+      :will_return { isError = true, content = { { type = "text", text = "no such page" } } }
+    local r = start(store, fake)
+    local result = r:invoke("mcp_audit_read_page", { uid = 404 })
+    assert.is_true(result.is_error)
+    assert.equal(1, count(fake:methods(), "tools/call"))
+    assert.equal("completed", r:finish())
+    assert.equal("completed", assert(store:run(r.uid)).status)
+    local events = tool_events(r)
+    assert.is_true(events[1].data.toolIsError)
+    assert.truthy(events[1].data.toolResult:find("no such page", 1, true))
+  end)
+end)
+
+describe("starting a run", function()
+  local store
+  before_each(function() store = open_store() end)
+  after_each(function() store:close() end)
+
+  it("inserts the row RUNNING, claimed by this process for 900 seconds", function()
+    local r = assert(run.start(store, { user = ADMIN, configuration = CONFIG, tools = {},
+      now = function() return NOW end }))
+    local row = assert(store:run(r.uid))
+    assert.equal("running", row.status)
+    assert.equal(r.uuid, row.uuid)
+    assert.truthy(r.uuid:match("^%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$"))
+    assert.truthy(row.claimed_by:match("^interactive:[^:]+:%d+$"))
+    assert.is_true(#row.claimed_by <= 64)
+    assert.equal(r.owner, row.claimed_by)
+    assert.equal(NOW + 900, row.lease_expires)
+    assert.equal("ops", row.user_name)
+    assert.equal("cfg-local", row.configuration)
+    assert.is_false(row.cancel_requested)
+  end)
+
+  it("raises on misuse", function()
+    assert.has_error(function() run.start(store, { colour = "red" }) end)
+    assert.has_error(function() run.start(store, { remote_budget = 1.5 }) end)
+    assert.has_error(function() run.start(store, { registry = {}, tools = {} }) end)
+    assert.has_error(function() run.start(nil, {}) end)
+  end)
+
+  it("returns the provider's failure when the catalogue cannot be read", function()
+    local r, message, err = run.start(store, { provider = { tools = function() return nil, "no catalogue",
+      { kind = "store" } end } })
+    assert.is_nil(r)
+    assert.equal("no catalogue", message)
+    assert.equal("store", err.kind)
+  end)
+end)
+
+describe("the call path", function()
+  local store
+  before_each(function() store = open_store(); server(store, nil, { "read_page", "write_page" }) end)
+  after_each(function() store:close() end)
+
+  it("answers an unknown tool without asking the gate, and records the step", function()
+    local fake = Fake.new()
+    local r = start(store, fake)
+    assert.same({ text = 'Error: unknown tool "nope"', is_error = true }, r:invoke("nope", {}))
+    assert.equal(0, #fake.requests)
+    assert.same({}, store:governance_events())
+    local events = tool_events(r)
+    assert.equal("nope", events[1].data.toolName)
+    assert.is_true(events[1].data.toolIsError)
+    assert.equal("running", r.status)
+  end)
+
+  it("refuses a call the gate does not offer and writes one governance row for it", function()
+    assert(store:set_tool_enabled("mcp_audit_write_page", false))
+    local fake = Fake.new():will_handshake():will_return(text_answer("ok"))
+    local r = start(store, fake)
+    local result = r:invoke("mcp_audit_write_page", { uid = 1 })
+    assert.same({ text = 'Error: tool "mcp_audit_write_page" not permitted', is_error = true }, result)
+    assert.equal(0, #fake.requests)
+    local rows = store:governance_events()
+    assert.equal(1, #rows)
+    local g = rows[1]
+    assert.equal("tool_denied", g.decision)
+    assert.equal("toolDisabled", g.reason)
+    assert.equal(r.uuid, g.correlation_id)
+    assert.equal(r.uid, g.agentrun_uid)
+    assert.equal(7, g.be_user)
+    assert.equal("mcp_audit_write_page", g.tool_name)
+    assert.equal("cfg-local", g.configuration_identifier)
+    assert.equal("p-local", g.provider)
+    assert.equal("m-1", g.model)
+    assert.equal("", g.guardrail)
+    assert.equal("zone=local;ceiling=secretAdjacent;observedOnly=0", g.detail)
+
+    -- an executed call writes none
+    assert.is_false(r:invoke("mcp_audit_read_page", {}).is_error)
+    assert.equal(1, #store:governance_events())
+    assert.equal(2, #tool_events(r))
+  end)
+
+  it("refuses a remote tool above the trust-zone ceiling even in observe mode", function()
+    local uid = assert(store:server(1)).uid
+    assert(store:update_server(uid, { data_class = "internalConfiguration" }))
+    local fake = Fake.new()
+    local r = start(store, fake, { configuration = { identifier = "cfg-g", provider = "p-global" },
+      provider = catalogue.provider(store, { transport = fake, clock = fake.clock }), mode = " OBSERVE " })
+    assert.equal('Error: tool "mcp_audit_read_page" not permitted', r:invoke("mcp_audit_read_page", {}).text)
+    local g = store:governance_events()[1]
+    assert.equal("trustZone", g.reason)
+    assert.equal("zone=externalGlobal;ceiling=editorContent;observedOnly=0", g.detail)
+    assert.equal(0, #fake.requests)
+  end)
+
+  it("offers the model what the gate allows, as tool specs", function()
+    assert(store:set_tool_enabled("mcp_audit_write_page", false))
+    local r = start(store, Fake.new(), { builtins = { builtin("lookup") } })
+    local names = {}
+    for _, spec in ipairs(r:tools()) do names[#names + 1] = spec.name end
+    table.sort(names)
+    assert.same({ "lookup", "mcp_audit_read_page" }, names)
+    assert.same({}, store:governance_events()) -- a switched-off tool is not a candidate
+    local nobody = start(store, Fake.new(), { user = false })
+    assert.same({}, nobody:tools())
+    assert.equal("requiresAdmin", store:governance_events()[1].reason)
+  end)
+
+  it("bounds a long answer at 50 000 bytes with the note first, in the result and the trail", function()
+    local long = string.rep("x", 78000)
+    local fake = Fake.new():will_handshake():will_return { content = {
+      { type = "text", text = long }, { type = "image", data = "AAAA", mimeType = "image/png" } } }
+    local r = start(store, fake)
+    local result = r:invoke("mcp_audit_read_page", {})
+    local note = "[mcpclient reads text only and dropped 1 non-text content block (image).]"
+    assert.is_true(#result.text <= 50000)
+    assert.equal(note, result.text:sub(1, #note))
+    assert.truthy(result.text:find("truncated at 50000 bytes", 1, true))
+    local stored = tool_events(r)[1].data.toolResult
+    assert.equal(result.text, stored)
+    assert.is_true(#stored <= 50000)
+  end)
+
+  it("turns a tool that raises into an error result", function()
+    local boom = builtin("boom", { execute = function() error("kaput") end })
+    local r = start(store, Fake.new(), { builtins = { boom } })
+    assert.same({ text = 'Error: tool "boom" failed.', is_error = true }, r:invoke("boom", {}))
+    assert.equal("running", r.status)
+  end)
+end)
+
+describe("the remote-call budget", function()
+  local store
+  before_each(function() store = open_store(); server(store) end)
+  after_each(function() store:close() end)
+
+  it("refuses the 21st remote call of a segment, and records it", function()
+    local fake = Fake.new():will_handshake()
+    for i = 1, 21 do fake:will_return(text_answer("page " .. i)) end
+    local r = start(store, fake)
+    for i = 1, 20 do
+      assert.same({ text = "page " .. i, is_error = false }, r:invoke("mcp_audit_read_page", { uid = i }))
+    end
+    local refused = r:invoke("mcp_audit_read_page", { uid = 21 })
+    assert.same({ is_error = true, text = 'Error: this run has used its budget of 20 calls to external tools; '
+      .. '"mcp_audit_read_page" was not called.' }, refused)
+    assert.equal(20, count(fake:methods(), "tools/call"))
+    local events = tool_events(r)
+    assert.equal(21, #events)
+    assert.equal(refused.text, events[21].data.toolResult)
+    assert.is_true(events[21].data.toolIsError)
+    assert.equal(21, events[21].data.round)
+    assert.equal("running", r.status)
+  end)
+
+  it("does not count builtins", function()
+    local lookup = builtin("lookup")
+    local fake = Fake.new():will_handshake():will_return(text_answer("a")):will_return(text_answer("b"))
+    local r = start(store, fake, { remote_budget = 1, builtins = { lookup } })
+    assert.is_false(r:invoke("lookup", {}).is_error)
+    assert.is_false(r:invoke("mcp_audit_read_page", {}).is_error)
+    assert.is_false(r:invoke("lookup", {}).is_error)
+    assert.truthy(r:invoke("mcp_audit_read_page", {}).text:find("budget of 1 calls", 1, true))
+    assert.equal(2, lookup.calls)
+    assert.equal(1, count(fake:methods(), "tools/call"))
+  end)
+end)
+
+describe("approval", function()
+  local store
+  before_each(function()
+    store = open_store()
+    server(store)                                                 -- approval flag "0"
+    server(store, { identifier = "gate", requires_approval = "1" }) -- approval-bound
+  end)
+  after_each(function() store:close() end)
+
+  it("suspends the whole turn before anything executes, and resumes in a fresh segment", function()
+    -- one fake behind both servers: the "gate" connection shakes hands on its first call
+    local fake = Fake.new():will_handshake():will_return(text_answer("answer 1")):will_return(text_answer("answer 2"))
+      :will_handshake():will_return(text_answer("answer 3")):will_return(text_answer("answer 4"))
+    local r = start(store, fake, { remote_budget = 3 })
+    assert.is_false(r:invoke("mcp_audit_read_page", {}).is_error) -- segment 1: one of three spent
+    local results = r:turn {
+      { name = "mcp_audit_read_page", arguments = { uid = 1 } },
+      { name = "mcp_gate_read_page", arguments = { uid = 2 } },
+      { name = "nope" },
+    }
+    assert.is_true(results[1].suspended)
+    assert.is_true(results[2].suspended)
+    assert.equal('Error: unknown tool "nope"', results[3].text)
+    assert.equal(1, count(fake:methods(), "tools/call")) -- nothing of the turn went out
+    assert.equal("waiting_approval", r.status)
+    assert.equal("waiting_approval", assert(store:run(r.uid)).status)
+    assert.same({ { name = "mcp_audit_read_page", arguments = { uid = 1 } },
+      { name = "mcp_gate_read_page", arguments = { uid = 2 } } }, r:pending())
+    assert.has_error(function() r:invoke("mcp_audit_read_page", {}) end)
+    assert.has_error(function() r:resume() end) -- approve or deny first
+
+    assert.is_true(r:approve())
+    results = r:resume()
+    assert.same({ text = "answer 2", is_error = false }, results[1])
+    assert.same({ text = "answer 3", is_error = false }, results[2])
+    assert.equal('Error: unknown tool "nope"', results[3].text)
+    assert.equal("running", assert(store:run(r.uid)).status)
+    assert.equal(3, count(fake:methods(), "tools/call"))
+    -- the resumed segment has a budget of 3 of its own: the turn spent two of it
+    assert.equal("answer 4", r:invoke("mcp_audit_read_page", {}).text)
+    assert.truthy(r:invoke("mcp_audit_read_page", {}).text:find("budget of 3 calls", 1, true))
+
+    local kinds = {}
+    for _, e in ipairs(r:events()) do kinds[#kinds + 1] = e.kind end
+    assert.same({ "tool", "tool", "approval_required", "approval", "tool", "tool", "tool", "tool" }, kinds)
+    assert.same({}, store:governance_events())
+    assert.equal("completed", r:finish())
+  end)
+
+  it("answers denied calls with an error and sends nothing", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("never"))
+    local r = start(store, fake)
+    assert.is_true(r:invoke("mcp_gate_read_page", { uid = 1 }).suspended)
+    r:deny()
+    local results = r:resume()
+    assert.same({ text = 'Error: the call to "mcp_gate_read_page" was not approved.', is_error = true }, results[1])
+    assert.equal(0, #fake.requests)
+    assert.equal("running", r.status)
+    local events = tool_events(r)
+    assert.equal(1, #events)
+    assert.equal(results[1].text, events[1].data.toolResult)
+  end)
+end)
+
+describe("a run left waiting for approval", function()
+  it("completes without its pending calls", function()
+    local store = open_store()
+    server(store, { identifier = "gate", requires_approval = "1" })
+    local fake = Fake.new()
+    local r = start(store, fake)
+    assert.is_true(r:invoke("mcp_gate_read_page", {}).suspended)
+    assert.equal("completed", r:finish())
+    assert.equal("completed", assert(store:run(r.uid)).status)
+    assert.same({}, r:pending())
+    assert.has_error(function() r:approve() end)
+    assert.equal(0, #fake.requests)
+    store:close()
+  end)
+end)
+
+describe("the lease and the fence", function()
+  local store
+  before_each(function() store = open_store(); server(store) end)
+  after_each(function() store:close() end)
+
+  -- A scripted tools/call answer that looks at the run row while the call is on the wire.
+  local function answer_observing(seen, r)
+    return function(_, record)
+      seen[#seen + 1] = assert(store:run(r().uid))
+      local body = json.encode { jsonrpc = "2.0", id = record.id, result = text_answer("seen") }
+      return { status = 200, headers = { ["content-type"] = "application/json" }, body = body, duration_ms = 1,
+        streamed = false, stopped = false, truncated = false }
+    end
+  end
+
+  it("stamps the pending effect before the call is sent and clears it afterwards", function()
+    local seen, current = {}, nil
+    local fake = Fake.new():will_handshake():will(answer_observing(seen, function() return current end))
+    local clock = NOW
+    current = start(store, fake, { now = function() return clock end })
+    clock = NOW + 60
+    assert.equal("seen", current:invoke("mcp_audit_read_page", {}).text)
+    assert.equal("non_idempotent_write", seen[1].pending_effect)
+    assert.equal(NOW + 60 + 900, seen[1].lease_expires)
+    local row = assert(store:run(current.uid))
+    assert.equal("", row.pending_effect)
+    assert.equal("running", row.status)
+  end)
+
+  it("stops the next write when another owner has taken the row, before anything is sent", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("one")):will_return(text_answer("two"))
+    local r = start(store, fake)
+    assert.equal("one", r:invoke("mcp_audit_read_page", {}).text)
+    assert(store:update_run(r.uid, { claimed_by = "worker:elsewhere:1" }))
+    local result = r:invoke("mcp_audit_read_page", {})
+    assert.is_true(result.is_error)
+    assert.is_true(result.stopped)
+    assert.equal(1, count(fake:methods(), "tools/call"))
+    assert.equal("failed", r.status)
+    assert.equal("run_lease_lost", r.error.kind)
+    local row = assert(store:run(r.uid))
+    assert.equal("running", row.status) -- the row is the new owner's: left alone
+    assert.equal("worker:elsewhere:1", row.claimed_by)
+    assert.equal("", row.pending_effect)
+    assert.equal(1, #tool_events(r))
+  end)
+
+  it("lets a read-only builtin run in an unpersisted run, and keeps its trail in memory", function()
+    assert(store.adapter:exec("DROP TABLE agent_run"))
+    local r = start(store, Fake.new(), { builtins = { builtin("lookup") } })
+    assert.same({ text = "builtin lookup", is_error = false }, r:invoke("lookup", { q = "x" }))
+    assert.equal("running", r.status)
+    local events = assert(r:events())
+    assert.equal(1, #events)
+    assert.equal("lookup", events[1].data.toolName)
+    assert.equal("completed", r:finish())
+  end)
+end)
+
+describe("the fail-closed audit", function()
+  local store
+  before_each(function() store = open_store(); server(store) end)
+  after_each(function() store:close() end)
+
+  it("fails the run when the step of an executed write cannot be stored", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("written"))
+    local r = start(store, fake)
+    assert(store.adapter:exec("DROP TABLE agent_run_event"))
+    local result = r:invoke("mcp_audit_read_page", {})
+    assert.equal(1, count(fake:methods(), "tools/call"))
+    assert.is_true(result.is_error)
+    assert.is_true(result.stopped)
+    assert.equal("failed", r.status)
+    assert.equal("audit_persistence_failed", r.error.kind)
+    assert.equal(1785000001, r.error.code)
+    local row = assert(store:run(r.uid))
+    assert.equal("failed", row.status)
+    assert.equal("non_idempotent_write", row.pending_effect) -- the effect happened, its record is missing
+    assert.equal("failed", r:finish())
+  end)
+
+  it("lets a read-only step whose record fails pass", function()
+    local r = start(store, Fake.new(), { builtins = { builtin("lookup") } })
+    assert(store.adapter:exec("DROP TABLE agent_run_event"))
+    assert.same({ text = "builtin lookup", is_error = false }, r:invoke("lookup", {}))
+    assert.equal("running", r.status)
+    assert.equal("running", assert(store:run(r.uid)).status)
+  end)
+end)
+
+describe("cancellation (DESIGN D5)", function()
+  local store
+  before_each(function() store = open_store(); server(store) end)
+  after_each(function() store:close() end)
+
+  -- A tools/call that stays on the wire until the cancel hook fires: `flip` is
+  -- called once the call is out; the time from then to the hook firing is kept.
+  local function hanging(flip, timing)
+    return function(req)
+      flip()
+      local t0 = core.now()
+      while core.now() - t0 < 2 do
+        if req.cancel() then
+          timing.latency = core.now() - t0
+          return nil, "cancelled", "the call was cancelled"
+        end
+        core.sleep(0.001)
+      end
+      return nil, "timeout", "never cancelled"
+    end
+  end
+
+  it("aborts an in-flight call within 50 ms of the persisted flag, tells the server, records it", function()
+    local timing, r = {}, nil
+    local fake = Fake.new():will_handshake():will(hanging(function() assert(run.cancel(store, r.uid)) end, timing))
+    r = start(store, fake)
+    local result = r:invoke("mcp_audit_read_page", { uid = 3 })
+    assert.is_true(timing.latency < 0.05, "noticed after " .. tostring(timing.latency))
+    assert.is_true(result.is_error)
+    assert.is_true(result.stopped)
+    assert.truthy(result.text:find("cancelled in flight", 1, true))
+    assert.truthy(result.text:find("may already have acted", 1, true))
+    assert.same({ "initialize", "notifications/initialized", "tools/call", "notifications/cancelled" },
+      fake:methods())
+    assert.equal(fake.requests[3].id, fake.requests[4].body.params.requestId)
+    assert.equal("cancelled", r.status)
+    local row = assert(store:run(r.uid))
+    assert.equal("cancelled", row.status)
+    assert.equal("", row.pending_effect)
+    local events = tool_events(r)
+    assert.equal(1, #events)
+    assert.is_true(events[1].data.toolIsError)
+    assert.equal(result.text, events[1].data.toolResult)
+    -- never retried, and the run makes no further calls
+    assert.is_true(r:invoke("mcp_audit_read_page", {}).stopped)
+    assert.equal(1, count(fake:methods(), "tools/call"))
+    assert.equal("cancelled", r:finish())
+  end)
+
+  it("reads the persisted flag at most once per 20 ms while polling", function()
+    local real = store
+    local reads = 0
+    local counting = setmetatable({ run = function(_, uid) reads = reads + 1; return real:run(uid) end },
+      { __index = real })
+    local fake = Fake.new():will_handshake():will(function(req, record)
+      local t0 = core.now()
+      while core.now() - t0 < 0.2 do
+        assert.is_false(req.cancel())
+        core.sleep(0.001)
+      end
+      local body = json.encode { jsonrpc = "2.0", id = record.id, result = text_answer("done") }
+      return { status = 200, headers = { ["content-type"] = "application/json" }, body = body, duration_ms = 200,
+        streamed = false, stopped = false, truncated = false }
+    end)
+    local r = start(counting, fake, { provider = catalogue.provider(real, { transport = fake, clock = fake.clock }) })
+    assert.equal("done", r:invoke("mcp_audit_read_page", {}).text)
+    assert.is_true(reads <= 0.2 / 0.02 + 3, reads .. " reads")
+    assert.is_true(reads >= 5, reads .. " reads")
+  end)
+
+  it("does not send a call whose run was cancelled before it", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("never"))
+    local r = start(store, fake)
+    assert(run.cancel(store, r.uid))
+    local result = r:invoke("mcp_audit_read_page", {})
+    assert.is_true(result.stopped)
+    assert.equal(0, #fake.requests)
+    assert.equal("cancelled", r.status)
+    assert.equal("cancelled", assert(store:run(r.uid)).status)
+    assert.equal(0, #tool_events(r))
+  end)
+end)

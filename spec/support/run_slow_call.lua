@@ -1,0 +1,35 @@
+--- The other process of spec/integration/run_cancel_spec.lua: start a run on
+--- the store at <db> and call the peer's slow tool in it.
+--
+--   lua5.4 spec/support/run_slow_call.lua <db path> <seconds>
+--
+-- (LUA_PATH / LUA_CPATH must reach lua/ and build/.) Prints, flushed line by line:
+--   started <run uid>
+--   returned <core.now() at return, monotonic seconds> <run status> <is_error>
+--   text <the result text on one line>
+local core = require "mcpclient.core"
+local run = require "mcpclient.run"
+local store = require "mcpclient.store"
+
+local path = arg[1] or error("usage: run_slow_call.lua <db path> <seconds>")
+local seconds = tonumber(arg[2] or "10")
+
+local function say(...)
+  io.stdout:write(...)
+  io.stdout:write("\n")
+  io.stdout:flush()
+end
+
+local s = assert(store.open(path))
+local r = assert(run.start(s, {
+  user = { name = "ops", uid = 1, admin = true },
+  configuration = { identifier = "cfg-local", provider = "p-local" },
+  providers = { ["p-local"] = { zone = "local" } },
+}))
+say("started ", r.uid)
+local result = r:invoke("mcp_peer_slow", { seconds = seconds })
+local returned = core.now()
+say(string.format("returned %.6f %s %s", returned, r.status, tostring(result.is_error)))
+say("text ", (result.text:gsub("[\r\n]", " ")))
+r:finish()
+s:close()
