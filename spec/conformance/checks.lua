@@ -1,0 +1,929 @@
+--- The conformance checks, written once (ADR-161; REFERENCE §12.2 adapted by DESIGN D1–D13).
+--
+-- Every check runs for every profile in spec/conformance/profiles.lua. A check
+-- gets a fresh harness over the scripted server (spec/support/fake_server.lua):
+-- it scripts answers with h:will_answer(result), h:will_handshake(...) and
+-- h:will_refuse(code, message), which the profile frames (JSON body or event
+-- stream, plus the session id on initialize), and failures with h:will_raw,
+-- h:will_fail and h:will_hang, which are byte-identical for every profile.
+-- Expectations may read the profile's declared facts (identifier, session id,
+-- data class, approval flag) and nothing else.
+--
+-- Above each check, "-- fails if:" says how a broken client would turn it red, and the line after names
+-- the deliberately broken copy of the client that did (docs/CONFORMANCE.md, "How the checks were proven
+-- to fail"); that document also lists every check of REFERENCE §12.2 and where it stands.
+-- busted hands luassert to spec files only; a module required by one asks for it.
+local assert = require "luassert"
+local mcp = require "mcpclient"
+local core = require "mcpclient.core"
+local names = require "mcpclient.names"
+local policy = require "mcpclient.policy"
+local tool = require "mcpclient.tool"
+local Fake = require "support.fake_server"
+local profiles = require "conformance.profiles"
+
+local json = core.json
+
+local checks = { list = {} }
+
+---------------------------------------------------------------------------
+-- The harness: one scripted server and one operator record per check
+---------------------------------------------------------------------------
+
+local Harness = {}
+Harness.__index = Harness
+
+--- A fresh harness for `profile`. Fields: profile, fake, id (the identifier),
+--- session (the session header every leg after initialize must carry, "" for
+--- none), server (the operator's record), contacts (health, in memory).
+function checks.harness(profile)
+  return setmetatable({
+    profile = profile,
+    fake = Fake.new(),
+    id = profile.identifier,
+    quoted = '"' .. profile.identifier .. '"',
+    session = profile.session_id or "",
+    server = profiles.server(profile),
+    contacts = mcp.health.memory(),
+  }, Harness)
+end
+
+-- The JSON-RPC result message answering "%ID%"; `result` is a table or the
+-- result's own JSON text (when key order or exact numbers matter).
+local function result_message(result)
+  local text = type(result) == "string" and result or json.encode(result)
+  return '{"jsonrpc":"2.0","id":%ID%,"result":' .. text .. "}"
+end
+
+--- A successful answer, framed by the profile.
+function Harness:will_answer(result)
+  self.profile.frame(self.fake, result_message(result))
+  return self
+end
+
+--- The initialize answer, framed by the profile, issuing its session (if any).
+function Harness:will_handshake(version, server_info, capabilities)
+  self.profile.frame(self.fake, result_message {
+    protocolVersion = version or "2025-11-25",
+    capabilities = capabilities or { tools = {} },
+    serverInfo = server_info or { name = "Conformance MCP", version = "1.0" },
+  }, self.profile.session_id)
+  return self
+end
+
+--- A JSON-RPC error object, framed by the profile.
+function Harness:will_refuse(code, message)
+  self.profile.frame(self.fake, '{"jsonrpc":"2.0","id":%ID%,"error":'
+    .. json.encode { code = code, message = message } .. "}")
+  return self
+end
+
+--- Exactly these bytes, status and media type, whatever the profile.
+function Harness:will_raw(body, status, content_type)
+  self.fake:will_return_raw(body, status, content_type)
+  return self
+end
+
+function Harness:will_fail(kind, detail) self.fake:will_fail(kind, detail); return self end
+function Harness:will_hang(step) self.fake:will_hang(step); return self end
+function Harness:will_stream(events) self.fake:will_stream(events); return self end
+function Harness:take(...) self.fake:take(...); return self end
+
+--- A connection to the profile's server over the scripted leg.
+function Harness:connect(extra)
+  local options = {
+    url = self.server.url, identifier = self.id, name = self.server.name,
+    transport = self.fake, clock = self.fake.clock, health = self.contacts,
+  }
+  for k, v in pairs(extra or {}) do options[k] = v end
+  return mcp.connect(options)
+end
+
+--- The tool an import makes of one discovered listing entry, over `conn`.
+--- The whole entry is handed over (annotations included), exactly as the
+--- server sent it: what the tool declares must still come from the record.
+function Harness:tool(conn, entry)
+  return tool.new {
+    server = self.server,
+    local_name = names.local_name(self.id, entry.name),
+    remote_name = entry.name,
+    description = entry.description,
+    parameters = entry.inputSchema and core.normalise_schema(entry.inputSchema) or nil,
+    annotations = entry.annotations,
+    connection = function() return conn end,
+  }
+end
+
+function Harness:methods() return self.fake:methods() end
+function Harness:requests() return self.fake.requests end
+
+-- Requests whose JSON-RPC method (or HTTP method, for GET/DELETE) is `method`.
+function Harness:count(method)
+  local n = 0
+  for _, m in ipairs(self:methods()) do if m == method then n = n + 1 end end
+  return n
+end
+
+---------------------------------------------------------------------------
+-- Small scripting and assertion helpers
+---------------------------------------------------------------------------
+
+local function page(list, cursor)
+  local tools = json.array {}
+  for i, name in ipairs(list) do
+    tools[i] = { name = name, inputSchema = { type = "object", properties = {} } }
+  end
+  return { tools = tools, nextCursor = cursor }
+end
+
+local function text_answer(text, is_error)
+  return { content = json.array { { type = "text", text = text } }, isError = is_error }
+end
+
+local function contains(haystack, needle, label)
+  assert(type(haystack) == "string", (label or "value") .. " is not a string")
+  assert(haystack:find(needle, 1, true), string.format("%s lacks %q: %s", label or "text", needle, haystack))
+end
+
+local function lacks(haystack, needle, label)
+  assert(not haystack:find(needle, 1, true), string.format("%s contains %q: %s", label or "text", needle, haystack))
+end
+
+-- A tool result is a ToolResult and nothing more: { text, is_error }.
+local function is_result(result, is_error)
+  assert.same({ "is_error", "text" }, (function()
+    local keys = {}
+    for k in pairs(result) do keys[#keys + 1] = k end
+    table.sort(keys)
+    return keys
+  end)())
+  assert.equal(is_error, result.is_error)
+end
+
+-- Every string inside `value` (recursively), for "never in a message" checks.
+local function strings_in(value, out)
+  out = out or {}
+  if type(value) == "string" then out[#out + 1] = value
+  elseif type(value) == "table" then
+    for k, v in pairs(value) do strings_in(k, out); strings_in(v, out) end
+  end
+  return out
+end
+
+local function check(name, run)
+  checks.list[#checks.list + 1] = { name = name, run = run }
+end
+
+---------------------------------------------------------------------------
+-- Connection, session, capabilities (REFERENCE §12.2 items 1–3, DESIGN D1–D3)
+---------------------------------------------------------------------------
+
+-- fails if: initialize/initialized/tools/list are skipped or reordered, or an empty catalogue is not an empty array
+-- proven red by the mutant(s): no-initialized
+check("01 connect: initialize, notifications/initialized, tools/list on an empty catalogue", function(h)
+  h:will_handshake():will_answer(page {})
+  local tools = assert(h:connect():list_tools())
+  assert.same({ "initialize", "notifications/initialized", "tools/list" }, h:methods())
+  assert.equal(0, #tools)
+  assert.is_true(json.is_array(tools))
+end)
+
+-- fails if: any leg after initialize drops or invents the session header, or initialize sends one
+-- proven red by the mutant(s): session-header (mutation 1)
+check("02 session carried: no session on initialize, the profile's session on every later leg", function(h)
+  h:will_handshake():will_answer(page {}):will_answer(text_answer("x"))
+  local conn = h:connect()
+  assert(conn:list_tools())
+  assert(conn:call_tool("t"))
+  local requests = h:requests()
+  assert.equal(4, #requests)
+  assert.equal("", requests[1].session)
+  for i = 2, #requests do
+    assert.equal(h.session, requests[i].session, "leg " .. i .. " (" .. tostring(requests[i].method) .. ")")
+  end
+end)
+
+-- fails if: sessions are not reused: the reference's handshake per operation makes a warm call 3 legs
+-- proven red by the mutant(s): no-session-reuse
+check("02b session reuse: a warm call is one round trip", function(h)
+  h:will_handshake():will_answer(page {}):will_answer(text_answer("one")):will_answer(text_answer("two"))
+  local conn = h:connect()
+  assert(conn:list_tools())
+  local before = #h:requests()
+  assert.equal("one", assert(conn:call_tool("t")).text)
+  assert.equal(before + 1, #h:requests())
+  assert.equal("two", assert(conn:call_tool("t")).text)
+  assert.same({ "initialize", "notifications/initialized", "tools/list", "tools/call", "tools/call" }, h:methods())
+end)
+
+-- fails if: the version header is missing, sent on initialize, or names the offered revision, not the chosen one
+-- proven red by the mutant(s): offered-version-header
+check("02c MCP-Protocol-Version: the negotiated revision on every leg after the handshake", function(h)
+  h:will_handshake("2025-06-18"):will_answer(page {}):will_answer(text_answer("x"))
+  local conn = h:connect()
+  assert(conn:list_tools())
+  assert(conn:call_tool("t"))
+  local requests = h:requests()
+  assert.is_nil(requests[1].protocol)
+  assert.equal("2025-11-25", requests[1].body.params.protocolVersion)
+  for i = 2, #requests do
+    assert.equal("2025-06-18", requests[i].protocol, "leg " .. i)
+  end
+end)
+
+-- fails if: a 404 on a carried session is not followed by one re-initialization, or a sessionless 404 is retried
+-- proven red by the mutant(s): no-reinit
+check("02d re-initialization after a lost session (404)", function(h)
+  local gone = '{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}'
+  h:will_handshake():will_answer(page {}):will_raw(gone, 404):will_handshake():will_answer(text_answer("after"))
+  local conn = h:connect()
+  assert(conn:list_tools())
+  local out, message, err = conn:call_tool("t")
+  if h.profile.session_id then
+    assert(out, message)
+    assert.equal("after", out.text)
+    assert.same({ "initialize", "notifications/initialized", "tools/list", "tools/call",
+      "initialize", "notifications/initialized", "tools/call" }, h:methods())
+    local requests = h:requests()
+    assert.equal(h.session, requests[4].session)
+    assert.equal("", requests[5].session)        -- the lost session is forgotten, not offered again
+    assert.equal(h.session, requests[7].session)
+    assert.equal(2, #h.contacts)
+  else
+    assert.is_nil(out)
+    assert.equal("http_status", err.kind)
+    contains(message, h.quoted, "message")
+    contains(message, "404", "message")
+    assert.same({ "initialize", "notifications/initialized", "tools/list", "tools/call" }, h:methods())
+    assert.equal(1, #h.contacts)
+  end
+end)
+
+-- fails if: close() leaves the server's session open (no DELETE carrying it) or DELETEs a session never issued
+-- proven red by the mutant(s): no-delete
+check("02e close ends the session the server issued, and only that", function(h)
+  h:will_handshake():will_answer(page {})
+  local conn = h:connect()
+  assert(conn:list_tools())
+  conn:close()
+  local last = h:requests()[#h:requests()]
+  if h.profile.session_id then
+    assert.equal(4, #h:requests())
+    assert.equal("DELETE", last.http_method)
+    assert.equal(h.session, last.session)
+  else
+    assert.equal(3, #h:requests())
+    assert.equal("tools/list", last.method)
+  end
+  assert.is_true(h.fake.closed)
+end)
+
+-- fails if: request ids repeat on a connection, or an answer carrying another request's id is taken
+-- proven red by the mutant(s): constant-ids
+check("02f matched ids: unique per connection, a response for another id is refused", function(h)
+  h:will_handshake():will_answer(page {}):will_answer(text_answer("x"))
+    :will_raw('{"jsonrpc":"2.0","id":999,"result":{"content":[{"type":"text","text":"not yours"}]}}')
+  local conn = h:connect()
+  assert(conn:list_tools())
+  assert(conn:call_tool("t"))
+  local out, message, err = conn:call_tool("t")
+  assert.is_nil(out)
+  assert.equal("malformed", err.kind)
+  contains(message, h.quoted, "message")
+  lacks(message, "not yours", "message")
+  local seen = {}
+  for _, r in ipairs(h:requests()) do
+    if r.id ~= nil then
+      assert.is_nil(seen[r.id], "id " .. tostring(r.id) .. " used twice")
+      seen[r.id] = true
+    end
+  end
+  assert.equal(2, #h.contacts)
+end)
+
+-- fails if: the client declares a capability, or ping does not report what the server said about itself
+-- proven red by the mutant(s): declares-capability
+check("03 capabilities both ways: none declared, the server's read and reported", function(h)
+  h:will_handshake("2025-03-26", { name = "Conformance MCP", version = "9.9" }, { tools = { listChanged = true } })
+  local conn = h:connect()
+  local report = assert(conn:ping())
+  assert.truthy(h:requests()[1].raw:find('"capabilities":{}', 1, true))
+  assert.is_true(report.reachable)
+  assert.equal("2025-03-26", report.protocol_version)
+  assert.equal("Conformance MCP", report.server_name)
+  assert.equal("9.9", report.server_version)
+  assert.is_true(conn:server().capabilities.tools.listChanged)
+  assert.same({ "initialize", "notifications/initialized" }, h:methods())
+  assert.equal(1, #h.contacts)
+end)
+
+-- fails if: a revision outside the four spoken is accepted, or the refusal does not name it and the server
+-- proven red by the mutant(s): any-revision
+check("03b protocol revision: an unknown choice fails the handshake, naming it", function(h)
+  h:will_handshake("2099-01-01"):will_answer(page {})
+  local out, message, err = h:connect():list_tools()
+  assert.is_nil(out)
+  assert.equal("protocol_version", err.kind)
+  contains(message, '"2099-01-01"', "message")
+  contains(message, h.quoted, "message")
+  assert.same({ "initialize" }, h:methods())
+  assert.equal(0, #h.contacts)
+end)
+
+---------------------------------------------------------------------------
+-- Discovery and schemas (items 4–15)
+---------------------------------------------------------------------------
+
+-- fails if: the walk stops after one page, sends a cursor on page 1, or does not resume from nextCursor
+-- proven red by the mutant(s): one-page
+check("04 paged discovery: resumed from the cursor", function(h)
+  h:will_handshake():will_answer(page({ "alpha" }, "p2")):will_answer(page { "beta" })
+  local tools = assert(h:connect():list_tools())
+  assert.same({ "alpha", "beta" }, { tools[1].name, tools[2].name })
+  assert.equal(2, #tools)
+  assert.is_nil(h:requests()[3].body.params.cursor)
+  assert.equal("p2", h:requests()[4].body.params.cursor)
+end)
+
+-- fails if: a cursor that never resolves is followed past 50 pages, or half a walk is stamped as a contact
+-- proven red by the mutant(s): no-page-ceiling
+check("05 page ceiling: a cursor that never resolves ends at 50 pages", function(h)
+  h:will_handshake()
+  for _ = 1, 60 do h:will_answer(page({ "x" }, "forever")) end
+  local out, message, err = h:connect():list_tools()
+  assert.is_nil(out)
+  assert.equal("malformed", err.kind)
+  contains(message, "did not end within 50 pages", "message")
+  contains(message, h.quoted, "message")
+  assert.equal(50, h:count("tools/list"))
+  assert.equal(0, #h.contacts)
+end)
+
+-- A listing whose only tool carries `schema_text` (JSON) as its inputSchema.
+local function listing_with_schema(schema_text)
+  return '{"tools":[{"name":"probe","inputSchema":' .. schema_text .. "}]}"
+end
+
+-- fails if: annotations survive, the retained keys lose their order, or properties/required are rewritten
+-- proven red by the mutant(s): schema-keeps-annotations, listing-unordered
+check("06 schema normalisation on a schema that came off the connection", function(h)
+  h:will_handshake():will_answer(listing_with_schema('{"required":["uid"],"title":"Read page",'
+    .. '"$id":"https://example.com/read-page","examples":[{"uid":3}],"x-vendor-hint":"fast",'
+    .. '"additionalProperties":false,"properties":{"uid":{"type":"integer","description":"Page id"},'
+    .. '"alias":{"type":"string"}},"description":"Reads one page","type":"object"}'))
+  local tools = assert(h:connect():list_tools())
+  local schema, why = core.normalise_schema(tools[1].inputSchema)
+  assert(schema, why)
+  assert.same({ "type", "description", "properties", "required", "additionalProperties" }, json.key_order(schema))
+  assert.equal('{"uid":{"type":"integer","description":"Page id"},"alias":{"type":"string"}}',
+    json.encode(schema.properties))
+  assert.equal('["uid"]', json.encode(schema.required))
+  for _, k in ipairs { "title", "$id", "examples", "x-vendor-hint" } do assert.is_nil(schema[k]) end
+end)
+
+local function keyword(kw)
+  return 'it uses "' .. kw .. '", which this import does not carry: dropping the keyword would widen what '
+    .. "the tool accepts, letting a model produce arguments the server then rejects"
+end
+
+local function nested_objects_json(n)
+  local s = '{"type":"string"}'
+  for _ = 1, n do s = '{"type":"object","properties":{"child":' .. s .. "}}" end
+  return s
+end
+
+local invalid_schemas = {
+  { "07", "a nested $ref", '{"type":"object","properties":{"page":{"$ref":"#/$defs/page"}}}', keyword("$ref") },
+  { "08", "a nested dependentRequired", '{"type":"object","properties":{"card":{"type":"object",'
+    .. '"dependentRequired":{"number":["expiry"]}}}}', keyword("dependentRequired") },
+  { "09", "a top-level if/then", '{"type":"object","if":{"required":["a"]},"then":{"required":["b"]}}',
+    keyword("if") },
+  { "10", 'type ["object","null"]', '{"type":["object","null"],"properties":{}}',
+    'its top-level type is not "object"' },
+  { "11", 'type "string"', '{"type":"string"}', 'its top-level type is not "object"' },
+  { "12", "a value that is not a schema", '"not a schema"', "the server advertised no parameter schema" },
+  { "13", "14 nested object levels", nested_objects_json(14), "it nests deeper than 12 levels" },
+  { "14", "a 16385-byte description", '{"type":"object","description":"' .. string.rep("d", 16385) .. '"}',
+    "it exceeds 16384 bytes once stored" },
+}
+
+for _, case in ipairs(invalid_schemas) do
+  local number, label, text, reason = case[1], case[2], case[3], case[4]
+  -- fails if: the normaliser repairs the schema (drops the keyword, clamps depth, clips text) instead of refusing it
+  -- proven red by the mutant(s): schema-repaired
+  check(number .. " invalid schema refused whole: " .. label, function(h)
+    h:will_handshake():will_answer(listing_with_schema(text))
+    local tools = assert(h:connect():list_tools())
+    assert.equal(1, #tools)
+    local schema, why = core.normalise_schema(tools[1].inputSchema)
+    assert.is_nil(schema)
+    assert.equal(reason, why)
+    assert.equal(reason, core.schema_rejection(tools[1].inputSchema))
+  end)
+end
+
+-- fails if: a stored non-object decodes to a schema, {} does not come back an object, or storage alters a schema
+-- proven red by the mutant(s): stored-list-is-schema
+check("15 stored schema decode: only a JSON object is a schema", function(h)
+  h:will_handshake():will_answer(listing_with_schema(
+    '{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"object","properties":{}}},"required":[]}'))
+  local tools = assert(h:connect():list_tools())
+  local stored = json.encode(assert(core.normalise_schema(tools[1].inputSchema)))
+  assert.equal('{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"object","properties":{}}},'
+    .. '"required":[]}', stored)
+  assert.equal(stored, json.encode(assert(core.decode_stored_schema(stored))))
+  assert.is_nil(core.decode_stored_schema("[]"))
+  assert.is_nil(core.decode_stored_schema("null"))
+  assert.is_nil(core.decode_stored_schema("{ broken"))
+  local empty = core.decode_stored_schema("{}")
+  assert.same({}, empty)
+  assert.is_false(json.is_array(empty))
+end)
+
+---------------------------------------------------------------------------
+-- Execution (items 16–19)
+---------------------------------------------------------------------------
+
+local READ_PAGE = { name = "read_page", description = "Reads a page.",
+  inputSchema = { type = "object", properties = { uid = { type = "integer" } } } }
+
+-- fails if: the local name goes on the wire, the arguments change, or the model is offered the remote name
+-- proven red by the mutant(s): local-name-on-wire
+check("16 execute under the remote name; the local name is what the gate and the model see", function(h)
+  h:will_handshake():will_answer(text_answer("page 3 reads: hello"))
+  local t = h:tool(h:connect(), READ_PAGE)
+  local result = t:execute({ uid = 3 })
+  assert.same({ text = "page 3 reads: hello", is_error = false }, result)
+  local call = h:requests()[3]
+  assert.equal("tools/call", call.method)
+  assert.equal("read_page", call.body.params.name)
+  assert.truthy(call.raw:find('"arguments":{"uid":3}', 1, true))
+  assert.equal("mcp_" .. h.id .. "_read_page", t:spec().name)
+  assert.equal(t.name, t:spec().name)
+end)
+
+-- fails if: an event-stream answer is not unframed, or the comment/notification before the answer is taken for it
+-- proven red by the mutant(s): sse-first-event-only, sse-as-json
+check("17 SSE-framed answer", function(h)
+  h:will_handshake():will_raw(": keep-alive\n\n"
+    .. 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}\n\n'
+    .. 'event: message\ndata: {"jsonrpc":"2.0","id":%ID%,"result":{"content":[{"type":"text","text":"framed: hello"}]}}'
+    .. "\n\n", 200, "text/event-stream")
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  assert.same({ text = "framed: hello", is_error = false }, result)
+end)
+
+-- fails if: the protocol's isError is folded into a success, or the answered call is not a contact
+-- proven red by the mutant(s): isError-dropped
+check("18 tool-level isError is an error result, and the server was reached", function(h)
+  h:will_handshake():will_answer(text_answer("page 3 does not exist", true))
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  is_result(result, true)
+  contains(result.text, "page 3 does not exist", "result")
+  assert.equal(1, #h.contacts)
+  assert.equal(h.id, h.contacts[1].identifier)
+end)
+
+-- fails if: dropped blocks go unmentioned, the note trails (the 50 000-byte cut removes it) or names wrong types
+-- proven red by the mutant(s): note-trails, note-dropped
+check("19 dropped blocks named, note first, survives the cut", function(h)
+  local big = string.rep("a", 78000)
+  h:will_handshake():will_answer { content = json.array {
+    { type = "text", text = big }, { type = "image", data = "AAAA", mimeType = "image/png" },
+    { type = "resource", resource = { uri = "file:///x", text = "inner" } },
+    { type = "image", data = "BBBB", mimeType = "image/png" } } }
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  is_result(result, false)
+  assert.equal(1, result.text:find("[mcpclient reads text only", 1, true))
+  contains(result.text, "dropped 3 non-text content blocks", "result")
+  contains(result.text, "image, resource", "result")
+  lacks(result.text, "inner", "result")
+  assert.equal(big, result.text:sub(-#big))
+  local bounded = core.bound(result.text)
+  contains(bounded, "truncated at", "bounded result")
+  assert.equal(1, bounded:find("[mcpclient reads text only", 1, true))
+  assert.is_true(#bounded <= 50000)
+end)
+
+---------------------------------------------------------------------------
+-- Time (items 20–24, DESIGN D12)
+---------------------------------------------------------------------------
+
+-- fails if: a leg lacks a finite integer timeout, connect outlives what is left, or a silent server raises
+-- proven red by the mutant(s): float-timeout, connect-timeout-unbounded
+check("20 finite timeout on every leg; a silent server is an error result", function(h)
+  h:will_handshake():will_hang(0.5):take(12, 0)
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  is_result(result, true)
+  contains(result.text, h.quoted, "result")
+  contains(result.text, "20-second operation budget", "result")
+  for i, r in ipairs(h:requests()) do
+    assert.equal("integer", math.type(r.timeout_ms), "leg " .. i)
+    assert.is_true(r.timeout_ms > 0 and r.timeout_ms <= 20000, "leg " .. i)
+    assert.equal("integer", math.type(r.connect_timeout_ms), "leg " .. i)
+    assert.is_true(r.connect_timeout_ms > 0 and r.connect_timeout_ms <= r.timeout_ms, "leg " .. i)
+  end
+  assert.same({ 20000, 8000, 8000 }, h.fake:granted_timeouts())
+  assert.equal(0, #h.contacts)
+end)
+
+-- fails if: each leg gets a fresh budget instead of what the operation has left
+-- proven red by the mutant(s): fresh-budget-per-leg
+check("21 one budget across legs: 5, 1, 2 s -> 20000, 15000, 14000 ms", function(h)
+  h:will_handshake():will_answer(text_answer("x")):take(5, 1, 2)
+  assert(h:connect():call_tool("t"))
+  assert.same({ 20000, 15000, 14000 }, h.fake:granted_timeouts())
+end)
+
+-- fails if: a leg is sent on a spent budget, or the outcome is a timeout/cancellation or blames the server
+-- proven red by the mutant(s): no-deadline-check
+check("22 an exhausted budget is its own outcome: 11, 10 s", function(h)
+  h:will_handshake():will_answer(text_answer("x")):take(11, 10)
+  local conn = h:connect()
+  local out, message, err = conn:call_tool("t")
+  assert.is_nil(out)
+  assert.equal("deadline", err.kind)
+  contains(message, "operation budget", "message")
+  contains(message, h.quoted, "message")
+  contains(message, "not a server that did not answer", "message")
+  lacks(message:lower(), "cancel", "message")
+  assert.same({ "initialize", "notifications/initialized" }, h:methods())
+  assert.same({ 20000, 9000 }, h.fake:granted_timeouts())
+  assert.equal(0, #h.contacts)
+end)
+
+-- fails if: a remainder under a second is rounded to 0 or to whole seconds (the reference gives 20000, 2000, 1000)
+-- proven red by the mutant(s): whole-second-floor
+check("23 never a zero timeout: 18.5, 1.2 s -> 20000, 1500, 300 ms", function(h)
+  h:will_handshake():will_answer(text_answer("x")):take(18.5, 1.2)
+  assert(h:connect():call_tool("t"))
+  local granted = h.fake:granted_timeouts()
+  assert.same({ 20000, 1500, 300 }, granted)
+  for _, t in ipairs(granted) do assert.is_true(t > 0) end
+end)
+
+-- fails if: a transport failure escapes as a raise, is stamped as a contact, or does not name the server
+-- proven red by the mutant(s): failure-raises, contact-on-failure
+check("24 dead connection: a transport failure names the server", function(h)
+  h:will_handshake():will_fail("transport", "cURL error 28: Operation timed out")
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  is_result(result, true)
+  contains(result.text, h.quoted, "result")
+  contains(result.text, "could not be reached: cURL error 28", "result")
+  assert.equal(1, h:count("tools/call"))
+  assert.equal(0, #h.contacts)
+end)
+
+---------------------------------------------------------------------------
+-- Cancellation (replaces the reference's structural item 25; DESIGN D5)
+---------------------------------------------------------------------------
+
+-- A hook that reports up after `at` polls, remembering the fake time it rose.
+local function flag_after(h, at)
+  local hook = { polls = 0 }
+  hook.fn = function()
+    hook.polls = hook.polls + 1
+    if hook.polls == at then hook.raised_at = h.fake.now end
+    return hook.polls >= at
+  end
+  return hook
+end
+
+-- fails if: the hook never reaches the leg (the call waits out 20 s), or anything polls after the flag
+-- proven red by the mutant(s): cancel-not-passed, retry-after-cancel
+check("25a cancellation: flag to return, inside the transfer", function(h)
+  h:will_handshake():will_hang(0.01)
+  local hook = flag_after(h, 10)
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 }, { cancel = hook.fn })
+  is_result(result, true)
+  contains(result.text, "cancelled in flight", "result")
+  contains(result.text, "may already have acted", "result")
+  contains(result.text, h.quoted, "result")
+  assert.equal(10, hook.polls)
+  assert.is_true(h.fake.now - hook.raised_at <= 0.05)
+end)
+
+-- fails if: the server is not told, is told about another request, or the notice misses the session
+-- proven red by the mutant(s): no-cancel-notice
+check("25b cancellation: notifications/cancelled on the wire for that request id", function(h)
+  h:will_handshake():will_hang(0.01)
+  local hook = flag_after(h, 6)
+  local out, _, err = h:connect():call_tool("slow", { n = 1 }, { cancel = hook.fn })
+  assert.is_nil(out)
+  assert.equal("cancelled", err.kind)
+  local requests = h:requests()
+  local call, notice = requests[3], requests[4]
+  assert.equal(4, #requests)
+  assert.equal("tools/call", call.method)
+  assert.equal("notifications/cancelled", notice.method)
+  assert.is_nil(notice.id)
+  assert.equal(call.id, notice.body.params.requestId)
+  assert.equal("string", type(notice.body.params.reason))
+  assert.equal(h.session, notice.session)
+  assert.equal("2025-11-25", notice.protocol)
+end)
+
+-- fails if: a cancelled initialize is announced (the protocol forbids it), or a raised flag still sends
+-- proven red by the mutant(s): cancel-for-initialize
+check("25c cancellation: never announced for initialize; a raised flag sends nothing", function(h)
+  h:will_hang(0.01)
+  local hook = flag_after(h, 3)
+  local out, message, err = h:connect():call_tool("t", nil, { cancel = hook.fn })
+  assert.is_nil(out)
+  assert.equal("cancelled", err.kind)
+  contains(message, h.quoted, "message")
+  assert.same({ "initialize" }, h:methods())
+
+  local fresh = checks.harness(h.profile)
+  fresh:will_handshake():will_answer(text_answer("x"))
+  local result = fresh:tool(fresh:connect(), READ_PAGE):execute({}, { cancel = function() return true end })
+  is_result(result, true)
+  assert.same({}, fresh:requests())
+end)
+
+-- fails if: a cancelled write is sent again, the cancel is stamped as a contact, or the connection stops serving
+-- proven red by the mutant(s): retry-after-cancel, no-cancel-notice
+check("25d cancellation: nothing retried, no contact, the connection still serves", function(h)
+  h:will_handshake():will_hang(0.01):will_answer(text_answer("next"))
+  local conn = h:connect()
+  local hook = flag_after(h, 5)
+  assert.is_nil((conn:call_tool("write", { n = 1 }, { cancel = hook.fn })))
+  assert.same({ "initialize", "notifications/initialized", "tools/call", "notifications/cancelled" }, h:methods())
+  assert.equal(0, #h.contacts)
+  assert.equal("next", assert(conn:call_tool("write", { n = 2 })).text)
+  assert.equal(2, h:count("tools/call"))
+  assert.equal(1, h:count("initialize"))
+  assert.equal(1, #h.contacts)
+end)
+
+---------------------------------------------------------------------------
+-- Server failures (items 26–35)
+---------------------------------------------------------------------------
+
+local failure_shapes = {
+  { "26", "(a) 500 with a JSON body", function(h) h:will_raw("{}", 500) end, "HTTP status 500" },
+  { "27", "(b) 302 with a JSON body", function(h) h:will_raw("{}", 302) end, "HTTP status 302" },
+  { "28", "(c) 401 with a JSON body", function(h) h:will_raw("{}", 401) end, "HTTP status 401" },
+  { "29", "(d) a JSON-RPC error object", function(h) h:will_refuse(-32601, "Method not found") end,
+    "JSON-RPC error -32601: Method not found" },
+  { "30", "(e) a maintenance page", function(h) h:will_raw("<html>maintenance</html>", 200, "text/html") end,
+    '"text/html"' },
+  { "31", "(f) an event stream with no message", function(h) h:will_raw(": ping\n\n", 200, "text/event-stream") end,
+    "carried no message" },
+  { "32", "(g) an event stream carrying only a notification", function(h)
+      h:will_raw('event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{}}\n\n',
+        200, "text/event-stream")
+    end, "carried no response" },
+  { "33", "(h) neither result nor error", function(h) h:will_raw('{"jsonrpc":"2.0","id":%ID%}') end,
+    "neither a result nor an error" },
+  { "34", "(i) an empty body", function(h) h:will_raw("") end, "empty body with status 200" },
+}
+
+for _, shape in ipairs(failure_shapes) do
+  local number, label, script, fragment = shape[1], shape[2], shape[3], shape[4]
+  -- fails if: the shape reads as success, raises, is misclassified, retried, unnamed, or stamped as a contact
+  -- proven red by the mutant(s): status-ignored (26-28), rpc-error-as-text (29), content-type-ignored (30), sse-as-json
+  --   (31-32), neither-as-empty-result (33), empty-body-unchecked (34), failure-raises and contact-on-failure (all)
+  check(number .. " server failure " .. label .. " -> error result naming the server, no contact", function(h)
+    h:will_handshake()
+    script(h)
+    local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+    is_result(result, true)
+    contains(result.text, h.quoted, "result")
+    contains(result.text, fragment, "result")
+    assert.equal(1, h:count("tools/call"))
+    assert.equal(0, #h.contacts)
+  end)
+end
+
+-- fails if: the 2 MiB read cap is not applied, or the far side's bytes become the message we repeat
+-- proven red by the mutant(s): no-read-cap
+check("35 oversized response: a 3 MiB answer is refused with a short message", function(h)
+  h:will_handshake():will_answer('{"content":[{"type":"text","text":"' .. string.rep("x", 3 * 1024 * 1024) .. '"}]}')
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  is_result(result, true)
+  contains(result.text, h.quoted, "result")
+  assert.is_true(#result.text < 1000, "message of " .. #result.text .. " bytes")
+  lacks(result.text, string.rep("x", 64), "result")
+  assert.equal(0, #h.contacts)
+end)
+
+---------------------------------------------------------------------------
+-- What the tool declares to the gate and the audit (items 36–38)
+---------------------------------------------------------------------------
+
+-- A catalogue of two tools whose annotations claim opposite things about
+-- themselves, so every profile has a claim that differs from its own record.
+local CLAIMING = json.array {
+  { name = "read", description = "Reads.", inputSchema = { type = "object", properties = {} },
+    annotations = { readOnlyHint = true, destructiveHint = false, idempotentHint = true,
+      dataClass = "publicContent", requiresApproval = false, effect = "read_only" } },
+  { name = "peek", description = "Peeks.", inputSchema = { type = "object", properties = {} },
+    annotations = { readOnlyHint = true, dataClass = "internalConfiguration", requiresApproval = true,
+      effect = "read_only" } },
+}
+
+-- The tools an import makes of CLAIMING, discovered over the connection.
+local function claiming_tools(h)
+  h:will_handshake():will_answer { tools = CLAIMING }
+  local conn = h:connect()
+  local list = {}
+  for i, entry in ipairs(assert(conn:list_tools())) do list[i] = h:tool(conn, entry) end
+  return list
+end
+
+local function registry_of(list)
+  local by_name, order = {}, {}
+  for _, t in ipairs(list) do by_name[t.name] = t; order[#order + 1] = t.name end
+  return { get = function(name) return by_name[name] end, names = function() return order end }
+end
+
+-- fails if: a remote tool declares any effect but non_idempotent_write (a readOnlyHint believed skips the fence)
+-- proven red by the mutant(s): effect-from-hint
+check("36 audit by declaration: every remote tool is a non-idempotent write", function(h)
+  local list = claiming_tools(h)
+  local registry = registry_of(list)
+  for _, t in ipairs(list) do
+    assert.equal("non_idempotent_write", t.effect)
+    assert.equal("non_idempotent_write", registry.get(t.name).effect)
+    assert.are_not.equal("read_only", registry.get(t.name).effect)
+  end
+end)
+
+-- fails if: the data class or approval flag comes from the server's annotations instead of the operator's record
+-- proven red by the mutant(s): data-class (mutation 3), approval-from-annotation
+check("37 data class and approval are the operator's, whatever the annotations claim", function(h)
+  local approval = h.profile.requires_approval ~= "0"
+  for _, t in ipairs(claiming_tools(h)) do
+    assert.equal(h.profile.data_class, t.data_class, t.name)
+    assert.equal(h.profile.data_class, policy.class_of(t), t.name)
+    assert.equal(approval, t.requires_approval, t.name)
+  end
+end)
+
+-- fails if: a remote tool is not marked remote, is usable by a non-admin, is on by default, or leaves mcp_<id>
+-- proven red by the mutant(s): enabled-by-default, not-admin-only, data-class
+check("38 presents to the gate as a remote, admin-only, default-off tool in mcp_<id>", function(h)
+  local list = claiming_tools(h)
+  local t = list[1]
+  assert.is_true(t.remote)
+  assert.is_true(t.requires_admin)
+  assert.is_false(t.enabled_by_default)
+  assert.equal("mcp_" .. h.id, t.group)
+  local configuration = { identifier = "conf", provider = "p" }
+  local providers = { p = { zone = "local" } }
+  local off = policy.new { registry = registry_of(list), providers = providers }
+  assert.equal("toolDisabled", off:decide(t.name, configuration, { admin = true }).reason)
+  local on = policy.new { registry = registry_of(list), providers = providers,
+    state = { tool_enabled = function() return true end } }
+  assert.equal("requiresAdmin", on:decide(t.name, configuration, { admin = false }).reason)
+  local allowed = on:decide(t.name, configuration, { admin = true })
+  assert.is_true(allowed.allowed)
+  assert.equal(h.profile.data_class, allowed.data_class)
+end)
+
+---------------------------------------------------------------------------
+-- Health (item 39)
+---------------------------------------------------------------------------
+
+-- fails if: a completed operation is not stamped, is stamped per leg or page, with another leg's latency, or on failure
+-- proven red by the mutant(s): health (mutation 2), contact-on-failure
+check("39 health: one contact per completed operation, none for a failed one", function(h)
+  h:will_handshake():will_answer(page({ "a" }, "p2")):will_answer(page { "b" })
+    :will_answer { ["no tools key"] = true }:will_answer(text_answer("ok")):will_raw("{}", 500)
+  h:take(0.010, 0.001, 0.030, 0.042, 0.005, 0.017)
+  local conn = h:connect()
+  assert.equal(2, #assert(conn:list_tools()))
+  assert.same({ { identifier = h.id, latency_ms = 42 } }, { table.unpack(h.contacts) })
+  assert.is_nil(conn:list_tools())
+  assert.equal(1, #h.contacts)
+  assert(conn:call_tool("t"))
+  assert.equal(2, #h.contacts)
+  assert.same({ identifier = h.id, latency_ms = 17 }, h.contacts[2])
+  assert.is_nil(conn:call_tool("t"))
+  assert.equal(2, #h.contacts)
+end)
+
+---------------------------------------------------------------------------
+-- What this client adds (DESIGN D4, D6, D8, D9)
+---------------------------------------------------------------------------
+
+local BIG = 1234567890123456789
+
+-- fails if: the codec goes through doubles or folds [] and {} together, outbound (arguments) or inbound (structured)
+-- proven red by the mutant(s): cjson-like-arrays
+check("E1 exact JSON through a call", function(h)
+  h:will_handshake():will_answer(text_answer("ok"))
+    :will_answer('{"content":[],"structuredContent":{"n":' .. BIG .. ',"list":[],"obj":{}}}')
+  local conn = h:connect()
+  local result = h:tool(conn, READ_PAGE):execute({ big = BIG, list = json.array {}, obj = {} })
+  assert.is_false(result.is_error)
+  local raw = h:requests()[3].raw
+  contains(raw, '"big":1234567890123456789', "wire")
+  contains(raw, '"list":[]', "wire")
+  contains(raw, '"obj":{}', "wire")
+  local out = assert(conn:call_tool("t"))
+  assert.equal("integer", math.type(out.structured.n))
+  assert.equal(BIG, out.structured.n)
+  assert.is_true(json.is_array(out.structured.list))
+  assert.is_false(json.is_array(out.structured.obj))
+  -- a call's answer is decoded without key order, so it encodes with sorted keys
+  assert.equal('{"list":[],"n":1234567890123456789,"obj":{}}', json.encode(out.structured))
+end)
+
+local SECRET = "s3cr3t-conformance-token"
+
+-- fails if: the secret is not sent at all, travels outside the secret header, or any failure's message/err repeats it
+-- proven red by the mutant(s): secret-in-reason, credential-before-gate
+check("E2 credentials are never in a message", function(h)
+  local resolved = 0
+  local auth = { auth = { credential = "vault:conformance" },
+    resolver = function(ref)
+      resolved = resolved + 1
+      return ref == "vault:conformance" and SECRET or nil
+    end }
+  h:will_handshake():will_answer(text_answer("ok"))
+  assert(h:connect(auth):call_tool("t"))
+  assert.equal(3, resolved)
+  for _, r in ipairs(h:requests()) do
+    assert.equal("Authorization: Bearer " .. SECRET, r.secret_header)
+    for _, line in ipairs(r.headers) do lacks(line, SECRET, "header") end
+    lacks(r.raw or "", SECRET, "body")
+  end
+
+  local failures = {
+    function(f) f:will_raw("{}", 500) end,
+    function(f) f:will_raw("{}", 401) end,
+    function(f) f:will_refuse(-32001, "unauthorized") end,
+    function(f) f:will_raw("<html>denied</html>", 200, "text/html") end,
+    function(f) f:will_raw("") end,
+    function(f) f:will_fail("transport", "connection reset by peer") end,
+    function(f) f:will_fail("timeout", "Operation timed out after 20000 milliseconds") end,
+    function(f) f:take(0, 25) end,
+  }
+  for i, script in ipairs(failures) do
+    local f = checks.harness(h.profile)
+    f:will_handshake()
+    script(f)
+    local out, message, err = f:connect(auth):call_tool("t")
+    assert.is_nil(out, "failure " .. i)
+    contains(message, f.quoted, "failure " .. i)
+    for _, s in ipairs(strings_in(err)) do lacks(s, SECRET, "failure " .. i) end
+    lacks(message, SECRET, "failure " .. i)
+    local result = f:tool(f:connect(auth), READ_PAGE):execute({})
+    lacks(result.text, SECRET, "failure " .. i .. " as a tool result")
+  end
+
+  local bad = checks.harness(h.profile)
+  local out, message, err = bad:connect {
+    auth = { credential = "vault:conformance" }, resolver = function() return SECRET .. "\nInjected: 1" end,
+  }:call_tool("t")
+  assert.is_nil(out)
+  assert.equal("credential", err.kind)
+  lacks(message, SECRET, "credential failure")
+  for _, s in ipairs(strings_in(err)) do lacks(s, SECRET, "credential failure") end
+  assert.same({}, bad:requests())
+end)
+
+-- fails if: the credential is resolved before the host is judged, a refused host is sent anything, or the pin differs
+-- proven red by the mutant(s): credential-before-gate
+check("E3 the host gate runs before any credential", function(h)
+  h.fake.address = "169.254.169.254"
+  h:will_handshake():will_answer(text_answer("x"))
+  local resolved = 0
+  local options = { auth = { credential = "vault:conformance" },
+    resolver = function() resolved = resolved + 1; return SECRET end }
+  local result = h:tool(h:connect(options), READ_PAGE):execute({ uid = 3 })
+  is_result(result, true)
+  contains(result.text, h.quoted, "result")
+  contains(result.text, "not allowed to reach", "result")
+  assert.equal(0, resolved)
+  assert.same({}, h:requests())
+  assert.same({ "mcp.example.com" }, h.fake.resolved)
+  assert.equal(0, #h.contacts)
+
+  local ok = checks.harness(h.profile)
+  ok:will_handshake():will_answer(text_answer("x"))
+  assert(ok:connect(options):call_tool("t"))
+  for _, r in ipairs(ok:requests()) do assert.equal("mcp.example.com:443:203.0.113.10", r.pin) end
+end)
+
+-- fails if: a stream ending after an event id is not resumed by GET + Last-Event-ID, or the GET drops session/revision
+-- proven red by the mutant(s): no-resumption, resume-without-session
+check("E4 SSE resumption: a priming-only stream is resumed with GET and Last-Event-ID", function(h)
+  h:will_handshake()
+    :will_stream { "id: ev-1\nretry: 1\ndata:\n\n" }
+    :will_stream { Fake.sse_result(text_answer("resumed"), "ev-2") }
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  assert.same({ text = "resumed", is_error = false }, result)
+  assert.same({ "initialize", "notifications/initialized", "tools/call", "GET" }, h:methods())
+  local get = h:requests()[4]
+  assert.equal("ev-1", get.last_event_id)
+  assert.equal("text/event-stream", get.accept)
+  assert.equal(h.session, get.session)
+  assert.equal("2025-11-25", get.protocol)
+  assert.is_nil(get.raw)
+  assert.equal(1, #h.contacts)
+end)
+
+return checks
