@@ -180,7 +180,7 @@ end
 -- Wait before a resumption, in slices so a cancel flag is still honoured.
 -- Counted in slices rather than read off the connection's clock, which a
 -- host (or a spec) may drive by hand.
-function Transport:wait(op, seconds)
+local function wait(op, seconds)
   local slices = math.max(1, math.ceil(seconds / 0.02))
   for _ = 1, slices do
     if op.cancel and op.cancel() then return false end
@@ -249,7 +249,7 @@ function Transport:finish_stream(op, session, reader, response, info, method, id
     if delay >= op.deadline:remaining() then
       return fail("deadline", self.identifier, { budget = errors.seconds(op.deadline.total) })
     end
-    if not self:wait(op, delay) then return self:cancelled(session, id, method) end
+    if not wait(op, delay) then return self:cancelled(session, id, method) end
     local headers = session_headers({ "Accept: text/event-stream", "Last-Event-ID: " .. reader.last_event_id },
       session)
     local message, err
