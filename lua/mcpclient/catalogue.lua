@@ -17,6 +17,7 @@ local credentials = require "mcpclient.credentials"
 local errors = require "mcpclient.errors"
 local health_recorders = require "mcpclient.health"
 local names = require "mcpclient.names"
+local policy = require "mcpclient.policy"
 local tool = require "mcpclient.tool"
 
 local json = core.json
@@ -25,12 +26,9 @@ local catalogue = {}
 
 catalogue.MAX_TOOLS = 500
 
---- The six data classes, least sensitive first (REFERENCE §7.1).
-catalogue.DATA_CLASSES = {
-  "publicContent", "editorContent", "sourceCode", "internalConfiguration", "systemDiagnostics", "secretAdjacent",
-}
-local known_class = {}
-for _, c in ipairs(catalogue.DATA_CLASSES) do known_class[c] = true end
+--- The six data classes, least sensitive first (REFERENCE §7.1): the gate's list.
+catalogue.DATA_CLASSES = policy.DATA_CLASSES
+local known_class = policy.DATA_CLASS_RANK
 
 --- The row's declared data class, or nil when it is undeclared or unknown
 --- (exact match only: a server without one is inert).

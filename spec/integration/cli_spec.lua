@@ -6,15 +6,8 @@ local peers = require "support.peers"
 
 local json = core.json
 
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function read_all(path)
-  local f = io.open(path, "r")
-  if not f then return "" end
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local shell = require "support.shell"
+local quote, read_all = shell.quote, shell.read_all
 
 -- Run `lua5.4 bin/mcpclient --db <db> <args...>`; returns exit code, stdout, stderr.
 local function mcpclient(db, ...)

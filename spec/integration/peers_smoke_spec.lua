@@ -6,7 +6,7 @@ local peers = require "support.peers"
 local INITIALIZE = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
   .. '"capabilities":{},"clientInfo":{"name":"peers-smoke","version":"0.1"}}}'
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local shell_quote = require("support.shell").quote
 
 -- POST `body` to `url` with curl; returns status, headers (lower-case names), body.
 local function post(url, body, extra_headers)

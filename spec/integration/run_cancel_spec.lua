@@ -14,17 +14,8 @@ local store_module = require "mcpclient.store"
 
 local SLOW_SECONDS = 10
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function read_all(path)
-  local f = io.open(path, "r")
-  if not f then return "" end
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local shell = require "support.shell"
+local quote, read_all = shell.quote, shell.read_all
 
 -- Wait until probe() returns a value, polling every 10 ms, for at most `seconds`.
 local function wait_for(what, seconds, probe)

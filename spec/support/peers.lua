@@ -20,6 +20,8 @@
 -- standard library, io.popen and os.execute are used: the shell that io.popen runs prints its
 -- own PID and then execs node, so the PID we read is the server itself (a direct child of this
 -- Lua process; stop() reaps it by closing the popen handle).
+local shell = require "support.shell"
+
 local peers = {}
 
 local function script_dir()
@@ -61,21 +63,7 @@ local function exists(path)
   return false
 end
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function sleep(seconds)
-  os.execute("sleep " .. string.format("%.3f", seconds))
-end
-
-local function read_all(path)
-  local f = io.open(path, "r")
-  if not f then return "" end
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local quote, sleep, read_all = shell.quote, shell.sleep, shell.read_all
 
 --- true when spec/peers/node_modules exists (`make peers` has run).
 function peers.available()
