@@ -12,6 +12,7 @@
 ** point leaves nothing unowned (close/__gc frees it all).
 */
 #include <errno.h>
+#include <poll.h>
 #include <limits.h>
 #include <netdb.h>
 #include <stdint.h>
@@ -79,6 +80,7 @@ typedef struct Leg {
   char *default_cainfo;         /* libcurl's built-in CA bundle, restored after a custom one */
   int custom_tls;               /* the last send set ca_file, client_cert or client_key */
   int busy;                     /* a send is running: hooks may re-enter */
+  curl_socket_t last_socket;    /* the socket the last exchange used, or CURL_SOCKET_BAD */
   /* per exchange, written by the libcurl callbacks */
   Buf body, stream, head;
   size_t max_bytes, held;       /* body bytes kept or streamed so far */
@@ -374,9 +376,11 @@ static int l_http_leg(lua_State *L) {
   ensure_curl(L);
   leg = lua_newuserdatauv(L, sizeof *leg, 0);
   memset(leg, 0, sizeof *leg);
+  leg->last_socket = CURL_SOCKET_BAD;
   luaL_setmetatable(L, LEG_MT);
   leg->easy = curl_easy_init();
   leg->multi = curl_multi_init();
+  if (leg->multi != NULL) curl_multi_setopt(leg->multi, CURLMOPT_MAXCONNECTS, 1L);
   leg->parsed = curl_url();
   if (leg->easy == NULL || leg->multi == NULL || leg->parsed == NULL || !set_fixed_options(leg)) {
     leg_release(leg);
@@ -567,6 +571,7 @@ static const char *apply_pin(Leg *leg, const Request *r) {
     }
   }
   multi = curl_multi_init();
+  if (multi != NULL) curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1L);
   if (multi == NULL) {
     free(copy);
     curl_slist_free_all(list);
@@ -580,6 +585,20 @@ static const char *apply_pin(Leg *leg, const Request *r) {
   free(leg->pin);
   leg->pin = copy;
   return NULL;
+}
+
+/*
+** Bytes waiting on the idle kept-alive connection arrived unasked (a server
+** writing past its Content-Length): libcurl 7.88 would read them as the next
+** response. Such a connection is not reused.
+*/
+static int idle_connection_dirty(Leg *leg) {
+  struct pollfd p;
+  if (leg->last_socket == CURL_SOCKET_BAD) return 0;
+  p.fd = leg->last_socket;
+  p.events = POLLIN;
+  p.revents = 0;
+  return poll(&p, 1, 0) != 0;
 }
 
 /* TLS files: set when given, and put back to libcurl's defaults once after. */
@@ -607,6 +626,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   lua_Integer i;
 
   if (curl_easy_setopt(e, CURLOPT_URL, r->url) != CURLE_OK) return "out of memory";
+  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, idle_connection_dirty(leg) ? 1L : 0L);
   if (r->method == M_POST) {
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, (char *)NULL);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? r->body_len : 0));
@@ -852,6 +872,8 @@ static int leg_send(lua_State *L) {
     return luaL_error(L, "the http leg was closed during its send");
   }
   curl_easy_getinfo(leg->easy, CURLINFO_RESPONSE_CODE, &x.status);
+  if (curl_easy_getinfo(leg->easy, CURLINFO_ACTIVESOCKET, &leg->last_socket) != CURLE_OK)
+    leg->last_socket = CURL_SOCKET_BAD;
   curl_multi_remove_handle(leg->multi, leg->easy);
   drop_headers(leg);
   leg->busy = 0;

@@ -458,14 +458,23 @@ function Store:enabled_servers()
     "SELECT * FROM mcp_server WHERE deleted = 0 AND enabled = 1 ORDER BY identifier ASC, uid ASC", {}, hydrate_server)
 end
 
+-- A contact is a stale timestamp at worst: it never holds a tool's answer
+-- back for the whole busy timeout of a locked database.
+store.CONTACT_BUSY_TIMEOUT_MS = 200
+
 --- Liveness (§9): touches only last_contact and last_latency_ms. → true
 function Store:record_contact(uid, at, latency_ms)
   check_uid(uid)
   at = check_time(at, "at")
   if type(latency_ms) ~= "number" then error("latency_ms must be a number", 2) end
   local latency = math.max(0, math.floor(latency_ms + 0.5))
-  return exec(self, "record a contact with server " .. uid,
-    "UPDATE mcp_server SET last_contact = ?, last_latency_ms = ? WHERE uid = ?", { at, latency, uid })
+  local function stamp()
+    return exec(self, "record a contact with server " .. uid,
+      "UPDATE mcp_server SET last_contact = ?, last_latency_ms = ? WHERE uid = ?", { at, latency, uid })
+  end
+  local adapter = adapter_of(self)
+  if adapter.with_busy_timeout then return adapter:with_busy_timeout(store.CONTACT_BUSY_TIMEOUT_MS, stamp) end
+  return stamp()
 end
 
 local import_statuses = { never_imported = true, ok = true, partial = true, error = true }

@@ -14,6 +14,7 @@
 --   adapter:insert(sql, params)   -> last row id | nil, message
 --   adapter:changes()             -> rows changed by the last exec
 --   adapter:close()
+--   adapter:with_busy_timeout(ms, fn) -> fn()'s results, run with a shorter lock wait (optional)
 -- params is an array (json.null or nil for NULL; params.n counts trailing nils).
 local core = require "mcpclient.core"
 
@@ -51,7 +52,7 @@ function sqlite.open(path, options)
       return nil, message, code
     end
   end
-  return setmetatable({ db = db }, Adapter)
+  return setmetatable({ db = db, busy_timeout_ms = timeout }, Adapter)
 end
 
 function Adapter:exec(sql, params)
@@ -71,6 +72,14 @@ end
 
 function Adapter:changes()
   return self.db:changes()
+end
+
+function Adapter:with_busy_timeout(ms, fn)
+  self.db:busy_timeout(math.min(ms, self.busy_timeout_ms))
+  local results = table.pack(pcall(fn))
+  self.db:busy_timeout(self.busy_timeout_ms)
+  if not results[1] then error(results[2], 0) end
+  return table.unpack(results, 2, results.n)
 end
 
 function Adapter:close()

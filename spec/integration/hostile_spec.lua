@@ -1,0 +1,420 @@
+-- The client against a server that misbehaves at the socket and HTTP level
+-- (spec/support/hostile_server.mjs, started and stopped by this file on
+-- 127.0.0.1). Each case: a clear outcome of the right kind, within the
+-- operation's budget, and the same connection usable afterwards — the server
+-- misbehaves only for the tool "hostile", so "echo" on the same path shows the
+-- connection still works.
+local mcp = require "mcpclient"
+local core = require "mcpclient.core"
+
+local json = core.json
+local SECRET = "hostile-spec-secret-7f3a9c"
+
+local server
+
+local read_all = require("support.shell").read_all
+
+-- Starts the hostile server; its first stdout line is "listening <port>".
+local function start_server()
+  local stderr = os.tmpname()
+  local pipe = assert(io.popen(string.format(
+    "exec sh -c 'echo $$; exec node spec/support/hostile_server.mjs 2>%s'", stderr), "r"))
+  local pid = assert(math.tointeger(tonumber(pipe:read("l"))), "no pid from the server shell")
+  local line = pipe:read("l")
+  local port = line and line:match("^listening (%d+)$")
+  if not port then
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    pipe:close()
+    error("the hostile server did not start: " .. tostring(line) .. " " .. read_all(stderr))
+  end
+  return { pipe = pipe, pid = pid, port = tonumber(port), stderr = stderr }
+end
+
+local function stop_server(s)
+  if not s then return end
+  os.execute("kill " .. s.pid .. " 2>/dev/null")
+  s.pipe:close()
+  os.remove(s.stderr)
+end
+
+local function url(path)
+  return string.format("http://127.0.0.1:%d%s", server.port, path)
+end
+
+-- What the server saw on one path (see hostile_server.mjs, GET /_state).
+local function state(path)
+  local leg <close> = core.http_leg()
+  local res = assert(leg:send { method = "GET", url = url("/_state?path=" .. path), timeout_ms = 5000 })
+  assert.equal(200, res.status)
+  return json.decode(res.body)
+end
+
+local function requests_of(path, method)
+  local list = {}
+  for _, r in ipairs(state(path).requests) do
+    if method == nil or r.method == method or r.http == method then list[#list + 1] = r end
+  end
+  return list
+end
+
+local function connect(path, extra)
+  local options = {
+    url = url(path), identifier = "hostile", health = mcp.health.memory(),
+    auth = { credential = "vault:hostile" },
+    resolver = function(reference) return reference == "vault:hostile" and SECRET or nil end,
+  }
+  for k, v in pairs(extra or {}) do options[k] = v end
+  return mcp.connect(options)
+end
+
+-- The peak resident set of this process so far, in KiB.
+local function peak_rss_kib()
+  local status = read_all("/proc/self/status")
+  return tonumber(status:match("VmHWM:%s*(%d+)")) or 0
+end
+
+-- A failure every case must show: kind, the server named, one clipped line.
+local function assert_clear(kind, result, message, err)
+  assert.is_nil(result)
+  assert.is_table(err, "expected the failure triple, got " .. tostring(message))
+  assert.equal(kind, err.kind, message)
+  assert.equal("hostile", err.server)
+  assert.truthy(message:find('"hostile"', 1, true), message)
+  assert.is_nil(message:find("%c"), "control characters in: " .. message)
+  assert.truthy(#message < 1000, "message of " .. #message .. " bytes")
+  assert.is_nil(message:find(SECRET, 1, true), "the credential leaked into the message")
+end
+
+--[[
+One case: warm the connection with a good call, time the hostile call (with
+`budget` seconds), then make sure a good call on the same connection works.
+Returns { out, message, err } of the hostile call, its wall time (elapsed)
+and the connection (conn), which usable_afterwards closes.
+]]
+local function hostile_call(path, budget, extra)
+  local conn = connect(path, extra)
+  local warm = assert(conn:call_tool("echo", { text = "warm" }))
+  assert.equal("echo: warm", warm.text)
+  local t0 = core.now()
+  local out, message, err = conn:call_tool("hostile", {}, { budget = budget })
+  local elapsed = core.now() - t0
+  -- Whatever the server does, the operation ends within its budget (plus scheduling slack).
+  assert.truthy(elapsed < budget + 0.5, string.format("the call took %.2f s on a %g s budget", elapsed, budget))
+  return { out = out, message = message, err = err, elapsed = elapsed, conn = conn }
+end
+
+-- A good call on the same connection succeeds; then the connection is closed
+-- (unless keep_open).
+local function usable_afterwards(conn, text, keep_open)
+  text = text or "after"
+  local after, message = conn:call_tool("echo", { text = text })
+  assert.is_table(after, "the connection is not usable afterwards: " .. tostring(message))
+  assert.equal("echo: " .. text, after.text)
+  if not keep_open then conn:close() end
+end
+
+describe("a hostile server #integration", function()
+  setup(function() server = start_server() end)
+  teardown(function() stop_server(server) end)
+
+  describe("at the socket", function()
+    it("resets the connection in the middle of a declared body: transport, at once", function()
+      local r = hostile_call("/reset-mid-body", 5)
+      assert_clear("transport", r.out, r.message, r.err)
+      assert.truthy(r.elapsed < 1, r.elapsed)
+      usable_afterwards(r.conn)
+    end)
+
+    -- The stream had an event id when it broke. SEP-1699 asks a client to treat
+    -- a disconnection as a network failure and resume with GET + Last-Event-ID
+    -- (the server here would answer that GET); this client reports the reset
+    -- as a transport failure instead (D6 resumes only a stream that ended
+    -- cleanly). Either outcome is clear, quick and leaves the connection usable.
+    it("resets an event stream after an event id: transport (or a resumed answer), at once", function()
+      local r = hostile_call("/reset-mid-stream", 5)
+      if r.out then
+        assert.equal("resumed", r.out.text)
+      else
+        assert_clear("transport", r.out, r.message, r.err)
+        assert.equal(0, #requests_of("/reset-mid-stream", "GET"))
+      end
+      assert.truthy(r.elapsed < 1, r.elapsed)
+      usable_afterwards(r.conn)
+    end)
+
+    it("answers one byte per second: the budget, not a per-read timeout, ends it", function()
+      local r = hostile_call("/one-byte-per-second", 3)
+      assert_clear("timeout", r.out, r.message, r.err)
+      assert.truthy(r.elapsed >= 2.9 and r.elapsed < 4, string.format("took %.2f s", r.elapsed))
+      assert.truthy(r.message:find("3-second operation budget", 1, true), r.message)
+      usable_afterwards(r.conn)
+    end)
+
+    it("keeps an event stream alive with one comment byte per second: bounded by the budget", function()
+      local r = hostile_call("/sse-trickle", 2)
+      assert_clear("timeout", r.out, r.message, r.err)
+      assert.truthy(r.elapsed >= 1.9 and r.elapsed < 3, string.format("took %.2f s", r.elapsed))
+      usable_afterwards(r.conn)
+    end)
+
+    it("never answers: timeout within the budget", function()
+      local r = hostile_call("/never-answers", 2)
+      assert_clear("timeout", r.out, r.message, r.err)
+      assert.truthy(r.elapsed >= 1.9 and r.elapsed < 3, string.format("took %.2f s", r.elapsed))
+      usable_afterwards(r.conn)
+    end)
+
+    it("sends headers that never end: timeout within the budget", function()
+      local r = hostile_call("/headers-without-end", 2)
+      assert_clear("timeout", r.out, r.message, r.err)
+      assert.truthy(r.elapsed >= 1.9 and r.elapsed < 3, string.format("took %.2f s", r.elapsed))
+      usable_afterwards(r.conn)
+    end)
+
+    it("floods header lines: refused at the header cap, at once", function()
+      local r = hostile_call("/header-flood", 5)
+      assert_clear("transport", r.out, r.message, r.err)
+      assert.truthy(r.elapsed < 2, r.elapsed)
+      usable_afterwards(r.conn)
+    end)
+
+    it("answers with something that is not HTTP: transport", function()
+      local r = hostile_call("/garbage-status", 5)
+      assert_clear("transport", r.out, r.message, r.err)
+      assert.truthy(r.elapsed < 2, r.elapsed)
+      usable_afterwards(r.conn)
+    end)
+
+    it("breaks the chunked encoding: transport", function()
+      local r = hostile_call("/bad-chunk", 5)
+      assert_clear("transport", r.out, r.message, r.err)
+      assert.truthy(r.message:find("chunk", 1, true), r.message)
+      usable_afterwards(r.conn)
+    end)
+
+    -- With the forgeries arriving later, Debian's libcurl 7.88 reuses the idle
+    -- connection although bytes are waiting on it, and reads them as the answer
+    -- to the next request (newer libcurl refuses such a connection). This case
+    -- fails until the leg (csrc/http.c) stops reusing a connection with input
+    -- pending (issue 7 report: poll the last socket before a send; FRESH_CONNECT).
+    for _, late in ipairs { false, true } do
+      local how = late and "later, into the idle connection" or "with the answer"
+      it("sends forged responses after a short Content-Length (" .. how .. "): never read as answers", function()
+        local r = hostile_call("/smuggle/" .. tostring(late) .. (late and "?late=1" or ""), 5)
+        assert.is_table(r.out, r.message)
+        assert.equal("first", r.out.text)
+        if late then core.sleep(0.3) end
+        -- The forgeries carry the next ids and the text SMUGGLED.
+        for i = 1, 3 do usable_afterwards(r.conn, "after " .. i, i < 3) end
+      end)
+    end
+  end)
+
+  describe("bodies", function()
+    it("sends 3 MiB chunked without a length: the 2 MiB cap ends it as malformed", function()
+      local r = hostile_call("/chunked-3mib", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      assert.truthy(r.elapsed < 2, r.elapsed)
+      usable_afterwards(r.conn)
+    end)
+
+    it("streams 3 MiB of notifications without the answer: malformed at the cap", function()
+      local r = hostile_call("/sse-3mib", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      assert.truthy(r.message:find("exceeded 2097152 bytes", 1, true), r.message)
+      usable_afterwards(r.conn)
+    end)
+
+    it("never asks for compression, and reads an unrequested gzip answer as raw bytes", function()
+      local r = hostile_call("/gzip-answer", 5)
+      -- Decompressed, the answer would be a valid "decompressed" result.
+      assert_clear("malformed", r.out, r.message, r.err)
+      for _, req in ipairs(requests_of("/gzip-answer")) do
+        assert.equal(json.null, req.accept_encoding, "the client offered an encoding")
+      end
+      usable_afterwards(r.conn)
+    end)
+
+    it("reads an unrequested deflate answer as raw bytes", function()
+      local r = hostile_call("/deflate-answer", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      usable_afterwards(r.conn)
+    end)
+
+    for _, case in ipairs {
+      { path = "/bomb/gzip", query = "?encoding=gzip", kind = "malformed" },
+      { path = "/bomb/deflate", query = "?encoding=deflate", kind = "malformed" },
+      { path = "/bomb/sse", query = "?encoding=gzip&type=text/event-stream", kind = "malformed" },
+    } do
+      it("is not decompress-bombed (" .. case.path .. ": 0.5 MiB that expand to 512 MiB)", function()
+        local before = peak_rss_kib()
+        -- The server compresses its bomb once, on first use: a generous budget.
+        local r = hostile_call(case.path .. case.query, 30)
+        assert_clear(case.kind, r.out, r.message, r.err)
+        local grown = peak_rss_kib() - before
+        assert.truthy(grown < 64 * 1024, string.format("peak RSS grew by %d KiB", grown))
+        usable_afterwards(r.conn)
+      end)
+    end
+  end)
+
+  describe("JSON-RPC", function()
+    it("answers another request's id (plain JSON): malformed", function()
+      local r = hostile_call("/wrong-id", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      assert.truthy(r.message:find("another request", 1, true), r.message)
+      usable_afterwards(r.conn)
+    end)
+
+    it("streams answers to other ids (number, string, null) and ends: malformed, no response", function()
+      local r = hostile_call("/wrong-id-sse", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      assert.truthy(r.message:find("carried no response", 1, true), r.message)
+      usable_afterwards(r.conn)
+    end)
+
+    it("interleaves notifications, a server request and junk before the answer: the answer wins", function()
+      local r = hostile_call("/notifications-first", 5)
+      assert.is_table(r.out, r.message)
+      assert.equal("the answer", r.out.text)
+      assert.is_false(r.out.is_error)
+      assert.truthy(r.elapsed < 2, r.elapsed)
+      usable_afterwards(r.conn)
+    end)
+
+    it("repeats a key at the top of the answer: malformed", function()
+      local r = hostile_call("/duplicate-keys/top", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      assert.truthy(r.message:find("duplicate", 1, true), r.message)
+      usable_afterwards(r.conn)
+    end)
+
+    it("repeats a key inside a content block: malformed", function()
+      local r = hostile_call("/duplicate-keys/nested?where=nested", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      assert.truthy(r.message:find("duplicate", 1, true), r.message)
+      usable_afterwards(r.conn)
+    end)
+
+    it("sends invalid UTF-8: malformed", function()
+      local r = hostile_call("/invalid-utf8", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      usable_afterwards(r.conn)
+    end)
+
+    it("fills serverInfo and an error message with terminal escapes: nothing raw reaches the caller", function()
+      local conn <close> = connect("/terminal-escapes")
+      local report = assert(conn:ping())
+      for _, field in ipairs { "server_name", "server_version", "protocol_version" } do
+        assert.is_nil(report[field]:find("%c"), field .. " carries control characters: " .. report[field])
+      end
+      assert.truthy(report.server_name:find("Evil", 1, true))
+      local r = hostile_call("/terminal-escapes", 5)
+      assert_clear("rpc_error", r.out, r.message, r.err)
+      assert.truthy(r.message:find("boom", 1, true), r.message)
+      assert.truthy(#r.message < 500, #r.message)
+      usable_afterwards(r.conn)
+    end)
+  end)
+
+  describe("redirects", function()
+    for _, status in ipairs { 302, 307, 308 } do
+      it("answers " .. status .. " to another port: never followed, no credential goes there", function()
+        local path = "/redirect/" .. status
+        local before = #state(path).other.contacts
+        local r = hostile_call(path .. "?status=" .. status, 5)
+        assert_clear("http_status", r.out, r.message, r.err)
+        assert.truthy(r.message:find(tostring(status), 1, true), r.message)
+        local seen = state(path)
+        assert.equal(before, #seen.other.contacts, "the redirect target was contacted")
+        for _, contact in ipairs(seen.other.contacts) do
+          assert.is_nil(tostring(contact.authorization):find(SECRET, 1, true), "the credential reached the other host")
+        end
+        -- The credential did go to the configured server, so there was one to leak.
+        assert.equal("Bearer " .. SECRET, seen.requests[#seen.requests].authorization)
+        usable_afterwards(r.conn)
+        assert.equal(before, #state(path).other.contacts)
+      end)
+    end
+  end)
+
+  describe("streams and sessions", function()
+    it("closes a priming-only stream and answers the resumption GET with 405: http_status 405", function()
+      local r = hostile_call("/priming-only/405?resume=405", 5)
+      assert_clear("http_status", r.out, r.message, r.err)
+      assert.truthy(r.message:find("405", 1, true), r.message)
+      local gets = requests_of("/priming-only/405", "GET")
+      assert.equal(1, #gets)
+      assert.equal("prime-1", gets[1].last_event_id)
+      assert.truthy(r.elapsed >= 0.09 and r.elapsed < 2, r.elapsed) -- waited the server's retry: 100 ms
+      usable_afterwards(r.conn)
+    end)
+
+    it("closes a priming-only stream and answers the resumption with the answer: success", function()
+      local r = hostile_call("/priming-only/stream?resume=stream", 5)
+      assert.is_table(r.out, r.message)
+      assert.equal("resumed", r.out.text)
+      local gets = requests_of("/priming-only/stream", "GET")
+      assert.equal(1, #gets)
+      assert.equal("prime-1", gets[1].last_event_id)
+      assert.is_string(gets[1].session)
+      usable_afterwards(r.conn)
+    end)
+
+    it("answers every resumption with another priming-only stream: at most two, then malformed", function()
+      local r = hostile_call("/priming-only/again?resume=priming", 5)
+      assert_clear("malformed", r.out, r.message, r.err)
+      assert.truthy(r.message:find("carried no message", 1, true), r.message)
+      assert.equal(2, #requests_of("/priming-only/again", "GET"))
+      usable_afterwards(r.conn)
+    end)
+
+    it("spends the budget, not more, waiting to resume", function()
+      -- retry is 100 ms; a budget of 0.05 s cannot wait for it.
+      local conn <close> = connect("/priming-only/budget?resume=stream")
+      assert(conn:call_tool("echo", { text = "warm" }))
+      local t0 = core.now()
+      local out, message, err = conn:call_tool("hostile", {}, { budget = 0.05 })
+      -- "deadline" (the wait would outlast the budget); "timeout" only if the POST itself took 50 ms
+      assert_clear(err and err.kind == "timeout" and "timeout" or "deadline", out, message, err)
+      assert.truthy(core.now() - t0 < 0.5)
+      assert.equal(0, #requests_of("/priming-only/budget", "GET"))
+    end)
+
+    for _, variant in ipairs { { "/session-vanish", 404 }, { "/session-vanish-400", 400 } } do
+      it("forgets the session (" .. variant[2] .. " next time): the client re-initializes once and retries", function()
+        local path = variant[1]
+        local r = hostile_call(path, 5)
+        assert.is_table(r.out, r.message)
+        assert.equal("hostile answered", r.out.text)
+        usable_afterwards(r.conn, "after the loss")
+        local seen = state(path)
+        assert.equal(2, seen.initializes)
+        local calls = {}
+        for _, q in ipairs(seen.requests) do
+          if q.method == "tools/call" then calls[#calls + 1] = q end
+        end
+        -- warm, hostile, the refused echo, then the same echo again on a new session.
+        assert.equal(4, #calls)
+        assert.is_string(calls[2].session)
+        assert.equal(calls[2].session, calls[3].session)
+        assert.is_string(calls[4].session)
+        assert.are_not.equal(calls[3].session, calls[4].session)
+        assert.equal("after the loss", calls[3].arguments.text)
+        assert.equal("after the loss", calls[4].arguments.text)
+      end)
+    end
+
+    it("forgets every session at once: one re-initialization per operation, then http_status 404", function()
+      local conn <close> = connect("/session-amnesia")
+      local t0 = core.now()
+      local out, message, err = conn:call_tool("echo", { text = "x" }, { budget = 5 })
+      assert_clear("http_status", out, message, err)
+      assert.truthy(message:find("404", 1, true), message)
+      assert.truthy(core.now() - t0 < 2)
+      local seen = state("/session-amnesia")
+      assert.equal(2, seen.initializes)
+      assert.equal(2, #requests_of("/session-amnesia", "tools/call"))
+    end)
+  end)
+end)

@@ -1,0 +1,268 @@
+-- TLS against HTTPS MCP servers this file starts on 127.0.0.1
+-- (spec/support/hostile_server.mjs --tls-cert ...), with certificates made by
+-- the openssl command into a temporary directory: a private CA, a server
+-- certificate it signed (subjectAltName IP:127.0.0.1), one for another
+-- address, a self-signed leaf, and client certificates from this CA and from
+-- another. Verification is on by default, ca_file and the client certificate
+-- options make the connections work, and nothing turns verification off.
+local mcp = require "mcpclient"
+local core = require "mcpclient.core"
+
+local dir
+local servers = {}
+
+local function sh(command)
+  local ok = os.execute(command .. " >/dev/null 2>&1")
+  assert(ok, "failed: " .. command)
+end
+
+local quote = require("support.shell").quote
+
+local function file(name) return dir .. "/" .. name end
+
+-- A key and a certificate `name` signed by the CA `ca` (or self-signed when ca is nil).
+local function certificate(name, subject, extensions, ca)
+  local ext = file(name .. ".ext")
+  local f = assert(io.open(ext, "w"))
+  f:write(extensions)
+  f:close()
+  if ca then
+    sh(string.format("openssl req -newkey rsa:2048 -nodes -subj %s -keyout %s -out %s", quote(subject),
+      quote(file(name .. ".key")), quote(file(name .. ".csr"))))
+    sh(string.format("openssl x509 -req -in %s -CA %s -CAkey %s -CAcreateserial -days 1 -extfile %s -out %s",
+      quote(file(name .. ".csr")), quote(file(ca .. ".pem")), quote(file(ca .. ".key")), quote(ext),
+      quote(file(name .. ".pem"))))
+  else
+    sh(string.format("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj %s -keyout %s -out %s -extensions v3 "
+      .. "-config %s", quote(subject), quote(file(name .. ".key")), quote(file(name .. ".pem")), quote(ext)))
+  end
+end
+
+local function make_certificates()
+  dir = os.tmpname()
+  os.remove(dir)
+  sh("mkdir -p " .. quote(dir))
+  local ca_config = "[req]\ndistinguished_name = dn\n[dn]\n[v3]\nbasicConstraints = critical, CA:TRUE\n"
+    .. "keyUsage = critical, keyCertSign, cRLSign\nsubjectKeyIdentifier = hash\n"
+  certificate("ca", "/CN=mcpclient spec CA", ca_config)
+  certificate("other-ca", "/CN=another CA", ca_config)
+  certificate("server", "/CN=127.0.0.1",
+    "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n", "ca")
+  certificate("elsewhere", "/CN=127.0.0.2",
+    "subjectAltName = IP:127.0.0.2\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n", "ca")
+  certificate("selfsigned", "/CN=127.0.0.1", "[req]\ndistinguished_name = dn\n[dn]\n[v3]\n"
+    .. "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n")
+  certificate("client", "/CN=mcpclient spec client",
+    "basicConstraints = CA:FALSE\nextendedKeyUsage = clientAuth\n", "ca")
+  certificate("stranger", "/CN=stranger",
+    "basicConstraints = CA:FALSE\nextendedKeyUsage = clientAuth\n", "other-ca")
+end
+
+local read_all = require("support.shell").read_all
+
+-- An HTTPS hostile server (every path well-behaved for "echo") with these options.
+local function start_server(args)
+  local stderr = os.tmpname()
+  local pipe = assert(io.popen(string.format(
+    "exec sh -c 'echo $$; exec node spec/support/hostile_server.mjs %s 2>%s'", args, stderr), "r"))
+  local pid = assert(math.tointeger(tonumber(pipe:read("l"))), "no pid from the server shell")
+  local line = pipe:read("l")
+  local port = line and line:match("^listening (%d+)$")
+  if not port then
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    pipe:close()
+    error("the TLS server did not start: " .. tostring(line) .. " " .. read_all(stderr))
+  end
+  local s = { pipe = pipe, pid = pid, port = tonumber(port), stderr = stderr }
+  servers[#servers + 1] = s
+  return s
+end
+
+local function https(server, path)
+  return string.format("https://127.0.0.1:%d%s", server.port, path or "/good")
+end
+
+local function connect(server, extra)
+  local options = { url = https(server), identifier = "tls", health = mcp.health.memory(), budget = 10 }
+  for k, v in pairs(extra or {}) do options[k] = v end
+  return mcp.connect(options)
+end
+
+-- What an HTTPS server saw on a path (GET /_state), read with the CA trusted.
+local function requests_seen(server, path)
+  local leg <close> = core.http_leg()
+  local res = assert(leg:send { method = "GET", url = https(server, "/_state?path=" .. path), timeout_ms = 5000,
+    ca_file = file("ca.pem"), client_cert = file("client.pem"), client_key = file("client.key") })
+  return #core.json.decode(res.body).requests
+end
+
+local function assert_refused(pattern, out, message, err)
+  assert.is_nil(out)
+  assert.is_table(err, tostring(message))
+  assert.equal("transport", err.kind, message)
+  assert.truthy(message:find('MCP server "tls"', 1, true), message)
+  assert.truthy(message:lower():find(pattern), "expected /" .. pattern .. "/ in: " .. message)
+  assert.is_nil(message:find("%c"))
+end
+
+local function works(conn)
+  local out, message = conn:call_tool("echo", { text = "over tls" })
+  assert.is_table(out, message)
+  assert.equal("echo: over tls", out.text)
+  local tools = assert(conn:list_tools())
+  assert.equal(3, #tools)
+end
+
+describe("TLS #integration", function()
+  local plain, mutual, selfsigned, elsewhere
+
+  setup(function()
+    make_certificates()
+    plain = start_server("--tls-cert " .. quote(file("server.pem")) .. " --tls-key " .. quote(file("server.key")))
+    mutual = start_server("--tls-cert " .. quote(file("server.pem")) .. " --tls-key " .. quote(file("server.key"))
+      .. " --tls-ca " .. quote(file("ca.pem")) .. " --require-client-cert")
+    selfsigned = start_server("--tls-cert " .. quote(file("selfsigned.pem")) .. " --tls-key "
+      .. quote(file("selfsigned.key")))
+    elsewhere = start_server("--tls-cert " .. quote(file("elsewhere.pem")) .. " --tls-key "
+      .. quote(file("elsewhere.key")))
+  end)
+
+  teardown(function()
+    for _, s in ipairs(servers) do
+      os.execute("kill " .. s.pid .. " 2>/dev/null")
+      s.pipe:close()
+      os.remove(s.stderr)
+    end
+    if dir then os.execute("rm -rf " .. quote(dir)) end
+  end)
+
+  describe("by default", function()
+    it("refuses a server whose certificate no trusted CA signed, naming the server and the certificate", function()
+      local conn <close> = connect(plain, {
+        auth = { credential = "vault:tls" }, resolver = function() return "tls-spec-secret" end,
+      })
+      local before = requests_seen(plain, "/good")
+      local out, message, err = conn:call_tool("echo", { text = "x" })
+      assert_refused("certificate", out, message, err)
+      assert.is_nil(message:find("tls-spec-secret", 1, true))
+      -- Nothing reached the HTTP layer, so no credential went out.
+      assert.equal(before, requests_seen(plain, "/good"))
+      -- and it stays refused: a failure does not lower verification for the next try
+      out, message, err = conn:call_tool("echo", { text = "x" })
+      assert_refused("certificate", out, message, err)
+    end)
+
+    it("refuses a self-signed server certificate", function()
+      local conn <close> = connect(selfsigned)
+      local out, message, err = conn:ping()
+      assert_refused("self.signed certificate", out, message, err)
+    end)
+  end)
+
+  describe("with ca_file", function()
+    it("trusts a server certificate the given CA signed", function()
+      local conn <close> = connect(plain, { ca_file = file("ca.pem") })
+      works(conn)
+    end)
+
+    it("trusts a self-signed certificate given as its own CA", function()
+      local conn <close> = connect(selfsigned, { ca_file = file("selfsigned.pem") })
+      works(conn)
+    end)
+
+    it("still checks the name: a certificate for another address is refused", function()
+      local conn <close> = connect(elsewhere, { ca_file = file("ca.pem") })
+      local out, message, err = conn:ping()
+      assert_refused("127%.0%.0%.1", out, message, err)
+    end)
+
+    it("refuses when the file is not the CA that signed the server", function()
+      local conn <close> = connect(plain, { ca_file = file("other-ca.pem") })
+      local out, message, err = conn:ping()
+      assert_refused("certificate", out, message, err)
+    end)
+
+    it("fails clearly when the CA file does not exist", function()
+      local conn <close> = connect(plain, { ca_file = file("missing.pem") })
+      local out, message, err = conn:ping()
+      assert_refused("missing%.pem", out, message, err)
+    end)
+
+    it("belongs to its connection: another connection without it is refused", function()
+      local trusted <close> = connect(plain, { ca_file = file("ca.pem") })
+      works(trusted)
+      local untrusted <close> = connect(plain)
+      local out, message, err = untrusted:ping()
+      assert_refused("certificate", out, message, err)
+      works(trusted)
+    end)
+
+    it("belongs to its send: a leg that trusted a CA once does not reuse that trust without it", function()
+      local leg <close> = core.http_leg()
+      local ok = assert(leg:send { method = "GET", url = https(plain, "/_state"), timeout_ms = 5000,
+        ca_file = file("ca.pem") })
+      assert.equal(200, ok.status)
+      local res, kind, detail = leg:send { method = "GET", url = https(plain, "/_state"), timeout_ms = 5000 }
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+      assert.truthy(detail:lower():find("certificate"), detail)
+    end)
+  end)
+
+  describe("client certificates", function()
+    it("work when the server requires one", function()
+      local conn <close> = connect(mutual, {
+        ca_file = file("ca.pem"), client_cert = file("client.pem"), client_key = file("client.key"),
+      })
+      works(conn)
+    end)
+
+    it("are required: without one the server's refusal is a transport failure", function()
+      local conn <close> = connect(mutual, { ca_file = file("ca.pem") })
+      local out, message, err = conn:ping()
+      assert_refused("certificate", out, message, err)
+    end)
+
+    it("must be one the server trusts", function()
+      local conn <close> = connect(mutual, {
+        ca_file = file("ca.pem"), client_cert = file("stranger.pem"), client_key = file("stranger.key"),
+      })
+      local out, message, err = conn:ping()
+      assert.is_nil(out)
+      assert.equal("transport", err.kind, message)
+      assert.truthy(message:find('MCP server "tls"', 1, true), message)
+    end)
+
+    it("need their key: a certificate without it fails clearly", function()
+      local conn <close> = connect(mutual, { ca_file = file("ca.pem"), client_cert = file("client.pem") })
+      local out, message, err = conn:ping()
+      assert_refused("key", out, message, err)
+    end)
+  end)
+
+  describe("verification", function()
+    for _, option in ipairs {
+      { insecure = true }, { verify = false }, { ssl_verify_peer = false }, { verify_peer = false },
+      { verify_host = false }, { tls = { verify = false } }, { ssl_verifypeer = 0 }, { no_verify = true },
+    } do
+      local key = next(option)
+      it("cannot be switched off (connect raises on " .. key .. ")", function()
+        local options = { url = https(plain), identifier = "tls", health = mcp.health.discard }
+        options[key] = option[key]
+        local ok, why = pcall(mcp.connect, options)
+        assert.is_false(ok)
+        assert.truthy(tostring(why):find(key, 1, true), why)
+      end)
+    end
+
+    it("is not switched off by an empty ca_file either", function()
+      local ok, conn = pcall(connect, plain, { ca_file = "" })
+      if ok then
+        local out, message, err = conn:ping()
+        conn:close()
+        assert.is_nil(out)
+        assert.equal("transport", err.kind, message)
+      end
+    end)
+  end)
+end)
