@@ -19,6 +19,8 @@ local MAX_RESUMPTIONS = 2             -- GET + Last-Event-ID after a stream ends
 local DEFAULT_RETRY_MS = 1000
 local CANCEL_NOTICE_SECONDS = 1       -- notifications/cancelled is best-effort within this
 local ACCEPT_BOTH = "Accept: application/json, text/event-stream"
+-- Where a stream that broke after an event id stands in for a response.
+local BROKEN_STREAM = { stopped = false, truncated = false, duration_ms = 0 }
 
 local Transport = {}
 Transport.__index = Transport
@@ -164,6 +166,14 @@ local function stream_reader(id, ordered)
       return reader.take(reader.decoder:feed(chunk))
     end
   end
+  -- A stream that broke (the connection failed) after the server gave an
+  -- event id can be resumed like one that ended (MCP 2025-11-25, SEP-1699).
+  function reader.broke_after_event(err)
+    local decoder = reader.decoder
+    if err.kind ~= "transport" or not decoder then return false end
+    local event_id = decoder:last_event_id()
+    return event_id ~= nil and event_id ~= ""
+  end
   function reader.finish()
     local decoder = reader.decoder
     if not decoder then return end
@@ -204,7 +214,8 @@ function Transport:request(op, session, method, params, ordered)
   local response, message, err = self:exchange(op, "POST", headers, body, reader.start(), true)
   if not response then
     if message == "cancelled" then return self:cancelled(session, id, method) end
-    return nil, message, err
+    if method == "initialize" or not reader.broke_after_event(err) then return nil, message, err end
+    return self:finish_stream(op, session, reader, BROKEN_STREAM, {}, method, id)
   end
   if response.status >= 300 then return self:status_failure(response, session) end
   local info = { duration_ms = response.duration_ms, session_id = response.headers["mcp-session-id"] }
@@ -256,10 +267,11 @@ function Transport:finish_stream(op, session, reader, response, info, method, id
     response, message, err = self:exchange(op, "GET", headers, nil, reader.start(), true)
     if not response then
       if message == "cancelled" then return self:cancelled(session, id, method) end
-      return nil, message, err
-    end
-    if response.status >= 300 then return self:status_failure(response, session) end
-    if media_type(response.headers) ~= "text/event-stream" then
+      if not reader.broke_after_event(err) then return nil, message, err end
+      response = BROKEN_STREAM
+    elseif response.status >= 300 then
+      return self:status_failure(response, session)
+    elseif media_type(response.headers) ~= "text/event-stream" then
       return fail("content_type", self.identifier, { media_type = media_type(response.headers) })
     end
   end

@@ -551,6 +551,29 @@ describe("a connection", function()
       assert.equal("text/event-stream", get.accept)
     end)
 
+    it("resumes a stream whose connection broke after an event id", function()
+      local fake = Fake.new():will_handshake("s")
+        :will(function(req)
+          req.on_stream("id: e-7\nretry: 10\ndata:\n\n")
+          return nil, "transport", "Connection reset by peer"
+        end)
+        :will_stream { Fake.sse_result(text_result("after the reset"), "e-8") }
+      local out = assert(connect(fake):call_tool("t"))
+      assert.equal("after the reset", out.text)
+      assert.equal("e-7", fake.requests[4].last_event_id)
+    end)
+
+    it("reports a connection that broke before any event id as a transport failure", function()
+      local fake = Fake.new():will_handshake("s"):will(function(req)
+        req.on_stream(": just a comment\n\n")
+        return nil, "transport", "Connection reset by peer"
+      end)
+      local ok, _, err = connect(fake):call_tool("t")
+      assert.is_nil(ok)
+      assert.equal("transport", err.kind)
+      assert.equal(3, #fake.requests)
+    end)
+
     it("gives up after two resumptions", function()
       local fake = Fake.new():will_handshake("s")
       for i = 1, 4 do fake:will_stream { "id: e" .. i .. "\nretry: 1\ndata:\n\n" } end
