@@ -100,7 +100,8 @@ end
 --- Decide where `target` (from parse_url) may be dialled.
 -- @param resolve function(host) -> { addresses } | nil, reason
 -- @param allow predicate(host, address, options) -> boolean
--- @return address, pin ("host:port:address" or nil for IP literals) | nil, reason
+-- @return { address, pin = "host:port:address" (nil for an IP literal) }
+--   | nil, "resolve", reason | nil, "refused"
 function hostgate.check(target, resolve, allow, options)
   local addresses, reason
   if target.ip_literal then
@@ -113,8 +114,8 @@ function hostgate.check(target, resolve, allow, options)
   end
   for _, address in ipairs(addresses) do
     if allow(target.host, address, options) then
-      if target.ip_literal then return address, nil end
-      return address, string.format("%s:%d:%s", target.host, target.port, address)
+      local pin = not target.ip_literal and string.format("%s:%d:%s", target.host, target.port, address) or nil
+      return { address = address, pin = pin }
     end
   end
   return nil, "refused"

@@ -50,20 +50,20 @@ end
 
 -- The address to dial, checked once per connection and then pinned.
 function Transport:destination()
-  if self.address then return true end
+  if self.dial then return true end
   local resolve = function(host)
     if self.leg.resolve then return self.leg:resolve(host) end
     return core.resolve(host)
   end
-  local address, verdict, reason = hostgate.check(self.target, resolve, self.host_gate,
+  local dial, verdict, reason = hostgate.check(self.target, resolve, self.host_gate,
     { refuse_private = self.refuse_private })
-  if not address then
+  if not dial then
     if verdict == "resolve" then
       return fail("transport", self.identifier, { detail = reason })
     end
     return fail("refused_host", self.identifier, { host = self.target.host })
   end
-  self.address, self.pin = address, verdict
+  self.dial = dial
   return true
 end
 
@@ -78,8 +78,9 @@ end
 
 --[[
 One HTTP exchange with every check that precedes and follows the wire.
-`op` is the operation: { deadline, cancel, budget }. Returns the leg's
-response table, or the failure triple.
+`op` is the operation: { deadline, cancel }. Returns the leg's response
+table, or the failure triple — or nil, "cancelled" when the hook fired with
+the request on the wire, so the caller can tell the server before it reports.
 ]]
 function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   if op.cancel and op.cancel() then
@@ -105,7 +106,7 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
     timeout_ms = op.deadline:leg_timeout_ms(),
     connect_timeout_ms = op.deadline:connect_timeout_ms(self.connect_timeout),
     max_bytes = MAX_RESPONSE_BYTES,
-    pin = self.pin,
+    pin = self.dial.pin,
     cancel = cancellable and op.cancel or nil,
     on_stream = on_stream,
     ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
