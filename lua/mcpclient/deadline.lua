@@ -3,7 +3,7 @@
 -- Opened when a public operation starts; every leg asks it first. A leg is
 -- refused once nothing is left, and otherwise gets the remaining budget as its
 -- libcurl timeout in whole milliseconds, rounded up and never 0 (which libcurl
--- reads as "no timeout").
+-- reads as "no timeout"). The connect timeout never outlives the budget.
 local Deadline = {}
 Deadline.__index = Deadline
 
@@ -13,24 +13,19 @@ function Deadline.open(total, clock)
   return setmetatable({ total = total, clock = clock, start = clock() }, Deadline)
 end
 
---- Seconds left; negative once overspent.
+--- Seconds left; zero or negative once spent.
 function Deadline:remaining()
   return self.total - (self.clock() - self.start)
 end
 
-function Deadline:exhausted()
-  return self:remaining() <= 0
-end
-
---- The timeout a leg sent now may run for, in milliseconds (>= 1), rounded
---- up — less a nanosecond, so float noise in clock arithmetic never adds one.
-function Deadline:leg_timeout_ms()
-  return math.max(1, math.ceil(self:remaining() * 1000 - 1e-6))
-end
-
---- A connect timeout that never outlives the budget.
-function Deadline:connect_timeout_ms(connect_seconds)
-  return math.max(1, math.min(math.ceil(connect_seconds * 1000), self:leg_timeout_ms()))
+--- What a leg sent now may take, read off the clock once:
+--- timeout_ms, connect_timeout_ms — or nil when the budget is spent.
+-- Rounded up less a nanosecond, so float noise in clock arithmetic never adds one.
+function Deadline:leg(connect_seconds)
+  local left = self:remaining()
+  if left <= 0 then return nil end
+  local timeout_ms = math.max(1, math.ceil(left * 1000 - 1e-6))
+  return timeout_ms, math.min(math.ceil(connect_seconds * 1000), timeout_ms)
 end
 
 return Deadline

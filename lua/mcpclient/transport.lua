@@ -86,7 +86,8 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   if op.cancel and op.cancel() then
     return fail("cancelled", self.identifier, { in_flight = false })
   end
-  if op.deadline:exhausted() then
+  local timeout_ms, connect_timeout_ms = op.deadline:leg(self.connect_timeout)
+  if not timeout_ms then
     return fail("deadline", self.identifier, { budget = errors.seconds(op.deadline.total) })
   end
   local ok, message, err = self:destination()
@@ -103,8 +104,8 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
     headers = headers,
     secret_header = secret_header,
     body = body,
-    timeout_ms = op.deadline:leg_timeout_ms(),
-    connect_timeout_ms = op.deadline:connect_timeout_ms(self.connect_timeout),
+    timeout_ms = timeout_ms,
+    connect_timeout_ms = connect_timeout_ms,
     max_bytes = MAX_RESPONSE_BYTES,
     pin = self.dial.pin,
     cancel = cancellable and op.cancel or nil,
@@ -142,50 +143,63 @@ function Transport:answer(kind, a, b)
 end
 
 --[[
-Reads an event stream until the message answering `id` arrives (D6). The
-state survives a resumption: the decoder is new per stream, the last event
-id and the retry interval carry over.
+A Reader reads event streams until the message answering `id` arrives (D6).
+Its state survives a resumption: the decoder is new per stream, the last
+event id and the retry interval carry over.
 ]]
-local function stream_reader(id, ordered)
-  local reader = { messages = 0 }
-  function reader.take(events)
-    for _, event in ipairs(events) do
-      reader.messages = reader.messages + 1
-      local kind, a, b = core.rpc_classify(event.data, id, ordered)
-      if kind == "result" or kind == "error" then
-        reader.answer = { kind, a, b }
-        return true
-      end
-    end
-    return false
-  end
-  -- A fresh decoder per stream, made on the first byte: plain JSON answers never pay for one.
-  function reader.start()
-    reader.decoder = nil
-    return function(chunk)
-      reader.decoder = reader.decoder or core.sse_decoder()
-      return reader.take(reader.decoder:feed(chunk))
+local Reader = {}
+Reader.__index = Reader
+
+function Reader.new(id, ordered)
+  return setmetatable({ id = id, ordered = ordered, messages = 0 }, Reader)
+end
+
+-- Look at decoded events; true once the answer is among them.
+function Reader:take(events)
+  for _, event in ipairs(events) do
+    self.messages = self.messages + 1
+    local kind, a, b = core.rpc_classify(event.data, self.id, self.ordered)
+    if kind == "result" or kind == "error" then
+      self.answer = { kind, a, b }
+      return true
     end
   end
-  -- A stream that broke (the connection failed) after the server gave an
-  -- event id can be resumed like one that ended (MCP 2025-11-25, SEP-1699).
-  function reader.broke_after_event(err)
-    local decoder = reader.decoder
-    if err.kind ~= "transport" or not decoder then return false end
-    local event_id = decoder:last_event_id()
-    return event_id ~= nil and event_id ~= ""
+  return false
+end
+
+-- The leg's on_stream hook for one stream. The decoder is made on the first
+-- byte, so plain JSON answers never pay for one.
+function Reader:hook()
+  self.decoder = nil
+  return function(chunk)
+    local decoder = self.decoder
+    if not decoder then
+      decoder = core.sse_decoder()
+      self.decoder = decoder
+    end
+    return self:take(decoder:feed(chunk))
   end
-  function reader.finish()
-    local decoder = reader.decoder
-    if not decoder then return end
-    reader.take(decoder:finish())
-    local event_id = decoder:last_event_id()
-    if event_id and event_id ~= "" then reader.last_event_id = event_id end
-    reader.retry_ms = decoder:retry() or reader.retry_ms
-    decoder:close()
-    reader.decoder = nil
-  end
-  return reader
+end
+
+-- A stream that broke (the connection failed) after the server gave an
+-- event id can be resumed like one that ended (MCP 2025-11-25, SEP-1699).
+function Reader:broke_after_event(err)
+  local decoder = self.decoder
+  if err.kind ~= "transport" or not decoder then return false end
+  local event_id = decoder:last_event_id()
+  return event_id ~= nil and event_id ~= ""
+end
+
+-- The stream is over: take what was pending and remember where it stood.
+function Reader:finish()
+  local decoder = self.decoder
+  if not decoder then return end
+  self:take(decoder:finish())
+  local event_id = decoder:last_event_id()
+  if event_id and event_id ~= "" then self.last_event_id = event_id end
+  self.retry_ms = decoder:retry() or self.retry_ms
+  decoder:close()
+  self.decoder = nil
 end
 
 -- Wait before a resumption, in slices so a cancel flag is still honoured.
@@ -211,11 +225,11 @@ function Transport:request(op, session, method, params, ordered)
   local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":' .. json.encode(method)
     .. ',"params":' .. encoded .. '}'
   local headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session)
-  local reader = stream_reader(id, ordered)
-  local response, message, err = self:exchange(op, "POST", headers, body, reader.start(), true)
+  local reader = Reader.new(id, ordered)
+  local response, message, err = self:exchange(op, "POST", headers, body, reader:hook(), true)
   if not response then
     if message == "cancelled" then return self:cancelled(session, id, method) end
-    if method == "initialize" or not reader.broke_after_event(err) then return nil, message, err end
+    if method == "initialize" or not reader:broke_after_event(err) then return nil, message, err end
     return self:finish_stream(op, session, reader, BROKEN_STREAM, {}, method, id)
   end
   if response.status >= 300 then return self:status_failure(response, session) end
@@ -240,7 +254,7 @@ end
 function Transport:finish_stream(op, session, reader, response, info, method, id)
   local resumptions = 0
   while true do
-    if not reader.answer and not response.stopped then reader.finish() end
+    if not reader.answer and not response.stopped then reader:finish() end
     if reader.answer then
       local result, m, e = self:answer(table.unpack(reader.answer, 1, 3))
       if not result then return nil, m, e end
@@ -265,10 +279,10 @@ function Transport:finish_stream(op, session, reader, response, info, method, id
     local headers = session_headers({ "Accept: text/event-stream", "Last-Event-ID: " .. reader.last_event_id },
       session)
     local message, err
-    response, message, err = self:exchange(op, "GET", headers, nil, reader.start(), true)
+    response, message, err = self:exchange(op, "GET", headers, nil, reader:hook(), true)
     if not response then
       if message == "cancelled" then return self:cancelled(session, id, method) end
-      if not reader.broke_after_event(err) then return nil, message, err end
+      if not reader:broke_after_event(err) then return nil, message, err end
       response = BROKEN_STREAM
     elseif response.status >= 300 then
       return self:status_failure(response, session)
