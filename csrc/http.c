@@ -30,7 +30,7 @@
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_BYTES          2097152
-#define POLL_MS                    20            /* the cancel hook's polling period */
+#define POLL_MS                    10            /* the cancel hook's polling period */
 #define HEAD_CAP                   (256 * 1024)  /* response header bytes, all lines */
 #define KEEP_CAP                   (256 * 1024)  /* larger buffers are released after a send */
 #define MAX_BYTES_LIMIT            (1024 * 1024 * 1024)  /* the largest max_bytes accepted */

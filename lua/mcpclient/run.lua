@@ -36,7 +36,7 @@
 --
 -- Cancellation (D5). run.cancel(store, run_uid), from any process, sets the
 -- run's persisted flag. The cancel hook of every call reads it (at most once
--- per 20 ms); the client polls the hook during the transfer, aborts, sends
+-- per 10 ms); the client polls the hook during the transfer, aborts, sends
 -- notifications/cancelled and answers with an error that says the server may
 -- already have acted. That step is recorded, never retried, and the run ends
 -- "cancelled".
@@ -50,7 +50,7 @@ local run = {}
 
 run.LEASE_SECONDS = 900
 run.REMOTE_BUDGET = 20
-run.CANCEL_POLL_SECONDS = 0.02
+run.CANCEL_POLL_SECONDS = 0.01
 run.MAX_OWNER_LENGTH = 64
 
 run.RUNNING = "running"
@@ -358,7 +358,7 @@ function Run:conclude(status)
 end
 
 --- Has someone asked this run to stop? Reads the persisted flag at most once
---- per 20 ms (the client polls its cancel hook that often during a transfer).
+--- per 10 ms (the client polls its cancel hook that often during a transfer).
 function Run:cancel_requested()
   if self.cancel_seen then return true end
   if not self.persisted then return false end
