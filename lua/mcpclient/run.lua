@@ -43,6 +43,7 @@
 local catalogue = require "mcpclient.catalogue"
 local core = require "mcpclient.core"
 local policy = require "mcpclient.policy"
+local tools = require "mcpclient.tool"
 
 local json = core.json
 
@@ -382,7 +383,7 @@ end
 -- Results and the trail
 ---------------------------------------------------------------------------
 
-local function error_result(text) return { text = text, is_error = true } end
+local error_result = tools.error_result
 
 -- A registered tool's effect is its declaration, else read-only (REFERENCE §8).
 -- Refusals of unknown names never execute, so their steps are fail-soft.
