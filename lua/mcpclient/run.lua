@@ -43,7 +43,6 @@
 local catalogue = require "mcpclient.catalogue"
 local core = require "mcpclient.core"
 local policy = require "mcpclient.policy"
-local tools = require "mcpclient.tool"
 
 local json = core.json
 
@@ -383,7 +382,7 @@ end
 -- Results and the trail
 ---------------------------------------------------------------------------
 
-local error_result = tools.error_result
+local error_result = require("mcpclient.tool").error_result
 
 -- A registered tool's effect is its declaration, else read-only (REFERENCE §8).
 -- Refusals of unknown names never execute, so their steps are fail-soft.
