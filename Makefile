@@ -4,7 +4,7 @@
 
 LUA      ?= lua5.4
 BUSTED   ?= busted
-PKGS      = lua5.4 libcurl yajl sqlite3
+PKGS      = lua5.4 libcurl jansson sqlite3
 
 CC       ?= cc
 CWARNS    = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
@@ -14,7 +14,7 @@ OPT      ?= -O2
 CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(OPT) $(CWARNS) -Werror \
             $(shell pkg-config --cflags $(PKGS))
 # The module is loaded by the lua5.4 interpreter: never link it against liblua.
-LDLIBS    = $(shell pkg-config --libs libcurl yajl sqlite3)
+LDLIBS    = $(shell pkg-config --libs libcurl jansson sqlite3)
 
 BUILD    ?= build
 SOURCES   = $(wildcard csrc/*.c)

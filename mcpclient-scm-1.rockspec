@@ -13,7 +13,7 @@ description = {
 dependencies = { "lua >= 5.4, < 5.5" }
 external_dependencies = {
   CURL = { library = "curl" },
-  YAJL = { library = "yajl" },
+  JANSSON = { library = "jansson" },
   SQLITE = { library = "sqlite3" },
 }
 build = {
@@ -21,12 +21,12 @@ build = {
   modules = {
     ["mcpclient.core"] = {
       sources = {
-        "csrc/core.c", "csrc/json.c", "csrc/json_decode.c", "csrc/sse.c", "csrc/http.c",
+        "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/http.c",
         "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c", "csrc/sqlite.c",
       },
-      libraries = { "curl", "yajl", "sqlite3" },
-      incdirs = { "$(CURL_INCDIR)", "$(YAJL_INCDIR)", "$(SQLITE_INCDIR)" },
-      libdirs = { "$(CURL_LIBDIR)", "$(YAJL_LIBDIR)", "$(SQLITE_LIBDIR)" },
+      libraries = { "curl", "jansson", "sqlite3" },
+      incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(SQLITE_INCDIR)" },
+      libdirs = { "$(CURL_LIBDIR)", "$(JANSSON_LIBDIR)", "$(SQLITE_LIBDIR)" },
       defines = { "_POSIX_C_SOURCE=200809L" },
     },
     ["mcpclient.catalogue"] = "lua/mcpclient/catalogue.lua",

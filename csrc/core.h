@@ -12,8 +12,7 @@
 #define MCP_VERSION "0.1.0"
 
 /* Each registrar expects the module table at the top of the stack and leaves it there. */
-void mcp_register_json(lua_State *L);    /* json.c:   core.json.{encode,decode,null,...}, core.rpc_classify
-                                            (decode and rpc_classify are json_decode.c's) */
+void mcp_register_json(lua_State *L);    /* json.c:   core.json.{encode,decode,null,...}, core.rpc_classify */
 void mcp_register_sse(lua_State *L);     /* sse.c:    core.sse_decoder() */
 void mcp_register_http(lua_State *L);    /* http.c:   core.http_leg(), core.resolve() */
 void mcp_register_clock(lua_State *L);   /* clock.c:  core.monotonic_ns(), core.now(), core.sleep() */
@@ -37,15 +36,5 @@ void mcp_json_push_null(lua_State *L);
 int mcp_json_is_null(lua_State *L, int idx);
 int mcp_json_is_array(lua_State *L, int idx);      /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx);   /* give the table at idx the array marker */
-/* Whether s is well-formed UTF-8 (no overlong forms, surrogates, or code points above U+10FFFF). */
-int mcp_json_utf8_valid(const char *s, size_t len);
-
-/*
-** json_decode.c: the decoder (yajl's parser building Lua tables directly).
-** Both are closures json.c registers, over two upvalues: the array marker
-** metatable and the key-order table.
-*/
-int mcp_json_l_decode(lua_State *L);         /* json.decode(text [, ordered]) */
-int mcp_json_l_rpc_classify(lua_State *L);   /* core.rpc_classify(text, expected_id [, ordered]) */
 
 #endif

@@ -1,9 +1,13 @@
 /*
 ** json.c: the one JSON codec of mcpclient (DESIGN D4), used for the wire,
-** the store and the Lua API — its shared pieces: json.null, the array
-** marker, the key-order registry, the encoder and the registrar. Decoding
-** (yajl's parser feeding Lua tables directly) and core.rpc_classify live in
-** json_decode.c.
+** the store and the Lua API.
+**
+** Decoding is jansson's (duplicate keys, invalid UTF-8 and out-of-range
+** integers are refused there); this file converts its tree to Lua values:
+** integers stay lua_Integer, arrays carry a marker metatable so [] and {}
+** survive a round trip, JSON null is a unique light userdata. The tree is
+** boxed in a userdata with __gc while it is converted, so a Lua error
+** (memory) raised part-way cannot leak it.
 **
 ** Encoding is hand-written over a byte buffer that starts on the C stack and
 ** spills into userdata owned by the Lua state, so a raise leaks nothing and
@@ -17,12 +21,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "core.h"
 
+_Static_assert(sizeof(lua_Integer) == sizeof(json_int_t), "lua_Integer must be jansson's json_int_t");
 _Static_assert(sizeof(lua_Number) == sizeof(double), "lua_Number must be double");
 
 #define ARRAY_KEY "mcpclient.json.array"  /* registry: the array marker metatable */
 #define ORDER_KEY "mcpclient.json.order"  /* registry: weak-keyed table -> key list */
+#define TREE_KEY "mcpclient.json.tree"    /* registry: metatable of the tree box */
+
+#define LOAD_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL)
+#define DEPTH_MESSAGE "invalid JSON: nesting deeper than 512 levels"
 
 /* json.null is the address of this byte: unique, and never a valid table or string. */
 static char null_sentinel;
@@ -200,37 +211,6 @@ static size_t utf8_sequence(const unsigned char *p, const unsigned char *end, un
   *cp = ((unsigned long)(c & 0x07) << 18) | ((unsigned long)(p[1] & 0x3F) << 12) |
         ((unsigned long)(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
   return 4;
-}
-
-/*
-** Whether s holds well-formed UTF-8 only (no overlong forms, surrogates or
-** code points above U+10FFFF): the encoder's rule, shared with the decoder,
-** whose parser (yajl) checks only the shape of each sequence. ASCII runs,
-** the bulk of any JSON text, are skipped eight bytes at a time.
-*/
-int mcp_json_utf8_valid(const char *s, size_t len) {
-  const unsigned char *p = (const unsigned char *)s, *end = p + len;
-  while (p < end) {
-    unsigned long cp;
-    size_t m;
-    if ((size_t)(end - p) >= 8) {
-      unsigned long long w;
-      memcpy(&w, p, 8);
-      if ((w & 0x8080808080808080ULL) == 0) {
-        p += 8;
-        continue;
-      }
-    }
-    if (*p < 0x80) {
-      p++;
-      continue;
-    }
-    if (char_class[*p] != C_LEAD) return 0;
-    m = utf8_sequence(p, end, &cp);
-    if (m == 0) return 0;
-    p += m;
-  }
-  return 1;
 }
 
 static const char hex_digits[] = "0123456789abcdef";
@@ -661,6 +641,258 @@ static int l_try_encode(lua_State *L) {
 }
 
 /* ==================================================================== */
+/* Decoder                                                              */
+/* ==================================================================== */
+
+/* Conversion state: stack indexes of the array marker and the order table (0: unordered). */
+typedef struct Dec {
+  lua_State *L;
+  int marker, order;
+} Dec;
+
+/* Release the boxed tree now; idempotent, so __gc may run it again. */
+static void drop_tree(json_t **box) {
+  json_t *root = *box;
+  *box = NULL;
+  if (root != NULL) json_decref(root);
+}
+
+/* __gc of the tree box: frees a tree left behind by an error during conversion. */
+static int tree_gc(lua_State *L) {
+  json_t **box = (json_t **)lua_touserdata(L, 1);
+  if (box != NULL) drop_tree(box);
+  return 0;
+}
+
+/* Push a closed (empty) tree box; the tree is put in only after it exists. */
+static json_t **new_tree_box(lua_State *L, int mt) {
+  json_t **box = (json_t **)lua_newuserdatauv(L, sizeof *box, 0);
+  *box = NULL;
+  lua_pushvalue(L, mt);
+  lua_setmetatable(L, -2);
+  return box;
+}
+
+/* Parse text into the box; on failure push the short "invalid JSON: ..." message and return 0. */
+static int load_tree(lua_State *L, json_t **box, const char *s, size_t len) {
+  json_error_t err;
+  *box = json_loadb(s, len, LOAD_FLAGS, &err);
+  if (*box != NULL) return 1;
+  if (json_error_code(&err) == json_error_stack_overflow) lua_pushliteral(L, DEPTH_MESSAGE);
+  else lua_pushfstring(L, "invalid JSON: %s at line %d column %d", err.text, err.line, err.column);
+  return 0;
+}
+
+/* A count for lua_createtable, which takes an int hint. */
+static int size_hint(size_t n) {
+  return n > 0x7fffffff ? 0 : (int)n;
+}
+
+/*
+** Push the Lua value of j, a container at nesting level depth. Returns 0, or
+** -1 (pushing nothing more to rely on) when nesting exceeds the bound.
+*/
+static int to_lua(Dec *d, json_t *j, int depth) {
+  lua_State *L = d->L;
+  switch (json_typeof(j)) {
+  case JSON_OBJECT: {
+    size_t n = json_object_size(j), i = 0;
+    int obj, keys = 0;
+    void *it;
+    if (depth > MCP_JSON_MAX_DEPTH) return -1;
+    if (!lua_checkstack(L, 8)) luaL_error(L, "JSON decoder: stack overflow");
+    lua_createtable(L, 0, size_hint(n));
+    obj = lua_gettop(L);
+    if (d->order != 0 && n > 0) {
+      lua_createtable(L, size_hint(n), 0);
+      keys = obj + 1;
+    }
+    for (it = json_object_iter(j); it != NULL; it = json_object_iter_next(j, it)) {
+      lua_pushlstring(L, json_object_iter_key(it), json_object_iter_key_len(it));
+      if (keys != 0) {
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, keys, (lua_Integer)++i);
+      }
+      if (to_lua(d, json_object_iter_value(it), depth + 1) != 0) return -1;
+      lua_rawset(L, obj);
+    }
+    if (keys != 0) {
+      lua_pushvalue(L, obj);
+      lua_insert(L, keys);
+      lua_rawset(L, d->order);
+    }
+    return 0;
+  }
+  case JSON_ARRAY: {
+    size_t n = json_array_size(j), i;
+    int arr;
+    if (depth > MCP_JSON_MAX_DEPTH) return -1;
+    if (!lua_checkstack(L, 8)) luaL_error(L, "JSON decoder: stack overflow");
+    lua_createtable(L, size_hint(n), 0);
+    arr = lua_gettop(L);
+    lua_pushvalue(L, d->marker);
+    lua_setmetatable(L, arr);
+    for (i = 0; i < n; i++) {
+      if (to_lua(d, json_array_get(j, i), depth + 1) != 0) return -1;
+      lua_rawseti(L, arr, (lua_Integer)i + 1);
+    }
+    return 0;
+  }
+  case JSON_STRING:
+    lua_pushlstring(L, json_string_value(j), json_string_length(j));
+    return 0;
+  case JSON_INTEGER:
+    lua_pushinteger(L, (lua_Integer)json_integer_value(j));
+    return 0;
+  case JSON_REAL:
+    lua_pushnumber(L, (lua_Number)json_real_value(j));
+    return 0;
+  case JSON_TRUE:
+    lua_pushboolean(L, 1);
+    return 0;
+  case JSON_FALSE:
+    lua_pushboolean(L, 0);
+    return 0;
+  default:
+    lua_pushlightuserdata(L, NULL_PTR);
+    return 0;
+  }
+}
+
+/* The first argument as a string; numbers are not text, so no coercion. */
+static const char *check_text(lua_State *L, int arg, size_t *len) {
+  if (lua_type(L, arg) != LUA_TSTRING) luaL_typeerror(L, arg, "string");
+  return lua_tolstring(L, arg, len);
+}
+
+/*
+** json.decode(text [, ordered]) -> value | nil, message.
+** Upvalues: array marker, order table, tree-box metatable.
+*/
+static int l_decode(lua_State *L) {
+  size_t len;
+  const char *s = check_text(L, 1, &len);
+  int ordered = lua_toboolean(L, 2), box_idx;
+  json_t **box;
+  Dec d;
+  lua_settop(L, 2);
+  box = new_tree_box(L, lua_upvalueindex(3));
+  box_idx = lua_gettop(L);
+  if (!load_tree(L, box, s, len)) {
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+  }
+  d.L = L;
+  d.marker = lua_upvalueindex(1);
+  d.order = ordered ? lua_upvalueindex(2) : 0;
+  if (to_lua(&d, *box, 1) != 0) {
+    lua_settop(L, box_idx);
+    drop_tree(box);
+    lua_pushnil(L);
+    lua_pushliteral(L, DEPTH_MESSAGE);
+    return 2;
+  }
+  drop_tree(box);
+  return 1;
+}
+
+/* Whether every container in j sits at most MCP_JSON_MAX_DEPTH levels deep. */
+static int depth_ok(json_t *j, int depth) {
+  if (json_is_object(j)) {
+    void *it;
+    if (depth > MCP_JSON_MAX_DEPTH) return 0;
+    for (it = json_object_iter(j); it != NULL; it = json_object_iter_next(j, it))
+      if (!depth_ok(json_object_iter_value(it), depth + 1)) return 0;
+  } else if (json_is_array(j)) {
+    size_t i, n = json_array_size(j);
+    if (depth > MCP_JSON_MAX_DEPTH) return 0;
+    for (i = 0; i < n; i++)
+      if (!depth_ok(json_array_get(j, i), depth + 1)) return 0;
+  }
+  return 1;
+}
+
+/* Whether the text is empty once PHP's trim() set (" \t\n\r\0\x0B") is removed. */
+static int is_blank(const char *s, size_t len) {
+  size_t i;
+  for (i = 0; i < len; i++) {
+    char c = s[i];
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '\0' && c != '\v') return 0;
+  }
+  return 1;
+}
+
+/* Return kind and detail (both literals), freeing the tree first. */
+static int classified(lua_State *L, json_t **box, const char *kind, const char *detail) {
+  drop_tree(box);
+  lua_pushstring(L, kind);
+  lua_pushstring(L, detail);
+  return 2;
+}
+
+/*
+** core.rpc_classify(text, expected_id [, ordered]) — one JSON-RPC response:
+**   "result", table | "error", code, message | "other", why | "malformed", why.
+** Classified on the jansson tree; only a result we return is converted to Lua.
+*/
+static int l_rpc_classify(lua_State *L) {
+  size_t len;
+  const char *s = check_text(L, 1, &len);
+  lua_Integer expected;
+  int ordered = lua_toboolean(L, 3), id_matches;
+  json_t **box, *root, *id, *err, *res;
+  if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer");  /* ids are integers: no "1" or 1.0 */
+  expected = lua_tointeger(L, 2);
+  lua_settop(L, 3);
+  if (is_blank(s, len)) {
+    lua_pushliteral(L, "malformed");
+    lua_pushliteral(L, "empty body");
+    return 2;
+  }
+  box = new_tree_box(L, lua_upvalueindex(3));
+  if (!load_tree(L, box, s, len)) {
+    lua_pushliteral(L, "malformed");
+    lua_insert(L, -2);
+    return 2;
+  }
+  root = *box;
+  if (!depth_ok(root, 1)) return classified(L, box, "malformed", DEPTH_MESSAGE);
+  if (!json_is_object(root)) return classified(L, box, "malformed", "the body is not a JSON object");
+  if (json_object_get(root, "method") != NULL)
+    return classified(L, box, "other", "a server request or notification");
+  id = json_object_get(root, "id");
+  id_matches = id != NULL && json_is_integer(id) && json_integer_value(id) == (json_int_t)expected;
+  err = json_object_get(root, "error");
+  if (err != NULL && json_is_object(err)) {
+    json_t *code = json_object_get(err, "code"), *message = json_object_get(err, "message");
+    if (!id_matches && !(id != NULL && json_is_null(id)))
+      return classified(L, box, "other", "a response to another request");
+    lua_pushliteral(L, "error");
+    lua_pushinteger(L, code != NULL && json_is_integer(code) ? (lua_Integer)json_integer_value(code) : 0);
+    if (message != NULL && json_is_string(message))
+      lua_pushlstring(L, json_string_value(message), json_string_length(message));
+    else
+      lua_pushliteral(L, "no message");
+    drop_tree(box);
+    return 3;
+  }
+  res = json_object_get(root, "result");
+  if (res != NULL && json_is_object(res)) {
+    Dec d;
+    if (!id_matches) return classified(L, box, "other", "a response to another request");
+    d.L = L;
+    d.marker = lua_upvalueindex(1);
+    d.order = ordered ? lua_upvalueindex(2) : 0;
+    lua_pushliteral(L, "result");
+    (void)to_lua(&d, res, 2);  /* depth_ok already bounded the whole tree */
+    drop_tree(box);
+    return 2;
+  }
+  return classified(L, box, "malformed", "the response carries neither a result nor an error");
+}
+
+/* ==================================================================== */
 /* Markers, key order, null                                             */
 /* ==================================================================== */
 
@@ -771,21 +1003,20 @@ void mcp_json_mark_array(lua_State *L, int idx) {
 /* ==================================================================== */
 
 /* Push a closure of f over the values at the given stack indexes. */
-static void push_closure(lua_State *L, lua_CFunction f, int a, int b) {
+static void push_closure(lua_State *L, lua_CFunction f, int a, int b, int c) {
   int n = 0;
   if (a != 0) lua_pushvalue(L, a), n++;
   if (b != 0) lua_pushvalue(L, b), n++;
+  if (c != 0) lua_pushvalue(L, c), n++;
   lua_pushcclosure(L, f, n);
 }
 
 /*
 ** Registry state is created once per Lua state and reused when busted reopens
 ** the module, so tables decoded under one opening stay arrays under the next.
-** The decoder's entry points (json_decode.c) close over the same marker and
-** order table as the encoder's.
 */
 void mcp_register_json(lua_State *L) {
-  int module = lua_gettop(L), marker, order;
+  int module = lua_gettop(L), marker, order, tree;
   luaL_checkstack(L, 8, "mcpclient.core");
   luaL_newmetatable(L, ARRAY_KEY);  /* an existing marker is reused: 0 is fine */
   marker = lua_gettop(L);
@@ -800,27 +1031,32 @@ void mcp_register_json(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
   }
   order = lua_gettop(L);
+  if (luaL_newmetatable(L, TREE_KEY)) {
+    lua_pushcfunction(L, tree_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  tree = lua_gettop(L);
 
   lua_createtable(L, 0, 8);
-  push_closure(L, l_encode, marker, order);
+  push_closure(L, l_encode, marker, order, 0);
   lua_setfield(L, -2, "encode");
-  push_closure(L, l_try_encode, marker, order);
+  push_closure(L, l_try_encode, marker, order, 0);
   lua_setfield(L, -2, "try_encode");
-  push_closure(L, mcp_json_l_decode, marker, order);
+  push_closure(L, l_decode, marker, order, tree);
   lua_setfield(L, -2, "decode");
   lua_pushlightuserdata(L, NULL_PTR);
   lua_setfield(L, -2, "null");
-  push_closure(L, l_array, marker, 0);
+  push_closure(L, l_array, marker, 0, 0);
   lua_setfield(L, -2, "array");
-  push_closure(L, l_is_array, marker, 0);
+  push_closure(L, l_is_array, marker, 0, 0);
   lua_setfield(L, -2, "is_array");
-  push_closure(L, l_key_order, order, 0);
+  push_closure(L, l_key_order, order, 0, 0);
   lua_setfield(L, -2, "key_order");
-  push_closure(L, l_set_key_order, order, 0);
+  push_closure(L, l_set_key_order, order, 0, 0);
   lua_setfield(L, -2, "set_key_order");
   lua_setfield(L, module, "json");
 
-  push_closure(L, mcp_json_l_rpc_classify, marker, order);
+  push_closure(L, l_rpc_classify, marker, order, tree);
   lua_setfield(L, module, "rpc_classify");
   lua_settop(L, module);
 }
