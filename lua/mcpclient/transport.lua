@@ -202,6 +202,16 @@ function Reader:finish()
   self.decoder = nil
 end
 
+-- Is this answer an event stream? The leg decides first (it streamed what it
+-- saw labelled so); a body it kept whole but whose label reads as an event
+-- stream here is decoded here, so the two halves never disagree about a body.
+local function is_stream(response, media, reader)
+  if response.streamed then return true end
+  if media ~= "text/event-stream" then return false end
+  reader:hook()(response.body)
+  return true
+end
+
 -- Wait before a resumption, in slices so a cancel flag is still honoured.
 -- Counted in slices rather than read off the connection's clock, which a
 -- host (or a spec) may drive by hand.
@@ -236,7 +246,7 @@ function Transport:request(op, session, method, params, ordered)
   local info = { duration_ms = response.duration_ms, session_id = response.headers["mcp-session-id"] }
   if info.session_id == "" then info.session_id = nil end
   local media = media_type(response.headers)
-  if media == "text/event-stream" then
+  if is_stream(response, media, reader) then
     return self:finish_stream(op, session, reader, response, info, method, id)
   end
   if media ~= "" and media ~= "application/json" then
@@ -286,7 +296,7 @@ function Transport:finish_stream(op, session, reader, response, info, method, id
       response = BROKEN_STREAM
     elseif response.status >= 300 then
       return self:status_failure(response, session)
-    elseif media_type(response.headers) ~= "text/event-stream" then
+    elseif not is_stream(response, media_type(response.headers), reader) then
       return fail("content_type", self.identifier, { media_type = media_type(response.headers) })
     end
   end
