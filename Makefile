@@ -54,7 +54,7 @@ unit: all
 	$(BUSTED) --exclude-tags=integration
 
 lint:
-	luacheck --quiet lua bin spec examples bench scripts/*.lua scripts/demo
+	luacheck --quiet lua bin spec examples bench fuzz scripts/*.lua scripts/demo
 
 # The whole suite again under AddressSanitizer + UBSan, in a separate build tree.
 # lua5.4 is not instrumented, so the runtimes are preloaded; the node peers the

@@ -468,7 +468,11 @@ static int l_schema_rejection(lua_State *L) {
 ** decode_stored_schema(text) -> table | nil. REFERENCE §4 "Stored schema
 ** decoding": only an object is a stored schema ('{}' is the empty one);
 ** '[]', 'null' and broken text are none. The codec keeps key order so the
-** schema is shown to a model the way the server wrote it.
+** schema is shown to a model the way the server wrote it. The decoder
+** returns nil for bad text and raises only when memory or the stack runs
+** out, and that error must reach the caller: swallowed, it would make a
+** stored tool silently lose its schema (and drop out of the catalogue)
+** whenever memory is short.
 */
 static int l_decode_stored_schema(lua_State *L) {
   size_t n, i = 0;
@@ -487,7 +491,8 @@ static int l_decode_stored_schema(lua_State *L) {
   lua_pushvalue(L, lua_upvalueindex(2));
   lua_pushvalue(L, 1);
   lua_pushboolean(L, 1);
-  if (lua_pcall(L, 2, 1, 0) == LUA_OK && is_object(L, lua_gettop(L))) return 1;
+  lua_call(L, 2, 1);
+  if (is_object(L, lua_gettop(L))) return 1;
   lua_pushnil(L);
   return 1;
 }

@@ -1,0 +1,137 @@
+--- Checker of fuzz/text_fuzz.c: clip, label, flatten, bound, repair_utf8 (csrc/text.c).
+--
+-- The raw input is remote text as it is (any bytes). When it decodes as JSON
+-- it is also a content array (or a result holding one): flatten must join
+-- exactly the non-empty text blocks and count every other block under one of
+-- the five labels, in the note's fixed form; the note, a newline and the
+-- joined text (what a model reads) then go through bound like any result.
+-- Every output must be valid UTF-8 (Lua's strict utf8.len: no overlongs,
+-- surrogates or code points past U+10FFFF); bound stays within its limit,
+-- marker included, and keeps a prefix of the repaired text; clip has no
+-- control characters, no edge spaces and at most limit code points plus the
+-- ellipsis, and is idempotent.
+local core = require "mcpclient.core"
+
+local json = core.json
+
+local ELLIPSIS = "\226\128\166"
+local LABELS = { audio = true, image = true, resource = true, resource_link = true }
+local LABEL_ORDER = { "audio", "image", "other", "resource", "resource_link" }
+
+local function check(cond, fmt, ...)
+  if not cond then error(string.format(fmt, ...), 2) end
+end
+
+local function valid(s) return utf8.len(s) ~= nil end
+
+local function marker(limit)
+  return "\n" .. ELLIPSIS .. "[tool result truncated at " .. limit .. " bytes]"
+end
+
+local function check_bound(text, limit, note)
+  local repaired = core.repair_utf8(text)
+  local out, cut = core.bound(text, limit)
+  check(type(out) == "string" and type(cut) == "boolean", "bound returned %s, %s", type(out), type(cut))
+  check(#out <= limit, "bound(%d) returned %d bytes", limit, #out)
+  check(valid(out), "bound(%d) returned invalid UTF-8", limit)
+  if not cut then
+    check(out == repaired, "bound(%d) without a cut is not the repaired text", limit)
+    return
+  end
+  local m = marker(limit)
+  check(#repaired > limit, "bound(%d) cut a text that fits (%d bytes repaired)", limit, #repaired)
+  check(out:sub(-#m) == m, "bound(%d) cut without the marker", limit)
+  local kept = out:sub(1, #out - #m)
+  check(repaired:sub(1, #kept) == kept, "bound(%d) kept bytes that are not a prefix of the repaired text", limit)
+  check(#kept >= limit - #m - 3, "bound(%d) kept %d bytes: more cut than a character boundary needs", limit, #kept)
+  if note and #note <= limit - #m then
+    check(out:sub(1, #note) == note, "bound(%d) lost the leading note", limit)
+  end
+end
+
+local function check_clip(text, limit)
+  local out = limit and core.clip(text, limit) or core.clip(text)
+  limit = limit or 200
+  check(valid(out), "clip(%d) returned invalid UTF-8", limit)
+  local n, ellipsis = 0, false
+  for _, cp in utf8.codes(out) do
+    check(not (cp < 0x20 or cp == 0x7F or (cp >= 0x80 and cp <= 0x9F)), "clip(%d) kept control U+%04X", limit, cp)
+    n = n + 1
+  end
+  if out:sub(-3) == ELLIPSIS and n == limit + 1 then ellipsis = true end
+  check(n <= limit or ellipsis, "clip(%d) returned %d code points", limit, n)
+  check(out:sub(1, 1) ~= " ", "clip(%d) starts with a space", limit)
+  check(ellipsis or out:sub(-1) ~= " ", "clip(%d) ends with a space", limit)
+  local again = core.clip(out, limit)
+  check(again == out, "clip(%d) is not idempotent:\n%q\n%q", limit, out, again)
+  return out
+end
+
+local function check_text(text, note)
+  local repaired = core.repair_utf8(text)
+  check(valid(repaired), "repair_utf8 returned invalid UTF-8")
+  if valid(text) then check(repaired == text, "repair_utf8 changed valid text") end
+  check(core.repair_utf8(repaired) == repaired, "repair_utf8 is not idempotent")
+  local m = #marker(1) -- the shortest marker, for limit 1..9 it has the fewest digits
+  for _, limit in ipairs { m + 2, 64, 100 + #text % 157, 50000 } do
+    if limit >= #marker(limit) then check_bound(text, limit, note) end
+  end
+  check_bound(text, #marker(100), note) -- a limit of exactly the marker: nothing but the marker fits
+  check(core.bound(text) == core.bound(text, 50000), "bound's default limit is not 50000")
+  check_clip(text)
+  check_clip(text, 0)
+  check_clip(text, 1)
+  check_clip(text, 7)
+  check(core.label(text) == core.clip(text, 100), "label differs from clip at 100")
+end
+
+-- REFERENCE §6.3 + D13 once more, in Lua: what flatten must return.
+local function expected_flatten(content)
+  local list = type(content) == "table" and (json.is_array(content) or (#content > 0 and (function()
+    local count = 0
+    for k in pairs(content) do
+      if math.type(k) ~= "integer" or k < 1 or k > #content then return false end
+      count = count + 1
+    end
+    return count == #content
+  end)()))
+  if not list then return "", nil end
+  local texts, dropped, seen = {}, 0, {}
+  for i = 1, #content do
+    local block = content[i]
+    local btype = type(block) == "table" and rawget(block, "type") or nil
+    if btype == "text" then
+      local t = rawget(block, "text")
+      if type(t) == "string" and t ~= "" then texts[#texts + 1] = t end
+    else
+      dropped = dropped + 1
+      seen[(type(btype) == "string" and LABELS[btype]) and btype or "other"] = true
+    end
+  end
+  if dropped == 0 then return table.concat(texts, "\n"), nil end
+  local names = {}
+  for _, label in ipairs(LABEL_ORDER) do if seen[label] then names[#names + 1] = label end end
+  local note = string.format("[mcpclient reads text only and dropped %d non-text content %s (%s).]",
+    dropped, dropped == 1 and "block" or "blocks", table.concat(names, ", "))
+  return table.concat(texts, "\n"), note
+end
+
+return function(input)
+  check_text(input)
+  local value = json.decode(input)
+  if type(value) ~= "table" then
+    check(core.label(value) == (type(value) == "string" and core.clip(value, 100) or ""), "label of a non-table")
+    return
+  end
+  check(core.label(value) == "", "label of a table is not empty")
+  local content = value
+  if not json.is_array(value) then
+    content = type(value.result) == "table" and value.result.content or value.content
+  end
+  local text, note = core.flatten(content)
+  local want_text, want_note = expected_flatten(content)
+  check(text == want_text, "flatten text:\n%q\nwanted\n%q", text, want_text)
+  check(note == want_note, "flatten note %s, wanted %s", tostring(note), tostring(want_note))
+  check_text(text)
+  if note then check_text(note .. "\n" .. text, note) end
+end

@@ -1,0 +1,141 @@
+-- Regressions found by the fuzz harnesses (fuzz/, `make fuzz`): each reproduces a finding through
+-- the Lua API, fails on the code as it was and passes on the fix.
+local core = require "mcpclient.core"
+
+-- Calls probe() at each of the `window` deepest Lua call levels where it can be called, so
+-- that somewhere in the window a call still gets its frame but what it calls in turn finds the
+-- stack exhausted: the same refusal a failed allocation gives, without an allocator hook.
+-- Returns the outcomes from the deepest level up.
+local function at_stack_limit(window, probe)
+  local function run(limit, outcomes)
+    local deepest = 0
+    local co = coroutine.create(function()
+      local function dive(n)
+        deepest = n
+        if n < limit then dive(n + 1) end
+        if outcomes and limit - n < window then outcomes[#outcomes + 1] = probe() end
+      end
+      dive(1)
+    end)
+    local ok = coroutine.resume(co)
+    return ok, deepest
+  end
+  local _, deepest = run(math.huge) -- overflows: how deep can a dive go?
+  -- at the very deepest levels even calling the probe overflows: start just above those
+  for limit = deepest - 1, deepest - window, -1 do
+    local outcomes = {}
+    if run(limit, outcomes) then return outcomes end
+  end
+  error("the probe could not be called anywhere near the stack limit")
+end
+
+describe("fuzz finding: decode_stored_schema swallowed the decoder's resource errors", function()
+  -- Found by schema_fuzz with FUZZ_OOM=1 (one failed allocation per input): a stored schema
+  -- that decodes perfectly well came back nil when the decoder ran out of memory, so the
+  -- catalogue silently dropped the tool. The decoder raises only for exhausted memory or stack;
+  -- that must reach the caller, never turn into "no schema".
+  it("raises instead of answering nil when the decoder cannot run", function()
+    local outcomes = at_stack_limit(48, function()
+      local ok, schema = pcall(core.decode_stored_schema, '{"type":"object"}')
+      if not ok then return "raised" end
+      return schema == nil and "nil" or "schema"
+    end)
+    local seen = {}
+    for _, o in ipairs(outcomes) do seen[o] = (seen[o] or 0) + 1 end
+    assert.is_nil(seen["nil"], "a decodable stored schema read as none")
+    assert.is_truthy(seen.raised, "the window never reached the stack limit")
+    assert.is_truthy(seen.schema, "the window never left the stack limit")
+  end)
+
+  it("still answers nil for text that is not a stored schema", function()
+    assert.is_nil(core.decode_stored_schema("[]"))
+    assert.is_nil(core.decode_stored_schema("{ broken"))
+    assert.same({}, core.decode_stored_schema("{}"))
+  end)
+end)
+
+-- A raw HTTP server on 127.0.0.1 (node's http module refuses to send such heads): each path
+-- answers the tools/call with the same event stream under a different header block.
+local RAW_SERVER = [==[
+const net = require('net');
+const result = '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}';
+const sse = 'event: message\ndata: ' + result + '\n\n';
+const heads = {
+  '/two-types': ['Content-Type: text/event-stream', 'Content-Type: application/json'],
+  '/vertical-tab': ['Content-Type: text/event-stream\v'],
+  '/plain': ['Content-Type: text/event-stream'],
+};
+const srv = net.createServer((s) => {
+  let buf = '';
+  s.on('data', (d) => {
+    buf += d.toString('latin1');
+    const end = buf.indexOf('\r\n\r\n');
+    if (end < 0) return;
+    const len = Number((/content-length: *(\d+)/i.exec(buf) || [0, 0])[1]);
+    if (buf.length < end + 4 + len) return;
+    const head = ['HTTP/1.1 200 OK', ...(heads[buf.split(' ')[1]] || []),
+      'Content-Length: ' + Buffer.byteLength(sse), 'Connection: close'];
+    s.end(head.join('\r\n') + '\r\n\r\n' + sse, 'latin1');
+  });
+});
+srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));
+]==]
+
+-- One tools/call through the real transport and the real C leg to path on the raw server.
+local function call_raw(port, path)
+  local Transport = require "mcpclient.transport"
+  local Deadline = require "mcpclient.deadline"
+  local hostgate = require "mcpclient.hostgate"
+  local url = "http://127.0.0.1:" .. port .. path
+  local t = Transport.new {
+    identifier = "raw", url = url, target = assert(hostgate.parse_url(url)), leg = core.http_leg(),
+    host_gate = hostgate.default, refuse_private = false, connect_timeout = 5, tls = {},
+  }
+  local clock = function() return core.monotonic_ns() / 1e9 end
+  local result, message, err = t:request({ deadline = Deadline.open(5, clock) }, nil, "tools/call", { name = "x" })
+  t:close()
+  return result, message, err
+end
+
+local function with_raw_server(fn)
+  local pipe = assert(io.popen("exec sh -c 'echo $$; exec node -e \"$0\"' '" .. RAW_SERVER:gsub("'", "'\\''") .. "'"))
+  local pid = assert(tonumber(pipe:read("l")), "no pid from the raw server's shell")
+  local port = assert(tonumber(pipe:read("l")), "the raw server printed no port")
+  local ok, err = pcall(fn, port)
+  os.execute("kill " .. pid)
+  pipe:close()
+  assert(ok, err)
+end
+
+describe("fuzz finding: the C leg and the transport read the media type differently", function()
+  -- Found while building response_fuzz, which runs the header block through csrc/http.c's own
+  -- header callback: the leg streams a body when ANY Content-Type line is text/event-stream
+  -- (trimming only spaces and tabs), while transport.lua reads the header table, where the
+  -- LAST Content-Type wins and Lua's %s (also \v, \f) is trimmed. When they disagree, a valid
+  -- answer is lost and the failure says something false ("empty body", "carried no message").
+  -- Fixed: the transport trusts response.streamed, and decodes a kept body whose label it
+  -- reads as an event stream.
+  it("agrees with itself on a plain event stream (the control case)", function()
+    with_raw_server(function(port)
+      local result = assert(call_raw(port, "/plain"))
+      assert.same("ok", result.content[1].text)
+    end)
+  end)
+
+  it("reads the answer, or refuses the media type, when Content-Type ends in a vertical tab", function()
+    with_raw_server(function(port)
+      local result, _, err = call_raw(port, "/vertical-tab")
+      -- was: malformed, "the event stream carried no message" (the C leg kept the body, the
+      -- transport looked for a stream that was never decoded)
+      assert.is_true(result ~= nil or err.kind == "content_type", err and err.message)
+    end)
+  end)
+
+  it("reads the answer, or refuses the response, when it carries two Content-Type headers", function()
+    with_raw_server(function(port)
+      local result, _, err = call_raw(port, "/two-types")
+      -- was: malformed, "empty body with status 200" (the C leg streamed the body away)
+      assert.is_true(result ~= nil or err.kind == "content_type", err and err.message)
+    end)
+  end)
+end)
