@@ -9,18 +9,8 @@ local Fake = require "support.fake_server"
 local json = core.json
 local ADMIN = { name = "ops", admin = true }
 
-local function open_store()
-  return assert(require("mcpclient.store").open(":memory:"))
-end
-
-local function add(store, fields)
-  local row = {
-    identifier = "srv", name = "Test server", url = "https://mcp.example.com/rpc",
-    data_class = "publicContent", enabled = true,
-  }
-  for k, v in pairs(fields or {}) do row[k] = v end
-  return assert(store:add_server(row))
-end
+local servers = require "support.servers"
+local open_store, add = servers.open_store, servers.add
 
 local function catalogue_of(names)
   local fake = Fake.new():will_handshake()

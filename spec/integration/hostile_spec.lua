@@ -12,30 +12,9 @@ local SECRET = "hostile-spec-secret-7f3a9c"
 
 local server
 
+local hostile = require "support.hostile"
 local read_all = require("support.shell").read_all
-
--- Starts the hostile server; its first stdout line is "listening <port>".
-local function start_server()
-  local stderr = os.tmpname()
-  local pipe = assert(io.popen(string.format(
-    "exec sh -c 'echo $$; exec node spec/support/hostile_server.mjs 2>%s'", stderr), "r"))
-  local pid = assert(math.tointeger(tonumber(pipe:read("l"))), "no pid from the server shell")
-  local line = pipe:read("l")
-  local port = line and line:match("^listening (%d+)$")
-  if not port then
-    os.execute("kill " .. pid .. " 2>/dev/null")
-    pipe:close()
-    error("the hostile server did not start: " .. tostring(line) .. " " .. read_all(stderr))
-  end
-  return { pipe = pipe, pid = pid, port = tonumber(port), stderr = stderr }
-end
-
-local function stop_server(s)
-  if not s then return end
-  os.execute("kill " .. s.pid .. " 2>/dev/null")
-  s.pipe:close()
-  os.remove(s.stderr)
-end
+local start_server, stop_server = hostile.start, hostile.stop
 
 local function url(path)
   return string.format("http://127.0.0.1:%d%s", server.port, path)

@@ -58,22 +58,11 @@ local function make_certificates()
     "basicConstraints = CA:FALSE\nextendedKeyUsage = clientAuth\n", "other-ca")
 end
 
-local read_all = require("support.shell").read_all
+local hostile = require "support.hostile"
 
 -- An HTTPS hostile server (every path well-behaved for "echo") with these options.
 local function start_server(args)
-  local stderr = os.tmpname()
-  local pipe = assert(io.popen(string.format(
-    "exec sh -c 'echo $$; exec node spec/support/hostile_server.mjs %s 2>%s'", args, stderr), "r"))
-  local pid = assert(math.tointeger(tonumber(pipe:read("l"))), "no pid from the server shell")
-  local line = pipe:read("l")
-  local port = line and line:match("^listening (%d+)$")
-  if not port then
-    os.execute("kill " .. pid .. " 2>/dev/null")
-    pipe:close()
-    error("the TLS server did not start: " .. tostring(line) .. " " .. read_all(stderr))
-  end
-  local s = { pipe = pipe, pid = pid, port = tonumber(port), stderr = stderr }
+  local s = hostile.start(args)
   servers[#servers + 1] = s
   return s
 end
@@ -128,11 +117,7 @@ describe("TLS #integration", function()
   end)
 
   teardown(function()
-    for _, s in ipairs(servers) do
-      os.execute("kill " .. s.pid .. " 2>/dev/null")
-      s.pipe:close()
-      os.remove(s.stderr)
-    end
+    for _, s in ipairs(servers) do hostile.stop(s) end
     if dir then os.execute("rm -rf " .. quote(dir)) end
   end)
 
