@@ -84,6 +84,38 @@ measure("5 conn:call_tool (the whole client)", opts.calls, "call", function()
   assert(conn:call_tool("echo", { message = "hello" }).text == "hello")
 end)
 
+-- Where call_tool's own time goes: the C entry points it calls, timed from inside the client
+-- (wrapped for this measurement only), and the rest, which is the client's Lua.
+do
+  local spent = { send = 0, classify = 0, flatten = 0, encode = 0 }
+  local now = core.now
+  local function timed(key, fn)
+    return function(...)
+      local t = now()
+      local a, b, c, d = fn(...)
+      spent[key] = spent[key] + (now() - t)
+      return a, b, c, d
+    end
+  end
+  local real_leg = conn.transport.leg
+  local real_send = timed("send", function(req) return real_leg:send(req) end)
+  conn.transport.leg = { send = function(_, req) return real_send(req) end, close = function() real_leg:close() end }
+  local saved = { rpc_classify = core.rpc_classify, flatten = core.flatten, try_encode = json.try_encode }
+  core.rpc_classify = timed("classify", saved.rpc_classify)
+  core.flatten = timed("flatten", saved.flatten)
+  json.try_encode = timed("encode", saved.try_encode)
+  local t0 = now()
+  for _ = 1, opts.calls do assert(conn:call_tool("echo", { message = "hello" })) end
+  local total = now() - t0
+  core.rpc_classify, core.flatten, json.try_encode = saved.rpc_classify, saved.flatten, saved.try_encode
+  conn.transport.leg = real_leg
+  local per = function(x) return x / opts.calls * 1e6 end
+  io.write(string.format("6 inside call_tool (wall us/call): leg:send %.1f, rpc_classify %.1f, flatten %.1f,"
+    .. " try_encode %.1f, the rest (Lua) %.1f, total %.1f\n", per(spent.send), per(spent.classify),
+    per(spent.flatten), per(spent.encode), per(total - spent.send - spent.classify - spent.flatten - spent.encode),
+    per(total)))
+end
+
 io.write("\nlisting (", opts.lists, " each)\n")
 leg = core.http_leg()
 local pages = {}

@@ -16,7 +16,8 @@
 -- Prints one JSON line: client, mode, n, wall_s, ops_per_s, p50_ms, p99_ms, max_ms, cpu_s,
 -- cpu_per_op_us (os.clock(): this process's CPU, user + system, over the timed part only),
 -- peak_rss_kb (VmHWM), startup_cpu_ms (process CPU when the library was loaded), errors, and
--- per mode: tools/refused (list). Any error exits 1.
+-- per mode: tools/refused (list), samples (cancel: every latency in ms, ";"-separated). Any error
+-- exits 1.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./build/?.so;" .. package.cpath
 
@@ -171,6 +172,12 @@ local fields = {
   string.format('"peak_rss_kb":%d,"startup_cpu_ms":%.3f,"errors":%d', peak_rss_kb(), startup_cpu_ms, errors),
 }
 for key, value in pairs(extra) do fields[#fields + 1] = string.format('"%s":%d', key, value) end
+if opts.mode == "cancel" then
+  -- Every latency, so bench/run.lua can pool the runs (with 50 samples, p99 is the maximum).
+  local samples = {}
+  for i, v in ipairs(latencies) do samples[i] = string.format("%.3f", v * 1000) end
+  fields[#fields + 1] = '"samples":"' .. table.concat(samples, ";") .. '"'
+end
 io.write("{", table.concat(fields, ","), "}\n")
 if errors > 0 then
   io.stderr:write("mcpclient_client: ", errors, " errors; the first: ", first_error, "\n")

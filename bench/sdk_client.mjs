@@ -16,7 +16,8 @@
 // Prints one JSON line with the fields bench/mcpclient_client.lua prints: client, mode, n,
 // wall_s, ops_per_s, p50_ms, p99_ms, max_ms, cpu_s, cpu_per_op_us (process.cpuUsage over the
 // timed part: user + system, every thread), peak_rss_kb (process.resourceUsage().maxRSS),
-// startup_cpu_ms (process CPU once the SDK is imported), errors, and tools (list).
+// startup_cpu_ms (process CPU once the SDK is imported), errors, tools (list) and samples (cancel:
+// every latency in ms, ";"-separated).
 import { performance } from 'node:perf_hooks';
 
 const sdk = new URL('../spec/peers/node_modules/@modelcontextprotocol/sdk/dist/esm/', import.meta.url);
@@ -203,6 +204,8 @@ const out = {
   peak_rss_kb: process.resourceUsage().maxRSS, startup_cpu_ms: Number(startupCpuMs.toFixed(3)),
   errors, ...extra,
 };
+// Every latency, so bench/run.lua can pool the runs (with 50 samples, p99 is the maximum).
+if (opts.mode === 'cancel') out.samples = latencies.map((v) => v.toFixed(3)).join(';');
 process.stdout.write(`${JSON.stringify(out)}\n`);
 if (errors > 0) process.stderr.write(`sdk_client: ${errors} errors; the first: ${firstError}\n`);
 process.exit(errors > 0 ? 1 : 0);
