@@ -6,6 +6,9 @@
 #ifndef MCPCLIENT_CORE_H
 #define MCPCLIENT_CORE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <lua.h>
 #include <lauxlib.h>
 
@@ -36,5 +39,14 @@ void mcp_json_push_null(lua_State *L);
 int mcp_json_is_null(lua_State *L, int idx);
 int mcp_json_is_array(lua_State *L, int idx);      /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx);   /* give the table at idx the array marker */
+
+/*
+** text.c's strict UTF-8 reader, shared by the encoder and the schema check:
+** no overlongs, surrogates or code points past U+10FFFF.
+*/
+/* Length of the unit at s (n > 0): a character (*ok = 1, *cp set) or the maximal invalid subpart (*ok = 0). */
+size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp);
+/* 1 when all n bytes are well-formed UTF-8. */
+int mcp_utf8_valid(const unsigned char *s, size_t n);
 
 #endif

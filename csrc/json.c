@@ -185,34 +185,6 @@ static const char *put_float(Enc *e, lua_Number d) {
   return NULL;
 }
 
-/*
-** Length of the well-formed UTF-8 sequence at p (lead byte already known to be
-** 0xC2..0xF4), storing its code point; 0 for an overlong form, a surrogate,
-** a code point above U+10FFFF or a truncated sequence.
-*/
-static size_t utf8_sequence(const unsigned char *p, const unsigned char *end, unsigned long *cp) {
-  unsigned c = p[0];
-  size_t avail = (size_t)(end - p);
-  if (c <= 0xDF) {
-    if (avail < 2 || (p[1] & 0xC0) != 0x80) return 0;
-    *cp = ((unsigned long)(c & 0x1F) << 6) | (p[1] & 0x3F);
-    return 2;
-  }
-  if (c <= 0xEF) {
-    if (avail < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-    if (c == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
-    if (c == 0xED && p[1] > 0x9F) return 0;  /* UTF-16 surrogate */
-    *cp = ((unsigned long)(c & 0x0F) << 12) | ((unsigned long)(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
-    return 3;
-  }
-  if (avail < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-  if (c == 0xF0 && p[1] < 0x90) return 0;  /* overlong */
-  if (c == 0xF4 && p[1] > 0x8F) return 0;  /* above U+10FFFF */
-  *cp = ((unsigned long)(c & 0x07) << 18) | ((unsigned long)(p[1] & 0x3F) << 12) |
-        ((unsigned long)(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
-  return 4;
-}
-
 static const char hex_digits[] = "0123456789abcdef";
 
 /* Append \uXXXX (lowercase hex, as PHP writes it); space was reserved by the caller. */
@@ -250,9 +222,13 @@ static const char *put_string(Enc *e, const char *str, size_t len) {
         continue;
       }
       break;
-    case C_LEAD:
-      m = utf8_sequence(p, end, &cp);
-      if (m == 0) return E_UTF8;
+    case C_LEAD: {
+      int ok;
+      uint32_t u;
+      m = mcp_utf8_unit(p, (size_t)(end - p), &ok, &u);
+      if (!ok) return E_UTF8;
+      cp = u;
+    }
       if (!e->ascii) {
         p += m;
         continue;

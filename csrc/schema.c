@@ -62,42 +62,6 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
   }
 }
 
-/*
-** 1 when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or code
-** points past U+10FFFF): the encoder would refuse anything else, and a
-** refusal has to say so rather than blame the schema's shape.
-*/
-static int utf8_valid(const unsigned char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    unsigned c = s[i], lo = 0x80, hi = 0xBF;
-    size_t need, k;
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    if (c >= 0xC2 && c <= 0xDF) need = 1;
-    else if (c >= 0xE0 && c <= 0xEF) {
-      need = 2;
-      if (c == 0xE0) lo = 0xA0;
-      else if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      need = 3;
-      if (c == 0xF0) lo = 0x90;
-      else if (c == 0xF4) hi = 0x8F;
-    } else return 0;
-    if (n - i <= need) return 0;
-    for (k = 1; k <= need; k++) {
-      unsigned d = s[i + k];
-      if (d < lo || d > hi) return 0;
-      lo = 0x80;
-      hi = 0xBF;
-    }
-    i += need + 1;
-  }
-  return 1;
-}
-
 /* Index of s in refused[], or -1. */
 static int refused_index(const char *s, size_t n) {
   size_t k;
@@ -245,7 +209,7 @@ static int visit(lua_State *L, int t, int level, const key_ref *k, walk_state *s
     case LUA_TSTRING: {
       size_t n;
       const char *s = lua_tolstring(L, -1, &n);
-      if (!utf8_valid((const unsigned char *)s, n)) st->bad_utf8 = 1;
+      if (!mcp_utf8_valid((const unsigned char *)s, n)) st->bad_utf8 = 1;
       break;
     }
     case LUA_TTABLE:
@@ -305,7 +269,7 @@ static int walk(lua_State *L, int t, int level, walk_state *st) {
         k->s = lua_tolstring(L, -1, &k->len);
         kw = refused_index(k->s, k->len);
         if (kw >= 0 && (best < 0 || kw < best)) best = kw;
-        if (!utf8_valid((const unsigned char *)k->s, k->len)) st->bad_utf8 = 1;
+        if (!mcp_utf8_valid((const unsigned char *)k->s, k->len)) st->bad_utf8 = 1;
         break;
       }
       case LUA_TNUMBER:

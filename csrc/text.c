@@ -30,7 +30,7 @@
 ** truncated 4-byte sequence costs one replacement, not three; overlongs,
 ** surrogates and code points above U+10FFFF are refused at the second byte.
 */
-static size_t utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp) {
+size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp) {
   unsigned c = s[0], lo = 0x80, hi = 0xBF;
   size_t need, i;
   uint32_t v;
@@ -78,7 +78,7 @@ static size_t utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp)
 ** 1 when all n bytes are well-formed UTF-8. ASCII is skipped a byte at a
 ** time without decoding: results are mostly ASCII.
 */
-static int utf8_valid(const unsigned char *s, size_t n) {
+int mcp_utf8_valid(const unsigned char *s, size_t n) {
   size_t i = 0;
   while (i < n) {
     int ok;
@@ -87,7 +87,7 @@ static int utf8_valid(const unsigned char *s, size_t n) {
       i++;
       continue;
     }
-    i += utf8_unit(s + i, n - i, &ok, &cp);
+    i += mcp_utf8_unit(s + i, n - i, &ok, &cp);
     if (!ok) return 0;
   }
   return 1;
@@ -105,7 +105,7 @@ static int utf8_repair_into(luaL_Buffer *b, const unsigned char *s, size_t n, si
   while (i < n) {
     int ok;
     uint32_t cp;
-    size_t len = s[i] < 0x80 ? (ok = 1, 1) : utf8_unit(s + i, n - i, &ok, &cp);
+    size_t len = s[i] < 0x80 ? (ok = 1, 1) : mcp_utf8_unit(s + i, n - i, &ok, &cp);
     size_t outlen = ok ? len : sizeof REPLACEMENT - 1;
     if (outlen > cap - out) {
       luaL_addlstring(b, (const char *)s + run, i - run);
@@ -157,7 +157,7 @@ static void push_clip(lua_State *L, const char *text, size_t n, lua_Integer limi
   while (i < n) {
     int ok;
     uint32_t cp;
-    size_t len = utf8_unit(s + i, n - i, &ok, &cp);
+    size_t len = mcp_utf8_unit(s + i, n - i, &ok, &cp);
     if (ok && (cp == ' ' || is_control(cp))) {
       int control = cp != ' ';
       if (emitted > 0 && !(control && in_control)) pending++;
@@ -365,7 +365,7 @@ static int l_bound(lua_State *L) {
   mlen = (size_t)snprintf(marker, sizeof marker, "\n" ELLIPSIS "[tool result truncated at " LUA_INTEGER_FMT " bytes]",
                           (LUAI_UACINT)limit);
   luaL_argcheck(L, (lua_Unsigned)limit >= mlen, 2, "limit is shorter than the truncation marker");
-  if ((lua_Unsigned)n <= (lua_Unsigned)limit && utf8_valid((const unsigned char *)s, n)) {
+  if ((lua_Unsigned)n <= (lua_Unsigned)limit && mcp_utf8_valid((const unsigned char *)s, n)) {
     lua_settop(L, 1);
     lua_pushboolean(L, 0);
     return 2;
@@ -399,7 +399,7 @@ static int l_repair_utf8(lua_State *L) {
   size_t n;
   const char *s = check_text(L, 1, &n);
   luaL_Buffer b;
-  if (utf8_valid((const unsigned char *)s, n)) {
+  if (mcp_utf8_valid((const unsigned char *)s, n)) {
     lua_settop(L, 1);
     return 1;
   }
