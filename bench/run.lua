@@ -55,15 +55,8 @@ for name in (os.getenv("BENCH_ONLY") or "warm,cold,list,cancel,startup,roundtrip
   only[name] = true
 end
 
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function read_all(path)
-  local f = io.open(path, "r")
-  if not f then return "" end
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local shell_helpers = require "support.shell"
+local quote, read_all = shell_helpers.quote, shell_helpers.read_all
 
 local function shell(cmd)
   local pipe = assert(io.popen(cmd .. " 2>/dev/null"))

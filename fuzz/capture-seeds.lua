@@ -13,15 +13,8 @@ local peers = require "support.peers"
 local out = arg[1] or "build-fuzz/captured"
 os.execute("mkdir -p '" .. out .. "'")
 
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local shell = require "support.shell"
+local quote, read = shell.quote, shell.read_all
 
 -- POST one JSON-RPC message; returns the head and body text and saves both.
 local function post(url, name, body, session, version)
