@@ -404,9 +404,9 @@ describe("store faults in a child process (health, REFERENCE §9)", function()
 
   after_each(function() remove_dir(dir) end)
 
-  local function run_child(prefix, fault)
+  local function run_child(prefix, fault, root)
     local pipe = assert(io.popen(string.format("%s lua5.4 %s %s %s %s 2>&1", prefix, quote(child),
-      quote(project_root()), quote(path), fault or "")))
+      quote(root or project_root()), quote(path), fault or "")))
     local text = pipe:read("a")
     pipe:close()
     local ok, result = pcall(json.decode, text)
@@ -416,13 +416,23 @@ describe("store faults in a child process (health, REFERENCE §9)", function()
 
   it("a database file chmod 0444, written by an unprivileged user: answer, warning, nothing stored", function()
     assert(shell("chmod 0444 " .. quote(path)))
-    local prefix = ""
+    local prefix, root = "", nil
     if is_root() then
-      -- root ignores the mode: run the agent as nobody, in a directory it may create the WAL in
+      -- root ignores the mode: run the agent as nobody, in a directory it may create the WAL in,
+      -- with its own copy of the library (the checkout may sit where nobody cannot read)
+      root = dir .. "/tree"
+      local from, to = quote(project_root()), quote(root)
+      for _, command in ipairs {
+        "mkdir -p " .. to .. "/build/mcpclient " .. to .. "/spec",
+        "cp -r " .. from .. "/lua " .. to .. "/",
+        "cp -r " .. from .. "/spec/support " .. to .. "/spec/",
+        "cp " .. from .. "/build/mcpclient/core.so " .. to .. "/build/mcpclient/",
+        "chmod -R a+rX " .. to,
+      } do assert(shell(command), command) end
       assert(shell("chmod 1777 " .. quote(dir)) and shell("chmod 0644 " .. quote(child)))
       prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups"
     end
-    local result = run_child(prefix)
+    local result = run_child(prefix, nil, root)
     assert.is_nil(result.open)
     assert.equal("still answered", result.answer)
     assert.equal(1, #result.warnings)
