@@ -90,7 +90,8 @@ soak: all
 # Fuzzing (issue 7): a libFuzzer harness per parser of far-side bytes (fuzz/*_fuzz.c), built
 # with clang under ASan+UBSan into $(FUZZ_BUILD)/, each run for FUZZ_SECONDS from the seed corpus
 # fuzz/corpus/<name>/ (new inputs go to $(FUZZ_BUILD)/corpus/<name>/, crashes to
-# $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself.
+# $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself. One harness:
+# `make fuzz-json`; the long runs of fuzz/README.md: `make -j2 -O fuzz FUZZ_SECONDS=1800`.
 FUZZ_CC        ?= clang
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 30
@@ -102,7 +103,7 @@ FUZZ_LIBS       = $(shell pkg-config --libs $(PKGS)) -lm
 FUZZ_OBJECTS    = $(patsubst csrc/%.c,$(FUZZ_BUILD)/obj/%.o,$(SOURCES))
 FUZZ_ENV        = ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.SECONDARY: $(FUZZ_OBJECTS)
+.SECONDARY: $(FUZZ_OBJECTS) $(patsubst %,$(FUZZ_BUILD)/%_fuzz,$(FUZZ_HARNESSES))
 
 $(FUZZ_BUILD)/obj/%.o: csrc/%.c csrc/*.h
 	@mkdir -p $(dir $@)
@@ -112,14 +113,14 @@ $(FUZZ_BUILD)/%_fuzz: fuzz/%_fuzz.c fuzz/fuzz_common.h $(FUZZ_OBJECTS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_DIR='"$(CURDIR)/fuzz"' -o $@ $< \
 	  $(filter-out $(if $(filter response,$*),$(FUZZ_BUILD)/obj/http.o),$(FUZZ_OBJECTS)) $(FUZZ_LIBS)
 
-fuzz: $(patsubst %,$(FUZZ_BUILD)/%_fuzz,$(FUZZ_HARNESSES))
-	@set -e; for h in $(FUZZ_HARNESSES); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$h $(FUZZ_BUILD)/artifacts; \
-	  echo "== fuzz $$h: $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_ENV) $(FUZZ_BUILD)/$${h}_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
-	    $$(test -f fuzz/$$h.dict && echo -dict=fuzz/$$h.dict) -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$h- \
-	    $(FUZZ_BUILD)/corpus/$$h fuzz/corpus/$$h; \
-	done
+fuzz: $(patsubst %,fuzz-%,$(FUZZ_HARNESSES))
+
+fuzz-%: $(FUZZ_BUILD)/%_fuzz
+	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/artifacts
+	@echo "== fuzz $*: $(FUZZ_SECONDS) s"
+	$(FUZZ_ENV) $< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+	  $(if $(wildcard fuzz/$*.dict),-dict=fuzz/$*.dict) -artifact_prefix=$(FUZZ_BUILD)/artifacts/$*- \
+	  $(FUZZ_BUILD)/corpus/$* fuzz/corpus/$*
 
 clean:
 	rm -rf build build-asan csrc/*.o mcpclient
