@@ -1,8 +1,8 @@
 --- The host gate (DESIGN D9): which addresses a connection may dial.
 --
 -- It runs before any credential is attached. Host names are resolved here and
--- the address that passed is the one libcurl dials (pinned), so DNS cannot
--- change between the check and the connect.
+-- the addresses that passed are the only ones libcurl dials (pinned), so DNS
+-- cannot change between the check and the connect.
 local core = require "mcpclient.core"
 
 local hostgate = {}
@@ -97,28 +97,39 @@ function hostgate.default(_, address, options)
   return true
 end
 
+-- One CURLOPT_RESOLVE entry: every address libcurl may dial for host:port, in
+-- the resolver's order, IPv6 ones in brackets. libcurl tries them in turn (and
+-- races IPv6 against IPv4), so a host whose first address does not answer is
+-- still reached, but only ever at an address the gate allowed.
+local function pin_of(target, addresses)
+  local listed = {}
+  for i, address in ipairs(addresses) do
+    listed[i] = address:find(":", 1, true) and "[" .. address .. "]" or address
+  end
+  return string.format("%s:%d:%s", target.host, target.port, table.concat(listed, ","))
+end
+
 --- Decide where `target` (from parse_url) may be dialled.
 -- @param resolve function(host) -> { addresses } | nil, reason
--- @param allow predicate(host, address, options) -> boolean
--- @return { address, pin = "host:port:address" (nil for an IP literal) }
---   | nil, "resolve", reason | nil, "refused"
+-- @param allow predicate(host, address, options) -> boolean, asked once per address
+-- @return { addresses = the allowed ones in resolver order,
+--           pin = "host:port:address[,address...]" (nil for an IP literal) }
+--   | nil, "resolve", reason | nil, "refused" (no address allowed)
 function hostgate.check(target, resolve, allow, options)
-  local addresses, reason
   if target.ip_literal then
-    addresses = { target.host }
-  else
-    addresses, reason = resolve(target.host)
-    if not addresses or #addresses == 0 then
-      return nil, "resolve", reason or "the host name did not resolve"
-    end
+    if not allow(target.host, target.host, options) then return nil, "refused" end
+    return { addresses = { target.host } }
   end
-  for _, address in ipairs(addresses) do
-    if allow(target.host, address, options) then
-      local pin = not target.ip_literal and string.format("%s:%d:%s", target.host, target.port, address) or nil
-      return { address = address, pin = pin }
-    end
+  local resolved, reason = resolve(target.host)
+  if not resolved or #resolved == 0 then
+    return nil, "resolve", reason or "the host name did not resolve"
   end
-  return nil, "refused"
+  local allowed = {}
+  for _, address in ipairs(resolved) do
+    if allow(target.host, address, options) then allowed[#allowed + 1] = address end
+  end
+  if #allowed == 0 then return nil, "refused" end
+  return { addresses = allowed, pin = pin_of(target, allowed) }
 end
 
 return hostgate

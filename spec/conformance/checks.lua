@@ -888,7 +888,7 @@ end)
 -- fails if: the credential is resolved before the host is judged, a refused host is sent anything, or the pin differs
 -- proven red by the mutant(s): credential-before-gate
 check("E3 the host gate runs before any credential", function(h)
-  h.fake.address = "169.254.169.254"
+  h.fake.addresses = { "169.254.169.254" }
   h:will_handshake():will_answer(text_answer("x"))
   local resolved = 0
   local options = { auth = { credential = "vault:conformance" },

@@ -20,7 +20,8 @@ function Fake.new(options)
     requests = {},
     durations = {},
     now = CLOCK_ORIGIN,
-    address = options.address or "203.0.113.10", -- a documentation address: passes the default gate
+    -- what the host name resolves to; a documentation address passes the default gate
+    addresses = options.addresses or { options.address or "203.0.113.10" },
     resolved = {},
   }, Fake)
   self.clock = function() return self.now end
@@ -117,7 +118,7 @@ Fake.header = header
 
 function Fake:resolve(host)
   self.resolved[#self.resolved + 1] = host
-  return { self.address }
+  return self.addresses
 end
 
 function Fake:close() self.closed = true end

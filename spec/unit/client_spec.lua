@@ -664,6 +664,36 @@ describe("a connection", function()
       assert.same({ "mcp.example.com" }, fake.resolved)
     end)
 
+    it("pins every address the gate allows, in the resolver's order, and only those", function()
+      local fake = Fake.new { addresses = { "169.254.169.254", "2001:db8::7", "203.0.113.10", "fe80::1" } }
+      fake:will_handshake():will_return(text_result("x"))
+      assert(connect(fake):call_tool("t"))
+      for _, r in ipairs(fake.requests) do
+        assert.equal("mcp.example.com:443:[2001:db8::7],203.0.113.10", r.pin)
+      end
+
+      local asked = {}
+      fake = Fake.new { addresses = { "203.0.113.10", "203.0.113.11" } }:will_handshake()
+      connect(fake, { host_gate = function(host, address)
+        asked[#asked + 1] = host .. " " .. address
+        return address == "203.0.113.11"
+      end }):ping()
+      assert.same({ "mcp.example.com 203.0.113.10", "mcp.example.com 203.0.113.11" }, asked)
+      assert.equal("mcp.example.com:443:203.0.113.11", fake.requests[1].pin)
+    end)
+
+    it("asks the predicate about an IP literal too, and pins nothing for it", function()
+      local fake = Fake.new():will_handshake()
+      local asked
+      assert(connect(fake, { url = "http://[2001:db8::9]:8080/mcp",
+        host_gate = function(host, address) asked = host .. " " .. address; return true end }):ping())
+      assert.equal("2001:db8::9 2001:db8::9", asked)
+      assert.is_nil(fake.requests[1].pin)
+      assert.same({}, fake.resolved)
+      local _, _, err = connect(Fake.new(), { url = "http://169.254.169.254/mcp" }):ping()
+      assert.equal("refused_host", err.kind)
+    end)
+
     it("refuses private and loopback ranges when asked to", function()
       local fake = Fake.new { address = "10.1.2.3" }
       local _, _, err = connect(fake, { refuse_private = true }):call_tool("t")

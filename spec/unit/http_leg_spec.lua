@@ -445,6 +445,15 @@ describe("core.http_leg", function()
       assert.are_not.equal(first.headers["x-conn-id"], back.headers["x-conn-id"])
     end)
 
+    it("falls back along the pinned addresses when the first does not answer", function()
+      local pinned = string.format("http://pinned.invalid:%d/json", server.port)
+      -- nothing listens on 127.0.0.2 or on [::1] at this port: both refuse at once
+      for _, addresses in ipairs { "127.0.0.2,127.0.0.1", "[::1],127.0.0.1" } do
+        local pin = string.format("pinned.invalid:%d:%s", server.port, addresses)
+        assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
+      end
+    end)
+
     it("raises when the pin does not name the url's host and port", function()
       assert.has_error(function()
         leg:send(req { url = url("/json"), pin = "other.invalid:80:127.0.0.1" })
