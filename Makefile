@@ -21,7 +21,8 @@ SOURCES   = $(wildcard csrc/*.c)
 OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SOURCES))
 MODULE    = $(BUILD)/mcpclient/core.so
 
-.PHONY: all deps peers test check unit lint asan demo conformance bench soak fuzz clean
+.PHONY: all deps peers test check unit lint asan demo conformance bench soak fuzz fuzz-deps \
+        fuzz-coverage clean
 
 all: $(MODULE)
 
@@ -92,20 +93,25 @@ soak: all
 # fuzz/corpus/<name>/ (new inputs go to $(FUZZ_BUILD)/corpus/<name>/, crashes to
 # $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself. One harness:
 # `make fuzz-json`; the long runs of fuzz/README.md: `make -j2 -O fuzz FUZZ_SECONDS=1800`.
+# `make fuzz-coverage` rebuilds the harnesses with source-based coverage instead of the
+# sanitizers and reports which lines of the parsers the corpora reach.
 FUZZ_CC        ?= clang
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 30
 FUZZ_HARNESSES ?= sse json schema text response
+FUZZ_INSTRUMENT ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS     = -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer \
-                  -fsanitize=address,undefined -fno-sanitize-recover=undefined $(CWARNS) \
-                  $(shell pkg-config --cflags $(PKGS))
+                  $(FUZZ_INSTRUMENT) $(CWARNS) $(shell pkg-config --cflags $(PKGS))
 FUZZ_LIBS       = $(shell pkg-config --libs $(PKGS)) -lm
 FUZZ_OBJECTS    = $(patsubst csrc/%.c,$(FUZZ_BUILD)/obj/%.o,$(SOURCES))
 FUZZ_ENV        = ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .SECONDARY: $(FUZZ_OBJECTS) $(patsubst %,$(FUZZ_BUILD)/%_fuzz,$(FUZZ_HARNESSES))
 
-$(FUZZ_BUILD)/obj/%.o: csrc/%.c csrc/*.h
+fuzz-deps:
+	@scripts/install-deps fuzz
+
+$(FUZZ_BUILD)/obj/%.o: csrc/%.c csrc/*.h | fuzz-deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
@@ -121,6 +127,12 @@ fuzz-%: $(FUZZ_BUILD)/%_fuzz
 	$(FUZZ_ENV) $< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
 	  $(if $(wildcard fuzz/$*.dict),-dict=fuzz/$*.dict) -artifact_prefix=$(FUZZ_BUILD)/artifacts/$*- \
 	  $(FUZZ_BUILD)/corpus/$* fuzz/corpus/$*
+
+fuzz-coverage:
+	@$(MAKE) --no-print-directory FUZZ_BUILD=$(FUZZ_BUILD)/coverage \
+	  FUZZ_INSTRUMENT="-fprofile-instr-generate -fcoverage-mapping" \
+	  $(patsubst %,$(FUZZ_BUILD)/coverage/%_fuzz,$(FUZZ_HARNESSES))
+	@scripts/fuzz-coverage $(FUZZ_BUILD)/coverage $(FUZZ_HARNESSES)
 
 clean:
 	rm -rf build build-asan csrc/*.o mcpclient
