@@ -132,7 +132,7 @@ fuzz-coverage:
 	@$(MAKE) --no-print-directory FUZZ_BUILD=$(FUZZ_BUILD)/coverage \
 	  FUZZ_INSTRUMENT="-fprofile-instr-generate -fcoverage-mapping" \
 	  $(patsubst %,$(FUZZ_BUILD)/coverage/%_fuzz,$(FUZZ_HARNESSES))
-	@scripts/fuzz-coverage $(FUZZ_BUILD)/coverage $(FUZZ_HARNESSES)
+	@scripts/fuzz-coverage $(FUZZ_BUILD)/coverage $(FUZZ_BUILD)/corpus $(FUZZ_HARNESSES)
 
 clean:
 	rm -rf build build-asan csrc/*.o mcpclient
