@@ -372,7 +372,7 @@ static const char *enc_object(Enc *e, int t) {
     key->s = lua_tolstring(L, -2, &key->len);
     key->used = 0;
     if (n++ < STACK_VALUES) {
-      if (!lua_checkstack(L, 4)) luaL_error(L, "JSON encoder: stack overflow");
+      luaL_checkstack(L, 4, "JSON encoder");
       lua_insert(L, -2);  /* keep the value below the key lua_next needs */
       key->vidx = lua_gettop(L) - 1;
     } else {
@@ -470,7 +470,7 @@ static const char *enc_table(Enc *e, int t) {
   int top = lua_gettop(L), marked = 0;
   const char *r;
   if (++e->depth > MCP_JSON_MAX_DEPTH) return E_DEPTH;
-  if (!lua_checkstack(L, 8)) luaL_error(L, "JSON encoder: stack overflow");
+  luaL_checkstack(L, 8, "JSON encoder");
   if (lua_getmetatable(L, t)) {
     marked = lua_rawequal(L, -1, e->marker);
     lua_pop(L, 1);
@@ -676,7 +676,7 @@ static int to_lua(Dec *d, json_t *j, int depth) {
     int obj, keys = 0;
     void *it;
     if (depth > MCP_JSON_MAX_DEPTH) return -1;
-    if (!lua_checkstack(L, 8)) luaL_error(L, "JSON decoder: stack overflow");
+    luaL_checkstack(L, 8, "JSON decoder");
     lua_createtable(L, 0, size_hint(n));
     obj = lua_gettop(L);
     if (d->order != 0 && n > 0) {
@@ -703,7 +703,7 @@ static int to_lua(Dec *d, json_t *j, int depth) {
     size_t n = json_array_size(j), i;
     int arr;
     if (depth > MCP_JSON_MAX_DEPTH) return -1;
-    if (!lua_checkstack(L, 8)) luaL_error(L, "JSON decoder: stack overflow");
+    luaL_checkstack(L, 8, "JSON decoder");
     lua_createtable(L, size_hint(n), 0);
     arr = lua_gettop(L);
     lua_pushvalue(L, d->marker);

@@ -54,6 +54,29 @@ describe("fuzz finding: decode_stored_schema swallowed the decoder's resource er
   end)
 end)
 
+describe("fuzz finding: the codec at the edge of the Lua stack", function()
+  -- Found by json_fuzz and schema_fuzz with FUZZ_OOM=1 over the 30-minute runs' corpora: when
+  -- the allocation that grows the Lua stack fails, lua_checkstack says no and the codec raises
+  -- Lua's "stack overflow" (the API cannot tell a failed allocation from a full stack). The
+  -- harness wrongly counted that raise as a finding; it now accepts it when its injected failure
+  -- fired. This pins the codec's half: where the stack cannot grow, it raises; it never answers
+  -- with a wrong value or a wrong encoding.
+  local nested = string.rep('{"a":[', 30) .. "1" .. string.rep("]}", 30)
+
+  it("decodes and re-encodes a nested value exactly, or raises stack overflow", function()
+    local outcomes = at_stack_limit(64, function()
+      local ok, value = pcall(core.json.decode, nested)
+      if ok then ok, value = pcall(core.json.encode, value) end
+      if not ok then return tostring(value):find("stack overflow", 1, true) and "raised" or tostring(value) end
+      return value == nested and "exact" or "wrong: " .. tostring(value)
+    end)
+    local seen = {}
+    for _, o in ipairs(outcomes) do seen[o] = (seen[o] or 0) + 1 end
+    seen.raised, seen.exact = seen.raised ~= nil, seen.exact ~= nil
+    assert.same({ raised = true, exact = true }, seen)
+  end)
+end)
+
 -- A raw HTTP server on 127.0.0.1 (node's http module refuses to send such heads): each path
 -- answers the tools/call with the same event stream under a different header block.
 local RAW_SERVER = [==[
