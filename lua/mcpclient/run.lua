@@ -101,17 +101,14 @@ end
 --- The lease owner of a run started by this process: "<segment>:<hostname>:<pid>",
 --- at most 64 characters (REFERENCE §8).
 function run.owner(segment)
+  segment = segment or "interactive"
   local host = read_file("/proc/sys/kernel/hostname") or read_file("/etc/hostname") or "localhost"
   host = host:gsub("%s", "")
   if host == "" then host = "localhost" end
   local pid = (read_file("/proc/self/stat") or ""):match("^(%d+)") or "0"
-  local owner = string.format("%s:%s:%s", segment or "interactive", host, pid)
-  if #owner > run.MAX_OWNER_LENGTH then
-    -- the pid is what tells two processes apart: keep it, shorten the host
-    local keep = run.MAX_OWNER_LENGTH - #(segment or "interactive") - #pid - 2
-    owner = string.format("%s:%s:%s", segment or "interactive", host:sub(1, keep), pid)
-  end
-  return owner
+  -- the pid is what tells two processes apart: keep it, shorten the host
+  local keep = run.MAX_OWNER_LENGTH - #segment - #pid - 2
+  return string.format("%s:%s:%s", segment, host:sub(1, keep), pid)
 end
 
 ---------------------------------------------------------------------------
@@ -622,18 +619,16 @@ function Run:play(calls, round, results, approved)
       if policy.requires_approval(a.tool) then waits = true end
     end
   end
-  -- Steps of refusals: nothing ran, so a record that fails is only logged.
-  local function record_refusals()
-    for i, call in ipairs(calls) do
-      local r = results[i]
-      if r and not r.recorded and not r.suspended and not r.stopped then
-        r.recorded = true
-        self:record { round = round, name = call.name, arguments = call.arguments, text = r.text, is_error = true }
-      end
-    end
+  -- The step of a refusal: nothing ran, so a record that fails is only logged.
+  local function record_refused(call, r)
+    r.recorded = true
+    self:record { round = round, name = call.name, arguments = call.arguments, text = r.text, is_error = true }
   end
   if waits then
-    record_refusals()
+    for i, call in ipairs(calls) do
+      local r = results[i]
+      if r and not r.recorded and not r.suspended and not r.stopped then record_refused(call, r) end
+    end
     return self:suspend(calls, round, results, admitted)
   end
   local by_index = {}
@@ -641,8 +636,7 @@ function Run:play(calls, round, results, approved)
   for i, call in ipairs(calls) do
     local r = results[i]
     if r and not r.recorded and not r.stopped then
-      r.recorded = true
-      self:record { round = round, name = call.name, arguments = call.arguments, text = r.text, is_error = true }
+      record_refused(call, r)
     elseif by_index[i] then
       if self.status == run.RUNNING then
         results[i] = self:execute(call, by_index[i].tool, round)
