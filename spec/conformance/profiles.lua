@@ -31,8 +31,6 @@ function framing.event_stream(fake, message, session_id)
   fake:will_stream({ "event: message\ndata: " .. message .. "\n\n" }, { session_id = session_id })
 end
 
-profiles.framing = framing
-
 --- The keys a profile may have; conformance_spec refuses any other, so a
 --- profile cannot grow a script of its own.
 profiles.KEYS = {

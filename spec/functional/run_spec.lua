@@ -14,18 +14,14 @@ local CONFIG = { identifier = "cfg-local", provider = "p-local", model = "m-1" }
 local PROVIDERS = { ["p-local"] = { zone = "local" }, ["p-global"] = { zone = "externalGlobal" } }
 local NOW = 1700000000
 
-local function open_store()
-  return assert(require("mcpclient.store").open(":memory:"))
-end
+local servers = require "support.servers"
+local open_store = servers.open_store
 
 -- A server with these remote tools imported (over a fake of its own) and enabled.
 local function server(store, fields, remote_names)
-  local row = {
-    identifier = "audit", name = "Audit", url = "https://mcp.example.com/rpc", data_class = "publicContent",
-    requires_approval = "0", enabled = true,
-  }
+  local row = { identifier = "audit", name = "Audit", requires_approval = "0" }
   for k, v in pairs(fields or {}) do row[k] = v end
-  local uid = assert(store:add_server(row))
+  local uid = servers.add(store, row)
   local entries = {}
   for i, name in ipairs(remote_names or { "read_page" }) do
     entries[i] = { name = name, description = "Reads.",
@@ -54,6 +50,13 @@ end
 
 local function text_answer(text)
   return { content = { { type = "text", text = text } } }
+end
+
+-- The leg's response to a tools/call a scripted step (Fake:will) answers itself.
+local function json_answer(id, text, duration_ms)
+  return { status = 200, headers = { ["content-type"] = "application/json" }, duration_ms = duration_ms,
+    body = json.encode { jsonrpc = "2.0", id = id, result = text_answer(text) },
+    streamed = false, stopped = false, truncated = false }
 end
 
 local function count(list, value)
@@ -254,7 +257,7 @@ describe("the call path", function()
     assert(store:update_server(uid, { data_class = "internalConfiguration" }))
     local fake = Fake.new()
     local r = start(store, fake, { configuration = { identifier = "cfg-g", provider = "p-global" },
-      provider = catalogue.provider(store, { transport = fake, clock = fake.clock }), mode = " OBSERVE " })
+      mode = " OBSERVE " })
     assert.equal('Error: tool "mcp_audit_read_page" not permitted', r:invoke("mcp_audit_read_page", {}).text)
     local g = store:governance_events()[1]
     assert.equal("trustZone", g.reason)
@@ -424,9 +427,7 @@ describe("the lease and the fence", function()
   local function answer_observing(seen, r)
     return function(_, record)
       seen[#seen + 1] = assert(store:run(r().uid))
-      local body = json.encode { jsonrpc = "2.0", id = record.id, result = text_answer("seen") }
-      return { status = 200, headers = { ["content-type"] = "application/json" }, body = body, duration_ms = 1,
-        streamed = false, stopped = false, truncated = false }
+      return json_answer(record.id, "seen", 1)
     end
   end
 
@@ -565,9 +566,7 @@ describe("cancellation (DESIGN D5)", function()
         assert.is_false(req.cancel())
         core.sleep(0.001)
       end
-      local body = json.encode { jsonrpc = "2.0", id = record.id, result = text_answer("done") }
-      return { status = 200, headers = { ["content-type"] = "application/json" }, body = body, duration_ms = 200,
-        streamed = false, stopped = false, truncated = false }
+      return json_answer(record.id, "done", 200)
     end)
     local r = start(counting, fake, { provider = catalogue.provider(real, { transport = fake, clock = fake.clock }) })
     assert.equal("done", r:invoke("mcp_audit_read_page", {}).text)

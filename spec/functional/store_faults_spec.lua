@@ -24,39 +24,15 @@ local Fake = require "support.fake_server"
 local json = core.json
 local WARNING = 'An MCP liveness observation for "docs" could not be stored'
 
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function shell(command)
-  return os.execute(command .. " >/dev/null 2>&1") == true
-end
-
-local function read_all(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local support_shell = require "support.shell"
+local quote, shell, new_dir = support_shell.quote, support_shell.run, support_shell.tmpdir
+local ROOT = require("support.peers").root
 
 local function is_root()
-  local status = read_all("/proc/self/status") or ""
-  return status:match("\nUid:%s*(%d+)") == "0"
+  return support_shell.read_all("/proc/self/status"):match("\nUid:%s*(%d+)") == "0"
 end
 
-local function project_root()
-  local pipe = assert(io.popen("pwd"))
-  local dir = pipe:read("l")
-  pipe:close()
-  return dir
-end
-
--- A fresh directory per case; removed (immutable flags cleared first) after it.
-local function new_dir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(shell("mkdir -p " .. quote(dir)))
-  return dir
-end
+-- A fresh directory per case (new_dir); removed (immutable flags cleared first) after it.
 
 local function remove_dir(dir)
   shell("chattr -R -i " .. quote(dir))
@@ -406,7 +382,7 @@ describe("store faults in a child process (health, REFERENCE §9)", function()
 
   local function run_child(prefix, fault, root)
     local pipe = assert(io.popen(string.format("%s lua5.4 %s %s %s %s 2>&1", prefix, quote(child),
-      quote(root or project_root()), quote(path), fault or "")))
+      quote(root or ROOT), quote(path), fault or "")))
     local text = pipe:read("a")
     pipe:close()
     local ok, result = pcall(json.decode, text)
@@ -421,7 +397,7 @@ describe("store faults in a child process (health, REFERENCE §9)", function()
       -- root ignores the mode: run the agent as nobody, in a directory it may create the WAL in,
       -- with its own copy of the library (the checkout may sit where nobody cannot read)
       root = dir .. "/tree"
-      local from, to = quote(project_root()), quote(root)
+      local from, to = quote(ROOT), quote(root)
       for _, command in ipairs {
         "mkdir -p " .. to .. "/build/mcpclient " .. to .. "/spec",
         "cp -r " .. from .. "/lua " .. to .. "/",

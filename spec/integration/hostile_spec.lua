@@ -124,26 +124,18 @@ describe("a hostile server #integration", function()
       usable_afterwards(r.conn)
     end)
 
-    it("keeps an event stream alive with one comment byte per second: bounded by the budget", function()
-      local r = hostile_call("/sse-trickle", 2)
-      assert_clear("timeout", r.out, r.message, r.err)
-      assert.truthy(r.elapsed >= 1.9 and r.elapsed < 3, string.format("took %.2f s", r.elapsed))
-      usable_afterwards(r.conn)
-    end)
-
-    it("never answers: timeout within the budget", function()
-      local r = hostile_call("/never-answers", 2)
-      assert_clear("timeout", r.out, r.message, r.err)
-      assert.truthy(r.elapsed >= 1.9 and r.elapsed < 3, string.format("took %.2f s", r.elapsed))
-      usable_afterwards(r.conn)
-    end)
-
-    it("sends headers that never end: timeout within the budget", function()
-      local r = hostile_call("/headers-without-end", 2)
-      assert_clear("timeout", r.out, r.message, r.err)
-      assert.truthy(r.elapsed >= 1.9 and r.elapsed < 3, string.format("took %.2f s", r.elapsed))
-      usable_afterwards(r.conn)
-    end)
+    for _, case in ipairs {
+      { "/sse-trickle", "keeps an event stream alive with one comment byte per second: bounded by the budget" },
+      { "/never-answers", "never answers: timeout within the budget" },
+      { "/headers-without-end", "sends headers that never end: timeout within the budget" },
+    } do
+      it(case[2], function()
+        local r = hostile_call(case[1], 2)
+        assert_clear("timeout", r.out, r.message, r.err)
+        assert.truthy(r.elapsed >= 1.9 and r.elapsed < 3, string.format("took %.2f s", r.elapsed))
+        usable_afterwards(r.conn)
+      end)
+    end
 
     it("floods header lines: refused at the header cap, at once", function()
       local r = hostile_call("/header-flood", 5)
@@ -362,12 +354,8 @@ describe("a hostile server #integration", function()
         assert.is_table(r.out, r.message)
         assert.equal("hostile answered", r.out.text)
         usable_afterwards(r.conn, "after the loss")
-        local seen = state(path)
-        assert.equal(2, seen.initializes)
-        local calls = {}
-        for _, q in ipairs(seen.requests) do
-          if q.method == "tools/call" then calls[#calls + 1] = q end
-        end
+        assert.equal(2, state(path).initializes)
+        local calls = requests_of(path, "tools/call")
         -- warm, hostile, the refused echo, then the same echo again on a new session.
         assert.equal(4, #calls)
         assert.is_string(calls[2].session)

@@ -11,14 +11,19 @@ local core = require "mcpclient.core"
 local dir
 local servers = {}
 
+local shell = require "support.shell"
+local quote = shell.quote
+
 local function sh(command)
-  local ok = os.execute(command .. " >/dev/null 2>&1")
-  assert(ok, "failed: " .. command)
+  assert(shell.run(command), "failed: " .. command)
 end
 
-local quote = require("support.shell").quote
-
 local function file(name) return dir .. "/" .. name end
+
+-- The hostile server's options to serve HTTPS with certificate `name`.
+local function serving(name)
+  return "--tls-cert " .. quote(file(name .. ".pem")) .. " --tls-key " .. quote(file(name .. ".key"))
+end
 
 -- A key and a certificate `name` signed by the CA `ca` (or self-signed when ca is nil).
 local function certificate(name, subject, extensions, ca)
@@ -39,9 +44,7 @@ local function certificate(name, subject, extensions, ca)
 end
 
 local function make_certificates()
-  dir = os.tmpname()
-  os.remove(dir)
-  sh("mkdir -p " .. quote(dir))
+  dir = shell.tmpdir()
   local ca_config = "[req]\ndistinguished_name = dn\n[dn]\n[v3]\nbasicConstraints = critical, CA:TRUE\n"
     .. "keyUsage = critical, keyCertSign, cRLSign\nsubjectKeyIdentifier = hash\n"
   certificate("ca", "/CN=mcpclient spec CA", ca_config)
@@ -107,13 +110,10 @@ describe("TLS #integration", function()
 
   setup(function()
     make_certificates()
-    plain = start_server("--tls-cert " .. quote(file("server.pem")) .. " --tls-key " .. quote(file("server.key")))
-    mutual = start_server("--tls-cert " .. quote(file("server.pem")) .. " --tls-key " .. quote(file("server.key"))
-      .. " --tls-ca " .. quote(file("ca.pem")) .. " --require-client-cert")
-    selfsigned = start_server("--tls-cert " .. quote(file("selfsigned.pem")) .. " --tls-key "
-      .. quote(file("selfsigned.key")))
-    elsewhere = start_server("--tls-cert " .. quote(file("elsewhere.pem")) .. " --tls-key "
-      .. quote(file("elsewhere.key")))
+    plain = start_server(serving("server"))
+    mutual = start_server(serving("server") .. " --tls-ca " .. quote(file("ca.pem")) .. " --require-client-cert")
+    selfsigned = start_server(serving("selfsigned"))
+    elsewhere = start_server(serving("elsewhere"))
   end)
 
   teardown(function()
@@ -241,13 +241,10 @@ describe("TLS #integration", function()
     end
 
     it("is not switched off by an empty ca_file either", function()
-      local ok, conn = pcall(connect, plain, { ca_file = "" })
-      if ok then
-        local out, message, err = conn:ping()
-        conn:close()
-        assert.is_nil(out)
-        assert.equal("transport", err.kind, message)
-      end
+      local conn <close> = connect(plain, { ca_file = "" })
+      local out, message, err = conn:ping()
+      assert.is_nil(out)
+      assert.equal("transport", err.kind, message)
     end)
   end)
 end)

@@ -1,4 +1,5 @@
---- Small shell helpers the specs share: quoting, reading a file whole, sleeping.
+--- Small shell helpers the specs share: quoting, running quietly, a temporary directory,
+--- reading a file whole, sleeping.
 -- Only the Lua standard library with io.popen/os.execute: no luasocket here.
 local shell = {}
 
@@ -14,6 +15,19 @@ function shell.read_all(path)
   local text = f:read("a")
   f:close()
   return text
+end
+
+--- Run a command with its output discarded; true when it exited 0.
+function shell.run(command)
+  return os.execute(command .. " >/dev/null 2>&1") == true
+end
+
+--- A new empty directory of the caller's own under the system's temporary directory.
+function shell.tmpdir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(shell.run("mkdir -p " .. shell.quote(dir)), "could not make a temporary directory")
+  return dir
 end
 
 function shell.sleep(seconds)

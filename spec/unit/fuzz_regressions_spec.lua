@@ -1,6 +1,7 @@
 -- Regressions found by the fuzz harnesses (fuzz/, `make fuzz`): each reproduces a finding through
 -- the Lua API, fails on the code as it was and passes on the fix.
 local core = require "mcpclient.core"
+local quote = require("support.shell").quote
 
 -- Calls probe() at each of the `window` deepest Lua call levels where it can be called, so
 -- that somewhere in the window a call still gets its frame but what it calls in turn finds the
@@ -121,7 +122,7 @@ local function call_raw(port, path)
 end
 
 local function with_raw_server(fn)
-  local pipe = assert(io.popen("exec sh -c 'echo $$; exec node -e \"$0\"' '" .. RAW_SERVER:gsub("'", "'\\''") .. "'"))
+  local pipe = assert(io.popen("exec sh -c 'echo $$; exec node -e \"$0\"' " .. quote(RAW_SERVER)))
   local pid = assert(tonumber(pipe:read("l")), "no pid from the raw server's shell")
   local port = assert(tonumber(pipe:read("l")), "the raw server printed no port")
   local ok, err = pcall(fn, port)
