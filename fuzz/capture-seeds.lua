@@ -10,11 +10,11 @@
 package.path = "./spec/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local peers = require "support.peers"
 
-local out = arg[1] or "build-fuzz/captured"
-os.execute("mkdir -p '" .. out .. "'")
-
 local shell = require "support.shell"
 local quote, read = shell.quote, shell.read_all
+
+local out = arg[1] or "build-fuzz/captured"
+os.execute("mkdir -p " .. quote(out))
 
 -- POST one JSON-RPC message; returns the head and body text and saves both.
 local function post(url, name, body, session, version)

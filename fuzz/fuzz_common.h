@@ -108,8 +108,7 @@ static void fz_open(const char *checker, void (*extra)(lua_State *L)) {
   if (extra != NULL) extra(L);
   lua_pop(L, 1);
   snprintf(path, sizeof path,
-           "%s/lua/?.lua;%s/../lua/?.lua;%s/../lua/?/init.lua;%s/../spec/?.lua", FUZZ_DIR, FUZZ_DIR,
-           FUZZ_DIR, FUZZ_DIR);
+           "%s/lua/?.lua;%s/../lua/?.lua;%s/../lua/?/init.lua", FUZZ_DIR, FUZZ_DIR, FUZZ_DIR);
   lua_getglobal(L, "package");
   lua_pushstring(L, path);
   lua_setfield(L, -2, "path");
@@ -137,7 +136,6 @@ static void fz_run(const uint8_t *data, size_t size) {
   int status, failed;
   long pick = (long)(fz_hash(data, size) % 4096);
   fz_allocs = 0;
-  fz_fail_at = -1;
   lua_pushcfunction(L, fz_traceback);
   lua_getfield(L, LUA_REGISTRYINDEX, "fz.check");
   lua_pushlstring(L, (const char *)data, size);

@@ -6,23 +6,20 @@
 --
 -- Seeds named real-* come from the captures (see capture-seeds.lua); edge-*
 -- are written here. Input formats are those of fuzz/lua/*_check.lua.
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./spec/?.lua;./lua/?.lua;./lua/?/init.lua;" .. package.path
 local core = require "mcpclient.core"
 local json = core.json
+local read = require("support.shell").read_all
 
 local captured = arg[1] or "build-fuzz/captured"
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
+local made = {}
 local function write(harness, name, bytes)
   local dir = "fuzz/corpus/" .. harness
-  os.execute("mkdir -p " .. dir)
+  if not made[dir] then
+    os.execute("mkdir -p " .. dir)
+    made[dir] = true
+  end
   local f = assert(io.open(dir .. "/" .. name, "wb"))
   f:write(bytes)
   f:close()
@@ -46,9 +43,9 @@ end
 assert(#answers > 0, "no captures in " .. captured .. ": run fuzz/capture-seeds.lua first")
 
 -- JSON payloads: a JSON body, or each data field of an event stream
-local function payloads(a)
+local function payloads(a, streamed)
   if a.body == "" then return {} end
-  if a.head:lower():find("content%-type: text/event%-stream") then
+  if streamed then
     local out = {}
     for data in a.body:gmatch("data: ([^\n]*)") do out[#out + 1] = data end
     return out
@@ -64,7 +61,7 @@ for _, a in ipairs(answers) do
   if streamed and a.body ~= "" then
     write("sse", "real-" .. a.name, SEEDS[#a.name % #SEEDS + 1] .. a.body)
   end
-  for i, p in ipairs(payloads(a)) do
+  for i, p in ipairs(payloads(a, streamed)) do
     local suffix = i > 1 and ("-" .. i) or ""
     write("json", "real-" .. a.name .. suffix, p)
     local v = json.decode(p, true)

@@ -110,10 +110,10 @@ local function summarise(name, samples, count, unit)
   end
   local last = samples[#samples]
   local result = {
-    name = name, count = count, unit = unit,
+    name = name,
     rss_growth = last.rss - base.rss, rss_max_growth = max_rss - base.rss,
     hwm_growth = last.hwm - base.hwm, heap_growth = last.heap - base.heap,
-    fds_min = min_fds, fds_max = max_fds, base = base, last = last,
+    fds_min = min_fds, fds_max = max_fds,
   }
   io.write(string.format("%s: %d %s after the baseline; samples %d\n", name, count, unit, #samples))
   io.write(string.format("  RSS        %d KiB -> %d KiB (growth %+d KiB, largest %+d KiB)\n", base.rss, last.rss,

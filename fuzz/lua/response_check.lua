@@ -35,9 +35,7 @@ local REQUEST_KINDS = {
   content_type = true, deadline = true,
 }
 
-local function check(cond, fmt, ...)
-  if not cond then error(string.format(fmt, ...), 2) end
-end
+local check = require "check"
 
 local function parse_segment(s)
   local b1, b2 = s:byte(1, 2)

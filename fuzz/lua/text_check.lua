@@ -18,9 +18,7 @@ local ELLIPSIS = "\226\128\166"
 local LABELS = { audio = true, image = true, resource = true, resource_link = true }
 local LABEL_ORDER = { "audio", "image", "other", "resource", "resource_link" }
 
-local function check(cond, fmt, ...)
-  if not cond then error(string.format(fmt, ...), 2) end
-end
+local check = require "check"
 
 local function valid(s) return utf8.len(s) ~= nil end
 
