@@ -11,8 +11,9 @@ CWARNS    = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prot
             -Wmissing-declarations -Wpointer-arith -Wcast-qual -Wundef -Wformat=2 \
             -Wwrite-strings -Wredundant-decls -Wnested-externs -Wvla
 OPT      ?= -O2
-CFLAGS   += -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(OPT) $(CWARNS) -Werror \
-            $(shell pkg-config --cflags $(PKGS))
+# What every build of csrc/ shares (the module, the ASan tree, the fuzz harnesses).
+BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CWARNS) $(shell pkg-config --cflags $(PKGS))
+CFLAGS   += -fPIC $(OPT) -Werror $(BASE_CFLAGS)
 # The module is loaded by the lua5.4 interpreter: never link it against liblua.
 LDLIBS    = $(shell pkg-config --libs libcurl jansson sqlite3)
 
@@ -100,8 +101,7 @@ FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 30
 FUZZ_HARNESSES ?= sse json schema text response
 FUZZ_INSTRUMENT ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_CFLAGS     = -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer \
-                  $(FUZZ_INSTRUMENT) $(CWARNS) $(shell pkg-config --cflags $(PKGS))
+FUZZ_CFLAGS     = -g -O1 -fno-omit-frame-pointer $(FUZZ_INSTRUMENT) $(BASE_CFLAGS)
 FUZZ_LIBS       = $(shell pkg-config --libs $(PKGS)) -lm
 FUZZ_OBJECTS    = $(patsubst csrc/%.c,$(FUZZ_BUILD)/obj/%.o,$(SOURCES))
 FUZZ_ENV        = ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -235,8 +235,13 @@ local function record(scenario, server, client, report)
   if report then list[#list + 1] = report end
 end
 
+-- The reports of one client on one server in one scenario ({} when none).
+local function runs_of(scenario, server, client)
+  return ((results[scenario] or {})[server] or {})[client] or {}
+end
+
 local function values(scenario, server, client, field)
-  local list = ((results[scenario] or {})[server] or {})[client] or {}
+  local list = runs_of(scenario, server, client)
   local v = {}
   for _, r in ipairs(list) do
     if type(r[field]) == "number" then v[#v + 1] = r[field] end
@@ -259,7 +264,7 @@ end
 
 -- Every cancel latency of every run, pooled (a run's 50 samples make its p99 its maximum).
 local function pooled(scenario, server, client)
-  local list = ((results[scenario] or {})[server] or {})[client] or {}
+  local list = runs_of(scenario, server, client)
   local all = {}
   for _, r in ipairs(list) do
     for v in tostring(r.samples or ""):gmatch("[^;]+") do all[#all + 1] = tonumber(v) end
@@ -276,9 +281,9 @@ end
 -- spell of the machine hits both): sorted, for a median with min–max.
 local function paired(scenario, server, a, b, field)
   local by_run = {}
-  for _, r in ipairs(((results[scenario] or {})[server] or {})[b] or {}) do by_run[r.run or 0] = r[field] end
+  for _, r in ipairs(runs_of(scenario, server, b)) do by_run[r.run or 0] = r[field] end
   local v = {}
-  for _, r in ipairs(((results[scenario] or {})[server] or {})[a] or {}) do
+  for _, r in ipairs(runs_of(scenario, server, a)) do
     local other = by_run[r.run or 0]
     if type(r[field]) == "number" and type(other) == "number" and other ~= 0 then v[#v + 1] = r[field] / other end
   end
