@@ -13,9 +13,9 @@
 -- executed call, a call that needs approval (the host approves, the run
 -- resumes), a switched-off tool (refused, one governance row), an unknown
 -- tool; and at the end the audit trail and the governance log.
-local catalogue = require "mcpclient.catalogue"
-local run = require "mcpclient.run"
-local store_module = require "mcpclient.store"
+local catalogue = require "mcpclient.agent.catalogue"
+local run = require "mcpclient.agent.run"
+local store_module = require "mcpclient.agent.store"
 
 local url = arg[1] or error("usage: lua5.4 examples/agent_loop.lua <server url> [store path]")
 local path = arg[2] or ":memory:"

@@ -8,20 +8,22 @@
 -- Failures of the network, the peer or the environment return nil, message,
 -- err (err.kind is a fixed string; see README "Errors"); misuse raises.
 local core = require "mcpclient.core"
-local client = require "mcpclient.client"
+local connection = require "mcpclient.connection"
 
 local mcp = {
   version = core.version,
-  connect = client.connect,
-  PROTOCOL_VERSION = client.PROTOCOL_VERSION,
-  SUPPORTED_VERSIONS = client.SUPPORTED_VERSIONS,
+  connect = connection.connect,
+  PROTOCOL_VERSION = connection.PROTOCOL_VERSION,
+  SUPPORTED_VERSIONS = connection.SUPPORTED_VERSIONS,
 }
 
--- The rest of the library, loaded on first use: mcp.store, mcp.run, ...
+-- The rest of the library, loaded on first use. Two layers: the protocol
+-- client (this folder) and the agent host built on it (agent/).
 local submodules = {
-  json = "mcpclient.json", health = "mcpclient.health", tool = "mcpclient.tool", names = "mcpclient.names",
-  policy = "mcpclient.policy", store = "mcpclient.store", catalogue = "mcpclient.catalogue",
-  run = "mcpclient.run", operator = "mcpclient.operator",
+  json = "mcpclient.json", health = "mcpclient.health", errors = "mcpclient.errors",
+  tool = "mcpclient.agent.tool", names = "mcpclient.agent.names", policy = "mcpclient.agent.policy",
+  store = "mcpclient.agent.store", catalogue = "mcpclient.agent.catalogue", run = "mcpclient.agent.run",
+  operator = "mcpclient.agent.operator",
 }
 
 return setmetatable(mcp, {

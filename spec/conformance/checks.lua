@@ -16,9 +16,9 @@
 local assert = require "luassert"
 local mcp = require "mcpclient"
 local core = require "mcpclient.core"
-local names = require "mcpclient.names"
-local policy = require "mcpclient.policy"
-local tool = require "mcpclient.tool"
+local names = require "mcpclient.agent.names"
+local policy = require "mcpclient.agent.policy"
+local tool = require "mcpclient.agent.tool"
 local Fake = require "support.fake_server"
 local profiles = require "conformance.profiles"
 

@@ -1,8 +1,8 @@
 -- Catalogue import, reconciliation and the provider (REFERENCE §9, §10.3–§10.5, DESIGN D11)
 -- over a real SQLite store, against a scripted MCP server behind the fake HTTP leg.
-local catalogue = require "mcpclient.catalogue"
+local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
-local operator = require "mcpclient.operator"
+local operator = require "mcpclient.agent.operator"
 local Fake = require "support.fake_server"
 
 local json = core.json

@@ -1,9 +1,9 @@
 -- Operator actions (REFERENCE §11, DESIGN D10) over a real SQLite store: the admin gate, server id
 -- validation, the readout, the connection test, the import, server and tool administration; and the
 -- command's own logic (cli.main with an injected store and fake leg).
-local cli = require "mcpclient.cli"
+local cli = require "mcpclient.agent.cli"
 local core = require "mcpclient.core"
-local operator = require "mcpclient.operator"
+local operator = require "mcpclient.agent.operator"
 local Fake = require "support.fake_server"
 
 local json = core.json

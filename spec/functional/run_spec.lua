@@ -2,9 +2,9 @@
 -- the four McpRunAuditTest scenarios of REFERENCE §8, the remote-call budget
 -- and approval of §6.5, the lease and the fail-closed audit of §8, denial-only
 -- governance rows (§7.6), result bounding (§6.4) and cancellation (DESIGN D5).
-local catalogue = require "mcpclient.catalogue"
+local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
-local run = require "mcpclient.run"
+local run = require "mcpclient.agent.run"
 local Fake = require "support.fake_server"
 
 local json = core.json

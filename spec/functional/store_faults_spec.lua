@@ -13,12 +13,12 @@
 -- the filesystem or the container refuses it) and, as chmod 0444, in a child
 -- process that runs as nobody (setpriv). The full disk is a file-size limit set
 -- on a child process (prlimit --fsize) after its store is open.
-local catalogue = require "mcpclient.catalogue"
+local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
 local mcp = require "mcpclient"
-local operator = require "mcpclient.operator"
-local run = require "mcpclient.run"
-local store = require "mcpclient.store"
+local operator = require "mcpclient.agent.operator"
+local run = require "mcpclient.agent.run"
+local store = require "mcpclient.agent.store"
 local Fake = require "support.fake_server"
 
 local json = core.json
@@ -336,8 +336,8 @@ package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root .. "/
 package.cpath = root .. "/build/?.so;" .. package.cpath
 local core = require "mcpclient.core"
 local mcp = require "mcpclient"
-local store = require "mcpclient.store"
-local operator = require "mcpclient.operator"
+local store = require "mcpclient.agent.store"
+local operator = require "mcpclient.agent.operator"
 local Fake = require "support.fake_server"
 local out = { warnings = core.json.array {} }
 local s, message = store.open(path, { busy_timeout_ms = 50 })

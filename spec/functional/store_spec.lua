@@ -1,7 +1,7 @@
--- mcpclient.store over real SQLite files (DESIGN D7, D8; REFERENCE §7.6, §8, §9, §10).
+-- mcpclient.agent.store over real SQLite files (DESIGN D7, D8; REFERENCE §7.6, §8, §9, §10).
 local core = require "mcpclient.core"
-local store = require "mcpclient.store"
-local sqlite_adapter = require "mcpclient.store.sqlite"
+local store = require "mcpclient.agent.store"
+local sqlite_adapter = require "mcpclient.agent.store.sqlite"
 
 local function tmpdb()
   local path = os.tmpname()
@@ -32,7 +32,7 @@ local function names(rows)
   return out
 end
 
-describe("mcpclient.store", function()
+describe("mcpclient.agent.store", function()
   local path, cleanup, s
 
   before_each(function()
@@ -413,7 +413,7 @@ describe("mcpclient.store", function()
     it("a failing recorder never fails a client operation", function()
       s = assert(store.open(path, { migrate_to = 1 }))
       local uid = s:add_server { identifier = "docs" }
-      local client = require "mcpclient.client"
+      local client = require "mcpclient.connection"
       local warnings = {}
       local conn = client.connect { url = "http://127.0.0.1:1/mcp", identifier = "docs",
         health = s:health_recorder(uid), log = function(_, text) warnings[#warnings + 1] = text end }

@@ -5,12 +5,12 @@
 -- must have seen notifications/cancelled for that request id, and the audit
 -- trail must show the cancelled step. Every process started here is stopped
 -- by its PID.
-local catalogue = require "mcpclient.catalogue"
+local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
 local json = require "mcpclient.json"
 local peers = require "support.peers"
-local run = require "mcpclient.run"
-local store_module = require "mcpclient.store"
+local run = require "mcpclient.agent.run"
+local store_module = require "mcpclient.agent.store"
 
 local SLOW_SECONDS = 10
 

@@ -8,8 +8,8 @@
 --   returned <core.now() at return, monotonic seconds> <run status> <is_error>
 --   text <the result text on one line>
 local core = require "mcpclient.core"
-local run = require "mcpclient.run"
-local store = require "mcpclient.store"
+local run = require "mcpclient.agent.run"
+local store = require "mcpclient.agent.store"
 
 local path = arg[1] or error("usage: run_slow_call.lua <db path> <seconds>")
 local seconds = tonumber(arg[2] or "10")

@@ -3,7 +3,7 @@
 local servers = {}
 
 function servers.open_store()
-  return assert(require("mcpclient.store").open(":memory:"))
+  return assert(require("mcpclient.agent.store").open(":memory:"))
 end
 
 --- Add the standard server, with `fields` overriding any column; returns its uid.

@@ -1,7 +1,7 @@
 -- The tool gate: REFERENCE §7 (classes, zones, order, modes, messages, governance rows)
 -- and the approval rule of §6.5.
-local policy = require "mcpclient.policy"
-local tool = require "mcpclient.tool"
+local policy = require "mcpclient.agent.policy"
+local tool = require "mcpclient.agent.tool"
 
 local CLASSES = {
   "publicContent", "editorContent", "sourceCode",

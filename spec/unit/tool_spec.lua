@@ -1,8 +1,8 @@
 -- Local names (REFERENCE §5) and the tool wrapper (REFERENCE §6.1, §6.2).
 local mcp = require "mcpclient"
 local core = require "mcpclient.core"
-local names = require "mcpclient.names"
-local tool = require "mcpclient.tool"
+local names = require "mcpclient.agent.names"
+local tool = require "mcpclient.agent.tool"
 local Fake = require "support.fake_server"
 
 describe("local names", function()

@@ -5,7 +5,7 @@
 -- flag. A remote tool is always a non-idempotent write, requires an
 -- administrator and is off until an operator enables it.
 local core = require "mcpclient.core"
-local names = require "mcpclient.names"
+local names = require "mcpclient.agent.names"
 
 local tool = {}
 

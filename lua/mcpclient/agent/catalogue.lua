@@ -1,6 +1,6 @@
 --- Catalogue import and the tool provider (REFERENCE §10.3–§10.5, DESIGN D11).
 --
---   local catalogue = require "mcpclient.catalogue"
+--   local catalogue = require "mcpclient.agent.catalogue"
 --   local report = catalogue.import(store, store:server(uid), { builtin_names = { ... } })
 --   local provider = catalogue.provider(store)
 --   for _, t in ipairs(assert(provider.tools())) do ... end
@@ -11,14 +11,14 @@
 -- a report: a refusal is a report with refused = true, recorded as the
 -- server's import error, and it leaves the stored catalogue as it was. The
 -- provider turns stored rows into tools without touching the network.
-local client = require "mcpclient.client"
+local client = require "mcpclient.connection"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local errors = require "mcpclient.errors"
 local health_recorders = require "mcpclient.health"
-local names = require "mcpclient.names"
-local policy = require "mcpclient.policy"
-local tool = require "mcpclient.tool"
+local names = require "mcpclient.agent.names"
+local policy = require "mcpclient.agent.policy"
+local tool = require "mcpclient.agent.tool"
 
 local json = core.json
 

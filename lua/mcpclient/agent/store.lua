@@ -1,7 +1,7 @@
---- mcpclient.store: the catalogue, enablement, run and governance repositories
+--- mcpclient.agent.store: the catalogue, enablement, run and governance repositories
 -- over one adapter (DESIGN D7; REFERENCE §7.3, §7.6, §8, §9, §10).
 --
---   local store = require "mcpclient.store"
+--   local store = require "mcpclient.agent.store"
 --   local s <close> = assert(store.open("mcp.db"))
 --   local uid = assert(s:add_server{ identifier = "docs", name = "Docs", url = "https://..." })
 --
@@ -11,10 +11,10 @@
 -- reaches the database as a bound parameter; the only names spliced into SQL
 -- text are column names from the fixed lists below.
 --
--- The repositories speak only to an adapter (see mcpclient.store.sqlite for
+-- The repositories speak only to an adapter (see mcpclient.agent.store.sqlite for
 -- the interface); SQLite is the default one, store.open_adapter takes a host's.
-local migrations = require "mcpclient.store.migrations"
-local sqlite = require "mcpclient.store.sqlite"
+local migrations = require "mcpclient.agent.store.migrations"
+local sqlite = require "mcpclient.agent.store.sqlite"
 
 local store = {
   migrations = migrations,
@@ -289,7 +289,7 @@ end
 
 local open_keys = { migrate_to = "number", migrate = "boolean", migrations = "table" }
 
---- Wrap a host adapter (see mcpclient.store.sqlite for the interface).
+--- Wrap a host adapter (see mcpclient.agent.store.sqlite for the interface).
 -- options: migrate (default true; false when the host owns the schema),
 -- migrations (default store.migrations), migrate_to (apply only the first N
 -- migrations: for tests and tools that need a store from before a migration).

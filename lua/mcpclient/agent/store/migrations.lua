@@ -1,4 +1,4 @@
---- The store's schema, as an ordered list of migrations (mcpclient.store).
+--- The store's schema, as an ordered list of migrations (mcpclient.agent.store).
 --
 -- Migration N is applied once, in its own transaction, and recorded as row N
 -- of `schema_version`. Never edit a migration that has shipped: append a new

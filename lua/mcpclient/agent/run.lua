@@ -1,7 +1,7 @@
 --- Runs: the one path an agent loop takes to a tool (REFERENCE §6.4, §6.5,
 -- §7.6, §8; DESIGN D5).
 --
---   local run = require "mcpclient.run"
+--   local run = require "mcpclient.agent.run"
 --   local r = assert(run.start(store, { user = { name = "ops", uid = 1, admin = true },
 --                                       configuration = config, providers = zones }))
 --   local specs  = r:tools()                                -- what the model may be offered
@@ -40,9 +40,9 @@
 -- notifications/cancelled and answers with an error that says the server may
 -- already have acted. That step is recorded, never retried, and the run ends
 -- "cancelled".
-local catalogue = require "mcpclient.catalogue"
+local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
-local policy = require "mcpclient.policy"
+local policy = require "mcpclient.agent.policy"
 
 local json = core.json
 
@@ -212,7 +212,7 @@ end
 -- and the fence refuses every write (REFERENCE §8).
 -- @param options {
 --   user          = { name, uid, admin } (nil: nobody, which is not an administrator),
---   configuration = the policy configuration (see mcpclient.policy),
+--   configuration = the policy configuration (see mcpclient.agent.policy),
 --   gate          = a policy Gate (default: run.gate(store, registry, options)),
 --   providers, mode = for the default gate (provider zones; the dataClassEnforcement setting),
 --   registry      = { get, names } — or the tools from:
@@ -379,7 +379,7 @@ end
 -- Results and the trail
 ---------------------------------------------------------------------------
 
-local error_result = require("mcpclient.tool").error_result
+local error_result = require("mcpclient.agent.tool").error_result
 
 -- A registered tool's effect is its declaration, else read-only (REFERENCE §8).
 -- Refusals of unknown names never execute, so their steps are fail-soft.

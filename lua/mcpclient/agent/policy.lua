@@ -11,7 +11,7 @@
 -- Shapes (plain tables; nothing here touches a store):
 --
 --   tool          { name, group, data_class, requires_admin, enabled_by_default,
---                   remote, effect, requires_approval }   (see mcpclient.tool)
+--                   remote, effect, requires_approval }   (see mcpclient.agent.tool)
 --   user          { uid = integer, admin = true|false, ... }   nil = nobody
 --   configuration { identifier = "...", provider = "<provider id>", model = "...",
 --                   fallbacks = { <configuration>, ... },

@@ -2,14 +2,14 @@
 --
 -- Whoever can run the command and open its database is the local operator,
 -- an administrator: running it is the admin check. The operator API beneath
--- (mcpclient.operator) still takes an actor, and this module passes one.
+-- (mcpclient.agent.operator) still takes an actor, and this module passes one.
 --
 -- Exit codes: 0 done, 1 failed (or an import was refused), 2 usage.
 -- Text the far side wrote (server names and versions, descriptions, import
 -- errors) is printed through core.clip: control characters become spaces, so
 -- no escape sequence or line break from a server reaches the terminal.
 local core = require "mcpclient.core"
-local operator = require "mcpclient.operator"
+local operator = require "mcpclient.agent.operator"
 
 local json = core.json
 
@@ -472,7 +472,7 @@ function cli.main(argv, env)
     local getenv = env.getenv or os.getenv
     local path = parsed.db or getenv("MCPCLIENT_DB") or "./mcpclient.db"
     if path == "" then path = "./mcpclient.db" end
-    local open = env.open_store or function(p) return require("mcpclient.store").open(p) end
+    local open = env.open_store or function(p) return require("mcpclient.agent.store").open(p) end
     local message
     store, message = open(path)
     if not store then

@@ -1,6 +1,6 @@
 --- The default store adapter: one SQLite connection through the C core (DESIGN D7).
 --
---   local adapter, message, code = require("mcpclient.store.sqlite").open(path, options)
+--   local adapter, message, code = require("mcpclient.agent.store.sqlite").open(path, options)
 --
 -- options (unknown keys raise):
 --   busy_timeout_ms  how long a locked database is retried, in ms (default 5000)

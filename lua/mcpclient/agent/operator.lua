@@ -1,7 +1,7 @@
 --- Operator actions (REFERENCE §11, DESIGN D10): the readout, the connection
 --- test, the import, and server and tool administration, usable from Lua.
 --
---   local operator = require "mcpclient.operator"
+--   local operator = require "mcpclient.agent.operator"
 --   local admin = { name = "ops", admin = true }
 --   local result = operator.test(store, "3", { actor = admin })   -- ids as an operator types them
 --   local report = operator.import(store, 3, { actor = admin })
@@ -13,10 +13,10 @@
 -- here nil, message, err with err.kind "forbidden" or "unknown_server").
 -- Text in cards and results is as stored or as the server sent it (labels are
 -- control-stripped and clipped); whoever prints it passes it through core.clip.
-local catalogue = require "mcpclient.catalogue"
+local catalogue = require "mcpclient.agent.catalogue"
 local credentials = require "mcpclient.credentials"
 local hostgate = require "mcpclient.hostgate"
-local names = require "mcpclient.names"
+local names = require "mcpclient.agent.names"
 
 local operator = {}
 
