@@ -130,7 +130,7 @@ return function(input)
     return
   end
   check(type(a) == "string" and type(b) == "table", "not a failure triple: %s, %s", type(a), type(b))
-  check(REQUEST_KINDS[b.kind] and errors.kinds[b.kind], "failure kind %s", tostring(b.kind))
+  check(REQUEST_KINDS[b.kind] and errors.KINDS[b.kind], "failure kind %s", tostring(b.kind))
   check(b.server == "fuzz" and b.message == a, "the err table does not match the message")
   clean_message(a)
   if b.detail ~= nil then check(type(b.detail) == "string" and utf8.len(b.detail), "detail is not clean text") end

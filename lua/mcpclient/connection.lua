@@ -157,11 +157,12 @@ function Connection:handshake(op)
   if not result then return nil, info, err end
   local version = result.protocolVersion
   if type(version) ~= "string" then
-    return fail("malformed", self.identifier, { detail = "the initialize result names no protocol version" })
+    return fail("malformed",
+      { server = self.identifier, detail = "the initialize result names no protocol version" })
   end
   if not supported[version] then
-    return fail("protocol_version", self.identifier,
-      { version = version, supported = table.concat(client.SUPPORTED_VERSIONS, ", ") })
+    return fail("protocol_version",
+      { server = self.identifier, version = version, supported = table.concat(client.SUPPORTED_VERSIONS, ", ") })
   end
   local session = {
     id = info.session_id,
@@ -205,7 +206,7 @@ function Connection:list_tools(opts)
     if not result then return nil, info, err end
     local page = result.tools
     if type(page) ~= "table" or not json.is_array(page) then
-      return fail("malformed", self.identifier, { detail = 'the tool listing carries no "tools" array' })
+      return fail("malformed", { server = self.identifier, detail = 'the tool listing carries no "tools" array' })
     end
     for _, entry in ipairs(page) do
       if type(entry) == "table" and not json.is_array(entry) then tools[#tools + 1] = entry end
@@ -217,8 +218,8 @@ function Connection:list_tools(opts)
     end
     params = { cursor = cursor }
   end
-  return fail("malformed", self.identifier,
-    { detail = "the tool listing did not end within " .. client.MAX_PAGES .. " pages" })
+  return fail("malformed",
+    { server = self.identifier, detail = "the tool listing did not end within " .. client.MAX_PAGES .. " pages" })
 end
 
 -- What a model reads of a tools/call result (REFERENCE §2.4, D13).

@@ -1,10 +1,17 @@
---- The failure value every network-facing operation returns: nil, message, err.
+--- The one failure value of mcpclient: nil, message, err.
 --
--- `err` is a table { kind = <fixed string>, server = <identifier>, ... } and
--- `message` is one sentence that names the server in double quotes. Remote text
--- (RPC messages, parser complaints, media types, libcurl's reasons) is
--- control-stripped and clipped before it enters a message; response bodies,
--- credentials and session ids never do.
+-- A failure is made where it happens (the HTTP leg, the host gate, the store,
+-- the gate of a run) by errors.fail(kind, fields) and handed up unchanged:
+-- transport, connection, tool and run pass the same `err` table on, so an
+-- agent loop reads err.kind == "cancelled" on a tool result exactly as the
+-- leg wrote it.
+--
+-- `err` is { kind = <fixed string>, message = <one sentence>, server = <identifier or nil>,
+-- ... the kind's own fields }. `message` names the server in double quotes when
+-- there is one. Far-side text (RPC messages, parser complaints, media types,
+-- libcurl's reasons) is control-stripped and clipped before it enters a
+-- message or `err.detail`; response bodies, credentials and session ids never
+-- enter either.
 local core = require "mcpclient.core"
 
 local errors = {}
@@ -13,76 +20,178 @@ local function clip(text)
   return core.clip(tostring(text))
 end
 
--- Each kind: a function (server, fields) -> message. `fields` carries the
--- kind's own data (status, code, detail, ...), which also lands in `err`.
-local templates = {
-  refused_host = function(id, f)
-    return string.format('MCP server "%s" points at host "%s", which outbound requests are not allowed to reach.',
-      id, f.host)
-  end,
-  transport = function(id, f)
-    return string.format('MCP server "%s" could not be reached: %s', id, clip(f.detail))
-  end,
-  timeout = function(id, f)
-    return string.format('MCP server "%s" did not answer within the time left of the %s-second operation budget: %s',
-      id, f.budget, clip(f.detail))
-  end,
-  http_status = function(id, f)
-    return string.format('MCP server "%s" answered with HTTP status %d.', id, f.status)
-  end,
-  malformed = function(id, f)
-    return string.format('MCP server "%s" sent a response that is not a JSON-RPC result: %s', id, clip(f.detail))
-  end,
-  rpc_error = function(id, f)
-    return string.format('MCP server "%s" refused the call with JSON-RPC error %d: %s', id, f.code, clip(f.detail))
-  end,
-  content_type = function(id, f)
-    return string.format('MCP server "%s" answered with content type "%s"; this client reads a JSON response '
-      .. 'or an event stream, and nothing else.', id, clip(f.media_type))
-  end,
-  credential = function(id, f)
-    return string.format('MCP server "%s" declares a credential that could not be resolved%s.', id,
-      f.detail and (": " .. f.detail) or "")
-  end,
-  deadline = function(id, f)
-    return string.format('The %s-second operation budget for MCP server "%s" ran out before this request was sent, '
-      .. 'so the server was not asked. This is the budget this installation sets, not a server that did not answer.',
-      f.budget, id)
-  end,
-  cancelled = function(id, f)
-    if f.in_flight then
-      return string.format('The call to MCP server "%s" was cancelled in flight; the server may already have acted '
-        .. 'on it.', id)
-    end
-    return string.format('The operation on MCP server "%s" was cancelled before it completed.', id)
-  end,
-  protocol_version = function(id, f)
-    return string.format('MCP server "%s" chose protocol revision "%s", which this client does not speak '
-      .. '(it speaks %s).', id, clip(f.version), f.supported)
-  end,
+local function on(f)
+  return f.server and string.format('MCP server "%s"', f.server) or "The MCP server"
+end
+
+--[[
+Every kind: what causes it, what the caller should do, and the sentence it
+reads as. README "Errors" and docs/errors.md list the same kinds; a spec
+checks the lists agree.
+]]
+errors.KINDS = {
+  refused_host = {
+    cause = "the host gate refused the server's address (or its name could not be made canonical)",
+    action = "fix the URL, or allow the address with a host_gate / refuse_private option",
+    message = function(f)
+      return string.format('%s points at host "%s", which outbound requests are not allowed to reach.',
+        on(f), clip(f.host))
+    end,
+  },
+  transport = {
+    cause = "the request never reached the server (name resolution, connect, TLS)",
+    action = "safe to retry: the server did not see the request",
+    message = function(f) return string.format("%s could not be reached: %s", on(f), clip(f.detail)) end,
+  },
+  interrupted = {
+    cause = "the connection was lost after the server accepted the request",
+    action = "do not retry blindly: the server may have acted on it",
+    message = function(f)
+      return string.format("%s accepted the request, then the exchange was lost (%s); the server may have acted "
+        .. "on it, so it was not sent again.", on(f), clip(f.detail))
+    end,
+  },
+  timeout = {
+    cause = "the server did not answer within what was left of the operation budget",
+    action = "raise the budget, or look at the server; a tools/call may still have run",
+    message = function(f)
+      return string.format("%s did not answer within the time left of the %s-second operation budget: %s",
+        on(f), f.budget, clip(f.detail))
+    end,
+  },
+  deadline = {
+    cause = "the operation budget ran out before a request was sent",
+    action = "raise the budget; the server was not asked",
+    message = function(f)
+      return string.format("The %s-second operation budget for %s ran out before this request was sent, so the "
+        .. "server was not asked. This is the budget this installation sets, not a server that did not answer.",
+        f.budget, f.server and string.format('MCP server "%s"', f.server) or "the MCP server")
+    end,
+  },
+  cancelled = {
+    cause = "the operation's cancel hook fired",
+    action = "nothing to do; with in_flight = true the server may have acted on the call",
+    message = function(f)
+      if f.in_flight then
+        return string.format("The call to %s was cancelled in flight; the server may already have acted on it.",
+          f.server and string.format('MCP server "%s"', f.server) or "the MCP server")
+      end
+      return string.format("The operation on %s was cancelled before it completed.",
+        f.server and string.format('MCP server "%s"', f.server) or "the MCP server")
+    end,
+  },
+  http_status = {
+    cause = "the server answered with a non-2xx HTTP status (err.status; err.code when the body was JSON-RPC)",
+    action = "look at the server or the credential; 401/403 usually mean the credential",
+    message = function(f) return string.format("%s answered with HTTP status %d.", on(f), f.status) end,
+  },
+  content_type = {
+    cause = "the answer was neither application/json nor text/event-stream",
+    action = "check the URL points at an MCP endpoint",
+    message = function(f)
+      return string.format('%s answered with content type "%s"; this client reads a JSON response or an event '
+        .. "stream, and nothing else.", on(f), clip(f.media_type))
+    end,
+  },
+  malformed = {
+    cause = "the answer is not a valid JSON-RPC response to the request (or broke a limit)",
+    action = "report it to the server's operator",
+    message = function(f)
+      return string.format("%s sent a response that is not a JSON-RPC result: %s", on(f), clip(f.detail))
+    end,
+  },
+  rpc_error = {
+    cause = "the server answered with a JSON-RPC error (err.code, err.detail)",
+    action = "read err.code; the request was understood and refused",
+    message = function(f)
+      return string.format("%s refused the call with JSON-RPC error %d: %s", on(f), f.code, clip(f.detail))
+    end,
+  },
+  protocol_version = {
+    cause = "the server speaks no protocol revision this client speaks",
+    action = "upgrade the client or the server",
+    message = function(f)
+      return string.format('%s chose protocol revision "%s", which this client does not speak (it speaks %s).',
+        on(f), clip(f.version), f.supported)
+    end,
+  },
+  credential = {
+    cause = "the server's credential reference could not be resolved",
+    action = "set the environment variable or give a resolver; nothing was sent anonymously",
+    message = function(f)
+      return string.format("%s declares a credential that could not be resolved%s.", on(f),
+        f.detail and (": " .. clip(f.detail)) or "")
+    end,
+  },
+  store = {
+    cause = "the database refused or failed a statement (err.operation, err.code)",
+    action = "look at the database; a run fails closed rather than lose its audit",
+    message = function(f)
+      return string.format("The store could not %s: %s", f.operation, clip(f.detail))
+    end,
+  },
+  forbidden = {
+    cause = "the actor of an operator action is not an administrator",
+    action = "act as an administrator",
+    message = function() return "This action requires administrator privileges." end,
+  },
+  unknown_server = {
+    cause = "no configured server has that id or identifier",
+    action = "list the servers (mcpclient servers) and use one of them",
+    message = function(f) return string.format("Unknown MCP server %s.", clip(f.given or "")) end,
+  },
+  invalid = {
+    cause = "an operator input is not acceptable (err.field says which)",
+    action = "fix the input as the message says",
+    message = function(f) return clip(f.detail) end,
+  },
+  configuration = {
+    cause = "a stored server row cannot be used as it is",
+    action = "fix the server with mcpclient set",
+    message = function(f) return string.format("%s is not usable: %s", on(f), clip(f.detail)) end,
+  },
+  write_without_durable_execution = {
+    cause = "a run without a lease was asked to execute a remote write",
+    action = "start the run on a store (persisted) before calling remote tools",
+    code = 1786665601,
+    message = function(f) return clip(f.detail) end,
+  },
+  audit_persistence_failed = {
+    cause = "the audit record of an executed write could not be stored",
+    action = "the run has failed closed; look at the store",
+    code = 1785000001,
+    message = function(f) return clip(f.detail) end,
+  },
+  run_lease_lost = {
+    cause = "another worker took over the run's lease",
+    action = "stop this worker's run; the other owner continues it",
+    code = 0,
+    message = function(f) return clip(f.detail) end,
+  },
 }
 
---- Build the failure triple for `kind` on server `id`.
+--- Make the failure value for `kind`.
+-- @param kind one of errors.KINDS
+-- @param fields the kind's own data (server, status, code, detail, ...); all land in `err`
 -- @return nil, message, err
-function errors.fail(kind, id, fields)
-  fields = fields or {}
-  local template = assert(templates[kind], "unknown error kind")
-  local err = { kind = kind, server = id }
-  for k, v in pairs(fields) do
-    if k ~= "detail" then err[k] = v end
-  end
-  if fields.detail ~= nil then err.detail = clip(fields.detail) end
-  local message = template(id, fields)
-  err.message = message
-  return nil, message, err
+function errors.fail(kind, fields)
+  local spec = errors.KINDS[kind]
+  if not spec then error("unknown error kind " .. tostring(kind), 2) end
+  local err = { kind = kind, code = spec.code }
+  for k, v in pairs(fields or {}) do err[k] = v end
+  if err.detail ~= nil then err.detail = clip(err.detail) end
+  err.message = spec.message(err)
+  return nil, err.message, err
+end
+
+--- The same failure value, from an `err` already made (to pass it up unchanged).
+function errors.pass(err)
+  return nil, err.message, err
 end
 
 --- The budget as people write it: 20, 0.5, 1.25 (never "20.0").
 function errors.seconds(budget)
   return string.format("%g", budget)
 end
-
-errors.kinds = {}
-for kind in pairs(templates) do errors.kinds[kind] = true end
 
 return errors

@@ -59,9 +59,9 @@ function Transport:destination()
     { refuse_private = self.refuse_private })
   if not dial then
     if verdict == "resolve" then
-      return fail("transport", self.identifier, { detail = reason })
+      return fail("transport", { server = self.identifier, detail = reason })
     end
-    return fail("refused_host", self.identifier, { host = self.target.host })
+    return fail("refused_host", { server = self.identifier, host = self.target.host })
   end
   self.dial = dial
   return true
@@ -84,18 +84,18 @@ the request on the wire, so the caller can tell the server before it reports.
 ]]
 function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   if op.cancel and op.cancel() then
-    return fail("cancelled", self.identifier, { in_flight = false })
+    return fail("cancelled", { server = self.identifier, in_flight = false })
   end
   local timeout_ms, connect_timeout_ms = op.deadline:leg(self.connect_timeout)
   if not timeout_ms then
-    return fail("deadline", self.identifier, { budget = errors.seconds(op.deadline.total) })
+    return fail("deadline", { server = self.identifier, budget = errors.seconds(op.deadline.total) })
   end
   local ok, message, err = self:destination()
   if not ok then return nil, message, err end
   local secret_header
   if self.auth then
     local secret, reason = credentials.resolve(self.auth.credential, self.resolver)
-    if not secret then return fail("credential", self.identifier, { detail = reason }) end
+    if not secret then return fail("credential", { server = self.identifier, detail = reason }) end
     secret_header = credentials.header_line(self.auth, secret)
   end
   local response, kind, detail = self.leg:send {
@@ -115,9 +115,10 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   if response then return response end
   if kind == "cancelled" then return nil, "cancelled" end
   if kind == "timeout" then
-    return fail("timeout", self.identifier, { budget = errors.seconds(op.deadline.total), detail = detail })
+    return fail("timeout",
+      { server = self.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
   end
-  return fail("transport", self.identifier, { detail = detail })
+  return fail("transport", { server = self.identifier, detail = detail })
 end
 
 -- Did this failed response say that our session is gone? (D1: 404, or a 400
@@ -129,7 +130,7 @@ local function session_lost(response, session)
 end
 
 function Transport:status_failure(response, session)
-  local _, message, err = fail("http_status", self.identifier, { status = response.status })
+  local _, message, err = fail("http_status", { server = self.identifier, status = response.status })
   err.session_lost = session_lost(response, session) or nil
   return nil, message, err
 end
@@ -137,9 +138,9 @@ end
 -- The answer a JSON-RPC classification gives, as a result or a failure.
 function Transport:answer(kind, a, b)
   if kind == "result" then return a end
-  if kind == "error" then return fail("rpc_error", self.identifier, { code = a, detail = b }) end
-  if kind == "other" then return fail("malformed", self.identifier, { detail = "the body is " .. a }) end
-  return fail("malformed", self.identifier, { detail = a })
+  if kind == "error" then return fail("rpc_error", { server = self.identifier, code = a, detail = b }) end
+  if kind == "other" then return fail("malformed", { server = self.identifier, detail = "the body is " .. a }) end
+  return fail("malformed", { server = self.identifier, detail = a })
 end
 
 --[[
@@ -230,7 +231,7 @@ function Transport:request(op, session, method, params, ordered)
   local id = self:next_id()
   local encoded, why = json.try_encode(params)
   if not encoded then
-    return fail("malformed", self.identifier, { detail = "the request could not be encoded: " .. why })
+    return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
   local body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":' .. json.encode(method)
     .. ',"params":' .. encoded .. '}'
@@ -250,10 +251,10 @@ function Transport:request(op, session, method, params, ordered)
     return self:finish_stream(op, session, reader, response, info, method, id)
   end
   if media ~= "" and media ~= "application/json" then
-    return fail("content_type", self.identifier, { media_type = media })
+    return fail("content_type", { server = self.identifier, media_type = media })
   end
   if not response.body:find("%S") then
-    return fail("malformed", self.identifier, { detail = "empty body with status " .. response.status })
+    return fail("malformed", { server = self.identifier, detail = "empty body with status " .. response.status })
   end
   local result, m, e = self:answer(core.rpc_classify(response.body, id, ordered))
   if not result then return nil, m, e end
@@ -272,18 +273,18 @@ function Transport:finish_stream(op, session, reader, response, info, method, id
       return result, info
     end
     if response.truncated then
-      return fail("malformed", self.identifier,
-        { detail = "the event stream exceeded " .. MAX_RESPONSE_BYTES .. " bytes before the response" })
+      return fail("malformed", { server = self.identifier,
+        detail = "the event stream exceeded " .. MAX_RESPONSE_BYTES .. " bytes before the response" })
     end
     if not reader.last_event_id or resumptions == MAX_RESUMPTIONS then
       local detail = reader.messages == 0 and "the event stream carried no message"
         or "the event stream carried no response to the request"
-      return fail("malformed", self.identifier, { detail = detail })
+      return fail("malformed", { server = self.identifier, detail = detail })
     end
     resumptions = resumptions + 1
     local delay = (reader.retry_ms or DEFAULT_RETRY_MS) / 1000
     if delay >= op.deadline:remaining() then
-      return fail("deadline", self.identifier, { budget = errors.seconds(op.deadline.total) })
+      return fail("deadline", { server = self.identifier, budget = errors.seconds(op.deadline.total) })
     end
     if not wait(op, delay) then return self:cancelled(session, id, method) end
     local headers = session_headers({ "Accept: text/event-stream", "Last-Event-ID: " .. reader.last_event_id },
@@ -297,7 +298,7 @@ function Transport:finish_stream(op, session, reader, response, info, method, id
     elseif response.status >= 300 then
       return self:status_failure(response, session)
     elseif not is_stream(response, media_type(response.headers), reader) then
-      return fail("content_type", self.identifier, { media_type = media_type(response.headers) })
+      return fail("content_type", { server = self.identifier, media_type = media_type(response.headers) })
     end
   end
 end
@@ -309,7 +310,7 @@ function Transport:cancelled(session, id, method)
     self:notify({ deadline = Deadline.open(CANCEL_NOTICE_SECONDS, self.clock) }, session, "notifications/cancelled",
       { requestId = id, reason = "cancelled by the client" })
   end
-  return fail("cancelled", self.identifier, { in_flight = method == "tools/call" })
+  return fail("cancelled", { server = self.identifier, in_flight = method == "tools/call" })
 end
 
 --- Send a JSON-RPC notification. The reply body is never parsed.

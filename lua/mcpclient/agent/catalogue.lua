@@ -53,8 +53,8 @@ function catalogue.auth_of(row)
   local placement = row.auth_placement
   if placement == nil or placement == "" then placement = "bearer" end
   if not credentials.placements[placement] then
-    local _, message, err = errors.fail("credential", row.identifier,
-      { detail = string.format('its stored placement "%s" is not one this client offers', tostring(placement)) })
+    local _, message, err = errors.fail("credential", { server = row.identifier,
+      detail = string.format('its stored placement "%s" is not one this client offers', tostring(placement)) })
     return false, message, err
   end
   return { placement = placement, credential = credential, header_name = row.auth_header_name }
