@@ -47,6 +47,7 @@ build = {
     ["mcpclient.hostgate"] = "lua/mcpclient/hostgate.lua",
     ["mcpclient"] = "lua/mcpclient/init.lua",
     ["mcpclient.json"] = "lua/mcpclient/json.lua",
+    ["mcpclient.log"] = "lua/mcpclient/log.lua",
     ["mcpclient.transport"] = "lua/mcpclient/transport.lua",
   },
   install = { bin = { mcpclient = "bin/mcpclient" } },

@@ -9,6 +9,7 @@ local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
+local log = require "mcpclient.log"
 local Transport = require "mcpclient.transport"
 
 local json = core.json
@@ -22,6 +23,12 @@ client.MAX_PAGES = 50
 client.DEFAULT_BUDGET = 20            -- seconds, one operation
 client.DEFAULT_CONNECT_TIMEOUT = 10   -- seconds, never more than the budget left
 client.CLOSE_BUDGET = 2               -- seconds for the DELETE that ends a session
+
+--- The one rule for a server identifier: it prefixes every local tool name.
+client.IDENTIFIER_RULE = "1 to 32 characters of A-Z, a-z, 0-9, _ and -"
+function client.valid_identifier(text)
+  return type(text) == "string" and #text <= 32 and text:match("^[A-Za-z0-9_-]+$") ~= nil
+end
 
 local supported = {}
 for _, v in ipairs(client.SUPPORTED_VERSIONS) do supported[v] = true end
@@ -71,8 +78,8 @@ local function validate(options)
   if options.health == nil then
     error("connect: health is required (a recorder, or mcp.health.discard to say none)", 3)
   end
-  if not options.identifier:match("^[A-Za-z0-9_-]+$") or #options.identifier > 32 then
-    error("connect: identifier must be 1 to 32 characters of A-Z, a-z, 0-9, _ and -", 3)
+  if not client.valid_identifier(options.identifier) then
+    error("connect: identifier must be " .. client.IDENTIFIER_RULE, 3)
   end
   local target, why = hostgate.parse_url(options.url)
   if not target then error(string.format("connect: url is not usable: %s", why), 3) end
@@ -97,7 +104,7 @@ function client.connect(options)
     budget = positive_seconds("budget", options.budget or client.DEFAULT_BUDGET),
     clock = clock,
     record_contact = record,
-    log = options.log or function(_, message) warn(message) end,
+    log = options.log or log.default,
     session = nil,
     closed = false,
   }, Connection)
