@@ -1,4 +1,5 @@
--- Local names (REFERENCE §5) and the tool wrapper (REFERENCE §6.1, §6.2).
+-- Local names and the tool wrapper: what the gate and the model see of an
+-- imported tool, and the ToolResult its execution hands back.
 local mcp = require "mcpclient"
 local core = require "mcpclient.core"
 local names = require "mcpclient.agent.names"
@@ -91,6 +92,52 @@ describe("an imported tool", function()
     assert.truthy(result.text:find("page 3 does not exist", 1, true))
   end)
 
+  it("offers a model a 1.5 MB description with escape sequences bounded and stripped", function()
+    local chunk = "\27[2J\27]0;owned\7 Reads a page.\r\n\u{9B}31m"
+    local huge = string.rep(chunk, math.ceil(1.5 * 1024 * 1024 / #chunk))
+    local offered = make(Fake.new(), { description = huge }):spec()
+    assert.is_true(#offered.description <= tool.DESCRIPTION_MAX_BYTES, #offered.description)
+    assert.is_true(#offered.description > tool.DESCRIPTION_MAX_BYTES - 64, #offered.description)
+    assert.is_nil(offered.description:find("[%c\127]"))
+    assert.is_nil(offered.description:find("\u{9B}", 1, true))
+    assert.truthy(offered.description:find('^%[via the external MCP server "Docs server"%] '))
+    assert.equal("\u{2026}", offered.description:sub(-3))
+    assert.truthy(utf8.len(offered.description))
+  end)
+
+  it("cuts a long description at a character boundary", function()
+    for shift = 0, 3 do
+      local text = string.rep("x", shift) .. string.rep("\u{1F600}", 2000)
+      local description = make(Fake.new(), { description = text }).description
+      assert.is_true(#description <= tool.DESCRIPTION_MAX_BYTES, #description)
+      assert.truthy(utf8.len(description), "invalid UTF-8 at shift " .. shift)
+    end
+  end)
+
+  it("strips control characters from the server's name in the origin", function()
+    local t = make(Fake.new(), { server = { identifier = "docs", name = "Docs\27[31m\nserver",
+      data_class = "publicContent", requires_approval = "0" }, description = "Reads." })
+    assert.equal('[via the external MCP server "Docs [31m server"] Reads.', t:spec().description)
+  end)
+
+  it("carries the connection's failure value unchanged in the error result", function()
+    local fake = Fake.new():will_handshake():will_return_raw("{}", 502)
+    local t = make(fake)
+    local result = t:execute({})
+    assert.is_true(result.is_error)
+    assert.equal("http_status", result.err.kind)
+    assert.equal(502, result.err.status)
+    assert.equal("docs", result.err.server)
+    assert.equal(result.err.message, result.text)
+  end)
+
+  it("gives an isError answer and a refused argument list no failure value", function()
+    local fake = Fake.new():will_handshake():will_return { content = { { type = "text", text = "no" } }, isError = true }
+    local t = make(fake)
+    assert.is_nil(t:execute({}).err)
+    assert.is_nil(t:execute(mcp.json.array { 1 }).err)
+  end)
+
   it("returns every transport failure as an error result naming the server, never raising", function()
     local scripts = {
       function(f) f:will_return_raw("{}", 503) end,
@@ -113,6 +160,8 @@ describe("an imported tool", function()
     assert.is_true(result.is_error)
     assert.truthy(result.text:find("cancelled in flight", 1, true))
     assert.truthy(result.text:find("may already have acted", 1, true))
+    assert.equal("cancelled", result.err.kind)
+    assert.is_true(result.err.in_flight)
     assert.equal(7000, fake.requests[1].timeout_ms)
   end)
 

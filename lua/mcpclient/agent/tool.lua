@@ -1,9 +1,22 @@
---- One imported tool as the gate and the model see it (REFERENCE §6.1, §6.2).
+--- One imported tool as the gate and the model see it.
 --
 -- Every declaration that matters for safety comes from the operator's server
 -- record, never from the server's catalogue: the data class, the approval
 -- flag. A remote tool is always a non-idempotent write, requires an
 -- administrator and is off until an operator enables it.
+--
+-- ToolResults, what a tool hands back to the agent loop:
+--   { text = <what the model reads>, is_error = true|false [, err] }
+-- `err` is present exactly when the call failed as the library's one failure
+-- value (the network, the server, the budget, a cancellation): it is the
+-- very table conn:call_tool returned, passed on unchanged, and `text` is its
+-- message. A remote tool that answered with isError, and arguments the model
+-- got wrong, are answers for the model, not failures: they carry no `err`.
+--
+-- What a model is offered (name and description) is far-side text: it passes
+-- the text rule (control and invisible formatting characters out, runs made
+-- one space) and the description is bounded in bytes, so a server cannot fill
+-- a model's context or smuggle terminal sequences through its catalogue.
 local core = require "mcpclient.core"
 local names = require "mcpclient.agent.names"
 
@@ -11,20 +24,39 @@ local tool = {}
 
 tool.EFFECT = "non_idempotent_write"
 
---- ToolResults: what a tool hands back to the agent loop.
+--- The most bytes of a description offered to a model; a longer one is cut
+--- at a character boundary and ends with an ellipsis.
+tool.DESCRIPTION_MAX_BYTES = 4096
+
+local ELLIPSIS = "\u{2026}"
+
 function tool.text_result(text) return { text = text, is_error = false } end
-function tool.error_result(text) return { text = text, is_error = true } end
+
+--- An error ToolResult; `err` is the failure value when the call failed.
+function tool.error_result(text, err) return { text = text, is_error = true, err = err } end
 
 local Tool = {}
 Tool.__index = Tool
 
+-- At most `limit` bytes of clipped text, never splitting a UTF-8 sequence.
+-- clip counts code points, so clipping to `limit` of them already bounds the
+-- scan of a huge text; the byte cut is the second, exact bound.
+local function bounded(text, limit)
+  local s = core.clip(text, limit)
+  if #s <= limit then return s end
+  local cut = limit - #ELLIPSIS
+  while cut > 0 and (s:byte(cut + 1) & 0xC0) == 0x80 do cut = cut - 1 end
+  return s:sub(1, cut) .. ELLIPSIS
+end
+
 -- The origin comes first, so a model reads who answers before what the
 -- server says about itself.
 local function describe(server_name, remote_description)
-  local origin = string.format('[via the external MCP server "%s"]', server_name)
-  local own = type(remote_description) == "string" and remote_description:match("^%s*(.-)%s*$") or ""
+  local origin = string.format('[via the external MCP server "%s"]', core.clip(tostring(server_name)))
+  -- clip trims the ends, and stops reading a huge text at the limit
+  local own = type(remote_description) == "string" and core.clip(remote_description, tool.DESCRIPTION_MAX_BYTES) or ""
   if own == "" then return origin end
-  return origin .. " " .. own
+  return bounded(origin .. " " .. own, tool.DESCRIPTION_MAX_BYTES)
 end
 
 --- @param spec {
@@ -39,7 +71,8 @@ function tool.new(spec)
     description = describe(server.name, spec.description),
     parameters = spec.parameters,
     data_class = server.data_class,
-    -- Only the literal "0" means "no approval" (REFERENCE §10.1).
+    -- Only the literal "0" means "no approval": an operator who typed
+    -- anything else (a blank, "no", "0.0") gets the safe reading.
     requires_approval = tostring(server.requires_approval) ~= "0",
     effect = tool.EFFECT,
     requires_admin = true,
@@ -53,31 +86,39 @@ end
 
 --- What a model is offered: name, description, JSON-schema parameters.
 function Tool:spec()
-  return { name = self.name, description = self.description, parameters = self.parameters }
+  return { name = core.clip(self.name, 64), description = self.description, parameters = self.parameters }
+end
+
+-- Named arguments, or an error ToolResult for the model. Models sometimes
+-- write [] for "no arguments"; anything in a list is not named.
+local function named(self, arguments)
+  if arguments == nil then return nil end
+  if type(arguments) ~= "table" then
+    return nil, tool.error_result(string.format('Tool "%s" takes named arguments (a JSON object).', self.name))
+  end
+  if core.json.is_array(arguments) then
+    if #arguments > 0 then
+      return nil, tool.error_result(string.format('Tool "%s" takes named arguments (a JSON object), not a list.',
+        self.name))
+    end
+    return nil
+  end
+  return arguments
 end
 
 --- Run the tool on its server under its remote name.
 -- A failure of the server or the network is returned as an error result that
--- names the server — never raised — so the run continues and the model is told.
+-- names the server and carries the failure value — never raised — so the
+-- run continues, the model is told, and the host reads result.err.kind.
 -- @param arguments table (nil means none)
 -- @param context { cancel = function, budget = seconds }
 function Tool:execute(arguments, context)
   context = context or {}
-  if arguments ~= nil and type(arguments) ~= "table" then
-    return tool.error_result(string.format('Tool "%s" takes named arguments (a JSON object).', self.name))
-  end
-  if arguments ~= nil and core.json.is_array(arguments) then
-    -- Models sometimes write [] for "no arguments"; anything in a list is not named.
-    if #arguments > 0 then
-      return tool.error_result(string.format('Tool "%s" takes named arguments (a JSON object), not a list.',
-        self.name))
-    end
-    arguments = nil
-  end
-  local conn = self.connection()
-  local outcome, message = conn:call_tool(self.remote_name, arguments,
+  local args, refused = named(self, arguments)
+  if refused then return refused end
+  local outcome, message, err = self.connection():call_tool(self.remote_name, args,
     { cancel = context.cancel, budget = context.budget })
-  if not outcome then return tool.error_result(message) end
+  if not outcome then return tool.error_result(message, err) end
   if outcome.is_error then return tool.error_result(outcome.text) end
   return tool.text_result(outcome.text)
 end
