@@ -132,7 +132,8 @@ describe("an imported tool", function()
   end)
 
   it("gives an isError answer and a refused argument list no failure value", function()
-    local fake = Fake.new():will_handshake():will_return { content = { { type = "text", text = "no" } }, isError = true }
+    local fake = Fake.new():will_handshake()
+      :will_return { content = { { type = "text", text = "no" } }, isError = true }
     local t = make(fake)
     assert.is_nil(t:execute({}).err)
     assert.is_nil(t:execute(mcp.json.array { 1 }).err)
