@@ -1,5 +1,5 @@
--- The tool gate: REFERENCE §7 (classes, zones, order, modes, messages, governance rows)
--- and the approval rule of §6.5.
+-- The tool gate (classes, zones, the order of its checks, modes, messages,
+-- governance rows) and the approval rule.
 local policy = require "mcpclient.agent.policy"
 local tool = require "mcpclient.agent.tool"
 
@@ -405,7 +405,14 @@ describe("gate:decide", function()
   end)
 end)
 
-describe("filter_offerable and explain", function()
+-- Every decision for `names`, refused ones included, in order.
+local function decisions_for(gate, names, configuration, user, context)
+  local out = {}
+  for i, name in ipairs(names) do out[i] = gate:decide(name, configuration, user, context) end
+  return out
+end
+
+describe("filter_offerable", function()
   local tools = {
     builtin("z_first", { group = "rag" }),
     builtin("off_by_default", { enabled_by_default = false }),
@@ -425,16 +432,15 @@ describe("filter_offerable and explain", function()
     assert.same({}, gate:filter_offerable({}, config, ADMIN))
   end)
 
-  it("explain(nil) explains every enabled tool, refused ones included", function()
-    local decisions = gate_over(tools):explain(nil, config, ADMIN)
-    local seen = {}
-    for _, d in ipairs(decisions) do seen[#seen + 1] = d.tool .. ":" .. d.reason end
-    assert.same({ "z_first:none", "secrets:trustZone", "a_last:none" }, seen)
-    assert.same({ "z_first", "a_last" }, policy.offerable(decisions))
+  it("filter_offerable(nil) decides every enabled tool, and only those", function()
+    local decided = {}
+    local gate = gate_over(tools, { on_decision = function(d) decided[#decided + 1] = d.tool .. ":" .. d.reason end })
+    assert.same({ "z_first", "a_last" }, gate:filter_offerable(nil, config, ADMIN))
+    assert.same({ "secrets:trustZone" }, decided) -- off_by_default is no candidate
   end)
 
-  it("explain(list) gives one decision per requested name", function()
-    local decisions = gate_over(tools):explain({ "ghost", "off_by_default", "z_first" }, config, nil)
+  it("decide gives each requested name its reason", function()
+    local decisions = decisions_for(gate_over(tools), { "ghost", "off_by_default", "z_first" }, config, nil)
     assert.equal(3, #decisions)
     assert.equal("notRegistered", decisions[1].reason)
     assert.equal("toolDisabled", decisions[2].reason)
@@ -494,9 +500,9 @@ describe("governance events", function()
     }, calls[1].row)
   end)
 
-  it("explain and filter_offerable record each refused candidate, with the caller's context", function()
+  it("filter_offerable records each refused candidate, with the caller's context", function()
     local gate, calls = recording_gate({ builtin("edit"), builtin("off", { enabled_by_default = false }) })
-    gate:explain({ "edit", "off", "ghost" }, config_in("local"), ADMIN, { run_uid = 3 })
+    gate:filter_offerable({ "edit", "off", "ghost" }, config_in("local"), ADMIN, { run_uid = 3 })
     assert.equal(2, #calls)
     assert.equal("off", calls[1].row.tool_name)
     assert.equal("toolDisabled", calls[1].row.reason)

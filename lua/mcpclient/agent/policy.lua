@@ -1,4 +1,5 @@
---- The tool gate (REFERENCE §7) and the approval rule (REFERENCE §6.5).
+--- The tool gate (may a model be offered, or call, this tool?) and the
+-- approval rule (must a human approve a call before it runs?).
 --
 -- Every tool a model is offered, and every call it makes, passes `decide`.
 -- The gates are a plain AND; their order only decides which refusal is
@@ -162,7 +163,9 @@ function policy.effective_zone(configuration, providers)
 end
 
 local function trim(s)
-  -- The characters PHP's trim() strips, which is what the setting was read with.
+  -- Blanks, tabs, line ends, vertical tabs and NUL: a setting copied from a
+  -- file or a form often carries them, and they must not turn "observe" into
+  -- a typo that enforces.
   return (s:gsub("^[ \t\n\r\v\0]+", ""):gsub("[ \t\n\r\v\0]+$", ""))
 end
 
@@ -185,7 +188,7 @@ local MESSAGES = {
   [R.CONFIGURATION_GROUP] = "%s is outside the tool groups this configuration allows.",
 }
 
---- The operator's sentence for a decision (REFERENCE §7.5).
+--- The operator's sentence for a decision.
 -- Policy facts only: never a tool's arguments or output.
 function policy.message(decision)
   if decision.reason == R.TRUST_ZONE then
@@ -215,7 +218,7 @@ local function string_or_empty(v)
   return tostring(v)
 end
 
---- The governance row (tx_nrllm_governance_event) for one gate decision.
+--- The governance row (the store's governance_event table) for one gate decision.
 -- Denial-only: the caller writes it for a refused or observed-only decision,
 -- never for an executed call. It carries policy facts only — never a tool's
 -- arguments or output.
@@ -238,13 +241,13 @@ function policy.governance_row(d, context, user)
   }
 end
 
---- Must a human approve a call of this tool before it runs? (REFERENCE §6.5)
+--- Must a human approve a call of this tool before it runs?
 -- In order: an explicit marker (requires_approval == true) → yes; a remote
 -- tool → its operator's declaration, and no declaration → no (its effect is a
 -- fail-closed assumption about an unknown body, not a statement, and judging
 -- it would suspend every remote call); otherwise yes iff the tool declares an
 -- effect that is a write (anything but "read_only"). A builtin that declares
--- no effect needs no approval, as in the reference.
+-- no effect needs no approval: the host wrote it and vouches for it.
 function policy.requires_approval(tool)
   if type(tool) ~= "table" then return false end
   if tool.requires_approval == true then return true end
@@ -308,10 +311,10 @@ function Gate:mode()
   return policy.mode(raw)
 end
 
---- Is the tool switched on? Its group must be on (no row = on) and the tool
+-- Is the tool switched on? Its group must be on (no row = on) and the tool
 -- itself on (its row, else its default). A row that is not a boolean counts
 -- as "off": the switch fails closed.
-function Gate:enabled(tool)
+local function enabled(self, tool)
   local state = self.state
   if state.group_enabled then
     local group = state.group_enabled(tool.group)
@@ -323,12 +326,12 @@ function Gate:enabled(tool)
   return row == true
 end
 
---- The registry's names whose tools are switched on, in registry order.
-function Gate:enabled_names()
+-- The registry's names whose tools are switched on, in registry order.
+local function enabled_names(self)
   local out = {}
   for _, name in ipairs(self.registry.names()) do
     local tool = self.registry.get(name)
-    if tool ~= nil and self:enabled(tool) then out[#out + 1] = name end
+    if tool ~= nil and enabled(self, tool) then out[#out + 1] = name end
   end
   return out
 end
@@ -357,7 +360,7 @@ local function allowed_by_configuration(configuration, group)
 end
 
 -- The gate itself, without the governance side effect.
-function Gate:evaluate(name, configuration, user)
+local function evaluate(self, name, configuration, user)
   local zone = policy.effective_zone(configuration, self.providers)
   local ceiling = CEILINGS[zone]
 
@@ -367,7 +370,7 @@ function Gate:evaluate(name, configuration, user)
   end
   local class = policy.class_of(tool)
 
-  if not self:enabled(tool) then
+  if not enabled(self, tool) then
     return decision(name, false, R.TOOL_DISABLED, class, zone, ceiling)
   end
 
@@ -400,7 +403,7 @@ end
 -- governance row; an allowed one reports nothing.
 function Gate:decide(name, configuration, user, context)
   if type(name) ~= "string" then error("decide: the tool name must be a string", 2) end
-  local d = self:evaluate(name, configuration, user)
+  local d = evaluate(self, name, configuration, user)
   if self.on_decision and (not d.allowed or d.observed_only) then
     local merged = row_context(context, configuration)
     self.on_decision(d, merged, policy.governance_row(d, merged, user))
@@ -409,38 +412,17 @@ function Gate:decide(name, configuration, user, context)
 end
 
 local function candidates(self, requested)
-  if requested == nil then return self:enabled_names() end
+  if requested == nil then return enabled_names(self) end
   if type(requested) ~= "table" then error("requested must be a list of tool names or nil", 3) end
   return requested
 end
 
---- One decision per candidate (the requested names, or every enabled tool),
--- refused ones included, in candidate order.
-function Gate:explain(requested, configuration, user, context)
-  local out = {}
-  for _, name in ipairs(candidates(self, requested)) do
-    out[#out + 1] = self:decide(name, configuration, user, context)
-  end
-  return out
-end
-
 --- The candidates (the requested names, or every enabled tool) the gate
--- allows, in candidate order. Each decision is reported as by decide, so a
--- caller that wants both the readout and the list should take the list from
--- explain's decisions rather than call both.
+-- allows, in candidate order. Each decision is reported as by decide.
 function Gate:filter_offerable(requested, configuration, user, context)
   local out = {}
   for _, name in ipairs(candidates(self, requested)) do
     if self:decide(name, configuration, user, context).allowed then out[#out + 1] = name end
-  end
-  return out
-end
-
---- The names of the allowed decisions in a list from explain.
-function policy.offerable(decisions)
-  local out = {}
-  for _, d in ipairs(decisions) do
-    if d.allowed then out[#out + 1] = d.tool end
   end
   return out
 end
