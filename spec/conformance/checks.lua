@@ -149,14 +149,19 @@ local function lacks(haystack, needle, label)
   assert(not haystack:find(needle, 1, true), string.format("%s contains %q: %s", label or "text", needle, haystack))
 end
 
--- A tool result is a ToolResult and nothing more: { text, is_error }.
+-- A tool result is a ToolResult and nothing more: { text, is_error [, err] },
+-- where err (a failed call only) is the failure value whose message is the text.
 local function is_result(result, is_error)
-  assert.same({ "is_error", "text" }, (function()
-    local keys = {}
-    for k in pairs(result) do keys[#keys + 1] = k end
-    table.sort(keys)
-    return keys
-  end)())
+  local keys = {}
+  for k in pairs(result) do keys[#keys + 1] = k end
+  table.sort(keys)
+  if result.err ~= nil then
+    assert.same({ "err", "is_error", "text" }, keys)
+    assert.is_true(result.is_error)
+    assert.equal(result.text, result.err.message)
+  else
+    assert.same({ "is_error", "text" }, keys)
+  end
   assert.equal(is_error, result.is_error)
 end
 
