@@ -1,7 +1,8 @@
 -- Runs over a real SQLite store and a scripted MCP server behind the fake leg:
--- the four McpRunAuditTest scenarios of REFERENCE §8, the remote-call budget
--- and approval of §6.5, the lease and the fail-closed audit of §8, denial-only
--- governance rows (§7.6), result bounding (§6.4) and cancellation (DESIGN D5).
+-- the audit trail of executed, failed and refused calls, the remote-call
+-- budget, approval, the lease and the write fence, the fail-closed audit,
+-- denial-only governance rows, result bounding, cancellation, and the failure
+-- value a result and run.error carry.
 local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
 local run = require "mcpclient.agent.run"
@@ -84,7 +85,7 @@ local function builtin(name, fields)
   return t
 end
 
-describe("a run (McpRunAuditTest, REFERENCE §8)", function()
+describe("a run and its audit trail", function()
   local store
   before_each(function() store = open_store(); server(store) end)
   after_each(function() store:close() end)
@@ -134,11 +135,15 @@ describe("a run (McpRunAuditTest, REFERENCE §8)", function()
     assert.equal("failed", r.status)
     assert.equal("write_without_durable_execution", r.error.kind)
     assert.equal(1786665601, r.error.code)
+    assert.equal(result.text, r.error.message)
+    assert.equal(r.error, result.err) -- the same value, not a copy
     assert.equal(0, #fake.requests) -- not even the handshake
     assert.same({}, fake.resolved)  -- nor a DNS lookup
     assert.equal("failed", r:finish())
-    -- the run is over: later calls are not made either
-    assert.is_true(r:invoke("mcp_audit_read_page", {}).stopped)
+    -- the run is over: later calls are not made either, and say why
+    local later = r:invoke("mcp_audit_read_page", {})
+    assert.is_true(later.stopped)
+    assert.equal(r.error, later.err)
     assert.equal(0, #fake.requests)
   end)
 
@@ -148,6 +153,11 @@ describe("a run (McpRunAuditTest, REFERENCE §8)", function()
     local result = r:invoke("mcp_audit_read_page", { uid = 3 })
     assert.is_true(result.is_error)
     assert.truthy(result.text:find("HTTP status 503", 1, true))
+    assert.equal("http_status", result.err.kind)
+    assert.equal(503, result.err.status)
+    assert.equal("audit", result.err.server)
+    assert.is_nil(result.stopped)
+    assert.is_nil(r.error)
     assert.equal("completed", r:finish())
     local events = tool_events(r)
     assert.equal(1, #events)
@@ -161,6 +171,7 @@ describe("a run (McpRunAuditTest, REFERENCE §8)", function()
     local r = start(store, fake)
     local result = r:invoke("mcp_audit_read_page", { uid = 404 })
     assert.is_true(result.is_error)
+    assert.is_nil(result.err) -- an answer of the server, not a failure
     assert.equal(1, count(fake:methods(), "tools/call"))
     assert.equal("completed", r:finish())
     assert.equal("completed", assert(store:run(r.uid)).status)
@@ -456,6 +467,10 @@ describe("the lease and the fence", function()
     assert.equal(1, count(fake:methods(), "tools/call"))
     assert.equal("failed", r.status)
     assert.equal("run_lease_lost", r.error.kind)
+    assert.equal(0, r.error.code)
+    assert.equal(r.error, result.err)
+    assert.truthy(result.err.message:find('lost its execution lease; "mcp_audit_read_page" was not called', 1, true),
+      result.err.message)
     local row = assert(store:run(r.uid))
     assert.equal("running", row.status) -- the row is the new owner's: left alone
     assert.equal("worker:elsewhere:1", row.claimed_by)
@@ -491,6 +506,8 @@ describe("the fail-closed audit", function()
     assert.equal("failed", r.status)
     assert.equal("audit_persistence_failed", r.error.kind)
     assert.equal(1785000001, r.error.code)
+    assert.equal(r.error, result.err)
+    assert.equal("store", r.error.store_error.kind) -- what the store said, kept as it was
     local row = assert(store:run(r.uid))
     assert.equal("failed", row.status)
     assert.equal("non_idempotent_write", row.pending_effect) -- the effect happened, its record is missing
@@ -506,7 +523,7 @@ describe("the fail-closed audit", function()
   end)
 end)
 
-describe("cancellation (DESIGN D5)", function()
+describe("cancellation", function()
   local store
   before_each(function() store = open_store(); server(store) end)
   after_each(function() store:close() end)
@@ -538,6 +555,11 @@ describe("cancellation (DESIGN D5)", function()
     assert.is_true(result.stopped)
     assert.truthy(result.text:find("cancelled in flight", 1, true))
     assert.truthy(result.text:find("may already have acted", 1, true))
+    assert.equal("cancelled", result.err.kind) -- the leg's value, read directly: no flag to rediscover it
+    assert.is_true(result.err.in_flight)
+    assert.equal("audit", result.err.server)
+    assert.equal(result.err.message, result.text)
+    assert.is_nil(r.error) -- a cancelled run has not failed
     assert.same({ "initialize", "notifications/initialized", "tools/call", "notifications/cancelled" },
       fake:methods())
     assert.equal(fake.requests[3].id, fake.requests[4].body.params.requestId)

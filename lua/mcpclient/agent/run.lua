@@ -1,32 +1,48 @@
---- Runs: the one path an agent loop takes to a tool (REFERENCE §6.4, §6.5,
--- §7.6, §8; DESIGN D5).
+--- Runs: the one path an agent loop takes to a tool.
 --
 --   local run = require "mcpclient.agent.run"
 --   local r = assert(run.start(store, { user = { name = "ops", uid = 1, admin = true },
 --                                       configuration = config, providers = zones }))
 --   local specs  = r:tools()                                -- what the model may be offered
---   local result = r:invoke("mcp_docs_read_page", { uid = 3 })   -- { text, is_error }
+--   local result = r:invoke("mcp_docs_read_page", { uid = 3 })   -- { text, is_error [, err] }
 --   r:finish()                                              -- completed
 --
 -- Every call takes the same road, in this order: registered → offered by the
--- gate → the write fence (ADR-141) → the remote-call budget → approval →
--- the pending effect stamped under the lease → execution with the run's
--- persisted cancel flag as the cancel hook → the result bounded → the TOOL
--- event recorded (fail-closed for writes) → the fence cleared and the lease
--- renewed. Any refusal on that road is an error ToolResult the model reads;
--- the three that end the run (a write with no lease, a write whose record
--- could not be stored, a lost lease) set run.status to "failed" and run.error
--- to { kind, code, message }.
+-- gate → the write fence (a write needs a persisted row and a lease to fence
+-- it with) → the remote-call budget → approval → the pending effect stamped
+-- under the lease → execution with the run's persisted cancel flag as the
+-- cancel hook → the result bounded → the TOOL event recorded (fail-closed for
+-- writes) → the fence cleared and the lease renewed.
+--
+-- Results, one per call: { text, is_error [, err] [, suspended] [, stopped] }.
+--   text, is_error  what the model reads.
+--   err             the library's failure value (see mcpclient.errors), present
+--                   exactly when something failed rather than answered: the
+--                   call's own failure exactly as the connection returned it
+--                   (result.err.kind == "cancelled" for a call cancelled in
+--                   flight), or the failure that ended the run at this call
+--                   (the same table as run.error). A refusal of the gate, an
+--                   unknown tool, an exhausted budget, a denied approval and a
+--                   server's isError answer are answers for the model, not
+--                   failures of the API: they carry no err.
+--   suspended       the call waits for approval (see below).
+--   stopped         the run has ended (run.status); this call, and every later
+--                   one, is not made. A call not made because the run had
+--                   already failed carries run.error as err.
+-- The three failures that end a run — a write with no lease
+-- (write_without_durable_execution), a write whose record could not be
+-- stored (audit_persistence_failed), a lost lease (run_lease_lost) — set
+-- run.status to "failed" and run.error to their failure value (err.code is
+-- the kind's fixed code).
 --
 -- Approval. An approval-bound call suspends the run before anything of its
 -- model turn executes: run:turn{ calls... } admits every call of the turn
 -- first and executes none of them when one needs approval; run:invoke(name,
--- args) is a turn of one call. The suspended results carry suspended = true;
--- run.status is "waiting_approval" and run:pending() lists the calls. The host
--- then calls run:approve() or run:deny() and run:resume(), which starts a new
--- segment (a fresh remote-call budget, the lease renewed) and returns the
--- whole turn's results: approved calls are admitted again and executed,
--- denied ones answer with an error result.
+-- args) is a turn of one call. run.status is then "waiting_approval" and
+-- run:pending() lists the calls. The host calls run:approve() or run:deny()
+-- and run:resume(), which starts a new segment (a fresh remote-call budget,
+-- the lease renewed) and returns the whole turn's results: approved calls are
+-- admitted again and executed, denied ones answer with an error result.
 --
 -- The rest of a Run: run:tools() (the specs the gate offers the model now),
 -- run:events() (the trail), run:cancel(), run:finish() (→ final status),
@@ -34,17 +50,20 @@
 -- run.uuid, run.uid (nil when unpersisted), run.persisted, run.owner,
 -- run.status, run.error, run.round.
 --
--- Cancellation (D5). run.cancel(store, run_uid), from any process, sets the
--- run's persisted flag. The cancel hook of every call reads it (at most once
--- per 10 ms); the client polls the hook during the transfer, aborts, sends
--- notifications/cancelled and answers with an error that says the server may
--- already have acted. That step is recorded, never retried, and the run ends
--- "cancelled".
+-- Cancellation. run.cancel(store, run_uid), from any process, sets the run's
+-- persisted flag. The cancel hook of every call reads it (at most once per
+-- 10 ms); the connection polls the hook during the transfer, aborts, tells the
+-- server and returns kind "cancelled" (in_flight: the server may already have
+-- acted). That step is recorded, never retried, and the run ends "cancelled".
 local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
+local errors = require "mcpclient.errors"
 local policy = require "mcpclient.agent.policy"
+local tool_module = require "mcpclient.agent.tool"
 
 local json = core.json
+local default_log = require("mcpclient.log").default
+local error_result = tool_module.error_result
 
 local run = {}
 
@@ -59,18 +78,22 @@ run.COMPLETED = "completed"
 run.FAILED = "failed"
 run.CANCELLED = "cancelled"
 
---- The failures that end a run: run.error.kind, with the reference's codes.
-run.ERRORS = {
-  write_without_durable_execution = 1786665601,
-  audit_persistence_failed = 1785000001,
-  run_lease_lost = 0,
-}
-
 local PENDING_WRITE = "non_idempotent_write"
 local PAYLOAD_ORDER = { "kind", "round", "durationMs", "toolName", "toolArguments", "toolResult", "toolIsError" }
 
+-- The states of one call of a turn (a record, see new_turn):
+local ADMITTING = "admitting" -- not decided yet (new, or approved and to be admitted again)
+local REFUSED = "refused"     -- answered without executing; its step is not recorded yet
+local ADMITTED = "admitted"   -- passed every check before approval; executes next
+local SUSPENDED = "suspended" -- admitted, waits for the host's approval
+local DONE = "done"           -- final: result set, its step recorded (unless stopped)
+
 local Run = {}
 Run.__index = Run
+
+local function warn_to(log, message)
+  pcall(log, "warning", message)
+end
 
 ---------------------------------------------------------------------------
 -- Identity: uuid and lease owner
@@ -98,10 +121,10 @@ local function new_uuid()
     hex:sub(21, 32))
 end
 
---- The lease owner of a run started by this process: "<segment>:<hostname>:<pid>",
---- at most 64 characters (REFERENCE §8).
-function run.owner(segment)
-  segment = segment or "interactive"
+-- The lease owner of a run started by this process: "interactive:<hostname>:<pid>",
+-- at most 64 characters (the width of the row's claimed_by column).
+local function default_owner()
+  local segment = "interactive"
   local host = read_file("/proc/sys/kernel/hostname") or read_file("/etc/hostname") or "localhost"
   host = host:gsub("%s", "")
   if host == "" then host = "localhost" end
@@ -115,21 +138,18 @@ end
 -- Registry and gate
 ---------------------------------------------------------------------------
 
-local function default_log(_, message) warn(message) end
-
---- A registry (the shape policy.new takes) over builtins and other tools.
+-- A registry (the shape policy.new takes) over builtins and other tools.
 -- Builtins win a name, then the first tool that claims it; a dropped tool is
 -- logged. Each tool needs a string `name` and an `execute(self, arguments,
 -- context)` method.
-function run.registry(builtins, tools, log)
-  log = log or default_log
+local function registry_of(builtins, tools, log)
   local by_name, order = {}, {}
   local function add(t)
     if type(t) ~= "table" or type(t.name) ~= "string" or type(t.execute) ~= "function" then
-      error("a tool must be a table with a string name and an execute method", 3)
+      error("run.start: a tool must be a table with a string name and an execute method", 5)
     end
     if by_name[t.name] then
-      pcall(log, "warning", string.format('Tool "%s" is already registered; the later one was dropped.', t.name))
+      warn_to(log, string.format('Tool "%s" is already registered; the later one was dropped.', t.name))
       return
     end
     by_name[t.name] = t
@@ -143,13 +163,10 @@ function run.registry(builtins, tools, log)
   }
 end
 
---- The gate a run uses when the host brings none: enablement from the
---- store's rows, and every refused or observed-only decision written to the
---- store as a governance event (REFERENCE §7.6: denial-only).
--- @param options { mode, providers, log }
-function run.gate(store, registry, options)
-  options = options or {}
-  local log = options.log or default_log
+-- The gate a run uses when the host brings none: enablement from the
+-- store's rows, and every refused or observed-only decision written to the
+-- store as a governance event (denial-only: an executed call writes none).
+local function default_gate(store, registry, options, log)
   return policy.new {
     registry = registry,
     state = {
@@ -161,8 +178,7 @@ function run.gate(store, registry, options)
     on_decision = function(_, _, row)
       local ok, message = store:insert_governance_event(row)
       if not ok then
-        pcall(log, "warning", "A tool gate decision could not be recorded as a governance event: "
-          .. tostring(message))
+        warn_to(log, "A tool gate decision could not be recorded as a governance event: " .. tostring(message))
       end
     end,
   }
@@ -178,17 +194,21 @@ local option_types = {
   clock = "function", lease_seconds = "number", remote_budget = "number", uuid = "string", log = "function",
 }
 
+local function check_option_types(options)
+  for key, value in pairs(options) do
+    local expected = option_types[key]
+    if not expected then error(string.format("run.start: unknown option %q", tostring(key)), 4) end
+    if expected ~= "any" and type(value) ~= expected then
+      error(string.format("run.start: %s must be a %s, not a %s", key, expected, type(value)), 4)
+    end
+  end
+end
+
 local function validate(store, options)
   if type(store) ~= "table" then error("run.start: store must be a store", 3) end
   if options ~= nil and type(options) ~= "table" then error("run.start: options must be a table", 3) end
   options = options or {}
-  for key, value in pairs(options) do
-    local expected = option_types[key]
-    if not expected then error(string.format("run.start: unknown option %q", tostring(key)), 3) end
-    if expected ~= "any" and type(value) ~= expected then
-      error(string.format("run.start: %s must be a %s, not a %s", key, expected, type(value)), 3)
-    end
-  end
+  check_option_types(options)
   if options.registry and (options.provider or options.tools or options.builtins) then
     error("run.start: give either registry, or provider/tools/builtins", 3)
   end
@@ -206,14 +226,60 @@ local function validate(store, options)
   return options
 end
 
+-- The tools of the run: the host's registry, or builtins + the provider's
+-- tools + the host's list. → { registry, owned = the provider the run
+-- opened itself (or nil) } | nil, message, err (the provider could not list its tools)
+local function tools_of(store, options, log)
+  if options.registry then return { registry = options.registry } end
+  local provider, owned = options.provider, nil
+  if provider == nil and options.tools == nil then
+    provider = catalogue.provider(store)
+    owned = provider
+  end
+  local tools = {}
+  if provider then
+    local listed, message, err = provider.tools()
+    if not listed then
+      if owned then owned.close() end
+      return nil, message, err
+    end
+    tools = listed
+  end
+  for _, t in ipairs(options.tools or {}) do tools[#tools + 1] = t end
+  return { registry = registry_of(options.builtins, tools, log), owned = owned }
+end
+
+local function lease_until(self)
+  return math.floor(self.now() + self.lease_seconds)
+end
+
+-- Insert the run's row RUNNING, claimed by `owner`. A run whose row could not
+-- be inserted goes on unpersisted, holding no lease (the fence refuses its
+-- writes), and says so in the log.
+local function claim(self, owner)
+  local user_name = type(self.user) == "table" and self.user.name or nil
+  local configuration = type(self.configuration) == "table" and self.configuration.identifier or nil
+  local uid, message = self.store:insert_run {
+    uuid = self.uuid, status = run.RUNNING, claimed_by = owner, lease_expires = lease_until(self),
+    user_name = type(user_name) == "string" and user_name or "",
+    configuration = type(configuration) == "string" and configuration or "",
+  }
+  if uid then
+    self.uid, self.owner, self.persisted = uid, owner, true
+  else
+    warn_to(self.log, string.format("Run %s has no persisted row and holds no lease: %s", self.uuid,
+      tostring(message)))
+  end
+end
+
 --- Start a run: insert its row RUNNING, claimed by `owner` for lease_seconds.
 -- A run whose row could not be inserted is still returned, with
 -- persisted = false and no lease: it can call tools without a side effect,
--- and the fence refuses every write (REFERENCE §8).
+-- and the fence refuses every write.
 -- @param options {
 --   user          = { name, uid, admin } (nil: nobody, which is not an administrator),
 --   configuration = the policy configuration (see mcpclient.agent.policy),
---   gate          = a policy Gate (default: run.gate(store, registry, options)),
+--   gate          = a policy Gate (default: the store's switches, refusals recorded as governance events),
 --   providers, mode = for the default gate (provider zones; the dataClassEnforcement setting),
 --   registry      = { get, names } — or the tools from:
 --   provider      = a tool provider ({ tools = function() }, e.g. catalogue.provider(store, ...));
@@ -225,66 +291,28 @@ end
 --   clock         = function() -> monotonic seconds (default core.now; durations, cancel polling),
 --   lease_seconds = 900, remote_budget = 20 (remote calls per run segment),
 --   uuid          = the run's uuid (default: a random one),
---   log           = function(level, message) (default: warn) }
+--   log           = function(level, message) (default: one line on stderr) }
 -- @return Run | nil, message, err (the provider could not list its tools)
 function run.start(store, options)
   options = validate(store, options)
   local log = options.log or default_log
-  local registry, owned = options.registry, nil
-  if not registry then
-    local provider = options.provider
-    if provider == nil and options.tools == nil then
-      provider = catalogue.provider(store)
-      owned = provider
-    end
-    local tools = {}
-    if provider then
-      local listed, message, err = provider.tools()
-      if not listed then
-        if owned then owned.close() end
-        return nil, message, err
-      end
-      tools = listed
-    end
-    for _, t in ipairs(options.tools or {}) do tools[#tools + 1] = t end
-    registry = run.registry(options.builtins, tools, log)
-  end
-  local now = options.now or os.time
+  local tools, message, err = tools_of(store, options, log)
+  if not tools then return nil, message, err end
+  local registry = tools.registry
   local self = setmetatable({
-    store = store,
-    uuid = options.uuid or new_uuid(),
-    user = options.user,
-    configuration = options.configuration,
+    store = store, uuid = options.uuid or new_uuid(), user = options.user, configuration = options.configuration,
     registry = registry,
-    gate = options.gate or run.gate(store, registry, { mode = options.mode, providers = options.providers, log = log }),
-    provider = owned,
-    now = now,
+    gate = options.gate or default_gate(store, registry, options, log),
+    provider = tools.owned,
+    now = options.now or os.time,
     clock = options.clock or core.now,
     lease_seconds = options.lease_seconds or run.LEASE_SECONDS,
     remote_budget = options.remote_budget or run.REMOTE_BUDGET,
     log = log,
-    status = run.RUNNING,
-    round = 0,
-    segment = 1,
-    remote_calls = 0,
-    trail = {},
-    persisted = false,
+    status = run.RUNNING, round = 0, segment = 1, remote_calls = 0,
+    trail = {}, persisted = false,
   }, Run)
-  local owner = options.owner or run.owner("interactive")
-  local user_name = type(self.user) == "table" and self.user.name or nil
-  local configuration = type(self.configuration) == "table" and self.configuration.identifier or nil
-  local uid, message, err = store:insert_run {
-    uuid = self.uuid, status = run.RUNNING, claimed_by = owner, lease_expires = self:lease_until(),
-    user_name = type(user_name) == "string" and user_name or "",
-    configuration = type(configuration) == "string" and configuration or "",
-  }
-  if uid then
-    self.uid, self.owner, self.persisted = uid, owner, true
-  else
-    self.start_error = err or { kind = "store", message = message }
-    pcall(log, "warning", string.format("Run %s has no persisted row and holds no lease: %s", self.uuid,
-      tostring(message)))
-  end
+  claim(self, options.owner or default_owner())
   return self
 end
 
@@ -298,65 +326,64 @@ end
 -- Lease and status writes
 ---------------------------------------------------------------------------
 
-function Run:lease_until()
-  return math.floor(self.now() + self.lease_seconds)
-end
-
 -- A write of the run's row under its lease: while RUNNING, the store's
 -- guarded update; while waiting for approval (which that update does not
 -- match), a check and an update inside one transaction.
--- @return rows changed (0: not ours any more) | nil, message, err
-function Run:guarded(fields)
+-- → true | false, err (err: the store failed; none: the row is not ours any more)
+local function under_lease(self, fields)
   local store, uid, owner = self.store, self.uid, self.owner
-  if not (self.persisted and owner) then return 0 end
-  if self.status ~= run.WAITING then return store:guarded_update_run(uid, owner, fields) end
-  return store:transaction(function()
-    local row, message, err = store:run(uid)
-    if not row then
-      if message then return nil, message, err end
-      return 0
-    end
-    if row.status ~= run.WAITING or row.claimed_by ~= owner then return 0 end
-    local ok
-    ok, message, err = store:update_run(uid, fields)
-    if not ok then return nil, message, err end
-    return 1
-  end)
+  if not (self.persisted and owner) then return false end
+  local changed, _, err
+  if self.status ~= run.WAITING then
+    changed, _, err = store:guarded_update_run(uid, owner, fields)
+  else
+    changed, _, err = store:transaction(function()
+      local row, message, row_err = store:run(uid)
+      if not row then
+        if message then return nil, message, row_err end
+        return 0
+      end
+      if row.status ~= run.WAITING or row.claimed_by ~= owner then return 0 end
+      local ok, update_message, update_err = store:update_run(uid, fields)
+      if not ok then return nil, update_message, update_err end
+      return 1
+    end)
+  end
+  return changed == 1, err
 end
 
--- The run stops for good: `kind` names why (run.ERRORS).
-function Run:fail(kind, message, fields)
-  self.error = { kind = kind, code = run.ERRORS[kind], message = message }
+-- The run stops for good: `kind` names why; run.error is its failure value.
+-- `store_error` is the store's own failure behind it, when there was one.
+local function fail(self, kind, detail, store_error)
+  local _, _, err = errors.fail(kind, { detail = detail, run_uuid = self.uuid, store_error = store_error })
+  self.error = err
   if kind ~= "run_lease_lost" then
     -- a lost lease means the row is someone else's now: leave it alone
-    local update = fields or {}
-    update.status = run.FAILED
-    update.lease_expires = math.floor(self.now())
-    self:guarded(update)
+    under_lease(self, { status = run.FAILED, lease_expires = math.floor(self.now()) })
   end
   self.status = run.FAILED
-  pcall(self.log, "warning", message)
+  warn_to(self.log, err.message)
+  return err
 end
 
-function Run:lease_lost(name, detail)
-  self:fail("run_lease_lost", string.format("Run %s lost its execution lease%s; %s.", self.uuid,
-    detail and (" (" .. tostring(detail) .. ")") or "",
-    name and string.format('"%s" was not called', name) or "it stops here"))
+local function lease_lost(self, name, store_error)
+  return fail(self, "run_lease_lost", string.format("Run %s lost its execution lease; %s.", self.uuid,
+    name and string.format('"%s" was not called', name) or "it stops here"), store_error)
 end
 
 -- The run ends as `status` (completed or cancelled), its fence cleared.
-function Run:conclude(status)
-  local changed, message = self:guarded { status = status, pending_effect = "", lease_expires = math.floor(self.now()) }
+local function conclude(self, status)
+  local ok, err = under_lease(self, { status = status, pending_effect = "", lease_expires = math.floor(self.now()) })
   self.status = status
-  if changed ~= 1 and self.persisted then
-    pcall(self.log, "warning", string.format("Run %s ended %s but its row could not be updated: %s", self.uuid,
-      status, tostring(message or "the lease is held by another owner")))
+  if not ok and self.persisted then
+    warn_to(self.log, string.format("Run %s ended %s but its row could not be updated: %s", self.uuid,
+      status, err and err.message or "the lease is held by another owner"))
   end
 end
 
---- Has someone asked this run to stop? Reads the persisted flag at most once
---- per 10 ms (the client polls its cancel hook that often during a transfer).
-function Run:cancel_requested()
+-- Has someone asked this run to stop? Reads the persisted flag at most once
+-- per 10 ms (the connection polls its cancel hook that often during a transfer).
+local function cancel_requested(self)
   if self.cancel_seen then return true end
   if not self.persisted then return false end
   local t = self.clock()
@@ -376,22 +403,13 @@ function Run:cancel()
 end
 
 ---------------------------------------------------------------------------
--- Results and the trail
+-- The trail
 ---------------------------------------------------------------------------
 
-local error_result = require("mcpclient.agent.tool").error_result
-
--- A registered tool's effect is its declaration, else read-only (REFERENCE §8).
+-- A registered tool's effect is its declaration, else read-only.
 -- Refusals of unknown names never execute, so their steps are fail-soft.
 local function is_write(tool)
   return (tool.effect or "read_only") ~= "read_only"
-end
-
-function Run:not_called(name)
-  local r = error_result(string.format('Error: run %s has ended (%s); "%s" was not called.', self.uuid,
-    self.status, name))
-  r.stopped = true
-  return r
 end
 
 -- JSON text of an event payload. Arguments a model wrote may not encode
@@ -407,8 +425,8 @@ local function encode_payload(payload, order)
   return json.encode(payload)
 end
 
--- Record one TOOL step. → true when it is in the store.
-function Run:record(step)
+-- Record one TOOL step. → true when it is in the store | false, err
+local function record_step(self, step)
   local arguments = step.arguments
   if arguments == nil then arguments = {} end
   local duration = math.floor((step.duration_ms or 0) * 100 + 0.5) / 100
@@ -422,18 +440,17 @@ function Run:record(step)
     self.trail[#self.trail + 1] = event
     return false
   end
-  local sequence, message = self.store:append_event(self.uid, event)
+  local sequence, message, err = self.store:append_event(self.uid, event)
   if not sequence then
-    pcall(self.log, "warning", string.format('The step of tool "%s" in run %s could not be recorded: %s',
+    warn_to(self.log, string.format('The step of tool "%s" in run %s could not be recorded: %s',
       step.name, self.uuid, tostring(message)))
-    return false
+    return false, err
   end
-  event.sequence = sequence
   return true
 end
 
 -- Record an event that is not a tool step (approval): fail-soft.
-function Run:note(kind, fields)
+local function note(self, kind, fields)
   fields.kind = kind
   local event = { kind = kind, round = fields.round or self.round, payload = encode_payload(fields) }
   if self.persisted then
@@ -466,7 +483,7 @@ end
 -- Offering
 ---------------------------------------------------------------------------
 
-function Run:context()
+local function gate_context(self)
   return { correlation_id = self.uuid, run_uid = self.uid or 0 }
 end
 
@@ -474,7 +491,7 @@ end
 --- parameters } (every enabled tool is decided; refusals are recorded).
 function Run:tools()
   local offered = {}
-  for _, name in ipairs(self.gate:filter_offerable(nil, self.configuration, self.user, self:context())) do
+  for _, name in ipairs(self.gate:filter_offerable(nil, self.configuration, self.user, gate_context(self))) do
     local t = self.registry.get(name)
     if t then
       offered[#offered + 1] = t.spec and t:spec()
@@ -485,101 +502,167 @@ function Run:tools()
 end
 
 ---------------------------------------------------------------------------
--- Admission: everything before a byte can leave
+-- A turn: one record per call
 ---------------------------------------------------------------------------
 
+--[[
+A turn is { round, records }; a record is one call of the model's turn:
+  call     { name, arguments } as the model wrote it
+  state    ADMITTING → REFUSED | ADMITTED → SUSPENDED → ADMITTING (approved)
+           | REFUSED (denied); REFUSED | ADMITTED → DONE
+  tool     the registered tool (admitted calls)
+  result   { text, is_error [, err] } once the call is answered
+  stopped  the run ended before or at this call: nothing of it is recorded
+The results a caller sees are built from the records at the end of the turn.
+]]
+local function new_turn(calls, round)
+  local records = {}
+  for i, call in ipairs(calls) do records[i] = { call = call, state = ADMITTING } end
+  return { round = round, records = records }
+end
+
+-- The call is answered and needs no step of its own (the run has ended).
+local function stop(rec, result)
+  rec.state, rec.result, rec.stopped = DONE, result, true
+end
+
+local function refuse(rec, text)
+  rec.state, rec.result = REFUSED, error_result(text)
+end
+
+local function not_called(self, rec)
+  stop(rec, error_result(string.format('Error: run %s has ended (%s); "%s" was not called.', self.uuid,
+    self.status, rec.call.name), self.error))
+end
+
+-- The write fence: a write needs a row to fence it and a lease to fence it with.
+local function refuse_unfenced_write(self, rec)
+  local err = fail(self, "write_without_durable_execution", string.format('Tool "%s" declares a side effect but '
+    .. "run %s holds no execution lease; the write is refused because it cannot be fenced.", rec.call.name,
+    self.persisted and self.uuid or "(unpersisted)"))
+  stop(rec, error_result(err.message, err))
+end
+
 -- Decide one call, up to (not including) approval, which is decided for the
--- whole turn. → a final result (the call will not execute), or nil and the tool.
-function Run:admit(call)
-  local name = call.name
+-- whole turn.
+local function admit(self, rec)
+  local name = rec.call.name
   local tool = self.registry.get(name)
-  if tool == nil then return error_result(string.format('Error: unknown tool "%s"', name)) end
-  local decision = self.gate:decide(name, self.configuration, self.user, self:context())
-  if not decision.allowed then return error_result(string.format('Error: tool "%s" not permitted', name)) end
-  -- ADR-141: a write needs a row to fence it and a lease to fence it with.
-  if is_write(tool) and not (self.persisted and self.owner) then
-    local message = string.format('Tool "%s" declares a side effect but run %s holds no execution lease; '
-      .. "the write is refused because it cannot be fenced.", name, self.persisted and self.uuid or "(unpersisted)")
-    self:fail("write_without_durable_execution", message)
-    local r = error_result(message)
-    r.stopped = true
-    return r
-  end
+  if tool == nil then return refuse(rec, string.format('Error: unknown tool "%s"', name)) end
+  local decision = self.gate:decide(name, self.configuration, self.user, gate_context(self))
+  if not decision.allowed then return refuse(rec, string.format('Error: tool "%s" not permitted', name)) end
+  if is_write(tool) and not (self.persisted and self.owner) then return refuse_unfenced_write(self, rec) end
   if tool.remote then
     if self.remote_calls >= self.remote_budget then
-      return error_result(string.format('Error: this run has used its budget of %d calls to external tools; '
+      return refuse(rec, string.format('Error: this run has used its budget of %d calls to external tools; '
         .. '"%s" was not called.', self.remote_budget, name))
     end
     self.remote_calls = self.remote_calls + 1
   end
-  return nil, tool
+  rec.state, rec.tool = ADMITTED, tool
+end
+
+local function admit_all(self, turn)
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTING then
+      if self.status ~= run.RUNNING then not_called(self, rec) else admit(self, rec) end
+    end
+  end
+end
+
+-- Does an admitted call of the turn need the host's approval first?
+local function awaits_approval(self, turn)
+  if self.status ~= run.RUNNING then return false end
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTED and policy.requires_approval(rec.tool) then return true end
+  end
+  return false
+end
+
+-- A refusal's step: nothing ran, so a record that fails is only logged.
+local function settle_refusal(self, turn, rec)
+  record_step(self, { round = turn.round, name = rec.call.name, arguments = rec.call.arguments,
+    text = rec.result.text, is_error = true })
+  rec.state = DONE
 end
 
 ---------------------------------------------------------------------------
--- Execution
+-- Execution of one admitted call
 ---------------------------------------------------------------------------
 
--- Run one admitted call, record it, release the fence. → result
-function Run:execute(call, tool, round)
-  local name, write = call.name, is_write(tool)
-  if self:cancel_requested() then
-    self:conclude(run.CANCELLED)
-    return self:not_called(name)
+-- Before a byte leaves: a cancelled run sends nothing, and a write stamps its
+-- pending effect under the lease (a lost lease stops the run). → true to go on
+local function ready_to_send(self, rec)
+  if cancel_requested(self) then
+    conclude(self, run.CANCELLED)
+    not_called(self, rec)
+    return false
   end
-  if write then
-    local changed, message = self:guarded { pending_effect = PENDING_WRITE, lease_expires = self:lease_until() }
-    if changed ~= 1 then
-      self:lease_lost(name, message)
-      return self:not_called(name)
+  if is_write(rec.tool) then
+    local ok, err = under_lease(self, { pending_effect = PENDING_WRITE, lease_expires = lease_until(self) })
+    if not ok then
+      lease_lost(self, rec.call.name, err)
+      not_called(self, rec)
+      return false
     end
   end
+  return true
+end
 
-  local fired = false
-  local function hook()
-    if self:cancel_requested() then fired = true end
-    return fired
-  end
+-- What the tool answered, as a bounded ToolResult: a tool that raises or
+-- answers with something else is an error result (and a log line), and an
+-- err it carries is passed on unchanged. → result, duration in ms
+local function call_tool(self, rec)
+  local name, tool = rec.call.name, rec.tool
   local started = self.clock()
-  local ok, result = pcall(tool.execute, tool, call.arguments, { cancel = hook })
+  local ok, answer = pcall(tool.execute, tool, rec.call.arguments,
+    { cancel = function() return cancel_requested(self) end })
   local duration_ms = (self.clock() - started) * 1000
   if not ok then
-    pcall(self.log, "warning", string.format('Tool "%s" raised: %s', name, tostring(result)))
-    result = error_result(string.format('Error: tool "%s" failed.', name))
-  elseif type(result) == "string" then
-    result = { text = result, is_error = false }
-  elseif type(result) ~= "table" or type(result.text) ~= "string" then
-    result = error_result(string.format('Error: tool "%s" failed.', name))
+    warn_to(self.log, string.format('Tool "%s" raised: %s', name, tostring(answer)))
+    return error_result(string.format('Error: tool "%s" failed.', name)), duration_ms
+  elseif type(answer) == "string" then
+    return { text = core.bound(answer), is_error = false }, duration_ms
+  elseif type(answer) ~= "table" or type(answer.text) ~= "string" then
+    return error_result(string.format('Error: tool "%s" failed.', name)), duration_ms
   end
-  local text = core.bound(result.text)
-  local answer = { text = text, is_error = result.is_error == true }
+  local err = type(answer.err) == "table" and answer.err or nil
+  return { text = core.bound(answer.text), is_error = answer.is_error == true or err ~= nil, err = err }, duration_ms
+end
 
-  local recorded = self:record { round = round, name = name, arguments = call.arguments, text = text,
-    is_error = answer.is_error, duration_ms = duration_ms }
+-- After the call: nothing with a side effect runs unrecorded (the fence stays
+-- stamped: the effect happened and its record is missing), a cancellation
+-- ends the run, and otherwise the fence is cleared and the lease renewed.
+local function settle_call(self, rec, recorded, store_error)
+  local write = is_write(rec.tool)
   if not recorded and write then
-    -- ADR-111: nothing with a side effect runs unrecorded. The fence stays
-    -- stamped: the effect happened and its record is missing.
-    local message = string.format('The step of tool "%s" could not be recorded in run %s; the run stops because '
-      .. "a write must not go unrecorded.", name, self.uuid)
-    self:fail("audit_persistence_failed", message)
-    local r = error_result(message)
-    r.stopped = true
-    return r
+    local err = fail(self, "audit_persistence_failed", string.format('The step of tool "%s" could not be recorded '
+      .. "in run %s; the run stops because a write must not go unrecorded.", rec.call.name, self.uuid), store_error)
+    return stop(rec, error_result(err.message, err))
   end
-  if fired or self:cancel_requested() then
-    self:conclude(run.CANCELLED)
-    answer.stopped = true
-    return answer
+  local err = rec.result.err
+  if (err and err.kind == "cancelled") or cancel_requested(self) then
+    conclude(self, run.CANCELLED)
+    rec.stopped = true
+    return
   end
-  local fields = { lease_expires = self:lease_until() }
+  if not self.persisted then return end
+  local fields = { lease_expires = lease_until(self) }
   if write then fields.pending_effect = "" end
-  if self.persisted then
-    local changed, message = self:guarded(fields)
-    if changed ~= 1 then
-      self:lease_lost(nil, message)
-      answer.stopped = true
-    end
+  local ok, lease_err = under_lease(self, fields)
+  if not ok then
+    lease_lost(self, nil, lease_err)
+    rec.stopped = true
   end
-  return answer
+end
+
+local function execute(self, turn, rec)
+  if not ready_to_send(self, rec) then return end
+  local result, duration_ms = call_tool(self, rec)
+  rec.state, rec.result = DONE, result
+  local recorded, store_error = record_step(self, { round = turn.round, name = rec.call.name,
+    arguments = rec.call.arguments, text = result.text, is_error = result.is_error, duration_ms = duration_ms })
+  settle_call(self, rec, recorded, store_error)
 end
 
 ---------------------------------------------------------------------------
@@ -598,110 +681,93 @@ local function check_calls(calls)
   end
 end
 
--- Admit every call of the turn, then execute — or suspend the whole turn
--- when one admitted call needs an approval it does not have.
-function Run:play(calls, round, results, approved)
-  local admitted = {}
-  for i, call in ipairs(calls) do
-    if results[i] == nil then
-      if self.status ~= run.RUNNING then
-        results[i] = self:not_called(call.name)
-      else
-        local final, tool = self:admit(call)
-        results[i] = final
-        if tool then admitted[#admitted + 1] = { index = i, call = call, tool = tool } end
-      end
-    end
+local function check_not_waiting(self)
+  if self.status == run.WAITING then
+    error("the run is waiting for approval: call approve() or deny(), then resume()", 3)
   end
-  local waits = false
-  if not approved and self.status == run.RUNNING then
-    for _, a in ipairs(admitted) do
-      if policy.requires_approval(a.tool) then waits = true end
-    end
-  end
-  -- The step of a refusal: nothing ran, so a record that fails is only logged.
-  local function record_refused(call, r)
-    r.recorded = true
-    self:record { round = round, name = call.name, arguments = call.arguments, text = r.text, is_error = true }
-  end
-  if waits then
-    for i, call in ipairs(calls) do
-      local r = results[i]
-      if r and not r.recorded and not r.suspended and not r.stopped then record_refused(call, r) end
-    end
-    return self:suspend(calls, round, results, admitted)
-  end
-  local by_index = {}
-  for _, a in ipairs(admitted) do by_index[a.index] = a end
-  for i, call in ipairs(calls) do
-    local r = results[i]
-    if r and not r.recorded and not r.stopped then
-      record_refused(call, r)
-    elseif by_index[i] then
-      if self.status == run.RUNNING then
-        results[i] = self:execute(call, by_index[i].tool, round)
-      else
-        results[i] = self:not_called(call.name)
-      end
-    end
-  end
-  for _, r in ipairs(results) do r.recorded = nil end
-  return results
 end
 
-function Run:suspend(calls, round, results, admitted)
-  local changed, message = self:guarded { status = run.WAITING, lease_expires = self:lease_until() }
-  if self.persisted and changed ~= 1 then
-    self:lease_lost(nil, message)
-    for _, a in ipairs(admitted) do results[a.index] = self:not_called(a.call.name) end
-    return results
+-- The caller's view of the turn, built from its records.
+local function results_of(turn)
+  local out = {}
+  for i, rec in ipairs(turn.records) do
+    if rec.state == SUSPENDED then
+      out[i] = { suspended = true, is_error = false,
+        text = string.format('The run is waiting for approval; "%s" has not been called yet.', rec.call.name) }
+    else
+      local r = rec.result
+      out[i] = { text = r.text, is_error = r.is_error, err = r.err, stopped = rec.stopped }
+    end
   end
-  self.status = run.WAITING
+  return out
+end
+
+-- Hold the whole turn for approval: its refusals are recorded now, its
+-- admitted calls wait (or, when the lease is gone, are not made at all).
+local function suspend(self, turn)
+  for _, rec in ipairs(turn.records) do
+    if rec.state == REFUSED then settle_refusal(self, turn, rec) end
+  end
+  local ok, err = under_lease(self, { status = run.WAITING, lease_expires = lease_until(self) })
+  if self.persisted and not ok then
+    lease_lost(self, nil, err)
+    for _, rec in ipairs(turn.records) do
+      if rec.state == ADMITTED then not_called(self, rec) end
+    end
+    return results_of(turn)
+  end
+  self.status, self.waiting = run.WAITING, turn
   local listed = {}
-  for _, a in ipairs(admitted) do
-    results[a.index] = { suspended = true, is_error = false,
-      text = string.format('The run is waiting for approval; "%s" has not been called yet.', a.call.name) }
-    listed[#listed + 1] = { toolName = core.repair_utf8(a.call.name), toolArguments = a.call.arguments or {} }
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTED then
+      rec.state = SUSPENDED
+      listed[#listed + 1] = { toolName = core.repair_utf8(rec.call.name), toolArguments = rec.call.arguments or {} }
+    end
   end
-  self.suspended = { calls = calls, round = round, results = results }
-  self:note("approval_required", { round = round, calls = listed })
-  for _, r in ipairs(results) do r.recorded = nil end
-  return results
+  note(self, "approval_required", { round = turn.round, calls = listed })
+  return results_of(turn)
+end
+
+-- Admit every call of the turn, then execute in order — or suspend the whole
+-- turn when one admitted call needs an approval it does not have.
+local function play(self, turn, approved)
+  admit_all(self, turn)
+  if not approved and awaits_approval(self, turn) then return suspend(self, turn) end
+  for _, rec in ipairs(turn.records) do
+    if rec.state == REFUSED then
+      settle_refusal(self, turn, rec)
+    elseif rec.state == ADMITTED then
+      if self.status == run.RUNNING then execute(self, turn, rec) else not_called(self, rec) end
+    end
+  end
+  return results_of(turn)
 end
 
 --- One model turn: its tool calls, admitted together, then executed in order.
 -- @param calls { { name = "<tool>", arguments = { ... } }, ... }
--- @return results, one per call: { text, is_error [, suspended] [, stopped] }
+-- @return results, one per call: { text, is_error [, err] [, suspended] [, stopped] }
 function Run:turn(calls)
   check_calls(calls)
-  if self.status == run.WAITING then
-    error("the run is waiting for approval: call approve() or deny(), then resume()", 2)
-  end
+  check_not_waiting(self)
   self.round = self.round + 1
-  local results = {}
-  if self.status == run.RUNNING and self:cancel_requested() then self:conclude(run.CANCELLED) end
-  return self:play(calls, self.round, results, false)
+  if self.status == run.RUNNING and cancel_requested(self) then conclude(self, run.CANCELLED) end
+  return play(self, new_turn(calls, self.round), false)
 end
 
---- One tool call as a turn of its own. → result { text, is_error [, suspended] [, stopped] }
+--- One tool call as a turn of its own. → result { text, is_error [, err] [, suspended] [, stopped] }
 function Run:invoke(name, arguments)
   if type(name) ~= "string" then error("invoke: the tool name must be a string", 2) end
   if arguments ~= nil and type(arguments) ~= "table" then error("invoke: arguments must be a table", 2) end
-  if self.status == run.WAITING then
-    error("the run is waiting for approval: call approve() or deny(), then resume()", 2)
-  end
+  check_not_waiting(self)
   return self:turn { { name = name, arguments = arguments } }[1]
 end
 
 --- The calls a suspended run waits to have approved: { { name, arguments }, ... }.
 function Run:pending()
   local out = {}
-  if not self.suspended then return out end
-  for i, r in ipairs(self.suspended.results) do
-    if r.suspended then
-      local call = self.suspended.calls[i]
-      out[#out + 1] = { name = call.name, arguments = call.arguments }
-    end
+  if not self.waiting then return out end
+  for _, rec in ipairs(self.waiting.records) do
+    if rec.state == SUSPENDED then out[#out + 1] = { name = rec.call.name, arguments = rec.call.arguments } end
   end
   return out
 end
@@ -709,7 +775,7 @@ end
 local function decide_approval(self, approved)
   if self.status ~= run.WAITING then error("the run is not waiting for approval", 3) end
   self.approval = approved
-  self:note("approval", { round = self.suspended.round, approved = approved })
+  note(self, "approval", { round = self.waiting.round, approved = approved })
   return true
 end
 
@@ -727,29 +793,21 @@ function Run:deny() return decide_approval(self, false) end
 function Run:resume()
   if self.status ~= run.WAITING then error("the run is not waiting for approval", 2) end
   if self.approval == nil then error("resume: approve() or deny() first", 2) end
-  local suspended, approved = self.suspended, self.approval
-  local changed, message = self:guarded { status = run.RUNNING, lease_expires = self:lease_until() }
-  self.suspended, self.approval = nil, nil
-  if self.persisted and changed ~= 1 then
-    self:lease_lost(nil, message)
-  else
-    self.status = run.RUNNING
-  end
-  self.segment = self.segment + 1
-  self.remote_calls = 0
-  local results = suspended.results
-  for i, r in ipairs(results) do
-    if r.suspended then
+  local turn, approved = self.waiting, self.approval
+  local ok, err = under_lease(self, { status = run.RUNNING, lease_expires = lease_until(self) })
+  self.waiting, self.approval = nil, nil
+  if self.persisted and not ok then lease_lost(self, nil, err) else self.status = run.RUNNING end
+  self.segment, self.remote_calls = self.segment + 1, 0
+  for _, rec in ipairs(turn.records) do
+    if rec.state == SUSPENDED then
       if not approved and self.status == run.RUNNING then
-        results[i] = error_result(string.format('Error: the call to "%s" was not approved.', suspended.calls[i].name))
+        refuse(rec, string.format('Error: the call to "%s" was not approved.', rec.call.name))
       else
-        results[i] = nil
+        rec.state = ADMITTING
       end
-    else
-      r.recorded = true -- recorded when the turn was suspended
     end
   end
-  return self:play(suspended.calls, suspended.round, results, true)
+  return play(self, turn, true)
 end
 
 ---------------------------------------------------------------------------
@@ -762,8 +820,8 @@ end
 -- @return the final status
 function Run:finish()
   if self.status == run.RUNNING or self.status == run.WAITING then
-    self:conclude(run.COMPLETED)
-    self.suspended, self.approval = nil, nil
+    conclude(self, run.COMPLETED)
+    self.waiting, self.approval = nil, nil
   end
   self:close()
   return self.status
@@ -785,5 +843,4 @@ function Run:__tostring()
   return string.format("run %s (%s)", self.uuid, self.status)
 end
 
-run.Run = Run
 return run
