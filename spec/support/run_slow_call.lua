@@ -5,7 +5,7 @@
 --
 -- (LUA_PATH / LUA_CPATH must reach lua/ and build/.) Prints, flushed line by line:
 --   started <run uid>
---   returned <core.now() at return, monotonic seconds> <run status> <is_error>
+--   returned <core.now() at return, monotonic seconds> <run status> <is_error> <err.kind or -> <in_flight or ->
 --   text <the result text on one line>
 local core = require "mcpclient.core"
 local run = require "mcpclient.agent.run"
@@ -29,7 +29,9 @@ local r = assert(run.start(s, {
 say("started ", r.uid)
 local result = r:invoke("mcp_peer_slow", { seconds = seconds })
 local returned = core.now()
-say(string.format("returned %.6f %s %s", returned, r.status, tostring(result.is_error)))
+local err = result.err or {}
+say(string.format("returned %.6f %s %s %s %s", returned, r.status, tostring(result.is_error), err.kind or "-",
+  err.in_flight and "in_flight" or "-"))
 say("text ", (result.text:gsub("[\r\n]", " ")))
 r:finish()
 s:close()
