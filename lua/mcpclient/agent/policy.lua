@@ -260,6 +260,30 @@ Gate.__index = Gate
 
 local OPTIONS = { registry = true, state = true, mode = true, providers = true, on_decision = true }
 
+-- Misuse raises: an options table with known keys, each of its type.
+local function check_options(options)
+  if type(options) ~= "table" then error("policy.new takes an options table", 3) end
+  for key in pairs(options) do
+    if not OPTIONS[key] then error(string.format('policy.new: unknown option "%s"', tostring(key)), 3) end
+  end
+  local registry = options.registry
+  if type(registry) ~= "table" or type(registry.get) ~= "function" or type(registry.names) ~= "function" then
+    error("policy.new: registry must have get(name) and names() functions", 3)
+  end
+  local state = options.state
+  if state ~= nil and (type(state) ~= "table"
+      or (state.tool_enabled ~= nil and type(state.tool_enabled) ~= "function")
+      or (state.group_enabled ~= nil and type(state.group_enabled) ~= "function")) then
+    error("policy.new: state must be a table of tool_enabled/group_enabled functions", 3)
+  end
+  if options.providers ~= nil and type(options.providers) ~= "table" then
+    error("policy.new: providers must be a table", 3)
+  end
+  if options.on_decision ~= nil and type(options.on_decision) ~= "function" then
+    error("policy.new: on_decision must be a function", 3)
+  end
+end
+
 --- A gate over one registry.
 -- @param options {
 --   registry    = { get = function(name) -> tool|nil, names = function() -> { name, ... } } (required),
@@ -271,26 +295,8 @@ local OPTIONS = { registry = true, state = true, mode = true, providers = true, 
 --   on_decision = function(decision, context, row) or nil: called after a decision that is refused
 --                 or observed-only, with its governance row; what it raises propagates }
 function policy.new(options)
-  if type(options) ~= "table" then error("policy.new takes an options table", 2) end
-  for key in pairs(options) do
-    if not OPTIONS[key] then error(string.format('policy.new: unknown option "%s"', tostring(key)), 2) end
-  end
-  local registry = options.registry
-  if type(registry) ~= "table" or type(registry.get) ~= "function" or type(registry.names) ~= "function" then
-    error("policy.new: registry must have get(name) and names() functions", 2)
-  end
-  local state = options.state
-  if state ~= nil and (type(state) ~= "table"
-      or (state.tool_enabled ~= nil and type(state.tool_enabled) ~= "function")
-      or (state.group_enabled ~= nil and type(state.group_enabled) ~= "function")) then
-    error("policy.new: state must be a table of tool_enabled/group_enabled functions", 2)
-  end
-  if options.providers ~= nil and type(options.providers) ~= "table" then
-    error("policy.new: providers must be a table", 2)
-  end
-  if options.on_decision ~= nil and type(options.on_decision) ~= "function" then
-    error("policy.new: on_decision must be a function", 2)
-  end
+  check_options(options)
+  local registry, state = options.registry, options.state
   return setmetatable({
     registry = registry,
     state = state or {},
@@ -359,41 +365,36 @@ local function allowed_by_configuration(configuration, group)
   return false
 end
 
+-- The checks before the trust zone, cheapest and least revealing first.
+-- → the refusal's reason, or nil when the tool passes them
+local function switch_and_role(self, tool, configuration, user)
+  if not enabled(self, tool) then return R.TOOL_DISABLED end
+  -- No user is not an administrator. A remote tool is admin-only whatever it says.
+  if (tool.requires_admin == true or tool.remote) and (type(user) ~= "table" or user.admin ~= true) then
+    return R.REQUIRES_ADMIN
+  end
+  if not allowed_by_configuration(configuration, tool.group) then return R.CONFIGURATION_GROUP end
+  return nil
+end
+
 -- The gate itself, without the governance side effect.
 local function evaluate(self, name, configuration, user)
   local zone = policy.effective_zone(configuration, self.providers)
   local ceiling = CEILINGS[zone]
-
   local tool = self.registry.get(name)
   if tool == nil then
     return decision(name, false, R.NOT_REGISTERED, MOST_SENSITIVE, zone, ceiling)
   end
   local class = policy.class_of(tool)
-
-  if not enabled(self, tool) then
-    return decision(name, false, R.TOOL_DISABLED, class, zone, ceiling)
-  end
-
-  -- No user is not an administrator. A remote tool is admin-only whatever it says.
-  if (tool.requires_admin == true or tool.remote) and (type(user) ~= "table" or user.admin ~= true) then
-    return decision(name, false, R.REQUIRES_ADMIN, class, zone, ceiling)
-  end
-
-  if not allowed_by_configuration(configuration, tool.group) then
-    return decision(name, false, R.CONFIGURATION_GROUP, class, zone, ceiling)
-  end
-
+  local refused = switch_and_role(self, tool, configuration, user)
+  if refused then return decision(name, false, refused, class, zone, ceiling) end
   if not policy.is_at_most(class, ceiling) then
     -- Observe mode exists so an upgrade does not silently drop tools that
     -- already worked. No remote tool worked before the gate, so none
     -- benefits: an upgraded install must not be looser than a fresh one.
     local enforcing = self:mode() == policy.ENFORCE or tool.remote
-    if enforcing then
-      return decision(name, false, R.TRUST_ZONE, class, zone, ceiling)
-    end
-    return decision(name, true, R.TRUST_ZONE, class, zone, ceiling, true)
+    return decision(name, not enforcing, R.TRUST_ZONE, class, zone, ceiling, not enforcing)
   end
-
   return decision(name, true, R.NONE, class, zone, ceiling)
 end
 
