@@ -413,6 +413,27 @@ describe("approval", function()
   end)
 end)
 
+describe("a turn's state", function()
+  it("lives in the run, not in the result tables the caller was handed", function()
+    local store = open_store()
+    server(store, { identifier = "gate", requires_approval = "1" })
+    local fake = Fake.new():will_handshake():will_return(text_answer("approved and done"))
+    local r = start(store, fake)
+    local results = r:turn { { name = "mcp_gate_read_page", arguments = { uid = 1 } }, { name = "nope" } }
+    assert.is_true(results[1].suspended)
+    -- a host that scribbles on what it was given steers nothing
+    results[1].suspended, results[1].stopped, results[2].recorded = nil, true, true
+    assert.same({ { name = "mcp_gate_read_page", arguments = { uid = 1 } } }, r:pending())
+    r:approve()
+    local resumed = r:resume()
+    assert.same({ text = "approved and done", is_error = false }, resumed[1])
+    assert.equal('Error: unknown tool "nope"', resumed[2].text)
+    assert.is_nil(resumed[2].recorded)
+    assert.equal(2, #tool_events(r)) -- the refusal once, the executed call once
+    store:close()
+  end)
+end)
+
 describe("a run left waiting for approval", function()
   it("completes without its pending calls", function()
     local store = open_store()
