@@ -12,20 +12,20 @@
 ** Nanoseconds on CLOCK_MONOTONIC. Only differences mean anything; the origin
 ** is arbitrary, so nothing may treat this as a time of day.
 */
-static lua_Integer monotonic_ns(void) {
+int64_t mcp_monotonic_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (lua_Integer)ts.tv_sec * 1000000000 + (lua_Integer)ts.tv_nsec;
+  return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
 }
 
 static int l_monotonic_ns(lua_State *L) {
-  lua_pushinteger(L, monotonic_ns());
+  lua_pushinteger(L, (lua_Integer)mcp_monotonic_ns());
   return 1;
 }
 
 /* Seconds (fractional) on the same clock, for Lua-side arithmetic. */
 static int l_now(lua_State *L) {
-  lua_pushnumber(L, (lua_Number)monotonic_ns() / 1e9);
+  lua_pushnumber(L, (lua_Number)mcp_monotonic_ns() / 1e9);
   return 1;
 }
 

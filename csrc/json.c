@@ -1,6 +1,9 @@
 /*
-** json.c: the one JSON codec of mcpclient (DESIGN D4), used for the wire,
-** the store and the Lua API.
+** json.c: the one JSON codec of mcpclient, used for the wire, the store and
+** the Lua API. It is exact: integers stay 64-bit integers, floats round-trip,
+** [] stays an array and {} an object, duplicate keys and invalid UTF-8 are
+** refused, nesting is bounded. Other C files use it through core.h
+** (mcp_json_*), never through the Lua table core.json.
 **
 ** Decoding is jansson's (duplicate keys, invalid UTF-8 and out-of-range
 ** integers are refused there); this file converts its tree to Lua values:
@@ -187,7 +190,7 @@ static const char *put_float(Enc *e, lua_Number d) {
 
 static const char hex_digits[] = "0123456789abcdef";
 
-/* Append \uXXXX (lowercase hex, as PHP writes it); space was reserved by the caller. */
+/* Append \uXXXX (lowercase hex, the form the stored-size measure assumes); space was reserved by the caller. */
 static void put_u_escape(Enc *e, unsigned long u) {
   char *q = e->b + e->n;
   q[0] = '\\';
@@ -742,35 +745,65 @@ static const char *check_text(lua_State *L, int arg, size_t *len) {
 }
 
 /*
+** Decode len bytes at s with the marker, order table (0: unordered) and
+** tree-box metatable at the given stack indexes. Pushes the value and
+** returns 1, or pushes the "invalid JSON: ..." message and returns 0; the
+** tree box it used is left below the result, for the caller to drop.
+*/
+static int decode_with(lua_State *L, const char *s, size_t len, int marker, int order, int tree_mt) {
+  int box_idx;
+  json_t **box;
+  Dec d;
+  box = new_tree_box(L, tree_mt);
+  box_idx = lua_gettop(L);
+  if (!load_tree(L, box, s, len)) return 0;
+  d.L = L;
+  d.marker = marker;
+  d.order = order;
+  if (to_lua(&d, *box, 1) != 0) {
+    lua_settop(L, box_idx);
+    drop_tree(box);
+    lua_pushliteral(L, DEPTH_MESSAGE);
+    return 0;
+  }
+  drop_tree(box);
+  return 1;
+}
+
+/*
 ** json.decode(text [, ordered]) -> value | nil, message.
 ** Upvalues: array marker, order table, tree-box metatable.
 */
 static int l_decode(lua_State *L) {
   size_t len;
   const char *s = check_text(L, 1, &len);
-  int ordered = lua_toboolean(L, 2), box_idx;
-  json_t **box;
-  Dec d;
+  int ordered = lua_toboolean(L, 2);
   lua_settop(L, 2);
-  box = new_tree_box(L, lua_upvalueindex(3));
-  box_idx = lua_gettop(L);
-  if (!load_tree(L, box, s, len)) {
-    lua_pushnil(L);
-    lua_insert(L, -2);
-    return 2;
-  }
-  d.L = L;
-  d.marker = lua_upvalueindex(1);
-  d.order = ordered ? lua_upvalueindex(2) : 0;
-  if (to_lua(&d, *box, 1) != 0) {
-    lua_settop(L, box_idx);
-    drop_tree(box);
-    lua_pushnil(L);
-    lua_pushliteral(L, DEPTH_MESSAGE);
-    return 2;
-  }
-  drop_tree(box);
-  return 1;
+  if (decode_with(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0, lua_upvalueindex(3)))
+    return 1;
+  lua_pushnil(L);
+  lua_insert(L, -2);
+  return 2;
+}
+
+/*
+** The C API of json.decode: the same conversion, with the marker, order
+** table and box metatable fetched from the registry. Pushes exactly one
+** value: the decoded value (returns 1) or the message (returns 0). Raises
+** only when memory or the stack runs out, like json.decode.
+*/
+int mcp_json_decode(lua_State *L, const char *s, size_t len, int ordered) {
+  int base = lua_gettop(L), ok;
+  luaL_checkstack(L, 6, "JSON decoder");
+  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, TREE_KEY);
+  if (!lua_istable(L, base + 1) || !lua_istable(L, base + 3))
+    return luaL_error(L, "the JSON codec is not loaded");
+  ok = decode_with(L, s, len, base + 1, ordered && lua_istable(L, base + 2) ? base + 2 : 0, base + 3);
+  lua_replace(L, base + 1);
+  lua_settop(L, base + 1);
+  return ok;
 }
 
 /* Whether every container in j sits at most MCP_JSON_MAX_DEPTH levels deep. */
@@ -789,7 +822,10 @@ static int depth_ok(json_t *j, int depth) {
   return 1;
 }
 
-/* Whether the text is empty once PHP's trim() set (" \t\n\r\0\x0B") is removed. */
+/*
+** Whether the text holds only blanks (space, tab, LF, CR, NUL, VT): such a
+** body is "empty", a clearer message than a parse error at column 1.
+*/
 static int is_blank(const char *s, size_t len) {
   size_t i;
   for (i = 0; i < len; i++) {
@@ -928,6 +964,21 @@ static int l_set_key_order(lua_State *L) {
   lua_rawset(L, lua_upvalueindex(1));
   lua_settop(L, 1);
   return 1;
+}
+
+/* C API of json.key_order: push the key list recorded for the table at t, or nil; returns its type. */
+int mcp_json_push_key_order(lua_State *L, int t) {
+  t = lua_absindex(L, t);
+  luaL_checkstack(L, 2, "JSON key order");
+  if (lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    return LUA_TNIL;
+  }
+  lua_pushvalue(L, t);
+  lua_rawget(L, -2);
+  lua_remove(L, -2);
+  return lua_type(L, -1);
 }
 
 /* C API of json.set_key_order (no validation: C callers pass a list of strings). */

@@ -1,8 +1,11 @@
 /*
-** sse.c: an incremental decoder for text/event-stream bodies (DESIGN D6).
+** sse.c: an incremental decoder for text/event-stream bodies. A POST
+** answered with an event stream is read to its end (or to our answer), and
+** the last event id is kept so an interrupted stream can be resumed.
 ** It follows the WHATWG HTML rules for interpreting an event stream, with
 ** one lenient exception: at end of stream a pending event is dispatched even
-** without its closing blank line (the reference does this). Bytes are passed
+** without its closing blank line (servers that close the connection right
+** after their last event still deliver it). Bytes are passed
 ** through unchanged; the JSON layer validates the payload's UTF-8.
 **
 ** All buffers belong to the decoder userdata and are allocated with the
@@ -16,7 +19,14 @@
 
 #define SSE_MT "mcpclient.sse_decoder"
 
-/* A growable byte buffer; capacity doubles, so appending n bytes costs O(n) amortised. */
+/*
+** A growable byte buffer; capacity doubles, so appending n bytes costs O(n)
+** amortised. Not the Buf of http.c, on purpose: that one is filled from
+** libcurl callbacks, so it uses malloc and reports failure instead of
+** raising. This one is filled from Lua calls, so it uses the state's
+** allocator (memory limits apply) and raises, which is safe because the
+** decoder userdata owns it and close/__gc frees it.
+*/
 typedef struct Buf {
   char *p;
   size_t len, cap;
