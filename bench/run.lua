@@ -646,7 +646,8 @@ local function build_report(m, started_at, elapsed)
   local all_servers = { "fast-json", "fast-sse", "sdk-json", "sdk-sse" }
   figure_table("warm", "Warm tools/call (one connection, sequential)",
     string.format("%d timed `echo` calls per run after %d untimed. Against the SDK's Node server the server is"
-      .. " the bottleneck (a bare keep-alive loop outruns it): compare CPU per call and RSS there, not calls/s.", config.calls, config.warmup),
+      .. " the bottleneck (a bare keep-alive loop outruns it): compare CPU per call and RSS there, not calls/s.",
+      config.calls, config.warmup),
     "call", all_servers, CLIENT_ORDER)
   figure_table("warm-same", "Warm tools/call, clients on the server's CPU",
     "The same as above against fast-json, with each client pinned to the CPU the server runs on: no"

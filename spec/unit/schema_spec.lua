@@ -339,7 +339,8 @@ describe("normalise_schema", function()
       refused({ type = "object", anyOf = { { description = "\xed\xa0\x80" } } }, BAD_UTF8)
     end)
 
-    -- Bytes the filtered schema takes, escaped as the stored-size measure counts it ('/' and non-ASCII escaped), with an empty description.
+    -- Bytes the filtered schema takes with an empty description, escaped as the stored-size measure
+    -- counts it ('/' and non-ASCII escaped).
     local overhead = #json.encode(accepted({ type = "object", description = "" }))
 
     it("measures the filtered encoding: 16384 bytes pass, 16385 do not", function()
