@@ -24,16 +24,16 @@
 ** leaves it there. core.c calls them in this order; json comes first
 ** because it creates the registry state the others' C calls rely on.
 */
-void mcp_register_json(lua_State *L);     /* json.c:    core.json.{encode, try_encode, decode, null, array,
+void mcp_register_json(lua_State *L);    /* json.c:    core.json.{encode, try_encode, decode, null, array,
                                                         is_array, key_order, set_key_order}, core.rpc_classify */
-void mcp_register_sse(lua_State *L);      /* sse.c:     core.sse_decoder() */
-void mcp_register_http(lua_State *L);     /* http.c:    core.http_leg(), core.resolve() */
-void mcp_register_clock(lua_State *L);    /* clock.c:   core.monotonic_ns(), core.now(), core.sleep() */
-void mcp_register_address(lua_State *L);  /* address.c: core.address_bytes() */
-void mcp_register_text(lua_State *L);     /* text.c:    core.clip(), core.label(), core.flatten(), core.bound(),
+void mcp_register_sse(lua_State *L);     /* sse.c:     core.sse_decoder() */
+void mcp_register_http(lua_State *L);    /* http.c:    core.http_leg(), core.resolve() */
+void mcp_register_clock(lua_State *L);   /* clock.c:   core.monotonic_ns(), core.now(), core.sleep() */
+void mcp_register_address(lua_State *L); /* address.c: core.address_bytes() */
+void mcp_register_text(lua_State *L);   /* text.c:    core.clip(), core.label(), core.flatten(), core.bound(),
                                                         core.repair_utf8() */
-void mcp_register_schema(lua_State *L);   /* schema.c:  core.normalise_schema(), core.decode_stored_schema() */
-void mcp_register_sqlite(lua_State *L);   /* sqlite.c:  core.sqlite_open(), core.sqlite_version */
+void mcp_register_schema(lua_State *L); /* schema.c:  core.normalise_schema(), core.decode_stored_schema() */
+void mcp_register_sqlite(lua_State *L); /* sqlite.c:  core.sqlite_open(), core.sqlite_version */
 
 /* ==================================================================== */
 /* The clock (clock.c)                                                  */
@@ -57,7 +57,7 @@ int64_t mcp_monotonic_ns(void);
 ** the module is open.
 */
 #define MCP_JSON_MAX_DEPTH 512
-#define MCP_JSON_ASCII 1   /* escape '/' as \/ and non-ASCII as \uXXXX: the measure of a stored schema's size */
+#define MCP_JSON_ASCII     1 /* escape '/' as \/ and non-ASCII as \uXXXX: the measure of a stored schema's size */
 
 /* Encode the value at idx and push the text; NULL on success, else a static reason and nothing pushed. */
 const char *mcp_json_encode(lua_State *L, int idx, int flags);
@@ -69,8 +69,8 @@ int mcp_json_push_key_order(lua_State *L, int t);
 void mcp_json_set_key_order(lua_State *L, int t, int k);
 void mcp_json_push_null(lua_State *L);
 int mcp_json_is_null(lua_State *L, int idx);
-int mcp_json_is_array(lua_State *L, int idx);      /* carries the array marker */
-void mcp_json_mark_array(lua_State *L, int idx);   /* give the table at idx the array marker */
+int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
+void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
 
 /* ==================================================================== */
 /* UTF-8 (text.c)                                                       */

@@ -24,28 +24,34 @@
 
 #include "core.h"
 
-#define MAX_DEPTH 12              /* deepest container level, root = 1 */
-#define MAX_ENCODED_BYTES 16384   /* measured on the escaped encoding */
-#define MAX_VISITS (1L << 20)     /* see walk() */
+#define MAX_DEPTH         12         /* deepest container level, root = 1 */
+#define MAX_ENCODED_BYTES 16384      /* measured on the escaped encoding */
+#define MAX_VISITS        (1L << 20) /* see walk() */
 
 /* Kept top-level keys, in output order. */
 static const char *const retained[] = {
-  "type", "description", "properties", "required", "additionalProperties",
-  "allOf", "anyOf", "oneOf", "not"
+  "type", "description", "properties", "required", "additionalProperties", "allOf", "anyOf", "oneOf", "not",
 };
 
 /* Keywords that refuse the schema; the first in this order is the one named. */
 static const char *const refused[] = {
-  "$ref", "$dynamicRef", "$defs", "definitions", "if", "then", "else",
-  "patternProperties", "propertyNames", "dependentSchemas", "dependentRequired",
-  "unevaluatedProperties"
+  "$ref",
+  "$dynamicRef",
+  "$defs",
+  "definitions",
+  "if",
+  "then",
+  "else",
+  "patternProperties",
+  "propertyNames",
+  "dependentSchemas",
+  "dependentRequired",
+  "unevaluatedProperties",
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-enum verdict {
-  ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG
-};
+enum verdict { ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG };
 
 /*
 ** Push the reason sentence for a refusal (no trailing period: the caller
@@ -70,7 +76,9 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
   }
 }
 
-/* Index of s in refused[], or -1. */
+/*
+** Index of s in refused[], or -1.
+*/
 static int refused_index(const char *s, size_t n) {
   size_t k;
   if (n < 2 || n > 21) return -1;
@@ -84,7 +92,9 @@ static int refused_index(const char *s, size_t n) {
 /* Shapes                                                               */
 /* ==================================================================== */
 
-/* 1 when the value at idx is a JSON object: a table, not null, not an array, string keys only. */
+/*
+** 1 when the value at idx is a JSON object: a table, not null, not an array, string keys only.
+*/
 static int is_object(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx) || mcp_json_is_array(L, idx)) return 0;
   lua_pushnil(L);
@@ -122,7 +132,9 @@ static int is_string_list(lua_State *L, int idx) {
   return count == n;
 }
 
-/* Push t[k] without metamethods (the key-order record may live in a metatable); returns its type. */
+/*
+** Push t[k] without metamethods (the key-order record may live in a metatable); returns its type.
+*/
 static int rawfield(lua_State *L, int t, const char *k) {
   lua_pushstring(L, k);
   return lua_rawget(L, t);
@@ -156,11 +168,11 @@ static int well_formed(lua_State *L, int f) {
 /* ==================================================================== */
 
 typedef struct {
-  int keyword;       /* index into refused[] of the first found, or -1 */
-  int too_deep;      /* a container sits below MAX_DEPTH */
-  int bad_utf8;      /* a key or string value is not UTF-8 */
-  int unencodable;   /* a key or value JSON has no form for */
-  int overflow;      /* more containers than MAX_VISITS */
+  int keyword;     /* index into refused[] of the first found, or -1 */
+  int too_deep;    /* a container sits below MAX_DEPTH */
+  int bad_utf8;    /* a key or string value is not UTF-8 */
+  int unencodable; /* a key or value JSON has no form for */
+  int overflow;    /* more containers than MAX_VISITS */
   long visits;
 } walk_state;
 
@@ -173,8 +185,8 @@ typedef struct {
   lua_Number num;
   const char *s;
   size_t len;
-  size_t pos;   /* position in lua_next order, to keep K_OTHER stable */
-  int seen;     /* visited through the key-order record */
+  size_t pos; /* position in lua_next order, to keep K_OTHER stable */
+  int seen;   /* visited through the key-order record */
 } key_ref;
 
 /*
@@ -435,8 +447,8 @@ static int l_decode_stored_schema(lua_State *L) {
   const char *s;
   luaL_checktype(L, 1, LUA_TSTRING);
   s = lua_tolstring(L, 1, &n);
-  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\0' ||
-                   s[i] == '\v')) {
+  while (i < n &&
+         (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\0' || s[i] == '\v')) {
     i++;
   }
   if (i == n || s[i] != '{') {
@@ -457,7 +469,7 @@ void mcp_register_schema(lua_State *L) {
   static const luaL_Reg fns[] = {
     {"normalise_schema", l_normalise_schema},
     {"decode_stored_schema", l_decode_stored_schema},
-    {NULL, NULL}
+    {NULL, NULL},
   };
   luaL_setfuncs(L, fns, 0);
 }
