@@ -89,7 +89,7 @@ bench: peers all
 soak: all
 	@scripts/soak
 
-# Fuzzing (issue 7): a libFuzzer harness per parser of far-side bytes (fuzz/*_fuzz.c), built
+# Fuzzing: a libFuzzer harness per parser of far-side bytes (fuzz/*_fuzz.c), built
 # with clang under ASan+UBSan into $(FUZZ_BUILD)/, each run for FUZZ_SECONDS from the seed corpus
 # fuzz/corpus/<name>/ (new inputs go to $(FUZZ_BUILD)/corpus/<name>/, crashes to
 # $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself. One harness:

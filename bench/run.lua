@@ -1,4 +1,4 @@
---- The benchmark run (DESIGN §4, shared/PEERS.md §4): `make bench` from the repository root,
+--- The benchmark run: `make bench` from the repository root,
 --- which runs `lua5.4 bench/run.lua`. Not a test: nothing here fails on a slow machine; the
 --- targets are reported as met or missed, never asserted.
 --
@@ -475,7 +475,7 @@ local function build_report(m, started_at, elapsed)
 
   w("# Benchmark results")
   w("")
-  w("Written by `bench/run.lua`; see DESIGN §4 and shared/PEERS.md §4. Benchmarks, not tests:")
+  w("Written by `bench/run.lua` (`make bench`). Benchmarks, not tests:")
   w("the targets below are reported, never asserted. Figures are medians over the runs, with")
   w("min–max in parentheses; the clients ran interleaved (A B C A B C …) against the same server.")
   w("")
@@ -646,7 +646,8 @@ local function build_report(m, started_at, elapsed)
   local all_servers = { "fast-json", "fast-sse", "sdk-json", "sdk-sse" }
   figure_table("warm", "Warm tools/call (one connection, sequential)",
     string.format("%d timed `echo` calls per run after %d untimed. Against the SDK's Node server the server is"
-      .. " the bottleneck (PEERS §4): compare CPU per call and RSS there, not calls/s.", config.calls, config.warmup),
+      .. " the bottleneck (a bare keep-alive loop outruns it): compare CPU per call and RSS there, not calls/s.",
+      config.calls, config.warmup),
     "call", all_servers, CLIENT_ORDER)
   figure_table("warm-same", "Warm tools/call, clients on the server's CPU",
     "The same as above against fast-json, with each client pinned to the CPU the server runs on: no"

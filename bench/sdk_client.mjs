@@ -1,6 +1,6 @@
 // The official TypeScript SDK client under benchmark (bench/run.lua starts it; it is not a test):
 // Client + StreamableHTTPClientTransport from spec/peers/node_modules, the peer a user would
-// otherwise pick (shared/PEERS.md §4).
+// otherwise pick, so the baseline every figure of ours is compared with.
 //
 //   node bench/sdk_client.mjs --url URL [--mode warm|cold|list|cancel] [--calls N] [--warmup W]
 //        [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B] [--seed S]

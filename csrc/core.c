@@ -7,6 +7,11 @@
 
 LUALIB_API int luaopen_mcpclient_core(lua_State *L);
 
+/*
+** The module table, filled by each concern's registrar. json comes first:
+** it creates the registry state (array marker, key-order table) that the
+** other files' calls to the codec rely on.
+*/
 LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   lua_newtable(L);
   mcp_register_json(L);

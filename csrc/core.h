@@ -1,7 +1,8 @@
 /*
 ** mcpclient.core: the C half of mcpclient.
 ** Each concern lives in its own file and adds its functions to the module
-** table (or to a sub-table) when luaopen_mcpclient_core runs.
+** table (or to a sub-table) when luaopen_mcpclient_core runs. Helpers one C
+** file offers another are declared here, so each has exactly one definition.
 */
 #ifndef MCPCLIENT_CORE_H
 #define MCPCLIENT_CORE_H
@@ -14,31 +15,66 @@
 
 #define MCP_VERSION "0.1.0"
 
-/* Each registrar expects the module table at the top of the stack and leaves it there. */
-void mcp_register_json(lua_State *L);    /* json.c:   core.json.{encode,decode,null,...}, core.rpc_classify */
-void mcp_register_sse(lua_State *L);     /* sse.c:    core.sse_decoder() */
-void mcp_register_http(lua_State *L);    /* http.c:   core.http_leg(), core.resolve() */
-void mcp_register_clock(lua_State *L);   /* clock.c:  core.monotonic_ns(), core.now(), core.sleep() */
+/* ==================================================================== */
+/* Registrars                                                           */
+/* ==================================================================== */
+
+/*
+** Each registrar expects the module table at the top of the stack and
+** leaves it there. core.c calls them in this order; json comes first
+** because it creates the registry state the others' C calls rely on.
+*/
+void mcp_register_json(lua_State *L);    /* json.c:    core.json.{encode, try_encode, decode, null, array,
+                                                        is_array, key_order, set_key_order}, core.rpc_classify */
+void mcp_register_sse(lua_State *L);     /* sse.c:     core.sse_decoder() */
+void mcp_register_http(lua_State *L);    /* http.c:    core.http_leg(), core.resolve() */
+void mcp_register_clock(lua_State *L);   /* clock.c:   core.monotonic_ns(), core.now(), core.sleep() */
 void mcp_register_address(lua_State *L); /* address.c: core.address_bytes() */
-void mcp_register_text(lua_State *L);    /* text.c:   core.clip(), core.label(), core.flatten(), core.bound() */
-void mcp_register_schema(lua_State *L);  /* schema.c: core.normalise_schema(), core.schema_rejection() */
-void mcp_register_sqlite(lua_State *L); /* sqlite.c: core.sqlite_open() */
+void mcp_register_text(lua_State *L);   /* text.c:    core.clip(), core.label(), core.flatten(), core.bound(),
+                                                        core.repair_utf8() */
+void mcp_register_schema(lua_State *L); /* schema.c:  core.normalise_schema(), core.decode_stored_schema() */
+void mcp_register_sqlite(lua_State *L); /* sqlite.c:  core.sqlite_open(), core.sqlite_version */
+
+/* ==================================================================== */
+/* The clock (clock.c)                                                  */
+/* ==================================================================== */
+
+/*
+** Nanoseconds on CLOCK_MONOTONIC. Only differences mean anything (the origin
+** is arbitrary): every budget and duration is measured on it, never a time
+** of day. Safe to call from libcurl callbacks (no Lua, no allocation).
+*/
+int64_t mcp_monotonic_ns(void);
+
+/* ==================================================================== */
+/* The JSON codec (json.c)                                              */
+/* ==================================================================== */
 
 /*
 ** json.c also serves the other C files (the schema normaliser measures and
-** orders what it keeps with the same codec the wire uses).
+** orders what it keeps with the same codec the wire uses). These calls find
+** the codec's state in the registry, so they work from any C function once
+** the module is open.
 */
 #define MCP_JSON_MAX_DEPTH 512
-#define MCP_JSON_ASCII 1   /* escape '/' as \/ and non-ASCII as \uXXXX: the reference's size measure */
+#define MCP_JSON_ASCII     1 /* escape '/' as \/ and non-ASCII as \uXXXX: the measure of a stored schema's size */
 
 /* Encode the value at idx and push the text; NULL on success, else a static reason and nothing pushed. */
 const char *mcp_json_encode(lua_State *L, int idx, int flags);
+/* Decode len bytes at s and push the value (returns 1) or the "invalid JSON: ..." message (returns 0). */
+int mcp_json_decode(lua_State *L, const char *s, size_t len, int ordered);
+/* Push the key list recorded for the table at t, or nil; returns the pushed value's type. */
+int mcp_json_push_key_order(lua_State *L, int t);
 /* Record the key order the encoder uses for the table at t (keys: array of strings at k). */
 void mcp_json_set_key_order(lua_State *L, int t, int k);
 void mcp_json_push_null(lua_State *L);
 int mcp_json_is_null(lua_State *L, int idx);
-int mcp_json_is_array(lua_State *L, int idx);      /* carries the array marker */
-void mcp_json_mark_array(lua_State *L, int idx);   /* give the table at idx the array marker */
+int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
+void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
+
+/* ==================================================================== */
+/* UTF-8 (text.c)                                                       */
+/* ==================================================================== */
 
 /*
 ** text.c's strict UTF-8 reader, shared by the encoder and the schema check:

@@ -1,6 +1,9 @@
 /*
-** json.c: the one JSON codec of mcpclient (DESIGN D4), used for the wire,
-** the store and the Lua API.
+** json.c: the one JSON codec of mcpclient, used for the wire, the store and
+** the Lua API. It is exact: integers stay 64-bit integers, floats round-trip,
+** [] stays an array and {} an object, duplicate keys and invalid UTF-8 are
+** refused, nesting is bounded. Other C files use it through core.h
+** (mcp_json_*), never through the Lua table core.json.
 **
 ** Decoding is jansson's (duplicate keys, invalid UTF-8 and out-of-range
 ** integers are refused there); this file converts its tree to Lua values:
@@ -187,7 +190,7 @@ static const char *put_float(Enc *e, lua_Number d) {
 
 static const char hex_digits[] = "0123456789abcdef";
 
-/* Append \uXXXX (lowercase hex, as PHP writes it); space was reserved by the caller. */
+/* Append \uXXXX (lowercase hex, the form the stored-size measure assumes); space was reserved by the caller. */
 static void put_u_escape(Enc *e, unsigned long u) {
   char *q = e->b + e->n;
   q[0] = '\\';
@@ -279,7 +282,9 @@ static const char *put_string(Enc *e, const char *str, size_t len) {
 
 static const char *enc_value(Enc *e, int idx);
 
-/* Bytewise order of two keys (a shorter prefix first), the default object order. */
+/*
+** Bytewise order of two keys (a shorter prefix first), the default object order.
+*/
 static int key_compare(const KeyRef *a, const KeyRef *b) {
   size_t n = a->len < b->len ? a->len : b->len;
   int r = memcmp(a->s, b->s, n);
@@ -287,12 +292,16 @@ static int key_compare(const KeyRef *a, const KeyRef *b) {
   return a->len < b->len ? -1 : a->len > b->len;
 }
 
-/* qsort adapter for key_compare. */
+/*
+** qsort adapter for key_compare.
+*/
 static int key_compare_q(const void *a, const void *b) {
   return key_compare((const KeyRef *)a, (const KeyRef *)b);
 }
 
-/* Sort n keys; small objects (the common case) avoid qsort's call overhead. */
+/*
+** Sort n keys; small objects (the common case) avoid qsort's call overhead.
+*/
 static void sort_keys(KeyRef *k, size_t n) {
   size_t i, j;
   if (n > SORT_INSERTION) {
@@ -306,7 +315,9 @@ static void sort_keys(KeyRef *k, size_t n) {
   }
 }
 
-/* The slot for one more key; the key stack spills into a userdata parked in kslot. */
+/*
+** The slot for one more key; the key stack spills into a userdata parked in kslot.
+*/
 static KeyRef *push_key(Enc *e) {
   if (e->nk == e->kcap) {
     size_t cap = e->kcap * 2;
@@ -321,7 +332,9 @@ static KeyRef *push_key(Enc *e) {
   return &e->k[e->nk++];
 }
 
-/* Index of the key equal to (s, len) among the n sorted keys from base, or -1. */
+/*
+** Index of the key equal to (s, len) among the n sorted keys from base, or -1.
+*/
 static long find_key(Enc *e, size_t base, size_t n, const char *s, size_t len) {
   KeyRef probe;
   size_t lo = 0, hi = n;
@@ -337,7 +350,9 @@ static long find_key(Enc *e, size_t base, size_t n, const char *s, size_t len) {
   return -1;
 }
 
-/* Write one "key":value member of the object at t (key i of the key stack). */
+/*
+** Write one "key":value member of the object at t (key i of the key stack).
+*/
 static const char *put_member(Enc *e, int t, size_t i, int first) {
   lua_State *L = e->L;
   const char *r;
@@ -373,7 +388,7 @@ static const char *enc_object(Enc *e, int t) {
     key->used = 0;
     if (n++ < STACK_VALUES) {
       luaL_checkstack(L, 4, "JSON encoder");
-      lua_insert(L, -2);  /* keep the value below the key lua_next needs */
+      lua_insert(L, -2); /* keep the value below the key lua_next needs */
       key->vidx = lua_gettop(L) - 1;
     } else {
       lua_pop(L, 1);
@@ -416,7 +431,9 @@ static const char *enc_object(Enc *e, int t) {
   return r;
 }
 
-/* Write t[1..n] as a JSON array. */
+/*
+** Write t[1..n] as a JSON array.
+*/
 static const char *put_elements(Enc *e, int t, lua_Integer n) {
   lua_State *L = e->L;
   lua_Integer i;
@@ -453,7 +470,9 @@ static const char *enc_sequence(Enc *e, int t) {
   return put_elements(e, t, max);
 }
 
-/* A table with the array marker: t[1..#t], with nil holes written as null. */
+/*
+** A table with the array marker: t[1..#t], with nil holes written as null.
+*/
 static const char *enc_marked(Enc *e, int t) {
   lua_State *L = e->L;
   lua_pushnil(L);
@@ -464,7 +483,9 @@ static const char *enc_marked(Enc *e, int t) {
   return put_elements(e, t, (lua_Integer)lua_rawlen(L, t));
 }
 
-/* Dispatch a table by marker and key kinds; the depth bound also stops cycles. */
+/*
+** Dispatch a table by marker and key kinds; the depth bound also stops cycles.
+*/
 static const char *enc_table(Enc *e, int t) {
   lua_State *L = e->L;
   int top = lua_gettop(L), marked = 0;
@@ -495,42 +516,38 @@ static const char *enc_table(Enc *e, int t) {
   return r;
 }
 
-/* Append the value at stack index idx (absolute). */
+/*
+** Append the value at stack index idx (absolute).
+*/
 static const char *enc_value(Enc *e, int idx) {
   lua_State *L = e->L;
   switch (lua_type(L, idx)) {
-  case LUA_TNIL:
-    PUT_LITERAL(e, "null");
-    return NULL;
-  case LUA_TBOOLEAN:
-    if (lua_toboolean(L, idx)) PUT_LITERAL(e, "true");
-    else PUT_LITERAL(e, "false");
-    return NULL;
-  case LUA_TNUMBER:
-    if (lua_isinteger(L, idx)) {
-      put_integer(e, lua_tointeger(L, idx));
+    case LUA_TNIL: PUT_LITERAL(e, "null"); return NULL;
+    case LUA_TBOOLEAN:
+      if (lua_toboolean(L, idx)) PUT_LITERAL(e, "true");
+      else PUT_LITERAL(e, "false");
       return NULL;
+    case LUA_TNUMBER:
+      if (lua_isinteger(L, idx)) {
+        put_integer(e, lua_tointeger(L, idx));
+        return NULL;
+      }
+      return put_float(e, lua_tonumber(L, idx));
+    case LUA_TSTRING: {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      return put_string(e, s, len);
     }
-    return put_float(e, lua_tonumber(L, idx));
-  case LUA_TSTRING: {
-    size_t len;
-    const char *s = lua_tolstring(L, idx, &len);
-    return put_string(e, s, len);
-  }
-  case LUA_TTABLE:
-    return enc_table(e, idx);
-  case LUA_TLIGHTUSERDATA:
-    if (lua_touserdata(L, idx) == NULL_PTR) {
-      PUT_LITERAL(e, "null");
-      return NULL;
-    }
-    return "a light userdata cannot be encoded";
-  case LUA_TFUNCTION:
-    return "a function cannot be encoded";
-  case LUA_TTHREAD:
-    return "a thread cannot be encoded";
-  default:
-    return "a userdata cannot be encoded";
+    case LUA_TTABLE: return enc_table(e, idx);
+    case LUA_TLIGHTUSERDATA:
+      if (lua_touserdata(L, idx) == NULL_PTR) {
+        PUT_LITERAL(e, "null");
+        return NULL;
+      }
+      return "a light userdata cannot be encoded";
+    case LUA_TFUNCTION: return "a function cannot be encoded";
+    case LUA_TTHREAD: return "a thread cannot be encoded";
+    default: return "a userdata cannot be encoded";
   }
 }
 
@@ -572,7 +589,9 @@ static const char *encode_with(lua_State *L, int idx, int flags, int marker, int
   return NULL;
 }
 
-/* The C API: like encode_with, fetching the marker and order table from the registry. */
+/*
+** The C API: like encode_with, fetching the marker and order table from the registry.
+*/
 const char *mcp_json_encode(lua_State *L, int idx, int flags) {
   int top, order;
   const char *r;
@@ -592,7 +611,9 @@ const char *mcp_json_encode(lua_State *L, int idx, int flags) {
   return NULL;
 }
 
-/* json.encode(value) -> text; raises on unencodable input. */
+/*
+** json.encode(value) -> text; raises on unencodable input.
+*/
 static int l_encode(lua_State *L) {
   const char *r;
   luaL_checkany(L, 1);
@@ -602,7 +623,9 @@ static int l_encode(lua_State *L) {
   return 1;
 }
 
-/* json.try_encode(value) -> text | nil, reason. */
+/*
+** json.try_encode(value) -> text | nil, reason.
+*/
 static int l_try_encode(lua_State *L) {
   const char *r;
   luaL_checkany(L, 1);
@@ -626,21 +649,27 @@ typedef struct Dec {
   int marker, order;
 } Dec;
 
-/* Release the boxed tree now; idempotent, so __gc may run it again. */
+/*
+** Release the boxed tree now; idempotent, so __gc may run it again.
+*/
 static void drop_tree(json_t **box) {
   json_t *root = *box;
   *box = NULL;
   if (root != NULL) json_decref(root);
 }
 
-/* __gc of the tree box: frees a tree left behind by an error during conversion. */
+/*
+** __gc of the tree box: frees a tree left behind by an error during conversion.
+*/
 static int tree_gc(lua_State *L) {
   json_t **box = (json_t **)lua_touserdata(L, 1);
   if (box != NULL) drop_tree(box);
   return 0;
 }
 
-/* Push a closed (empty) tree box; the tree is put in only after it exists. */
+/*
+** Push a closed (empty) tree box; the tree is put in only after it exists.
+*/
 static json_t **new_tree_box(lua_State *L, int mt) {
   json_t **box = (json_t **)lua_newuserdatauv(L, sizeof *box, 0);
   *box = NULL;
@@ -649,7 +678,9 @@ static json_t **new_tree_box(lua_State *L, int mt) {
   return box;
 }
 
-/* Parse text into the box; on failure push the short "invalid JSON: ..." message and return 0. */
+/*
+** Parse text into the box; on failure push the short "invalid JSON: ..." message and return 0.
+*/
 static int load_tree(lua_State *L, json_t **box, const char *s, size_t len) {
   json_error_t err;
   *box = json_loadb(s, len, LOAD_FLAGS, &err);
@@ -659,7 +690,9 @@ static int load_tree(lua_State *L, json_t **box, const char *s, size_t len) {
   return 0;
 }
 
-/* A count for lua_createtable, which takes an int hint. */
+/*
+** A count for lua_createtable, which takes an int hint.
+*/
 static int size_hint(size_t n) {
   return n > 0x7fffffff ? 0 : (int)n;
 }
@@ -671,74 +704,90 @@ static int size_hint(size_t n) {
 static int to_lua(Dec *d, json_t *j, int depth) {
   lua_State *L = d->L;
   switch (json_typeof(j)) {
-  case JSON_OBJECT: {
-    size_t n = json_object_size(j), i = 0;
-    int obj, keys = 0;
-    void *it;
-    if (depth > MCP_JSON_MAX_DEPTH) return -1;
-    luaL_checkstack(L, 8, "JSON decoder");
-    lua_createtable(L, 0, size_hint(n));
-    obj = lua_gettop(L);
-    if (d->order != 0 && n > 0) {
-      lua_createtable(L, size_hint(n), 0);
-      keys = obj + 1;
-    }
-    for (it = json_object_iter(j); it != NULL; it = json_object_iter_next(j, it)) {
-      lua_pushlstring(L, json_object_iter_key(it), json_object_iter_key_len(it));
-      if (keys != 0) {
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, keys, (lua_Integer)++i);
+    case JSON_OBJECT: {
+      size_t n = json_object_size(j), i = 0;
+      int obj, keys = 0;
+      void *it;
+      if (depth > MCP_JSON_MAX_DEPTH) return -1;
+      luaL_checkstack(L, 8, "JSON decoder");
+      lua_createtable(L, 0, size_hint(n));
+      obj = lua_gettop(L);
+      if (d->order != 0 && n > 0) {
+        lua_createtable(L, size_hint(n), 0);
+        keys = obj + 1;
       }
-      if (to_lua(d, json_object_iter_value(it), depth + 1) != 0) return -1;
-      lua_rawset(L, obj);
+      for (it = json_object_iter(j); it != NULL; it = json_object_iter_next(j, it)) {
+        lua_pushlstring(L, json_object_iter_key(it), json_object_iter_key_len(it));
+        if (keys != 0) {
+          lua_pushvalue(L, -1);
+          lua_rawseti(L, keys, (lua_Integer)++i);
+        }
+        if (to_lua(d, json_object_iter_value(it), depth + 1) != 0) return -1;
+        lua_rawset(L, obj);
+      }
+      if (keys != 0) {
+        lua_pushvalue(L, obj);
+        lua_insert(L, keys);
+        lua_rawset(L, d->order);
+      }
+      return 0;
     }
-    if (keys != 0) {
-      lua_pushvalue(L, obj);
-      lua_insert(L, keys);
-      lua_rawset(L, d->order);
+    case JSON_ARRAY: {
+      size_t n = json_array_size(j), i;
+      int arr;
+      if (depth > MCP_JSON_MAX_DEPTH) return -1;
+      luaL_checkstack(L, 8, "JSON decoder");
+      lua_createtable(L, size_hint(n), 0);
+      arr = lua_gettop(L);
+      lua_pushvalue(L, d->marker);
+      lua_setmetatable(L, arr);
+      for (i = 0; i < n; i++) {
+        if (to_lua(d, json_array_get(j, i), depth + 1) != 0) return -1;
+        lua_rawseti(L, arr, (lua_Integer)i + 1);
+      }
+      return 0;
     }
-    return 0;
-  }
-  case JSON_ARRAY: {
-    size_t n = json_array_size(j), i;
-    int arr;
-    if (depth > MCP_JSON_MAX_DEPTH) return -1;
-    luaL_checkstack(L, 8, "JSON decoder");
-    lua_createtable(L, size_hint(n), 0);
-    arr = lua_gettop(L);
-    lua_pushvalue(L, d->marker);
-    lua_setmetatable(L, arr);
-    for (i = 0; i < n; i++) {
-      if (to_lua(d, json_array_get(j, i), depth + 1) != 0) return -1;
-      lua_rawseti(L, arr, (lua_Integer)i + 1);
-    }
-    return 0;
-  }
-  case JSON_STRING:
-    lua_pushlstring(L, json_string_value(j), json_string_length(j));
-    return 0;
-  case JSON_INTEGER:
-    lua_pushinteger(L, (lua_Integer)json_integer_value(j));
-    return 0;
-  case JSON_REAL:
-    lua_pushnumber(L, (lua_Number)json_real_value(j));
-    return 0;
-  case JSON_TRUE:
-    lua_pushboolean(L, 1);
-    return 0;
-  case JSON_FALSE:
-    lua_pushboolean(L, 0);
-    return 0;
-  default:
-    lua_pushlightuserdata(L, NULL_PTR);
-    return 0;
+    case JSON_STRING: lua_pushlstring(L, json_string_value(j), json_string_length(j)); return 0;
+    case JSON_INTEGER: lua_pushinteger(L, (lua_Integer)json_integer_value(j)); return 0;
+    case JSON_REAL: lua_pushnumber(L, (lua_Number)json_real_value(j)); return 0;
+    case JSON_TRUE: lua_pushboolean(L, 1); return 0;
+    case JSON_FALSE: lua_pushboolean(L, 0); return 0;
+    default: lua_pushlightuserdata(L, NULL_PTR); return 0;
   }
 }
 
-/* The first argument as a string; numbers are not text, so no coercion. */
+/*
+** The first argument as a string; numbers are not text, so no coercion.
+*/
 static const char *check_text(lua_State *L, int arg, size_t *len) {
   if (lua_type(L, arg) != LUA_TSTRING) luaL_typeerror(L, arg, "string");
   return lua_tolstring(L, arg, len);
+}
+
+/*
+** Decode len bytes at s with the marker, order table (0: unordered) and
+** tree-box metatable at the given stack indexes. Pushes the value and
+** returns 1, or pushes the "invalid JSON: ..." message and returns 0; the
+** tree box it used is left below the result, for the caller to drop.
+*/
+static int decode_with(lua_State *L, const char *s, size_t len, int marker, int order, int tree_mt) {
+  int box_idx;
+  json_t **box;
+  Dec d;
+  box = new_tree_box(L, tree_mt);
+  box_idx = lua_gettop(L);
+  if (!load_tree(L, box, s, len)) return 0;
+  d.L = L;
+  d.marker = marker;
+  d.order = order;
+  if (to_lua(&d, *box, 1) != 0) {
+    lua_settop(L, box_idx);
+    drop_tree(box);
+    lua_pushliteral(L, DEPTH_MESSAGE);
+    return 0;
+  }
+  drop_tree(box);
+  return 1;
 }
 
 /*
@@ -748,32 +797,38 @@ static const char *check_text(lua_State *L, int arg, size_t *len) {
 static int l_decode(lua_State *L) {
   size_t len;
   const char *s = check_text(L, 1, &len);
-  int ordered = lua_toboolean(L, 2), box_idx;
-  json_t **box;
-  Dec d;
+  int ordered = lua_toboolean(L, 2);
   lua_settop(L, 2);
-  box = new_tree_box(L, lua_upvalueindex(3));
-  box_idx = lua_gettop(L);
-  if (!load_tree(L, box, s, len)) {
-    lua_pushnil(L);
-    lua_insert(L, -2);
-    return 2;
-  }
-  d.L = L;
-  d.marker = lua_upvalueindex(1);
-  d.order = ordered ? lua_upvalueindex(2) : 0;
-  if (to_lua(&d, *box, 1) != 0) {
-    lua_settop(L, box_idx);
-    drop_tree(box);
-    lua_pushnil(L);
-    lua_pushliteral(L, DEPTH_MESSAGE);
-    return 2;
-  }
-  drop_tree(box);
-  return 1;
+  if (decode_with(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0, lua_upvalueindex(3)))
+    return 1;
+  lua_pushnil(L);
+  lua_insert(L, -2);
+  return 2;
 }
 
-/* Whether every container in j sits at most MCP_JSON_MAX_DEPTH levels deep. */
+/*
+** The C API of json.decode: the same conversion, with the marker, order
+** table and box metatable fetched from the registry. Pushes exactly one
+** value: the decoded value (returns 1) or the message (returns 0). Raises
+** only when memory or the stack runs out, like json.decode.
+*/
+int mcp_json_decode(lua_State *L, const char *s, size_t len, int ordered) {
+  int base = lua_gettop(L), ok;
+  luaL_checkstack(L, 6, "JSON decoder");
+  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, TREE_KEY);
+  if (!lua_istable(L, base + 1) || !lua_istable(L, base + 3))
+    return luaL_error(L, "the JSON codec is not loaded");
+  ok = decode_with(L, s, len, base + 1, ordered && lua_istable(L, base + 2) ? base + 2 : 0, base + 3);
+  lua_replace(L, base + 1);
+  lua_settop(L, base + 1);
+  return ok;
+}
+
+/*
+** Whether every container in j sits at most MCP_JSON_MAX_DEPTH levels deep.
+*/
 static int depth_ok(json_t *j, int depth) {
   if (json_is_object(j)) {
     void *it;
@@ -789,7 +844,10 @@ static int depth_ok(json_t *j, int depth) {
   return 1;
 }
 
-/* Whether the text is empty once PHP's trim() set (" \t\n\r\0\x0B") is removed. */
+/*
+** Whether the text holds only blanks (space, tab, LF, CR, NUL, VT): such a
+** body is "empty", a clearer message than a parse error at column 1.
+*/
 static int is_blank(const char *s, size_t len) {
   size_t i;
   for (i = 0; i < len; i++) {
@@ -799,7 +857,9 @@ static int is_blank(const char *s, size_t len) {
   return 1;
 }
 
-/* Return kind and detail (both literals), freeing the tree first. */
+/*
+** Return kind and detail (both literals), freeing the tree first.
+*/
 static int classified(lua_State *L, json_t **box, const char *kind, const char *detail) {
   drop_tree(box);
   lua_pushstring(L, kind);
@@ -818,7 +878,7 @@ static int l_rpc_classify(lua_State *L) {
   lua_Integer expected;
   int ordered = lua_toboolean(L, 3), id_matches;
   json_t **box, *root, *id, *err, *res;
-  if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer");  /* ids are integers: no "1" or 1.0 */
+  if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer"); /* ids are integers: no "1" or 1.0 */
   expected = lua_tointeger(L, 2);
   lua_settop(L, 3);
   if (is_blank(s, len)) {
@@ -848,8 +908,7 @@ static int l_rpc_classify(lua_State *L) {
     lua_pushinteger(L, code != NULL && json_is_integer(code) ? (lua_Integer)json_integer_value(code) : 0);
     if (message != NULL && json_is_string(message))
       lua_pushlstring(L, json_string_value(message), json_string_length(message));
-    else
-      lua_pushliteral(L, "no message");
+    else lua_pushliteral(L, "no message");
     drop_tree(box);
     return 3;
   }
@@ -861,7 +920,7 @@ static int l_rpc_classify(lua_State *L) {
     d.marker = lua_upvalueindex(1);
     d.order = ordered ? lua_upvalueindex(2) : 0;
     lua_pushliteral(L, "result");
-    (void)to_lua(&d, res, 2);  /* depth_ok already bounded the whole tree */
+    (void)to_lua(&d, res, 2); /* depth_ok already bounded the whole tree */
     drop_tree(box);
     return 2;
   }
@@ -872,7 +931,9 @@ static int l_rpc_classify(lua_State *L) {
 /* Markers, key order, null                                             */
 /* ==================================================================== */
 
-/* json.array([t]) -> t, marked as an array (a new empty table if none given). */
+/*
+** json.array([t]) -> t, marked as an array (a new empty table if none given).
+*/
 static int l_array(lua_State *L) {
   if (lua_isnoneornil(L, 1)) {
     lua_settop(L, 0);
@@ -886,7 +947,9 @@ static int l_array(lua_State *L) {
   return 1;
 }
 
-/* Whether the value at idx is a table carrying the marker at marker_idx. */
+/*
+** Whether the value at idx is a table carrying the marker at marker_idx.
+*/
 static int has_marker(lua_State *L, int idx, int marker_idx) {
   int r;
   if (!lua_istable(L, idx) || !lua_getmetatable(L, idx)) return 0;
@@ -895,13 +958,17 @@ static int has_marker(lua_State *L, int idx, int marker_idx) {
   return r;
 }
 
-/* json.is_array(v) -> boolean. */
+/*
+** json.is_array(v) -> boolean.
+*/
 static int l_is_array(lua_State *L) {
   lua_pushboolean(L, has_marker(L, 1, lua_upvalueindex(1)));
   return 1;
 }
 
-/* json.key_order(t) -> the recorded key list, or nil. */
+/*
+** json.key_order(t) -> the recorded key list, or nil.
+*/
 static int l_key_order(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
@@ -909,7 +976,9 @@ static int l_key_order(lua_State *L) {
   return 1;
 }
 
-/* json.set_key_order(t, keys|nil) -> t; keys must be a list of strings (nil forgets the record). */
+/*
+** json.set_key_order(t, keys|nil) -> t; keys must be a list of strings (nil forgets the record).
+*/
 static int l_set_key_order(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   if (!lua_isnil(L, 2)) {
@@ -930,13 +999,32 @@ static int l_set_key_order(lua_State *L) {
   return 1;
 }
 
-/* C API of json.set_key_order (no validation: C callers pass a list of strings). */
+/*
+** C API of json.key_order: push the key list recorded for the table at t, or nil; returns its type.
+*/
+int mcp_json_push_key_order(lua_State *L, int t) {
+  t = lua_absindex(L, t);
+  luaL_checkstack(L, 2, "JSON key order");
+  if (lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    return LUA_TNIL;
+  }
+  lua_pushvalue(L, t);
+  lua_rawget(L, -2);
+  lua_remove(L, -2);
+  return lua_type(L, -1);
+}
+
+/*
+** C API of json.set_key_order (no validation: C callers pass a list of strings).
+*/
 void mcp_json_set_key_order(lua_State *L, int t, int k) {
   t = lua_absindex(L, t);
   k = lua_absindex(L, k);
   luaL_checkstack(L, 3, "JSON key order");
   if (lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY) != LUA_TTABLE) {
-    lua_pop(L, 1);  /* the module was never opened in this state: nothing to record into */
+    lua_pop(L, 1); /* the module was never opened in this state: nothing to record into */
     return;
   }
   lua_pushvalue(L, t);
@@ -945,17 +1033,23 @@ void mcp_json_set_key_order(lua_State *L, int t, int k) {
   lua_pop(L, 1);
 }
 
-/* Push json.null, the sentinel JSON null decodes to. */
+/*
+** Push json.null, the sentinel JSON null decodes to.
+*/
 void mcp_json_push_null(lua_State *L) {
   lua_pushlightuserdata(L, NULL_PTR);
 }
 
-/* Whether the value at idx is json.null. */
+/*
+** Whether the value at idx is json.null.
+*/
 int mcp_json_is_null(lua_State *L, int idx) {
   return lua_type(L, idx) == LUA_TLIGHTUSERDATA && lua_touserdata(L, idx) == NULL_PTR;
 }
 
-/* Whether the value at idx is a table carrying the array marker (C API of json.is_array). */
+/*
+** Whether the value at idx is a table carrying the array marker (C API of json.is_array).
+*/
 int mcp_json_is_array(lua_State *L, int idx) {
   int r;
   idx = lua_absindex(L, idx);
@@ -966,7 +1060,9 @@ int mcp_json_is_array(lua_State *L, int idx) {
   return r;
 }
 
-/* Give the table at idx the array marker (C API of json.array). */
+/*
+** Give the table at idx the array marker (C API of json.array).
+*/
 void mcp_json_mark_array(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   luaL_checkstack(L, 1, "JSON array marker");
@@ -978,7 +1074,9 @@ void mcp_json_mark_array(lua_State *L, int idx) {
 /* Registration                                                         */
 /* ==================================================================== */
 
-/* Push a closure of f over the values at the given stack indexes. */
+/*
+** Push a closure of f over the values at the given stack indexes.
+*/
 static void push_closure(lua_State *L, lua_CFunction f, int a, int b, int c) {
   int n = 0;
   if (a != 0) lua_pushvalue(L, a), n++;
@@ -994,7 +1092,7 @@ static void push_closure(lua_State *L, lua_CFunction f, int a, int b, int c) {
 void mcp_register_json(lua_State *L) {
   int module = lua_gettop(L), marker, order, tree;
   luaL_checkstack(L, 8, "mcpclient.core");
-  luaL_newmetatable(L, ARRAY_KEY);  /* an existing marker is reused: 0 is fine */
+  luaL_newmetatable(L, ARRAY_KEY); /* an existing marker is reused: 0 is fine */
   marker = lua_gettop(L);
   if (lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY) != LUA_TTABLE) {
     lua_pop(L, 1);

@@ -1,5 +1,5 @@
 /*
-** schema.c: the schema normaliser (REFERENCE §4). A tool's inputSchema is
+** schema.c: the schema normaliser. A tool's inputSchema is
 ** carried only if every constraint in what we keep is one a model can be told
 ** faithfully; anything we would have to drop to carry it ($ref, conditionals,
 ** pattern keys, ...) refuses the whole tool, because dropping a constraint
@@ -7,8 +7,16 @@
 **
 ** Values are Lua tables in the shape the JSON codec (json.c) produces:
 ** arrays carry the array marker, objects may carry a key-order record, JSON
-** null is core.json.null. {} and [] stay distinct (DESIGN D4), so unlike the
-** reference an array is never accepted where a map is required.
+** null is core.json.null. {} and [] stay distinct (the codec keeps them
+** apart), so an array is never accepted where a map is required.
+**
+** The steps, in order: no table is no schema (1); the top-level type must be
+** "object" (2); a refused keyword at the top refuses (3); only the retained
+** keys are kept, in retained order (4); the kept values must have the shapes
+** JSON Schema gives them (5); a walk over everything kept looks for refused
+** keywords at any depth, nesting past MAX_DEPTH, invalid UTF-8 and values
+** JSON cannot carry (6); the kept schema, encoded with '/' and non-ASCII
+** escaped, must fit in MAX_ENCODED_BYTES (7); the result is that kept table (8).
 */
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,32 +24,38 @@
 
 #include "core.h"
 
-#define MAX_DEPTH 12              /* deepest container level, root = 1 */
-#define MAX_ENCODED_BYTES 16384   /* measured on the escaped encoding */
-#define MAX_VISITS (1L << 20)     /* see walk() */
+#define MAX_DEPTH         12         /* deepest container level, root = 1 */
+#define MAX_ENCODED_BYTES 16384      /* measured on the escaped encoding */
+#define MAX_VISITS        (1L << 20) /* see walk() */
 
 /* Kept top-level keys, in output order. */
 static const char *const retained[] = {
-  "type", "description", "properties", "required", "additionalProperties",
-  "allOf", "anyOf", "oneOf", "not"
+  "type", "description", "properties", "required", "additionalProperties", "allOf", "anyOf", "oneOf", "not",
 };
 
 /* Keywords that refuse the schema; the first in this order is the one named. */
 static const char *const refused[] = {
-  "$ref", "$dynamicRef", "$defs", "definitions", "if", "then", "else",
-  "patternProperties", "propertyNames", "dependentSchemas", "dependentRequired",
-  "unevaluatedProperties"
+  "$ref",
+  "$dynamicRef",
+  "$defs",
+  "definitions",
+  "if",
+  "then",
+  "else",
+  "patternProperties",
+  "propertyNames",
+  "dependentSchemas",
+  "dependentRequired",
+  "unevaluatedProperties",
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-enum verdict {
-  ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG
-};
+enum verdict { ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG };
 
 /*
-** Push the reason sentence for a refusal (REFERENCE §4 rejectionReason; no
-** trailing period, the caller composes it into a larger message).
+** Push the reason sentence for a refusal (no trailing period: the caller
+** composes it into a larger message that names the tool and the server).
 */
 static void push_reason(lua_State *L, enum verdict v, int keyword) {
   switch (v) {
@@ -62,7 +76,9 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
   }
 }
 
-/* Index of s in refused[], or -1. */
+/*
+** Index of s in refused[], or -1.
+*/
 static int refused_index(const char *s, size_t n) {
   size_t k;
   if (n < 2 || n > 21) return -1;
@@ -72,11 +88,13 @@ static int refused_index(const char *s, size_t n) {
   return -1;
 }
 
-/* ======================================================================
-** Shapes
-** ====================================================================== */
+/* ==================================================================== */
+/* Shapes                                                               */
+/* ==================================================================== */
 
-/* 1 when the value at idx is a JSON object: a table, not null, not an array, string keys only. */
+/*
+** 1 when the value at idx is a JSON object: a table, not null, not an array, string keys only.
+*/
 static int is_object(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx) || mcp_json_is_array(L, idx)) return 0;
   lua_pushnil(L);
@@ -114,7 +132,9 @@ static int is_string_list(lua_State *L, int idx) {
   return count == n;
 }
 
-/* Push t[k] without metamethods (the key-order record may live in a metatable); returns its type. */
+/*
+** Push t[k] without metamethods (the key-order record may live in a metatable); returns its type.
+*/
 static int rawfield(lua_State *L, int t, const char *k) {
   lua_pushstring(L, k);
   return lua_rawget(L, t);
@@ -143,16 +163,16 @@ static int well_formed(lua_State *L, int f) {
   return ok;
 }
 
-/* ======================================================================
-** The walk (step 6)
-** ====================================================================== */
+/* ==================================================================== */
+/* The walk (step 6)                                                    */
+/* ==================================================================== */
 
 typedef struct {
-  int keyword;       /* index into refused[] of the first found, or -1 */
-  int too_deep;      /* a container sits below MAX_DEPTH */
-  int bad_utf8;      /* a key or string value is not UTF-8 */
-  int unencodable;   /* a key or value JSON has no form for */
-  int overflow;      /* more containers than MAX_VISITS */
+  int keyword;     /* index into refused[] of the first found, or -1 */
+  int too_deep;    /* a container sits below MAX_DEPTH */
+  int bad_utf8;    /* a key or string value is not UTF-8 */
+  int unencodable; /* a key or value JSON has no form for */
+  int overflow;    /* more containers than MAX_VISITS */
   long visits;
 } walk_state;
 
@@ -165,8 +185,8 @@ typedef struct {
   lua_Number num;
   const char *s;
   size_t len;
-  size_t pos;   /* position in lua_next order, to keep K_OTHER stable */
-  int seen;     /* visited through the key-order record */
+  size_t pos; /* position in lua_next order, to keep K_OTHER stable */
+  int seen;   /* visited through the key-order record */
 } key_ref;
 
 /*
@@ -293,11 +313,8 @@ static int walk(lua_State *L, int t, int level, walk_state *st) {
     return 1;
   }
   qsort(keys, count, sizeof *keys, key_cmp);
-  if (lua_isfunction(L, lua_upvalueindex(1)) && !mcp_json_is_array(L, t)) {
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_pushvalue(L, t);
-    lua_call(L, 1, 1);
-    if (lua_type(L, -1) == LUA_TTABLE) {
+  if (!mcp_json_is_array(L, t)) {
+    if (mcp_json_push_key_order(L, t) == LUA_TTABLE) {
       int r = lua_gettop(L);
       lua_Integer j, n = (lua_Integer)lua_rawlen(L, r);
       for (j = 1; j <= n && !stop; j++) {
@@ -322,15 +339,14 @@ static int walk(lua_State *L, int t, int level, walk_state *st) {
   return stop;
 }
 
-/* ======================================================================
-** Steps 1-8
-** ====================================================================== */
+/* ==================================================================== */
+/* Steps 1-8                                                            */
+/* ==================================================================== */
 
 /*
-** Run REFERENCE §4 on the value at index 1. Accepted: pushes the new
+** Run steps 1-8 on the value at index 1. Accepted: pushes the new
 ** filtered table and returns ACCEPTED. Refused: pushes nothing, returns the
-** verdict (and the keyword's index for KEYWORD). Both entry points share it,
-** so the reason given is always the reason the normaliser refused.
+** verdict (and the keyword's index for KEYWORD).
 */
 static enum verdict normalise(lua_State *L, int *keyword) {
   int f, o, n = 0;
@@ -416,21 +432,9 @@ static int l_normalise_schema(lua_State *L) {
   return 2;
 }
 
-/* schema_rejection(value) -> reason | nil: why normalise_schema refuses the value. */
-static int l_schema_rejection(lua_State *L) {
-  int keyword = -1;
-  enum verdict v;
-  luaL_checkany(L, 1);
-  lua_settop(L, 1);
-  v = normalise(L, &keyword);
-  if (v == ACCEPTED) lua_pop(L, 1);
-  push_reason(L, v, keyword);
-  return 1;
-}
-
 /*
-** decode_stored_schema(text) -> table | nil. REFERENCE §4 "Stored schema
-** decoding": only an object is a stored schema ('{}' is the empty one);
+** decode_stored_schema(text) -> table | nil. Only a JSON object is a
+** stored schema ('{}' is the empty one, leading blanks are allowed);
 ** '[]', 'null' and broken text are none. The codec keeps key order so the
 ** schema is shown to a model the way the server wrote it. The decoder
 ** returns nil for bad text and raises only when memory or the stack runs
@@ -443,44 +447,29 @@ static int l_decode_stored_schema(lua_State *L) {
   const char *s;
   luaL_checktype(L, 1, LUA_TSTRING);
   s = lua_tolstring(L, 1, &n);
-  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\0' ||
-                   s[i] == '\v')) {
+  while (i < n &&
+         (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\0' || s[i] == '\v')) {
     i++;
   }
   if (i == n || s[i] != '{') {
     lua_pushnil(L);
     return 1;
   }
-  if (!lua_isfunction(L, lua_upvalueindex(2))) return luaL_error(L, "the JSON codec is not loaded");
-  lua_pushvalue(L, lua_upvalueindex(2));
-  lua_pushvalue(L, 1);
-  lua_pushboolean(L, 1);
-  lua_call(L, 2, 1);
-  if (is_object(L, lua_gettop(L))) return 1;
+  if (mcp_json_decode(L, s, n, 1) && is_object(L, lua_gettop(L))) return 1;
   lua_pushnil(L);
   return 1;
 }
 
 /*
-** Adds normalise_schema, schema_rejection and decode_stored_schema. They
-** share two upvalues taken from core.json (registered before this file):
-** key_order, so the walk follows recorded key order, and decode.
+** Adds normalise_schema and decode_stored_schema. Both reach the codec
+** through its C API (key order, decode), which finds its state in the
+** registry, so this file needs nothing from core.json's Lua table.
 */
 void mcp_register_schema(lua_State *L) {
   static const luaL_Reg fns[] = {
     {"normalise_schema", l_normalise_schema},
-    {"schema_rejection", l_schema_rejection},
     {"decode_stored_schema", l_decode_stored_schema},
-    {NULL, NULL}
+    {NULL, NULL},
   };
-  if (lua_getfield(L, -1, "json") == LUA_TTABLE) {
-    lua_getfield(L, -1, "key_order");
-    lua_getfield(L, -2, "decode");
-    lua_remove(L, -3);
-  } else {
-    lua_pop(L, 1);
-    lua_pushnil(L);
-    lua_pushnil(L);
-  }
-  luaL_setfuncs(L, fns, 2);
+  luaL_setfuncs(L, fns, 0);
 }

@@ -1,8 +1,11 @@
 /*
-** sse.c: an incremental decoder for text/event-stream bodies (DESIGN D6).
+** sse.c: an incremental decoder for text/event-stream bodies. A POST
+** answered with an event stream is read to its end (or to our answer), and
+** the last event id is kept so an interrupted stream can be resumed.
 ** It follows the WHATWG HTML rules for interpreting an event stream, with
 ** one lenient exception: at end of stream a pending event is dispatched even
-** without its closing blank line (the reference does this). Bytes are passed
+** without its closing blank line (servers that close the connection right
+** after their last event still deliver it). Bytes are passed
 ** through unchanged; the JSON layer validates the payload's UTF-8.
 **
 ** All buffers belong to the decoder userdata and are allocated with the
@@ -16,7 +19,14 @@
 
 #define SSE_MT "mcpclient.sse_decoder"
 
-/* A growable byte buffer; capacity doubles, so appending n bytes costs O(n) amortised. */
+/*
+** A growable byte buffer; capacity doubles, so appending n bytes costs O(n)
+** amortised. Not the Buf of http.c, on purpose: that one is filled from
+** libcurl callbacks, so it uses malloc and reports failure instead of
+** raising. This one is filled from Lua calls, so it uses the state's
+** allocator (memory limits apply) and raises, which is safe because the
+** decoder userdata owns it and close/__gc frees it.
+*/
 typedef struct Buf {
   char *p;
   size_t len, cap;
@@ -27,22 +37,22 @@ typedef struct Buf {
 static const unsigned char bom_bytes[3] = {0xEF, 0xBB, 0xBF};
 
 typedef struct Decoder {
-  lua_Alloc alloc;       /* the allocator the buffers came from, kept for __gc */
+  lua_Alloc alloc; /* the allocator the buffers came from, kept for __gc */
   void *alloc_ud;
-  int open;              /* 0 before acquisition and after close */
-  int finished;          /* finish() has run: no more input */
-  int bom;               /* see BOM_DECIDED */
-  int after_cr;          /* the last byte seen ended a line with CR: skip one LF */
-  int has_id_buf;        /* an id field has been seen (the buffer may be empty) */
-  int id_dirty;          /* id_buf changed since the last dispatch */
+  int open;       /* 0 before acquisition and after close */
+  int finished;   /* finish() has run: no more input */
+  int bom;        /* see BOM_DECIDED */
+  int after_cr;   /* the last byte seen ended a line with CR: skip one LF */
+  int has_id_buf; /* an id field has been seen (the buffer may be empty) */
+  int id_dirty;   /* id_buf changed since the last dispatch */
   int has_last_id;
   int has_retry;
   lua_Integer retry;
-  Buf line;              /* the unterminated line carried across chunks */
-  Buf data;              /* data buffer: each data line plus "\n" */
-  Buf type;              /* event type buffer */
-  Buf id_buf;            /* last event ID buffer */
-  Buf last_id;           /* last event ID string, set at dispatch */
+  Buf line;    /* the unterminated line carried across chunks */
+  Buf data;    /* data buffer: each data line plus "\n" */
+  Buf type;    /* event type buffer */
+  Buf id_buf;  /* last event ID buffer */
+  Buf last_id; /* last event ID string, set at dispatch */
 } Decoder;
 
 /* Where completed events go: the results array at stack index idx, n so far. */
@@ -69,7 +79,9 @@ static void buf_reserve(lua_State *L, Decoder *d, Buf *b, size_t extra) {
   b->cap = cap;
 }
 
-/* Append n bytes (s may be NULL when n is 0). */
+/*
+** Append n bytes (s may be NULL when n is 0).
+*/
 static void buf_append(lua_State *L, Decoder *d, Buf *b, const char *s, size_t n) {
   if (n == 0) return;
   buf_reserve(L, d, b, n);
@@ -77,20 +89,26 @@ static void buf_append(lua_State *L, Decoder *d, Buf *b, const char *s, size_t n
   b->len += n;
 }
 
-/* Replace the contents with n bytes. */
+/*
+** Replace the contents with n bytes.
+*/
 static void buf_set(lua_State *L, Decoder *d, Buf *b, const char *s, size_t n) {
   b->len = 0;
   buf_append(L, d, b, s, n);
 }
 
-/* Give the memory back; the buffer is empty and reusable afterwards. */
+/*
+** Give the memory back; the buffer is empty and reusable afterwards.
+*/
 static void buf_free(Decoder *d, Buf *b) {
   if (b->p != NULL) d->alloc(d->alloc_ud, b->p, b->cap, 0);
   b->p = NULL;
   b->len = b->cap = 0;
 }
 
-/* Push a buffer's bytes as a Lua string. */
+/*
+** Push a buffer's bytes as a Lua string.
+*/
 static void buf_push(lua_State *L, const Buf *b, size_t len) {
   lua_pushlstring(L, len ? b->p : "", len);
 }
@@ -129,7 +147,9 @@ static void dispatch(lua_State *L, Decoder *d, Out *o) {
   d->type.len = 0;
 }
 
-/* Does the field name at f (n bytes) equal the literal name? */
+/*
+** Does the field name at f (n bytes) equal the literal name?
+*/
 static int field_is(const char *f, size_t n, const char *name) {
   return strlen(name) == n && memcmp(f, name, n) == 0;
 }
@@ -254,7 +274,9 @@ static void feed_bytes(lua_State *L, Decoder *d, Out *o, const char *s, size_t n
   scan(L, d, o, s, n);
 }
 
-/* The partial BOM still held back at end of stream is ordinary input. */
+/*
+** The partial BOM still held back at end of stream is ordinary input.
+*/
 static void flush_bom(lua_State *L, Decoder *d, Out *o) {
   if (d->bom != BOM_DECIDED) {
     int seen = d->bom;
@@ -263,21 +285,27 @@ static void flush_bom(lua_State *L, Decoder *d, Out *o) {
   }
 }
 
-/* The decoder at argument 1; raises if it has been closed. */
+/*
+** The decoder at argument 1; raises if it has been closed.
+*/
 static Decoder *check_open(lua_State *L) {
   Decoder *d = (Decoder *)luaL_checkudata(L, 1, SSE_MT);
   if (!d->open) luaL_error(L, "attempt to use a closed event-stream decoder");
   return d;
 }
 
-/* Closed, or finished: either way no more input is accepted. */
+/*
+** Closed, or finished: either way no more input is accepted.
+*/
 static Decoder *check_feedable(lua_State *L) {
   Decoder *d = check_open(L);
   if (d->finished) luaL_error(L, "event-stream decoder already finished");
   return d;
 }
 
-/* dec:feed(chunk) -> array of the events this chunk completed, in order. */
+/*
+** dec:feed(chunk) -> array of the events this chunk completed, in order.
+*/
 static int l_feed(lua_State *L) {
   Decoder *d = check_feedable(L);
   size_t n;
@@ -318,7 +346,9 @@ static int l_finish(lua_State *L) {
   return 1;
 }
 
-/* dec:last_event_id() -> the last event ID string, or nil if no id was ever dispatched. */
+/*
+** dec:last_event_id() -> the last event ID string, or nil if no id was ever dispatched.
+*/
 static int l_last_event_id(lua_State *L) {
   Decoder *d = check_open(L);
   if (d->has_last_id) buf_push(L, &d->last_id, d->last_id.len);
@@ -326,7 +356,9 @@ static int l_last_event_id(lua_State *L) {
   return 1;
 }
 
-/* dec:retry() -> reconnection time in milliseconds, or nil if no valid retry field. */
+/*
+** dec:retry() -> reconnection time in milliseconds, or nil if no valid retry field.
+*/
 static int l_retry(lua_State *L) {
   Decoder *d = check_open(L);
   if (d->has_retry) lua_pushinteger(L, d->retry);
@@ -334,7 +366,9 @@ static int l_retry(lua_State *L) {
   return 1;
 }
 
-/* close, __gc and __close: free every buffer; idempotent. */
+/*
+** close, __gc and __close: free every buffer; idempotent.
+*/
 static int l_close(lua_State *L) {
   Decoder *d = (Decoder *)luaL_checkudata(L, 1, SSE_MT);
   if (d->open) {
@@ -348,7 +382,9 @@ static int l_close(lua_State *L) {
   return 0;
 }
 
-/* __tostring: says whether the decoder is still usable. */
+/*
+** __tostring: says whether the decoder is still usable.
+*/
 static int l_tostring(lua_State *L) {
   Decoder *d = (Decoder *)luaL_checkudata(L, 1, SSE_MT);
   if (!d->open) lua_pushliteral(L, "sse_decoder (closed)");
@@ -375,11 +411,14 @@ static int l_new(lua_State *L) {
 */
 void mcp_register_sse(lua_State *L) {
   static const luaL_Reg methods[] = {
-    {"feed", l_feed}, {"finish", l_finish}, {"last_event_id", l_last_event_id},
-    {"retry", l_retry}, {"close", l_close}, {NULL, NULL}
+    {"feed", l_feed},   {"finish", l_finish}, {"last_event_id", l_last_event_id},
+    {"retry", l_retry}, {"close", l_close},   {NULL, NULL},
   };
   static const luaL_Reg metamethods[] = {
-    {"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL}
+    {"__gc", l_close},
+    {"__close", l_close},
+    {"__tostring", l_tostring},
+    {NULL, NULL},
   };
   if (luaL_newmetatable(L, SSE_MT)) {
     luaL_setfuncs(L, metamethods, 0);

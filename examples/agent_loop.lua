@@ -49,7 +49,8 @@ for _, s in ipairs { { identifier = "demo", approval = "0" }, { identifier = "ga
   servers[s.identifier] = uid
 end
 
--- Imported tools are off until an operator switches them on (REFERENCE §6.1).
+-- Imported tools are off until an operator switches them on: a server's catalogue is the server's
+-- word, and no tool reaches a model before a person has chosen it.
 local remote = {}
 for _, row in ipairs(assert(store:live_tools_of(servers.demo))) do remote[row.remote_name] = row.tool_name end
 local sum_tool = remote["get-sum"] or remote.add or error("the server has neither get-sum nor add")

@@ -2,7 +2,7 @@
 ** schema_fuzz.c: libFuzzer harness for the schema normaliser (csrc/schema.c).
 ** Input: JSON text, decoded with key order as the catalogue decodes a tools/
 ** list answer. The checker (fuzz/lua/schema_check.lua) runs normalise_schema
-** and schema_rejection on it (and on its inputSchema, if any), and for every
+** on it (and on its inputSchema, if any), and for every
 ** accepted schema requires the retained keys only, an ASCII encoding of at
 ** most 16384 bytes, re-normalisation to the same bytes and a byte-exact round
 ** trip through the store format (decode_stored_schema).

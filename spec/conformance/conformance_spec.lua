@@ -1,6 +1,6 @@
--- The conformance suite (ADR-161, DESIGN §4): every check of spec/conformance/checks.lua, once per
--- connection profile of spec/conformance/profiles.lua. docs/CONFORMANCE.md says where each check of
--- REFERENCE §12.2 stands.
+-- The conformance suite: every check of spec/conformance/checks.lua, once per connection profile
+-- of spec/conformance/profiles.lua, so a client that only works with one kind of server fails.
+-- docs/CONFORMANCE.md lists the numbered checks and where each one stands.
 local checks = require "conformance.checks"
 local profiles = require "conformance.profiles"
 

@@ -1,5 +1,5 @@
---- The connections the conformance suite holds this client to (ADR-161 decision 1,
---- REFERENCE §12.1, DESIGN §4).
+--- The connections the conformance suite holds this client to: stateless with JSON answers,
+--- and with a session and event-stream answers, under different operator settings.
 --
 -- A profile carries only what legitimately differs between two servers this
 -- client speaks to: what the operator configured (identifier, data class,
@@ -57,7 +57,7 @@ profiles.list = {
   },
 }
 
---- The operator's record for a profile's server (REFERENCE §12.1): uid 1,
+--- The operator's record for a profile's server, the same for every profile: uid 1,
 --- "Test server", https://mcp.example.com/rpc, no credential, enabled.
 function profiles.server(profile)
   return {

@@ -1,4 +1,5 @@
---- Real MCP servers for integration specs (PEERS.md), started as child processes on 127.0.0.1.
+--- Real MCP servers nobody here wrote (the official TypeScript SDK's servers and server-everything,
+--- from spec/peers/node_modules), for integration specs, started as child processes on 127.0.0.1.
 --
 --   local peers = require "support.peers"
 --   local p = peers.start("sdk-session", { log = true })

@@ -35,9 +35,12 @@ describe("fuzz finding: decode_stored_schema swallowed the decoder's resource er
   -- that decodes perfectly well came back nil when the decoder ran out of memory, so the
   -- catalogue silently dropped the tool. The decoder raises only for exhausted memory or stack;
   -- that must reach the caller, never turn into "no schema".
+  -- The stored schema nests a few levels, so that decoding it needs more stack than a C function
+  -- is given on entry: near the limit the decoder must grow the stack, and may be refused.
+  local nested = '{"type":"object","properties":' .. string.rep('{"a":', 12) .. "{}" .. string.rep("}", 12) .. "}"
   it("raises instead of answering nil when the decoder cannot run", function()
     local outcomes = at_stack_limit(48, function()
-      local ok, schema = pcall(core.decode_stored_schema, '{"type":"object"}')
+      local ok, schema = pcall(core.decode_stored_schema, nested)
       if not ok then return "raised" end
       return schema == nil and "nil" or "schema"
     end)

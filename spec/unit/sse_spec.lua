@@ -1,4 +1,4 @@
--- core.sse_decoder: the incremental text/event-stream decoder (DESIGN D6, WHATWG HTML
+-- core.sse_decoder: the incremental text/event-stream decoder (WHATWG HTML
 -- "interpretation of an event stream", plus the lenient final dispatch in finish()).
 local core = require "mcpclient.core"
 

@@ -1,0 +1,75 @@
+-- docs/ERRORS.md documents every failure kind, and only those: the registry errors.KINDS is the
+-- truth, and a kind added to it (or removed) must be added to (or removed from) the page.
+local errors = require "mcpclient.errors"
+
+local PAGE = "docs/ERRORS.md"
+
+-- The kinds the page documents: one "#### `kind`" heading each, with the lines up to the next heading.
+local function documented()
+  local file = assert(io.open(PAGE, "r"))
+  local text = file:read("a")
+  file:close()
+  local kinds, order, current = {}, {}, nil
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    local kind = line:match("^#### `([%w_]+)`%s*$")
+    if kind then
+      assert.is_nil(kinds[kind], PAGE .. " documents " .. kind .. " twice")
+      current = { lines = {} }
+      kinds[kind] = current
+      order[#order + 1] = kind
+    elseif line:match("^#") then
+      current = nil
+    elseif current then
+      current.lines[#current.lines + 1] = line
+    end
+  end
+  return kinds, order
+end
+
+local function sorted(set)
+  local list = {}
+  for k in pairs(set) do list[#list + 1] = k end
+  table.sort(list)
+  return list
+end
+
+describe("docs/ERRORS.md", function()
+  it("documents every kind of errors.KINDS", function()
+    local kinds = documented()
+    local missing = {}
+    for kind in pairs(errors.KINDS) do
+      if not kinds[kind] then missing[#missing + 1] = kind end
+    end
+    table.sort(missing)
+    assert.same({}, missing, "kinds in errors.KINDS that " .. PAGE .. " lacks")
+  end)
+
+  it("documents no kind errors.KINDS lacks", function()
+    local extra = {}
+    for _, kind in ipairs(sorted(documented())) do
+      if not errors.KINDS[kind] then extra[#extra + 1] = kind end
+    end
+    assert.same({}, extra, "kinds in " .. PAGE .. " that errors.KINDS lacks")
+  end)
+
+  it("gives each kind its cause, what to do, and its fields", function()
+    local kinds, order = documented()
+    assert.is_true(#order > 0, PAGE .. " documents no kind at all")
+    for _, kind in ipairs(order) do
+      local body = table.concat(kinds[kind].lines, "\n")
+      for _, label in ipairs { "Cause", "Do", "Fields" } do
+        assert.is_truthy(body:find("**" .. label .. ":**", 1, true), kind .. " has no " .. label)
+      end
+    end
+  end)
+
+  it("gives each fixed numeric code as errors.KINDS has it", function()
+    local kinds = documented()
+    for kind, spec in pairs(errors.KINDS) do
+      if spec.code ~= nil and kinds[kind] then
+        local body = table.concat(kinds[kind].lines, "\n")
+        assert.is_truthy(body:find("`code` = " .. spec.code, 1, true), kind .. " does not give code " .. spec.code)
+      end
+    end
+  end)
+end)
