@@ -23,6 +23,7 @@ void mcp_register_address(lua_State *L); /* address.c: core.address_bytes() */
 void mcp_register_text(lua_State *L);    /* text.c:   core.clip(), core.label(), core.flatten(), core.bound() */
 void mcp_register_schema(lua_State *L);  /* schema.c: core.normalise_schema(), core.schema_rejection() */
 void mcp_register_sqlite(lua_State *L); /* sqlite.c: core.sqlite_open() */
+void mcp_register_crypto(lua_State *L); /* crypto.c: core.crypto.{sha256,random_bytes,base64,base64url,jws_sign} */
 
 /*
 ** json.c also serves the other C files (the schema normaliser measures and
