@@ -94,7 +94,9 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   if not ok then return nil, message, err end
   local secret_header
   if self.oauth then
-    secret_header = self.oauth:header(op)
+    secret_header, message, err = self.oauth:header(op)
+    if secret_header == nil then return nil, message, err end
+    secret_header = secret_header or nil
   elseif self.auth then
     local secret, reason = credentials.resolve(self.auth.credential, self.resolver)
     if not secret then return fail("credential", { server = self.identifier, detail = reason }) end

@@ -18,7 +18,7 @@ local fail = errors.fail
 local oauth = {}
 
 oauth.MAX_AUTHORIZATIONS = 3      -- authorization requests per operation, at most
-oauth.EXPIRY_MARGIN = 30          -- seconds before expiry a token counts as expired
+oauth.EXPIRY_MARGIN = 30          -- seconds before its expiry a token is no longer sent
 oauth.DEFAULT_REDIRECT_URI = "http://127.0.0.1:8765/callback"
 
 local option_types = {
@@ -82,19 +82,23 @@ local function now(self)
   return (self.ctx.clock or os.time)()
 end
 
--- The token is usable when it has not expired (with a margin).
+-- The token is usable until its expiry, which `hold` set a margin early.
 local function fresh(self)
   local token = self.token
-  return token and (not token.expires_at or now(self) < token.expires_at - oauth.EXPIRY_MARGIN)
+  return token and (not token.expires_at or now(self) < token.expires_at)
 end
 
---- The secret header line for a leg, or nil to send none. An expired token
---- is refreshed first when a refresh token is held.
+--- The secret header line for a leg, or false to send none. An expired
+--- token is refreshed first when a refresh token is held; a refresh that
+--- could not be asked (budget, network) is the leg's failure triple.
 function Provider:header(op)
   if self.token and not fresh(self) then
-    if not (self.token.refresh_token and self:refresh(op)) then self.token = nil end
+    local refreshed, message, err = false, nil, nil
+    if self.token.refresh_token then refreshed, message, err = self:refresh(op) end
+    if refreshed == nil then return nil, message, err end
+    if not refreshed then self.token = nil end
   end
-  if not self.token then return nil end
+  if not self.token then return false end
   return "Authorization: Bearer " .. self.token.access_token
 end
 
@@ -121,7 +125,9 @@ function Provider:refused(op, status, headers)
   state.seen[key] = true
   if status == 401 and self.token and self.token.refresh_token and not state.refreshed then
     state.refreshed = true
-    if self:refresh(op) then return true end
+    local refreshed, message, err = self:refresh(op)
+    if refreshed == nil then return nil, message, err end
+    if refreshed then return true end
   end
   if state.authorizations >= oauth.MAX_AUTHORIZATIONS then return false end
   state.authorizations = state.authorizations + 1
@@ -187,9 +193,11 @@ function Provider:obtain(op, params, step_up)
   return true
 end
 
--- Keep a token, with its expiry on the connection's clock.
+-- Keep a token, with its expiry on the connection's clock: EXPIRY_MARGIN
+-- early (at most half its lifetime, so a short-lived token is still used).
 function Provider:hold(token)
-  token.expires_at = token.expires_in and (now(self) + token.expires_in) or nil
+  local lifetime = token.expires_in
+  token.expires_at = lifetime and (now(self) + lifetime - math.min(oauth.EXPIRY_MARGIN, lifetime / 2)) or nil
   self.token = token
 end
 
@@ -253,16 +261,18 @@ function Provider:redirect_uri()
 end
 
 -- The host's authorize callback, guarded: it gets the URL and what it needs
--- to finish the step, and returns the code (and the state it saw).
+-- to finish the step, and returns the code (and the state it saw), or nil
+-- (and a failure triple of the library's own, which is passed on as it is).
 function Provider:ask_host(op, url, state)
   local info = {
     redirect_uri = self:redirect_uri(), state = state, server = self.ctx.identifier,
     get = function(target) return fetch.send(self.ctx, op, { method = "GET", url = target }) end,
   }
-  local ok, code, returned_state = pcall(self.options.authorize, url, info)
+  local ok, code, returned_state, err = pcall(self.options.authorize, url, info)
   if not ok then
     return fail("authorization_failed", { server = self.ctx.identifier, detail = "the authorize callback failed" })
   end
+  if code == nil and type(err) == "table" and errors.KINDS[err.kind] then return errors.pass(err) end
   if type(code) ~= "string" or code == "" then
     return fail("authorization_required", { server = self.ctx.identifier })
   end
@@ -348,15 +358,17 @@ function Provider:cross_app_access(op, discovered, scope)
   }, client, discovered)
 end
 
--- Refresh the token; true when a new one is held. A refused refresh drops
--- the refresh token, so the next refusal starts a new authorization.
+-- Refresh the token: true when a new one is held; false when the server
+-- refused (the refresh token is dropped, so the next refusal starts a new
+-- authorization); the failure triple when the request could not be made.
 function Provider:refresh(op)
   local discovered, client, token = self.discovered, self.client, self.token
   if not (discovered and client and token and token.refresh_token) then return false end
-  local new = grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
+  local new, message, err = grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
     { "grant_type", "refresh_token" }, { "refresh_token", token.refresh_token }, { "resource", discovered.resource },
   }, client, discovered)
   if not new then
+    if err.kind ~= "authorization_failed" then return nil, message, err end
     token.refresh_token = nil
     return false
   end
@@ -373,8 +385,9 @@ and reads the code and state from its Location. Opt in explicitly; a real
 authorization server needs a person, and then a host's own callback.
 ]]
 function oauth.follow_immediate_redirect(url, info)
-  local response = info.get(url)
-  if not response or response.status < 300 or response.status >= 400 then return nil end
+  local response, message, err = info.get(url)
+  if not response then return nil, message, err end
+  if response.status < 300 or response.status >= 400 then return nil end
   local location = response.headers["location"]
   if type(location) ~= "string" then return nil end
   local params = fetch.query(location)
