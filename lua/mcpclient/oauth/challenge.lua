@@ -1,4 +1,4 @@
---- The Bearer challenge of a refused request (RFC 6750 §3, RFC 9728 §5.1).
+--- The Bearer challenge of a refused request (RFC 6750 section 3, RFC 9728 section 5.1).
 --
 -- A server that wants a token answers 401 (or 403 insufficient_scope) with
 -- `WWW-Authenticate: Bearer realm="...", scope="a b", resource_metadata="..."`.

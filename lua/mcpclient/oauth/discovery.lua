@@ -95,7 +95,7 @@ end
 
 --[[
 The authorization server's metadata for `issuer`. With `strict`, its issuer
-must be the one asked for (RFC 8414 §3.3, against mix-up attacks). Returns the
+must be the one asked for (RFC 8414 section 3.3, against mix-up attacks). Returns the
 document, or false when none is published, or the failure triple.
 ]]
 function discovery.authorization_metadata(ctx, op, issuer, strict)

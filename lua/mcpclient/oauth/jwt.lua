@@ -1,4 +1,4 @@
---- Signed JWTs for client authentication (RFC 7523 §2.2, private_key_jwt).
+--- Signed JWTs for client authentication (RFC 7523 section 2.2, private_key_jwt).
 local core = require "mcpclient.core"
 
 local crypto = core.crypto
