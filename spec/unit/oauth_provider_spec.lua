@@ -19,7 +19,7 @@ local function scripted(routes)
     if not route then return { status = 404, headers = {}, body = "{}", duration_ms = 1 } end
     local status, body, headers = route(req, fetch.query(req.url))
     return { status = status, headers = headers or {}, body = type(body) == "table" and json.encode(body) or body or "",
-      duration_ms = 1 }
+      duration_ms = 1, truncated = (headers or {}).truncated == "yes", max_bytes = req.max_bytes }
   end
   return leg
 end
@@ -160,6 +160,22 @@ describe("the OAuth provider", function()
     local conn, asked = connect(scripted(routes))
     assert.is_nil(conn:list_tools())
     assert.equal(3, #asked)
+  end)
+
+  it("reads metadata under the 2 MiB cap and fails when a document breaks it", function()
+    local routes = world {}
+    local caps = {}
+    routes["/.well-known/oauth-protected-resource/mcp"] = function(req)
+      caps[#caps + 1] = req.max_bytes
+      return 200, "{", { truncated = "yes" }
+    end
+    local conn, asked = connect(scripted(routes))
+    local ok, message, err = conn:list_tools()
+    assert.is_nil(ok)
+    assert.equal("authorization_failed", err.kind)
+    assert.truthy(message:find("read cap", 1, true), message)
+    assert.same({ 2 * 1024 * 1024 }, caps)
+    assert.equal(0, #asked)
   end)
 
   it("leaves a 403 that is not insufficient_scope alone", function()

@@ -24,11 +24,16 @@ end
 
 -- GET a metadata document; a JSON object, or false when it is not there
 -- (any non-2xx or a body that is not an object), or the failure triple when
--- the request itself failed (gate, budget, network).
+-- the request itself failed (gate, budget, network) or the answer broke the
+-- read cap.
 local function get_document(ctx, op, url)
   local response, message, err = fetch.send(ctx, op,
     { method = "GET", url = url, headers = { "Accept: application/json" } })
   if not response then return nil, message, err end
+  if response.truncated then
+    return fail("authorization_failed", { server = ctx.identifier,
+      detail = "a metadata document exceeded the read cap of " .. fetch.MAX_BYTES .. " bytes" })
+  end
   local document = fetch.json_object(response)
   return document or false
 end
