@@ -102,3 +102,19 @@ describe("form and query codecs", function()
     assert.equal("s 1", q.state)
   end)
 end)
+
+describe("token endpoint authentication", function()
+  local grants = require "mcpclient.oauth.grants"
+  it("follows the registration, then what the client holds and the server lists", function()
+    local basic_only = { token_endpoint_auth_methods_supported = { "client_secret_basic" } }
+    local post_only = { token_endpoint_auth_methods_supported = { "client_secret_post" } }
+    assert.equal("client_secret_post",
+      grants.auth_method(basic_only, { client_secret = "s", auth_method = "client_secret_post" }))
+    assert.equal("none", grants.auth_method(basic_only, { auth_method = "client_secret_basic" }))  -- no secret to send
+    assert.equal("client_secret_basic", grants.auth_method(basic_only, { client_secret = "s" }))
+    assert.equal("client_secret_post", grants.auth_method(post_only, { client_secret = "s" }))
+    assert.equal("client_secret_basic", grants.auth_method({}, { client_secret = "s" }))
+    assert.equal("private_key_jwt", grants.auth_method(basic_only, { private_key = "pem" }))
+    assert.equal("none", grants.auth_method(basic_only, {}))
+  end)
+end)

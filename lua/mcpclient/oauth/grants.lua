@@ -86,7 +86,8 @@ end
 --- How to authenticate at the token endpoint, given what the client holds
 --- and what the server lists (RFC 8414 defaults to client_secret_basic).
 function grants.auth_method(metadata, client)
-  if client.auth_method then return client.auth_method end
+  local stated = client.auth_method
+  if stated == "none" or (stated and stated ~= "private_key_jwt" and client.client_secret) then return stated end
   local supported = metadata.token_endpoint_auth_methods_supported
   if client.private_key then return "private_key_jwt" end
   if not client.client_secret then return "none" end
