@@ -130,6 +130,26 @@ describe("the OAuth provider", function()
     assert.same({ "authorization_code", "refresh_token" }, opts.registered.grant_types)
   end)
 
+  it("checks the issuer of the authorization response (RFC 9207)", function()
+    local function run(iss, promised)
+      local routes = world {}
+      local metadata = routes["/.well-known/oauth-authorization-server"]
+      routes["/.well-known/oauth-authorization-server"] = function(req)
+        local status, body = metadata(req)
+        body.authorization_response_iss_parameter_supported = promised
+        return status, body
+      end
+      local conn = connect(scripted(routes), { authorize = function(_, info) return "c", info.state, iss end })
+      return conn:list_tools()
+    end
+    assert.is_table(run(BASE, true))
+    assert.is_table(run(nil, nil))
+    local _, m1, e1 = run("https://evil.example.com", nil)
+    assert.equal("authorization_failed", e1.kind, m1)
+    local _, m2, e2 = run(nil, true)
+    assert.equal("authorization_failed", e2.kind, m2)
+  end)
+
   it("refuses an authorization server without PKCE S256 before asking the host", function()
     local conn, asked = connect(scripted(world { pkce = { "plain" } }))
     local ok, message, err = conn:list_tools()

@@ -260,26 +260,41 @@ function Provider:redirect_uri()
   return self.options.redirect_uri or oauth.DEFAULT_REDIRECT_URI
 end
 
+-- The authorization response must come from the request made (state) and,
+-- when it names one, from the issuer asked (RFC 9207: a server that says it
+-- sends `iss` must send it), against mix-up and injected codes.
+local function check_response(self, discovered, state, returned_state, iss)
+  local why
+  if returned_state ~= nil and returned_state ~= state then
+    why = "the authorization response carries another state than the request"
+  elseif iss ~= nil and iss ~= discovered.issuer then
+    why = "the authorization response names another issuer"
+  elseif iss == nil and discovered.metadata.authorization_response_iss_parameter_supported == true then
+    why = "the authorization response names no issuer, which this authorization server promises"
+  end
+  if why then return fail("authorization_failed", { server = self.ctx.identifier, detail = why }) end
+  return true
+end
+
 -- The host's authorize callback, guarded: it gets the URL and what it needs
--- to finish the step, and returns the code (and the state it saw), or nil
--- (and a failure triple of the library's own, which is passed on as it is).
-function Provider:ask_host(op, url, state)
+-- to finish the step, and returns the code, the state and the iss it read
+-- from the redirect, or nil (and a failure triple of the library's own,
+-- which is passed on as it is).
+function Provider:ask_host(op, url, state, discovered)
   local info = {
     redirect_uri = self:redirect_uri(), state = state, server = self.ctx.identifier,
     get = function(target) return fetch.send(self.ctx, op, { method = "GET", url = target }) end,
   }
-  local ok, code, returned_state, err = pcall(self.options.authorize, url, info)
+  local ok, code, returned_state, iss = pcall(self.options.authorize, url, info)
   if not ok then
     return fail("authorization_failed", { server = self.ctx.identifier, detail = "the authorize callback failed" })
   end
-  if code == nil and type(err) == "table" and errors.KINDS[err.kind] then return errors.pass(err) end
+  if code == nil and type(iss) == "table" and errors.KINDS[iss.kind] then return errors.pass(iss) end
   if type(code) ~= "string" or code == "" then
     return fail("authorization_required", { server = self.ctx.identifier })
   end
-  if returned_state ~= nil and returned_state ~= state then
-    return fail("authorization_failed", { server = self.ctx.identifier,
-      detail = "the authorization response carries another state than the request" })
-  end
+  local checked, message, err = check_response(self, discovered, state, returned_state, iss)
+  if not checked then return nil, message, err end
   return code
 end
 
@@ -305,7 +320,7 @@ function Provider:authorization_code(op, discovered, scope)
     { "scope", scope }, { "resource", discovered.resource },
   }
   local code
-  code, message, err = self:ask_host(op, url, state)
+  code, message, err = self:ask_host(op, url, state, discovered)
   if not code then return nil, message, err end
   self.client = client
   return grants.token(self.ctx, op, metadata.token_endpoint, {
@@ -392,7 +407,7 @@ function oauth.follow_immediate_redirect(url, info)
   if type(location) ~= "string" then return nil end
   local params = fetch.query(location)
   if params.error or not params.code then return nil end
-  return params.code, params.state
+  return params.code, params.state, params.iss
 end
 
 return oauth
