@@ -75,7 +75,13 @@ Provider.__index = Provider
 function oauth.provider(options, ctx, level)
   level = (level or 1) + 1
   local grant = validate(options, level)
-  return setmetatable({ options = options, grant = grant, ctx = ctx, registrations = {} }, Provider)
+  local copy = {}   -- the host's table may change later; the connection keeps what it was given
+  for k, v in pairs(options) do copy[k] = v end
+  if options.idp then
+    copy.idp = {}
+    for k, v in pairs(options.idp) do copy.idp[k] = v end
+  end
+  return setmetatable({ options = copy, grant = grant, ctx = ctx, registrations = {} }, Provider)
 end
 
 local function now(self)
