@@ -36,6 +36,18 @@ describe("the Bearer challenge (WWW-Authenticate)", function()
     assert.is_false(challenge.parse(nil).bearer)
   end)
 
+  it("never raises on random bytes built from the header's own alphabet", function()
+    local alphabet = { "Bearer", "Basic", " ", ",", "=", '"', "\\", "scope", "error", "a", "\0", "\255", "\t" }
+    math.randomseed(15)
+    for _ = 1, 3000 do
+      local parts = {}
+      for i = 1, math.random(0, 24) do parts[i] = alphabet[math.random(#alphabet)] end
+      local ok, result = pcall(challenge.parse, table.concat(parts))
+      assert.is_true(ok, tostring(result))
+      assert.is_table(result.params)
+    end
+  end)
+
   it("splits scopes without repeats", function()
     assert.same({ "a", "b" }, challenge.scopes("  a b a  "))
     assert.same({}, challenge.scopes(nil))
