@@ -42,7 +42,7 @@ Connection.__index = Connection
 
 -- Every key connect() accepts, with the type it must have.
 local option_types = {
-  url = "string", identifier = "string", name = "string", auth = "table", resolver = "function",
+  url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", clock = "function", log = "function",
@@ -121,6 +121,10 @@ function client.connect(options)
     tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
     clock = clock,
   }
+  if options.oauth then
+    if options.auth then error("connect: give either auth or oauth, not both", 2) end
+    self.transport.oauth = require("mcpclient.oauth").provider(options.oauth, self.transport, 2)
+  end
   return self
 end
 

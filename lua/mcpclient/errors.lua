@@ -168,6 +168,23 @@ errors.KINDS = {
     code = 0,
     message = function(f) return clip(f.detail) end,
   },
+  authorization_required = {
+    cause = "the server needs an OAuth authorization and there is no way to get one without a person "
+      .. "(no authorize callback, no usable grant)",
+    action = "give an oauth.authorize callback, or configure a grant that needs no person (client credentials)",
+    message = function(f)
+      return string.format("%s requires authorization, and no authorization code could be obtained.", on(f))
+    end,
+  },
+  authorization_failed = {
+    cause = "the OAuth flow for the server failed: its metadata, the authorization server or the token "
+      .. "endpoint refused or broke a rule (err.detail)",
+    action = "read err.detail; fix the oauth options or report it to the server's operator",
+    message = function(f)
+      local who = f.server and string.format('MCP server "%s"', f.server) or "the MCP server"
+      return string.format("The authorization for %s failed: %s", who, clip(f.detail))
+    end,
+  },
 }
 
 --- Make the failure value for `kind`.

@@ -93,7 +93,11 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   local ok, message, err = self:destination()
   if not ok then return nil, message, err end
   local secret_header
-  if self.auth then
+  if self.oauth then
+    secret_header, message, err = self.oauth:header(op)
+    if secret_header == nil then return nil, message, err end
+    secret_header = secret_header or nil
+  elseif self.auth then
     local secret, reason = credentials.resolve(self.auth.credential, self.resolver)
     if not secret then return fail("credential", { server = self.identifier, detail = reason }) end
     secret_header = credentials.header_line(self.auth, secret)
@@ -112,13 +116,23 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
     on_stream = on_stream,
     ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
   }
-  if response then return response end
+  if response then return self:authorized(op, response, method, headers, body, on_stream, cancellable) end
   if kind == "cancelled" then return nil, "cancelled" end
   if kind == "timeout" then
     return fail("timeout",
       { server = self.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
   end
   return fail("transport", { server = self.identifier, detail = detail })
+end
+
+-- A 401 (or 403) goes to the OAuth provider, if there is one; when it holds
+-- a new token the refused request, which the server never ran, is sent again.
+function Transport:authorized(op, response, ...)
+  if not self.oauth or (response.status ~= 401 and response.status ~= 403) then return response end
+  local again, message, err = self.oauth:refused(op, response.status, response.headers)
+  if again == nil then return nil, message, err end
+  if not again then return response end
+  return self:exchange(op, ...)
 end
 
 -- Did this failed response say that our session is gone? (D1: 404, or a 400
