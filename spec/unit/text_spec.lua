@@ -32,6 +32,22 @@ describe("clip", function()
     assert.equal("a\u{A0}b", core.clip("a\u{A0}b"))
   end)
 
+  it("treats bidi and invisible formatting characters as control characters", function()
+    for _, cp in ipairs { 0x61C, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D,
+                          0x202E, 0x2060, 0x2061, 0x2064, 0x2065, 0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF } do
+      assert.equal("a b", core.clip("a" .. utf8.char(cp) .. "b"), string.format("U+%04X", cp))
+      assert.equal("a b", core.label("a" .. utf8.char(cp) .. "b"), string.format("U+%04X", cp))
+    end
+    assert.equal("evil gnp.exe", core.clip("evil\u{202E}gnp.exe\u{202C}"))
+    assert.equal("x y", core.label("\u{2066}x\u{2069}\u{9B}\u{2067}y\u{2068}\u{FEFF}"))
+    assert.equal("ls 31m 0;title", core.clip("ls\u{9B}31m\u{9D}0;title\u{9C}"))
+    -- neighbours that are not formatting characters stay
+    for _, cp in ipairs { 0x61B, 0x200A, 0x2010, 0x2029, 0x202F, 0x206A, 0xFEFE, 0xFFFD } do
+      local s = "a" .. utf8.char(cp) .. "b"
+      assert.equal(s, core.clip(s), string.format("U+%04X", cp))
+    end
+  end)
+
   it("trims spaces and control runs at both ends", function()
     assert.equal("x y", core.clip("  \n\t x y \r\n  "))
     assert.equal("", core.clip("\n\n  \0"))
