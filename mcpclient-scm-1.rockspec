@@ -15,6 +15,7 @@ external_dependencies = {
   CURL = { library = "curl" },
   JANSSON = { library = "jansson" },
   SQLITE = { library = "sqlite3" },
+  IDN2 = { library = "idn2" },
 }
 build = {
   type = "builtin",
@@ -24,9 +25,9 @@ build = {
         "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/http.c",
         "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c", "csrc/sqlite.c",
       },
-      libraries = { "curl", "jansson", "sqlite3" },
-      incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(SQLITE_INCDIR)" },
-      libdirs = { "$(CURL_LIBDIR)", "$(JANSSON_LIBDIR)", "$(SQLITE_LIBDIR)" },
+      libraries = { "curl", "jansson", "sqlite3", "idn2" },
+      incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(SQLITE_INCDIR)", "$(IDN2_INCDIR)" },
+      libdirs = { "$(CURL_LIBDIR)", "$(JANSSON_LIBDIR)", "$(SQLITE_LIBDIR)", "$(IDN2_LIBDIR)" },
       defines = { "_POSIX_C_SOURCE=200809L" },
     },
     ["mcpclient.agent.catalogue"] = "lua/mcpclient/agent/catalogue.lua",

@@ -48,20 +48,22 @@ local function media_type(headers)
   return (value:match("^([^;]*)") or ""):match("^%s*(.-)%s*$"):lower()
 end
 
--- The address to dial, checked once per connection and then pinned.
-function Transport:destination()
+-- The address to dial, checked once per connection and then pinned. The
+-- lookup is bounded by the operation's budget and cancel hook.
+function Transport:destination(op)
   if self.dial then return true end
   local resolve = function(host)
     if self.leg.resolve then return self.leg:resolve(host) end
-    return core.resolve(host)
+    return hostgate.resolve(host, op.deadline, op.cancel)
   end
   local dial, verdict, reason = hostgate.check(self.target, resolve, self.host_gate,
     { refuse_private = self.refuse_private })
   if not dial then
-    if verdict == "resolve" then
+    if verdict == "cancelled" then return fail("cancelled", { server = self.identifier, in_flight = false }) end
+    if verdict == "resolve" or verdict == "timeout" then
       return fail("transport", { server = self.identifier, detail = reason })
     end
-    return fail("refused_host", { server = self.identifier, host = self.target.host })
+    return fail("refused_host", { server = self.identifier, host = self.target.host, detail = reason })
   end
   self.dial = dial
   return true
@@ -90,8 +92,14 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   if not timeout_ms then
     return fail("deadline", { server = self.identifier, budget = errors.seconds(op.deadline.total) })
   end
-  local ok, message, err = self:destination()
-  if not ok then return nil, message, err end
+  if not self.dial then
+    local ok, message, err = self:destination(op)
+    if not ok then return nil, message, err end
+    timeout_ms, connect_timeout_ms = op.deadline:leg(self.connect_timeout)  -- what the lookup left
+    if not timeout_ms then
+      return fail("deadline", { server = self.identifier, budget = errors.seconds(op.deadline.total) })
+    end
+  end
   local secret_header
   if self.auth then
     local secret, reason = credentials.resolve(self.auth.credential, self.resolver)
@@ -100,7 +108,7 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   end
   local response, kind, detail = self.leg:send {
     method = method,
-    url = self.url,
+    url = self.dial.url or self.url,
     headers = headers,
     secret_header = secret_header,
     body = body,
