@@ -64,7 +64,8 @@ local function child(prepare, config)
     "GATE_TOKEN=%s GATE_CHILD=%s LUA_PATH=%s LUA_CPATH=%s unshare -m %s sh -c %s 2>&1",
     quote(TOKEN), quote(json.encode(config)), quote(package.path), quote(package.cpath),
     config.own_network and "-n" or "",
-    quote(prepare .. " && { lua5.4 spec/support/gate_child.lua; rc=$?; [ -z \"${helper:-}\" ] || kill $helper; exit $rc; }"))
+    quote(prepare .. " && { lua5.4 spec/support/gate_child.lua; rc=$?; "
+      .. "[ -z \"${helper:-}\" ] || kill $helper; exit $rc; }"))
   local pipe = assert(io.popen(command, "r"))
   local output = pipe:read("a")
   pipe:close()
@@ -99,14 +100,16 @@ describe("the host gate with the real leg #integration", function()
     it("is judged in the A-label form libcurl dials, with a UTF-8 locale set", function()
       local url = string.format("http://bücher.test:%d/mcp", peer.port)
       -- the gate allows only the U-label's address: the A-label's is refused, and nothing is dialled
-      local report = child("mount --bind " .. quote(hosts) .. " /etc/hosts", { url = url, allow = { "127.0.0.2" }, locale = "C.UTF-8" })
+      local report = child("mount --bind " .. quote(hosts) .. " /etc/hosts",
+        { url = url, allow = { "127.0.0.2" }, locale = "C.UTF-8" })
       assert.same({ "xn--bcher-kva.test 127.0.0.3" }, report.asked)
       assert.is_false(report.ok)
       assert.equal("refused_host", report.kind)
       assert.same({}, hits(peer))
 
       -- allowed, the connection reaches exactly the address the gate judged, with the credential
-      report = child("mount --bind " .. quote(hosts) .. " /etc/hosts", { url = url, allow = { "127.0.0.3" }, locale = "C.UTF-8" })
+      report = child("mount --bind " .. quote(hosts) .. " /etc/hosts",
+        { url = url, allow = { "127.0.0.3" }, locale = "C.UTF-8" })
       assert.same({ "xn--bcher-kva.test 127.0.0.3" }, report.asked)
       assert.is_true(report.ok, report.message)
       local seen = hits(peer)
