@@ -92,7 +92,8 @@ local function check_text(text, note)
   check(core.label(text) == core.clip(text, 100), "label differs from clip at 100")
 end
 
--- REFERENCE §6.3 + D13 once more, in Lua: what flatten must return.
+-- The flattening rule once more, in Lua: what flatten must return (text blocks
+-- joined by "\n", every other block counted under its label in the note).
 local function expected_flatten(content)
   local list = type(content) == "table" and (json.is_array(content) or (#content > 0 and (function()
     local count = 0

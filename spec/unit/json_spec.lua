@@ -1,4 +1,4 @@
--- core.json: the one exact JSON codec (DESIGN D4). Decoding is jansson's; encoding is
+-- core.json: the one exact JSON codec (wire, storage, Lua API). Decoding is jansson's; encoding is
 -- hand-written. Integers stay exact, floats round-trip as floats, [] and {} survive,
 -- duplicate keys / invalid UTF-8 / deep nesting are refused, output is deterministic.
 local core = require "mcpclient.core"

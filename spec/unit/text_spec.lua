@@ -1,4 +1,5 @@
--- core.clip / label / flatten / bound / repair_utf8: REFERENCE §1.6, §2.5, §6.3, §6.4, DESIGN D13.
+-- core.clip / label / flatten / bound / repair_utf8: the text rule for far-side text (controls, C1 and
+-- bidi/invisible formatting out, clipped), content flattening with the dropped-block note, the result bound.
 local core = require "mcpclient.core"
 local json = core.json
 
