@@ -29,8 +29,8 @@
 ** (returns 1-3, *ok = 0). Maximal subparts are what a conforming decoder
 ** turns into one U+FFFD each (the Unicode Standard, section 3.9, and the
 ** WHATWG decoder), so a truncated 4-byte sequence costs one replacement, not
-** three; overlongs,
-** surrogates and code points above U+10FFFF are refused at the second byte.
+** three; overlongs, surrogates and code points above U+10FFFF are refused at
+** the second byte.
 */
 size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp) {
   unsigned c = s[0], lo = 0x80, hi = 0xBF;
