@@ -104,7 +104,12 @@ end
 
 -- Scheme, authority and the rest of an absolute URL, or nil, reason.
 local function split_url(url)
-  if url:find("[%c ]") then return nil, "it contains a control character or a space" end
+  -- explicit bytes, not %c: character classes follow the host program's locale
+  if url:find("[\0-\31\127 ]") then return nil, "it contains a control character or a space" end
+  -- the text rule's own verdict on the rest: C1 controls, bidi/invisible formatting, broken UTF-8
+  if url:find("[\128-\255]") and core.clip(url, #url) ~= url then
+    return nil, "it contains a C1 control, an invisible formatting character or bytes that are not UTF-8"
+  end
   local scheme, authority, tail = url:match("^(%a[%w+.-]*)://([^/?#]*)(.*)$")
   if not scheme then return nil, "it is not an absolute URL" end
   scheme = scheme:lower()

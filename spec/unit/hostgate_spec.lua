@@ -66,11 +66,21 @@ describe("hostgate.parse_url", function()
   it("marks hosts that cannot be made canonical as refused, without raising", function()
     for _, host in ipairs { "256.0.0.1", "0x100000000", "4294967296", "1.2.3.4.5", "foo.0x7f", "08.0.0.1",
                             "99999999999999999999999", "0x1ffffffffffffffff", "a%zz", "a%2", "a%2fb", "a..b",
-                            "a%20b", "%00", "xn--a.test\u{202E}", "[fe80::1%25eth0]", "[1.2.3.4]", "ex\xFFample" } do
+                            "a%20b", "%00", "a%e2%80%aeb", "%ff", "[fe80::1%25eth0]", "[1.2.3.4]" } do
       local target = hostgate.parse_url("http://" .. host .. "/mcp")
       assert.is_table(target, host)
       assert.is_string(target.refusal, host)
     end
+  end)
+
+  it("refuses URLs with C1 controls, bidi or invisible formatting characters, or broken UTF-8", function()
+    for _, url in ipairs { "http://example.com/\u{202E}fdp.exe", "http://example.com/a\u{85}b",
+                           "http://ex\u{200B}ample.com/", "http://example.com/\u{2066}", "http://ex\xFFample/" } do
+      local target, why = hostgate.parse_url(url)
+      assert.is_nil(target, url)
+      assert.equal("it contains a C1 control, an invisible formatting character or bytes that are not UTF-8", why)
+    end
+    assert.is_table(hostgate.parse_url("http://example.com/b\u{FC}cher/\u{1F600}"))
   end)
 
   it("refuses URLs with control characters or spaces anywhere", function()
