@@ -15,6 +15,12 @@ local hostgate = {}
 local RESOLVE_SLICE_MS = 10   -- how often a pending lookup looks at the deadline and the cancel hook
 local NAME_MAX = 253          -- the longest DNS name, in its A-label form
 
+-- ASCII letters in lower case, whatever the host program's locale says
+-- (string.lower follows it: in a Turkish locale "I" would not become "i").
+local function ascii_lower(text)
+  return (text:gsub("[A-Z]", function(c) return string.char(c:byte() + 32) end))
+end
+
 -- %XX escapes decoded; nil for a malformed one.
 local function percent_decode(text)
   if not text:find("%", 1, true) then return text end
@@ -91,7 +97,7 @@ local function canonical_name(raw)
     host, reason = core.idna(host)
     if not host then return nil, "its host is not a valid international name: " .. reason end
   end
-  host = host:lower()
+  host = ascii_lower(host)
   if ends_in_number(host) then
     local dotted = ipv4_dotted(host)
     if not dotted then return nil, "its host ends in a number but is not an IPv4 address" end
@@ -112,7 +118,7 @@ local function split_url(url)
   end
   local scheme, authority, tail = url:match("^(%a[%w+.-]*)://([^/?#]*)(.*)$")
   if not scheme then return nil, "it is not an absolute URL" end
-  scheme = scheme:lower()
+  scheme = ascii_lower(scheme)
   if scheme ~= "http" and scheme ~= "https" then
     return nil, string.format('its scheme "%s" is not http or https', scheme)
   end
@@ -138,7 +144,7 @@ function hostgate.parse_url(url)
   local port = (port_text == "" or port_text == ":") and ((scheme == "https") and 443 or 80)
     or tonumber(port_text:sub(2))
   if port < 1 or port > 65535 then return nil, "its port is out of range" end
-  local target = { scheme = scheme, host = raw:lower(), port = port, url = url }
+  local target = { scheme = scheme, host = ascii_lower(raw), port = port, url = url }
   if bracketed then
     local bytes = core.address_bytes(raw)
     if not bytes or #bytes ~= 16 then target.refusal = "its bracketed host is not a plain IPv6 address" end
@@ -240,7 +246,7 @@ local function libcurl_agrees(target)
     local bytes = core.address_bytes(seen:match("^%[(.*)%]$") or "")
     return bytes ~= nil and bytes == core.address_bytes(target.host)
   end
-  return seen:lower() == target.host
+  return ascii_lower(seen) == target.host
 end
 
 --- Resolve `host` on a helper thread, waiting in slices of 10 ms so the
