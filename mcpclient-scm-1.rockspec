@@ -16,6 +16,7 @@ external_dependencies = {
   JANSSON = { library = "jansson" },
   SQLITE = { library = "sqlite3" },
   CRYPTO = { library = "crypto" },
+  IDN2 = { library = "idn2" },
 }
 build = {
   type = "builtin",
@@ -26,9 +27,11 @@ build = {
         "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c", "csrc/sqlite.c",
         "csrc/crypto.c",
       },
-      libraries = { "curl", "jansson", "sqlite3", "crypto" },
-      incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(SQLITE_INCDIR)", "$(CRYPTO_INCDIR)" },
-      libdirs = { "$(CURL_LIBDIR)", "$(JANSSON_LIBDIR)", "$(SQLITE_LIBDIR)", "$(CRYPTO_LIBDIR)" },
+      libraries = { "curl", "jansson", "sqlite3", "crypto", "idn2" },
+      incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(SQLITE_INCDIR)", "$(CRYPTO_INCDIR)",
+        "$(IDN2_INCDIR)" },
+      libdirs = { "$(CURL_LIBDIR)", "$(JANSSON_LIBDIR)", "$(SQLITE_LIBDIR)", "$(CRYPTO_LIBDIR)",
+        "$(IDN2_LIBDIR)" },
       defines = { "_POSIX_C_SOURCE=200809L" },
     },
     ["mcpclient.agent.catalogue"] = "lua/mcpclient/agent/catalogue.lua",

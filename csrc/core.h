@@ -86,5 +86,7 @@ void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the ar
 size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp);
 /* 1 when all n bytes are well-formed UTF-8. */
 int mcp_utf8_valid(const unsigned char *s, size_t n);
+/* 1 for C1 controls and the bidi/invisible formatting characters the text rule removes. */
+int mcp_text_hidden(uint32_t cp);
 
 #endif

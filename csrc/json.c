@@ -206,6 +206,8 @@ static void put_u_escape(Enc *e, unsigned long u) {
 ** Append s as a JSON string, validating UTF-8 as it goes. Runs of bytes that
 ** need no escaping are copied with one memcpy; in ASCII mode '/' becomes \/
 ** and every non-ASCII code point \uXXXX (a surrogate pair above U+FFFF).
+** C1 controls and the bidi/invisible formatting characters are \uXXXX in
+** both modes: the value stays the same, the bytes stay inert on a terminal.
 */
 static const char *put_string(Enc *e, const char *str, size_t len) {
   const unsigned char *p = (const unsigned char *)str, *end = p + len, *run = p;
@@ -232,7 +234,8 @@ static const char *put_string(Enc *e, const char *str, size_t len) {
       if (!ok) return E_UTF8;
       cp = u;
     }
-      if (!e->ascii) {
+      /* hidden code points are escaped even in UTF-8 mode: a terminal showing --json obeys them raw */
+      if (!e->ascii && !mcp_text_hidden((uint32_t)cp)) {
         p += m;
         continue;
       }

@@ -48,21 +48,12 @@ local function media_type(headers)
   return (value:match("^([^;]*)") or ""):match("^%s*(.-)%s*$"):lower()
 end
 
--- The address to dial, checked once per connection and then pinned.
-function Transport:destination()
+-- The address to dial, checked once per connection and then pinned. The
+-- lookup is bounded by the operation's budget and cancel hook.
+function Transport:destination(op)
   if self.dial then return true end
-  local resolve = function(host)
-    if self.leg.resolve then return self.leg:resolve(host) end
-    return core.resolve(host)
-  end
-  local dial, verdict, reason = hostgate.check(self.target, resolve, self.host_gate,
-    { refuse_private = self.refuse_private })
-  if not dial then
-    if verdict == "resolve" then
-      return fail("transport", { server = self.identifier, detail = reason })
-    end
-    return fail("refused_host", { server = self.identifier, host = self.target.host })
-  end
+  local dial, message, err = hostgate.admit(self.target, op, self)
+  if not dial then return nil, message, err end
   self.dial = dial
   return true
 end
@@ -90,9 +81,15 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   if not timeout_ms then
     return fail("deadline", { server = self.identifier, budget = errors.seconds(op.deadline.total) })
   end
-  local ok, message, err = self:destination()
-  if not ok then return nil, message, err end
-  local secret_header
+  if not self.dial then
+    local ok, message, err = self:destination(op)
+    if not ok then return nil, message, err end
+    timeout_ms, connect_timeout_ms = op.deadline:leg(self.connect_timeout)  -- what the lookup left
+    if not timeout_ms then
+      return fail("deadline", { server = self.identifier, budget = errors.seconds(op.deadline.total) })
+    end
+  end
+  local secret_header, message, err
   if self.oauth then
     secret_header, message, err = self.oauth:header(op)
     if secret_header == nil then return nil, message, err end
@@ -104,7 +101,7 @@ function Transport:exchange(op, method, headers, body, on_stream, cancellable)
   end
   local response, kind, detail = self.leg:send {
     method = method,
-    url = self.url,
+    url = self.dial.url or self.url,
     headers = headers,
     secret_header = secret_header,
     body = body,

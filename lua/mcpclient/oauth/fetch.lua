@@ -46,18 +46,6 @@ function fetch.target(ctx, url)
   return target
 end
 
--- The pinned addresses for `target`, from the host gate.
-local function destination(ctx, target)
-  local resolve = function(host)
-    if ctx.leg.resolve then return ctx.leg:resolve(host) end
-    return core.resolve(host)
-  end
-  local dial, verdict, reason = hostgate.check(target, resolve, ctx.host_gate, { refuse_private = ctx.refuse_private })
-  if dial then return dial end
-  if verdict == "resolve" then return fail("transport", { server = ctx.identifier, detail = reason }) end
-  return fail("refused_host", { server = ctx.identifier, host = target.host })
-end
-
 --[[
 Send one request. `request` = { method, url, headers = {lines}, body, secret_header }.
 Returns the leg's response { status, headers, body } (any status), or the
@@ -71,10 +59,10 @@ function fetch.send(ctx, op, request)
     return fail("deadline", { server = ctx.identifier, budget = errors.seconds(op.deadline.total) })
   end
   local dial
-  dial, message, err = destination(ctx, target)
+  dial, message, err = hostgate.admit(target, op, ctx)
   if not dial then return nil, message, err end
   local response, kind, detail = ctx.leg:send {
-    method = request.method, url = request.url, headers = request.headers or {},
+    method = request.method, url = dial.url, headers = request.headers or {},
     secret_header = request.secret_header, body = request.body,
     timeout_ms = timeout_ms, connect_timeout_ms = connect_timeout_ms, max_bytes = fetch.MAX_BYTES,
     pin = dial.pin, ca_file = ctx.tls.ca_file, client_cert = ctx.tls.client_cert, client_key = ctx.tls.client_key,
