@@ -262,7 +262,7 @@ describe("catalogue import", function()
       local many = {}
       for i = 1, 501 do many[i] = entry("t" .. i) end
       local report = refused_after_success(uid, serving(many))
-      assert.same({ "The server advertises 501 tools, more than the 500 this extension will import." },
+      assert.same({ "The server advertises 501 tools, more than the 500 this client will import." },
         report.skip_reasons)
       many[501] = nil
       report = import(store, uid, serving(many))

@@ -1,4 +1,4 @@
---- Local tool names (REFERENCE §5, DESIGN D11).
+--- Local tool names: how an imported tool is named to the model.
 --
 -- An imported tool is offered to the model as mcp_<identifier>_<remote>.
 -- Nothing is rewritten, truncated, hashed or case-folded: a remote name that
