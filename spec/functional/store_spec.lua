@@ -285,7 +285,8 @@ describe("mcpclient.agent.store", function()
       assert.equal(1, #x)
       assert.is_false(x[1].orphaned)
       assert.equal(100, x[1].tstamp)
-      assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_c", "mcp_docs_d", "mcp_other_x" }, names(servers.all_tools(s)))
+      assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_c", "mcp_docs_d", "mcp_other_x" },
+        names(servers.all_tools(s)))
     end)
 
     it("stores the accepted fields verbatim", function()
