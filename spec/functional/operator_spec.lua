@@ -454,3 +454,95 @@ describe("the command over an injected store", function()
     assert.equal("[]\n", out)
   end)
 end)
+
+describe("a credential is stored as a reference, never as the secret", function()
+  local SECRET = "sk-live-4f9a2c7e1b3d5f8a0c6e"
+  local refused = { SECRET, "Bearer " .. SECRET, "env:", "env: ", "env:1ST", "env:MY TOKEN", "env:" .. SECRET .. "-x",
+    "env:A\27[2J" }
+
+  -- Every byte the database left on disk, journal and WAL included.
+  local function on_disk(path)
+    local bytes = {}
+    for _, suffix in ipairs { "", "-wal", "-journal" } do
+      local f = io.open(path .. suffix, "rb")
+      if f then bytes[#bytes + 1] = f:read("a"); f:close() end
+    end
+    return table.concat(bytes)
+  end
+
+  local function with_row(extra)
+    local row = { identifier = "docs", name = "Docs", url = "https://mcp.example.com/rpc" }
+    for k, v in pairs(extra) do row[k] = v end
+    return row
+  end
+
+  it("refuses anything but env:NAME in operator.add and operator.edit, without echoing it", function()
+    local store = open_store()
+    local uid = assert(operator.add(store, with_row { auth_credential = " env:DOCS_TOKEN " }, { actor = ADMIN }))
+    assert.equal("env:DOCS_TOKEN", store:server(uid).auth_credential)
+    for _, given in ipairs(refused) do
+      for _, attempt in ipairs {
+        function()
+          return operator.add(store, with_row { identifier = "x", auth_credential = given }, { actor = ADMIN })
+        end,
+        function() return operator.edit(store, uid, { auth_credential = given }, { actor = ADMIN }) end,
+      } do
+        local ok, message, err = attempt()
+        assert.is_nil(ok, given)
+        assert.equal("invalid", err.kind)
+        assert.equal("auth_credential", err.field)
+        assert.truthy(message:find("env:NAME", 1, true), message)
+        assert.falsy(message:find(SECRET, 1, true))
+        assert.falsy(message:find("1ST", 1, true))
+        assert.falsy(message:find("\27", 1, true))
+      end
+    end
+    assert.equal("env:DOCS_TOKEN", store:server(uid).auth_credential)
+    assert.equal(1, #store:servers())
+    store:close()
+  end)
+
+  it("takes another key only when the host's resolver resolves it", function()
+    local store = open_store()
+    local resolver = function(key) if key == "vault:docs" then return "s3cr3t" end end
+    local uid = assert(operator.add(store, with_row { auth_credential = "vault:docs" },
+      { actor = ADMIN, resolver = resolver }))
+    assert.equal("vault:docs", store:server(uid).auth_credential)
+    local ok, _, err = operator.edit(store, uid, { auth_credential = SECRET }, { actor = ADMIN, resolver = resolver })
+    assert.is_nil(ok)
+    assert.equal("auth_credential", err.field)
+    ok = operator.edit(store, uid, { auth_credential = "vault:docs" }, { actor = ADMIN })
+    assert.is_nil(ok) -- without the resolver, the key cannot be told from a secret
+    store:close()
+  end)
+
+  it("keeps the secret out of the database file when the command is given one", function()
+    local base = os.tmpname()
+    local path = base .. ".db"
+    local function run(...)
+      local out, err = {}, {}
+      local function sink(t) return { write = function(self, ...) for _, s in ipairs { ... } do t[#t + 1] = s end
+        return self end, flush = function() end } end
+      local code = cli.main({ "--db", path, ... }, { stdout = sink(out), stderr = sink(err), progress = false })
+      return code, table.concat(out), table.concat(err)
+    end
+    assert.equal(0, (run("add", "--identifier", "docs", "--name", "Docs", "--url", "https://mcp.example.com/rpc")))
+    for _, given in ipairs(refused) do
+      local code, out, err = run("add", "--identifier", "leak", "--name", "Leak", "--url", "https://x.example/",
+        "--credential", given)
+      assert.equal(2, code, given)
+      assert.equal("", out)
+      assert.truthy(err:find("put the secret in an environment variable and give env:NAME", 1, true), err)
+      assert.falsy(err:find(SECRET, 1, true))
+      code = run("edit", "1", "--credential", given)
+      assert.equal(2, code, given)
+    end
+    assert.equal(0, (run("edit", "1", "--credential", "env:DOCS_TOKEN")))
+    local bytes = on_disk(path)
+    assert.truthy(bytes:find("env:DOCS_TOKEN", 1, true))
+    assert.falsy(bytes:find(SECRET, 1, true))
+    assert.falsy(bytes:find("4f9a2c7e", 1, true))
+    for _, suffix in ipairs { "", "-wal", "-shm", "-journal" } do os.remove(path .. suffix) end
+    os.remove(base)
+  end)
+end)
