@@ -442,6 +442,16 @@ describe("the command over an injected store", function()
     assert.truthy(out:find("\n      first ]0;title\n      second\n", 1, true))
   end)
 
+  it("prints failure messages inert, even when they quote stored text", function()
+    add(store, { identifier = "docs", name = "Docs\27[2J\27]0;owned\7" })
+    add(store, { identifier = "docs", name = "Twin", enabled = false })
+    local code, out, err = run { "edit", "2", "--enabled" }
+    assert.equal(1, code)
+    assert.equal("", out)
+    assert.equal('The identifier "docs" is also used by server "Docs [2J ]0;owned"; identifiers must be unique '
+      .. "because they name the imported tools.\n", err)
+  end)
+
   it("prints JSON for read commands", function()
     add(store, { identifier = "docs" })
     local code, out = run { "--json", "servers" }
