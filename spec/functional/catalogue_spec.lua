@@ -1,4 +1,4 @@
--- Catalogue import, reconciliation and the provider (REFERENCE §9, §10.3–§10.5, DESIGN D11)
+-- Catalogue import, reconciliation, liveness and the provider
 -- over a real SQLite store, against a scripted MCP server behind the fake HTTP leg.
 local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
@@ -86,7 +86,7 @@ describe("catalogue import", function()
 
   it("skips, in order, each tool it cannot carry and says why", function()
     local other = add(store, { identifier = "a", name = "Other" })
-    -- the other server already owns mcp_a_b_c (DESIGN D11: a + b_c meets a_b + c)
+    -- the other server already owns mcp_a_b_c (a + b_c meets a_b + c: the second import must skip it)
     assert(store:reconcile(assert(store:server(other)), { {
       tool_name = "mcp_a_b_c", remote_name = "b_c", description = "", input_schema = "{}", remote_annotations = "",
     } }, 1))
@@ -290,7 +290,7 @@ describe("catalogue import", function()
     end)
   end)
 
-  describe("liveness (REFERENCE §9)", function()
+  describe("liveness", function()
     -- The store's own recorder, counted.
     local function counting(uid)
       local recorder = store:health_recorder(uid)

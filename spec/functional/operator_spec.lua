@@ -1,4 +1,4 @@
--- Operator actions (REFERENCE §11, DESIGN D10) over a real SQLite store: the admin gate, server id
+-- Operator actions over a real SQLite store: the admin gate, server id
 -- validation, the readout, the connection test, the import, server and tool administration; and the
 -- command's own logic (cli.main with an injected store and fake leg).
 local cli = require "mcpclient.agent.cli"
@@ -32,7 +32,7 @@ describe("operator gates", function()
     assert.is_nil((operator.require_admin(nil)))
   end)
 
-  it("validates a server id strictly, as FILTER_VALIDATE_INT does", function()
+  it("validates a server id strictly: one reading only, within 64 bits", function()
     local accepted = { [1] = 1, ["1"] = 1, [" 1"] = 1, ["1 "] = 1, ["\t42\n"] = 42, ["+7"] = 7, [4711] = 4711,
       ["9223372036854775807"] = math.maxinteger }
     for value, uid in pairs(accepted) do assert.equal(uid, (operator.server_id(value))) end

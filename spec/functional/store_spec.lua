@@ -1,4 +1,4 @@
--- mcpclient.agent.store over real SQLite files (DESIGN D7, D8; REFERENCE §7.6, §8, §9, §10).
+-- mcpclient.agent.store over real SQLite files: servers, tools, health, runs, events, governance.
 local core = require "mcpclient.core"
 local store = require "mcpclient.agent.store"
 local sqlite_adapter = require "mcpclient.agent.store.sqlite"
@@ -228,7 +228,7 @@ describe("mcpclient.agent.store", function()
     end)
   end)
 
-  describe("tools and reconcile (REFERENCE §10.4)", function()
+  describe("tools and reconcile", function()
     local server, other
 
     before_each(function()
@@ -361,7 +361,7 @@ describe("mcpclient.agent.store", function()
     end)
   end)
 
-  describe("health (REFERENCE §9)", function()
+  describe("health", function()
     it("the recorder stamps the server's contact", function()
       s = assert(store.open(path))
       local uid = s:add_server { identifier = "docs" }
@@ -430,7 +430,7 @@ describe("mcpclient.agent.store", function()
     end)
   end)
 
-  describe("runs and events (REFERENCE §8)", function()
+  describe("runs and events", function()
     before_each(function()
       s = assert(store.open(path))
     end)
@@ -495,7 +495,7 @@ describe("mcpclient.agent.store", function()
     end)
   end)
 
-  describe("governance events (REFERENCE §7.6)", function()
+  describe("governance events", function()
     it("appends and lists by uid, 64-bit values and NUL bytes intact", function()
       s = assert(store.open(path))
       local first = assert(s:insert_governance_event { decision = "tool_denied", reason = "trustZone",
