@@ -277,6 +277,24 @@ local function unusable(message, err)
   }
 end
 
+-- Append the live tools of one server to `list`, sharing `getter`. A row
+-- whose stored schema no longer decodes is left out, not offered broken.
+-- → true | nil, message, err
+local function add_tools_of(store, row, getter, list)
+  local rows, message, err = store:live_tools_of(row.uid)
+  if not rows then return nil, message, err end
+  for _, t in ipairs(rows) do
+    local schema = type(t.input_schema) == "string" and core.decode_stored_schema(t.input_schema) or nil
+    if schema then
+      list[#list + 1] = tool.new {
+        server = row, local_name = t.tool_name, remote_name = t.remote_name,
+        description = t.description, parameters = schema, connection = getter,
+      }
+    end
+  end
+  return true
+end
+
 --- The tools the store holds, as registry tools. No network:
 --- connections open on a tool's first execution, one per server, shared.
 -- @param options { connect = function(row) -> connection, and catalogue.connect's options }
@@ -306,19 +324,9 @@ function catalogue.provider(store, options)
     local list = {}
     for _, row in ipairs(servers) do
       if catalogue.data_class(row) then
-        local rows
-        rows, message, err = store:live_tools_of(row.uid)
-        if not rows then return nil, message, err end
-        local getter = connection_of(row)
-        for _, t in ipairs(rows) do
-          local schema = type(t.input_schema) == "string" and core.decode_stored_schema(t.input_schema) or nil
-          if schema then
-            list[#list + 1] = tool.new {
-              server = row, local_name = t.tool_name, remote_name = t.remote_name,
-              description = t.description, parameters = schema, connection = getter,
-            }
-          end
-        end
+        local ok
+        ok, message, err = add_tools_of(store, row, connection_of(row), list)
+        if not ok then return nil, message, err end
       end
     end
     return list

@@ -204,35 +204,44 @@ function Out:json(value) self.stdout:write(json.encode(value), "\n") end
 -- A list as JSON sees it ([] when empty, not {}).
 local function list(t) return json.array(t) end
 
-local function print_card(out, card)
+-- The card's labelled lines: a "!" marks what the operator should look at.
+local function print_fields(out, card)
   local function row(label, value, warning)
-    out:line(string.format("  %-18s%s%s", label .. ":", warning and "! " or "", value))
+    out:line(string.format("  %-18s%s%s", label .. ":", warning and "! " or "", inert(value, 2048)))
   end
-  local badges = { "[" .. card.state .. "]" }
-  if card.never_reached then badges[#badges + 1] = "[Never reached]" end
-  out:line(string.format("%s  %s (id %d)  %s", inert(card.identifier, 64), inert(card.name, 255), card.uid,
-    table.concat(badges, " ")))
   if card.description and card.description ~= "" then row("Description", inert(card.description, 500)) end
-  row("Endpoint", inert(card.url, 2048))
+  row("Endpoint", card.url)
   row("Transport", card.transport)
   row("Authentication", inert(card.authentication, 300), card.authentication_warning)
   row("Data class", card.data_class, card.data_class_warning)
   row("Approval", card.approval, card.approval_warning)
-  row("Last import", inert(card.last_import))
+  row("Last import", card.last_import)
   row("Last contact", card.contact)
   row("Tools discovered", tostring(card.tool_count))
-  if card.import_error ~= "" then
-    out:line("  ! Last import error:")
-    for text in (card.import_error .. "\n"):gmatch("(.-)\n") do out:line("      " .. inert(text)) end
-  end
+end
+
+-- The last import's error, one clipped line per stored line.
+local function print_import_error(out, card)
+  if card.import_error == "" then return end
+  out:line("  ! Last import error:")
+  for text in (card.import_error .. "\n"):gmatch("(.-)\n") do out:line("      " .. inert(text)) end
+end
+
+local function print_card(out, card)
+  local badges = { "[" .. card.state .. "]" }
+  if card.never_reached then badges[#badges + 1] = "[Never reached]" end
+  out:line(string.format("%s  %s (id %d)  %s", inert(card.identifier, 64), inert(card.name, 255), card.uid,
+    table.concat(badges, " ")))
+  print_fields(out, card)
+  print_import_error(out, card)
   if #card.tools == 0 then
     out:line("  " .. operator.NO_TOOLS)
-  else
-    out:line("  Imported tools:")
-    for _, t in ipairs(card.tools) do
-      out:line(string.format("    %s  (%s)%s", inert(t.tool_name, 64), inert(t.remote_name, 190),
-        t.badge and ("  [" .. t.badge .. "]") or ""))
-    end
+    return
+  end
+  out:line("  Imported tools:")
+  for _, t in ipairs(card.tools) do
+    out:line(string.format("    %s  (%s)%s", inert(t.tool_name, 64), inert(t.remote_name, 190),
+      t.badge and ("  [" .. t.badge .. "]") or ""))
   end
 end
 

@@ -258,9 +258,31 @@ local function schema_version(adapter)
   return as_integer(rows[1] and rows[1].version)
 end
 
--- Apply migrations[current+1 .. target], each in its own transaction. The
--- version is read again inside the transaction, so two processes opening a
--- fresh file at once apply each migration exactly once.
+-- Apply one migration inside its own transaction. The version is read again
+-- inside the transaction, so of two processes opening a fresh file at once
+-- only the first applies it. → true | nil, message, code
+local function apply_migration(adapter, entry, version)
+  local ok, message, code = adapter:exec("BEGIN IMMEDIATE")
+  if not ok then return nil, message, code end
+  local now
+  now, message, code = schema_version(adapter)
+  ok = now ~= nil
+  if now and now < version then
+    ok, message, code = adapter:exec(entry.sql)
+    if ok then
+      ok, message, code = adapter:exec("INSERT INTO schema_version (version, applied, description) VALUES (?, ?, ?)",
+        { version, os.time(), entry.description or "" })
+    end
+  end
+  if ok then ok, message, code = adapter:exec("COMMIT") end
+  if not ok then
+    adapter:exec("ROLLBACK")
+    return nil, message, code
+  end
+  return true
+end
+
+-- Apply migrations[current+1 .. target], each in its own transaction.
 local function migrate(adapter, list, target)
   local ok, message, code = adapter:exec("CREATE TABLE IF NOT EXISTS schema_version ("
     .. "version INTEGER PRIMARY KEY, applied INTEGER NOT NULL DEFAULT 0, description TEXT NOT NULL DEFAULT '')")
@@ -269,26 +291,8 @@ local function migrate(adapter, list, target)
   current, message, code = schema_version(adapter)
   if not current then return fail("read the schema version", message, code) end
   for version = current + 1, target do
-    local what = string.format("apply migration %d", version)
-    ok, message, code = adapter:exec("BEGIN IMMEDIATE")
-    if not ok then return fail(what, message, code) end
-    local now
-    now, message, code = schema_version(adapter)
-    if now and now < version then
-      local entry = list[version]
-      ok, message, code = adapter:exec(entry.sql)
-      if ok then
-        ok, message, code = adapter:exec("INSERT INTO schema_version (version, applied, description) VALUES (?, ?, ?)",
-          { version, os.time(), entry.description or "" })
-      end
-    elseif now then
-      ok = true
-    end
-    if ok then ok, message, code = adapter:exec("COMMIT") end
-    if not ok then
-      adapter:exec("ROLLBACK")
-      return fail(what, message, code)
-    end
+    ok, message, code = apply_migration(adapter, list[version], version)
+    if not ok then return fail(string.format("apply migration %d", version), message, code) end
   end
   return true
 end
@@ -357,29 +361,20 @@ end
 -- Transactions
 ---------------------------------------------------------------------------
 
---- Run fn() inside BEGIN IMMEDIATE .. COMMIT (a SAVEPOINT when nested).
--- Rolls back when fn raises (the error is raised again) or returns
--- nil, message[, err] (returned as is). Returns fn's results, or true when
--- fn returned nothing.
-function Store:transaction(fn)
-  if type(fn) ~= "function" then error("transaction: fn must be a function", 2) end
-  local adapter = adapter_of(self)
-  local depth = self.depth
-  local begin, commit, rollback
-  if depth == 0 then
-    begin, commit, rollback = "BEGIN IMMEDIATE", "COMMIT", { "ROLLBACK" }
-  else
-    local name = "mcpclient_" .. depth
-    begin, commit, rollback = "SAVEPOINT " .. name, "RELEASE " .. name, { "ROLLBACK TO " .. name, "RELEASE " .. name }
-  end
-  local ok, message, code = adapter:exec(begin)
-  if not ok then return fail("begin a transaction", message, code) end
+-- The statements that open, close and undo a transaction at `depth`: the
+-- outermost is a real transaction, an inner one a savepoint.
+local function transaction_sql(depth)
+  if depth == 0 then return "BEGIN IMMEDIATE", "COMMIT", { "ROLLBACK" } end
+  local name = "mcpclient_" .. depth
+  return "SAVEPOINT " .. name, "RELEASE " .. name, { "ROLLBACK TO " .. name, "RELEASE " .. name }
+end
+
+-- End a transaction by what fn did (results: pcall's, packed): commit its
+-- results, or undo it and raise fn's error again or return its failure.
+local function settle(adapter, results, commit, rollback)
   local function undo()
     for _, sql in ipairs(rollback) do pcall(adapter.exec, adapter, sql) end
   end
-  self.depth = depth + 1
-  local results = table.pack(pcall(fn))
-  self.depth = depth
   if not results[1] then
     undo()
     error(results[2], 0)
@@ -388,13 +383,30 @@ function Store:transaction(fn)
     undo()
     return nil, results[3], results[4]
   end
-  ok, message, code = adapter:exec(commit)
+  local ok, message, code = adapter:exec(commit)
   if not ok then
     undo()
     return fail("commit a transaction", message, code)
   end
   if results.n == 1 then return true end
   return table.unpack(results, 2, results.n)
+end
+
+--- Run fn() inside BEGIN IMMEDIATE .. COMMIT (a SAVEPOINT when nested).
+-- Rolls back when fn raises (the error is raised again) or returns
+-- nil, message[, err] (returned as is). Returns fn's results, or true when
+-- fn returned nothing.
+function Store:transaction(fn)
+  if type(fn) ~= "function" then error("transaction: fn must be a function", 2) end
+  local adapter = adapter_of(self)
+  local depth = self.depth
+  local begin, commit, rollback = transaction_sql(depth)
+  local ok, message, code = adapter:exec(begin)
+  if not ok then return fail("begin a transaction", message, code) end
+  self.depth = depth + 1
+  local results = table.pack(pcall(fn))
+  self.depth = depth
+  return settle(adapter, results, commit, rollback)
 end
 
 ---------------------------------------------------------------------------
