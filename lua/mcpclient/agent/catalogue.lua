@@ -45,19 +45,18 @@ local function raised(message)
   return (tostring(message):gsub("^[^:\n]*:%d+: ", ""))
 end
 
---- The `auth` option for a server row: nil when it has no credential.
--- @return auth | nil | false, message, err (false: the stored placement is not one this client offers)
-function catalogue.auth_of(row)
+-- The row's placement, "bearer" when none is stored.
+local function placement_of(row)
+  local placement = row.auth_placement
+  if placement == nil or placement == "" then return "bearer" end
+  return placement
+end
+
+-- The `auth` option for a server row: nil when it has no credential.
+local function auth_of(row)
   local credential = row.auth_credential
   if type(credential) ~= "string" or credential == "" then return nil end
-  local placement = row.auth_placement
-  if placement == nil or placement == "" then placement = "bearer" end
-  if not credentials.placements[placement] then
-    local _, message, err = errors.fail("credential", { server = row.identifier,
-      detail = string.format('its stored placement "%s" is not one this client offers', tostring(placement)) })
-    return false, message, err
-  end
-  return { placement = placement, credential = credential, header_name = row.auth_header_name }
+  return { placement = placement_of(row), credential = credential, header_name = row.auth_header_name }
 end
 
 --- A connection to the server a row describes.
@@ -71,8 +70,11 @@ function catalogue.connect(row, options)
   if type(row.url) ~= "string" or row.url == "" then
     return errors.fail("configuration", { server = row.identifier, detail = "it has no URL." })
   end
-  local auth, message, err = catalogue.auth_of(row)
-  if auth == false then return nil, message, err end
+  local auth = auth_of(row)
+  if auth and not credentials.placements[auth.placement] then
+    return errors.fail("credential", { server = row.identifier,
+      detail = string.format('its stored placement "%s" is not one this client offers', auth.placement) })
+  end
   local health = options.health
   if health == nil and options.store then health = options.store:health_recorder(row.uid) end
   local spec = {

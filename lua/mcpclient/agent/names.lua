@@ -9,9 +9,10 @@ names.PREFIX = "mcp_"
 names.MAX_LENGTH = 64
 
 --- Is `name` a usable local tool name? ^[A-Za-z0-9_-]{1,64}$, nothing else.
+-- The class is spelt out: %w follows the C locale a host program may change.
 function names.valid(name)
   return type(name) == "string" and #name >= 1 and #name <= names.MAX_LENGTH
-    and name:find("^[%w_-]+$") ~= nil
+    and name:find("^[A-Za-z0-9_-]+$") ~= nil
 end
 
 --- The local name for a remote tool, or nil when it cannot be one.
