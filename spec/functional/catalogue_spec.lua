@@ -252,9 +252,23 @@ describe("catalogue import", function()
       local report, logged = refused_after_success(uid, fake, { now = 1700000500 })
       assert.truthy(report.skip_reasons[1]:find("502", 1, true))
       assert.truthy(report.skip_reasons[1]:find('"srv"', 1, true))
+      assert.same({ "http_status", 502, "srv", report.skip_reasons[1] },
+        { report.err.kind, report.err.status, report.err.server, report.err.message })
       assert.equal(1, #logged)
       assert.equal("warning", logged[1].level)
       assert.truthy(logged[1].message:find("An MCP catalogue import failed", 1, true))
+    end)
+
+    it("hands the connection's failure value up unchanged in the refusal", function()
+      local uid = add(store)
+      local failure = select(3, require("mcpclient.errors").fail("cancelled", { server = "srv", in_flight = false }))
+      local listing = { list_tools = function() return nil, failure.message, failure end, close = function() end }
+      local report = catalogue.import(store, store:server(uid), { connect = function() return listing end,
+        log = function() end })
+      assert.is_true(report.refused)
+      assert.equal(failure, report.err)
+      assert.same({ failure.message }, report.skip_reasons)
+      assert.equal(failure.message, store:server(uid).import_error)
     end)
 
     it("refuses a catalogue of more than 500 tools and takes exactly 500", function()
