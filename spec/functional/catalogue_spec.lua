@@ -241,6 +241,8 @@ describe("catalogue import", function()
       local report = import(store, twin, fake)
       assert.same({ 'The identifier "srv" is also used by server "First of its name"; identifiers must be unique '
         .. "because they name the imported tools." }, report.skip_reasons)
+      assert.same({ "conflict", "identifier", "First of its name" },
+        { report.err.kind, report.err.field, report.err.other })
       assert.same({}, fake.requests)
       -- disabled twins do not count; a disabled server can be imported
       assert.is_false(import(store, disabled_other, serving { entry("a") }).refused)

@@ -165,21 +165,30 @@ local function as_set(list)
   return set
 end
 
--- What refuses an import before the network is asked: no data class (its
--- tools could not be classified), no URL, an enabled twin.
-local function precondition(store, row)
-  if not catalogue.data_class(row) then
-    return "The server has no declared data class, so its tools cannot be classified."
-  end
-  if type(row.url) ~= "string" or row.url == "" then return "The server has no URL." end
-  local enabled, message = store:enabled_servers()
-  if not enabled then return message end
+--- Whether `identifier` is free among the enabled servers other than `uid`:
+--- identifiers name the imported tools, so two enabled servers cannot share one.
+-- @return true | nil, message, err (kind "conflict", or "store")
+function catalogue.identifier_free(store, uid, identifier)
+  local enabled, message, err = store:enabled_servers()
+  if not enabled then return nil, message, err end
   for _, other in ipairs(enabled) do
-    if other.uid ~= row.uid and other.identifier == row.identifier then
-      return string.format('The identifier "%s" is also used by server "%s"; identifiers must be unique because '
-        .. "they name the imported tools.", row.identifier, other.name)
+    if other.uid ~= uid and other.identifier == identifier then
+      return errors.fail("conflict", { field = "identifier", identifier = identifier, other = other.name })
     end
   end
+  return true
+end
+
+-- What refuses an import before the network is asked: no data class (its
+-- tools could not be classified), no URL, an enabled twin.
+-- @return nil | { reason [, err] }
+local function precondition(store, row)
+  if not catalogue.data_class(row) then
+    return { reason = "The server has no declared data class, so its tools cannot be classified." }
+  end
+  if type(row.url) ~= "string" or row.url == "" then return { reason = "The server has no URL." } end
+  local free, message, err = catalogue.identifier_free(store, row.uid, row.identifier)
+  if not free then return { reason = message, err = err } end
   return nil
 end
 
@@ -246,8 +255,8 @@ function catalogue.import(store, row, options)
   if type(row) ~= "table" then error("import: the server row must be a table", 2) end
   options = options or {}
   local now = options.now or os.time()
-  local reason = precondition(store, row)
-  if reason then return refuse(store, row, reason, now) end
+  local refusal = precondition(store, row)
+  if refusal then return refuse(store, row, refusal.reason, now, refusal.err) end
 
   local listed, message, err = fetch(row, setmetatable({ store = store }, { __index = options }))
   if not listed then

@@ -365,16 +365,6 @@ local function clean(fields, options)
   return out
 end
 
--- The enabled server other than `uid` that already uses `identifier` | nil, message, err.
-local function enabled_twin(store, uid, identifier)
-  local enabled, message, err = store:enabled_servers()
-  if not enabled then return nil, message, err end
-  for _, other in ipairs(enabled) do
-    if other.uid ~= uid and other.identifier == identifier then return other end
-  end
-  return false
-end
-
 local REQUIRED = { identifier = "an identifier", name = "a name", url = "a URL" }
 
 -- What the row would look like after the change, checked as a whole.
@@ -387,12 +377,7 @@ local function coherent(store, uid, row)
     return invalid("auth_header_name", "A credential placed in a header needs a header name.")
   end
   if not row.enabled then return true end
-  local twin, message, err = enabled_twin(store, uid, row.identifier)
-  if twin == nil then return nil, message, err end
-  if twin then
-    return errors.fail("conflict", { field = "identifier", identifier = row.identifier, other = twin.name })
-  end
-  return true
+  return catalogue.identifier_free(store, uid, row.identifier)
 end
 
 --- Add a server. fields: identifier, name, url (required), description,
