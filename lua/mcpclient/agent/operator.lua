@@ -113,17 +113,17 @@ end
 
 local function positive(n) return math.type(n) == "integer" and n > 0 end
 
---- The last successful contact: the one line both the readout and the
---- connection test show.
-function operator.contact_line(row)
+-- The last successful contact: the one line both the readout and the
+-- connection test show.
+local function contact_line(row)
   if not positive(row.last_contact) then return operator.NEVER_REACHED end
   return string.format("%s — Latency: %d ms", stamp(row.last_contact), row.last_latency_ms)
 end
 
---- Authentication as configured, not as resolved; the credential reference is
---- never shown.
+-- Authentication as configured, not as resolved; the credential reference is
+-- never shown.
 -- @return text, warning (true when the stored placement is not one this client offers)
-function operator.authentication(row)
+local function authentication_line(row)
   if type(row.auth_credential) ~= "string" or row.auth_credential == "" then
     return "None — requests are sent unauthenticated", false
   end
@@ -136,30 +136,30 @@ function operator.authentication(row)
   return "Stored placement, not one this client offers: " .. tostring(placement), true
 end
 
-function operator.last_import_line(row)
+local function last_import_line(row)
   if not positive(row.last_imported) then return operator.NEVER_IMPORTED end
   return string.format("%s — %s", stamp(row.last_imported), tostring(row.import_status))
 end
 
-function operator.approval_line(row)
+local function approval_line(row)
   if tostring(row.requires_approval) ~= "0" then return "A human approves every call", false end
   return "Tools run without asking", true
 end
 
-function operator.data_class_line(row)
+local function data_class_line(row)
   local class = catalogue.data_class(row)
   if class then return class, false end
   return "No data class declared — this server supplies no tools until you declare one.", true
 end
 
---- One card of the readout: a server as configured, its liveness and its tools.
+-- One card of the readout: a server as configured, its liveness and its tools.
 -- @return card | nil, message, err
-function operator.card(store, row)
+local function card_of(store, row)
   local tools, message, err = store:tools_of(row.uid)
   if not tools then return nil, message, err end
-  local authentication, auth_warning = operator.authentication(row)
-  local data_class, class_warning = operator.data_class_line(row)
-  local approval, approval_warning = operator.approval_line(row)
+  local authentication, auth_warning = authentication_line(row)
+  local data_class, class_warning = data_class_line(row)
+  local approval, approval_warning = approval_line(row)
   local card = {
     uid = row.uid, identifier = row.identifier, name = row.name, description = row.description, url = row.url,
     enabled = row.enabled == true,
@@ -169,9 +169,9 @@ function operator.card(store, row)
     authentication = authentication, authentication_warning = auth_warning,
     data_class = data_class, data_class_warning = class_warning,
     approval = approval, approval_warning = approval_warning,
-    last_import = operator.last_import_line(row),
+    last_import = last_import_line(row),
     import_status = row.import_status,
-    contact = operator.contact_line(row),
+    contact = contact_line(row),
     tool_count = row.tool_count or 0,
     import_error = row.import_error or "",
     tools = {},
@@ -183,14 +183,19 @@ function operator.card(store, row)
   return card
 end
 
---- Every non-deleted server, enabled or not, in identifier order.
+--- Every non-deleted server, enabled or not, in identifier order, as cards:
+--- { uid, identifier, name, description, url, enabled, state, never_reached, transport,
+---   authentication, authentication_warning, data_class, data_class_warning, approval,
+---   approval_warning, last_import, import_status, contact, tool_count, import_error,
+---   tools = { { tool_name, remote_name, orphaned, badge }, ... } }
+--- (a *_warning is true where the operator should look; text is as stored).
 -- @return array of cards | nil, message, err
 function operator.readout(store)
   local rows, message, err = store:servers()
   if not rows then return nil, message, err end
   local cards = {}
   for i, row in ipairs(rows) do
-    cards[i], message, err = operator.card(store, row)
+    cards[i], message, err = card_of(store, row)
     if not cards[i] then return nil, message, err end
   end
   return cards
@@ -200,10 +205,10 @@ end
 -- Connection test and import
 ---------------------------------------------------------------------------
 
---- The line a reachable server gets: `Reachable — 12 ms · Protocol 2025-06-18 · Example MCP 4.2`.
+-- The line a reachable server gets: `Reachable — 12 ms · Protocol 2025-06-18 · Example MCP 4.2`.
 -- What the server says about itself is far-side text: each part passes
 -- core.label (controls and formatting characters out, bounded).
-function operator.report_line(report)
+local function report_line(report)
   local line = string.format("Reachable — %d ms", report.latency_ms)
   local protocol = core.label(report.protocol_version)
   if protocol ~= "" then line = line .. " · Protocol " .. protocol end
@@ -238,7 +243,7 @@ function operator.test(store, id, options)
   conn:close()
   if not report then return { success = false, error = message, err = err } end
   local fresh = store:server(row.uid) or row
-  return { success = true, error = "", report = operator.report_line(report), contact = operator.contact_line(fresh),
+  return { success = true, error = "", report = report_line(report), contact = contact_line(fresh),
     reached = report }
 end
 
@@ -426,10 +431,10 @@ end
 -- Tools
 ---------------------------------------------------------------------------
 
---- Whether a tool is switched on: its group is on (no row: on) and the tool
---- is on (no row: off, as imported tools are).
+-- Whether a tool is switched on: its group is on (no row: on) and the tool
+-- is on (no row: off, as imported tools are).
 -- @return enabled, the tool's own switch (true/false/nil), the group's switch (true/false/nil)
-function operator.tool_enabled(store, tool_name, identifier)
+local function tool_enabled(store, tool_name, identifier)
   local group = store:group_enabled(names.group(identifier))
   local own = store:tool_enabled(tool_name)
   return group ~= false and own == true, own, group
@@ -458,7 +463,7 @@ function operator.tools(store, id)
     tools, message, err = store:tools_of(row.uid)
     if not tools then return nil, message, err end
     for _, t in ipairs(tools) do
-      local enabled, own, group = operator.tool_enabled(store, t.tool_name, row.identifier)
+      local enabled, own, group = tool_enabled(store, t.tool_name, row.identifier)
       list[#list + 1] = { server_uid = row.uid, identifier = row.identifier, tool_name = t.tool_name,
         remote_name = t.remote_name, description = t.description, orphaned = t.orphaned == true,
         enabled = enabled, tool_state = own, group_state = group, group = names.group(row.identifier) }
