@@ -156,10 +156,11 @@ describe("the readout", function()
   end)
 
   it("composes the contact line with the same function the connection test uses", function()
-    assert.equal("Never reached", operator.contact_line { last_contact = 0, last_latency_ms = 5 })
-    local at = os.time { year = 2024, month = 12, day = 31, hour = 23, min = 59, sec = 30 }
-    assert.equal("2024-12-31 23:59 — Latency: 0 ms", operator.contact_line { last_contact = at, last_latency_ms = 0 })
     local uid = add(store)
+    assert.equal("Never reached", assert(operator.readout(store))[1].contact)
+    local at = os.time { year = 2024, month = 12, day = 31, hour = 23, min = 59, sec = 30 }
+    assert(store:record_contact(uid, at, 0))
+    assert.equal("2024-12-31 23:59 — Latency: 0 ms", assert(operator.readout(store))[1].contact)
     local fake = Fake.new():will_handshake():take(0.004)
     local result = assert(operator.test(store, uid, { actor = ADMIN, transport = fake, clock = fake.clock }))
     assert.equal(assert(operator.readout(store))[1].contact, result.contact)
