@@ -21,7 +21,7 @@ local cli = {}
 
 cli.OK, cli.FAILED, cli.USAGE = 0, 1, 2
 
-cli.USAGE_TEXT = [[
+local USAGE_TEXT = [[
 usage: mcpclient [--db PATH] [--json] <command> [arguments]
 
   servers                         every server, as the operator readout shows it
@@ -128,9 +128,9 @@ local function parse_flag(rest, i, accepted, parsed)
   return i + 2
 end
 
---- Split argv into global options, the command, its flags and its positional arguments.
+-- Split argv into global options, the command, its flags and its positional arguments.
 -- @return { db, json, command, flags = {name -> value|true}, args = {...} } (raises Usage)
-function cli.parse(argv)
+local function parse(argv)
   local parsed = { flags = {}, args = {} }
   local rest = parse_globals(argv, parsed)
   if parsed.command == "help" then return parsed end
@@ -252,7 +252,7 @@ end
 local commands = {}
 
 function commands.help(_, out)
-  out:line(cli.USAGE_TEXT:sub(1, -2))
+  out:line(USAGE_TEXT:sub(1, -2))
   return cli.OK
 end
 
@@ -492,7 +492,7 @@ function cli.main(argv, env)
   local out = setmetatable({ stdout = env.stdout or io.stdout, stderr = env.stderr or io.stderr }, Out)
   local args = {}
   for i = 1, #(argv or {}) do args[i] = argv[i] end
-  local ok, parsed = pcall(cli.parse, args)
+  local ok, parsed = pcall(parse, args)
   if not ok then
     if getmetatable(parsed) ~= Usage then error(parsed, 0) end
     out:err(parsed.message)
