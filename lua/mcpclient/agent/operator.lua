@@ -288,8 +288,8 @@ local function reference_ok(reference, resolver)
   return ok and type(secret) == "string" and secret ~= ""
 end
 
-local NOT_A_REFERENCE = "The credential must be a reference to the secret, never the secret itself: put the "
-  .. "secret in an environment variable and give env:NAME (NAME of letters, digits and _, not starting with a digit)."
+local NOT_A_REFERENCE = "The credential must be a reference, never the secret itself: put the secret in an "
+  .. "environment variable and give env:NAME (letters, digits and _, not starting with a digit)."
 
 -- Clean one field (trim, lower-case the identifier) or refuse it.
 -- @return value | nil, message, err (kind "invalid")
