@@ -481,6 +481,36 @@ end
 -- Entry point
 ---------------------------------------------------------------------------
 
+-- A usage error raised while parsing or running: exit code 2. Anything
+-- else raised is a bug and goes on up.
+local function usage_failed(out, raised)
+  if getmetatable(raised) ~= Usage then error(raised, 0) end
+  out:err(raised.message)
+  out:err("Run `mcpclient help` for usage.")
+  return cli.USAGE
+end
+
+-- The database the command works on: --db, else $MCPCLIENT_DB, else ./mcpclient.db.
+-- @return store | nil, message
+local function open_database(env, parsed)
+  local path = parsed.db or (env.getenv or os.getenv)("MCPCLIENT_DB") or "./mcpclient.db"
+  if path == "" then path = "./mcpclient.db" end
+  local open = env.open_store or function(p) return require("mcpclient.agent.store").open(p) end
+  local store, message = open(path)
+  if store then return store end
+  return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300), tostring(message))
+end
+
+-- What every command gets: the store, the operator options (the local
+-- operator as actor; warnings to stderr unless the embedder logs them).
+local function context(env, store, out)
+  local options = setmetatable({ actor = ACTOR }, { __index = env.options or {} })
+  if options.log == nil then
+    options.log = function(_, message) out:err("warning: " .. tostring(message)) end
+  end
+  return { store = store, options = options, stderr = out.stderr, progress = env.progress }
+end
+
 --- Run the command.
 -- @param argv the script's `arg` (arguments 1..n)
 -- @param env optional, for embedding and specs: { stdout, stderr, getenv, store (an open store to use),
@@ -493,43 +523,17 @@ function cli.main(argv, env)
   local args = {}
   for i = 1, #(argv or {}) do args[i] = argv[i] end
   local ok, parsed = pcall(parse, args)
-  if not ok then
-    if getmetatable(parsed) ~= Usage then error(parsed, 0) end
-    out:err(parsed.message)
-    out:err("Run `mcpclient help` for usage.")
-    return cli.USAGE
-  end
+  if not ok then return usage_failed(out, parsed) end
   if parsed.command == "help" then return commands.help(nil, out) end
-
   local store = env.store
-  local own_store = false
   if not store then
-    local getenv = env.getenv or os.getenv
-    local path = parsed.db or getenv("MCPCLIENT_DB") or "./mcpclient.db"
-    if path == "" then path = "./mcpclient.db" end
-    local open = env.open_store or function(p) return require("mcpclient.agent.store").open(p) end
     local message
-    store, message = open(path)
-    if not store then
-      out:err(string.format('The database "%s" cannot be opened: %s', inert(path, 300), message))
-      return cli.FAILED
-    end
-    own_store = true
+    store, message = open_database(env, parsed)
+    if not store then out:err(message); return cli.FAILED end
   end
-
-  local options = setmetatable({ actor = ACTOR }, { __index = env.options or {} })
-  if options.log == nil then
-    options.log = function(_, message) out:err("warning: " .. tostring(message)) end
-  end
-  local ctx = { store = store, options = options, stderr = out.stderr, progress = env.progress }
-  local ran, code = pcall(commands[parsed.command], ctx, out, parsed)
-  if own_store then store:close() end
-  if not ran then
-    if getmetatable(code) ~= Usage then error(code, 0) end
-    out:err(code.message)
-    out:err("Run `mcpclient help` for usage.")
-    return cli.USAGE
-  end
+  local ran, code = pcall(commands[parsed.command], context(env, store, out), out, parsed)
+  if store ~= env.store then store:close() end
+  if not ran then return usage_failed(out, code) end
   return code
 end
 
