@@ -288,6 +288,21 @@ local function unusable(message, err)
   }
 end
 
+-- The connection a server's tools share: opened on the first execution and
+-- kept in `open` (by server uid) until the provider closes. A server that
+-- cannot be connected to gives every call its failure value instead.
+local function connection_getter(open, connect, row)
+  return function()
+    local conn = open[row.uid]
+    if conn then return conn end
+    local message, err
+    conn, message, err = connect(row)
+    if not conn then return unusable(message, err) end
+    open[row.uid] = conn
+    return conn
+  end
+end
+
 -- Append the live tools of one server to `list`, sharing `getter`. A row
 -- whose stored schema no longer decodes is left out, not offered broken.
 -- → true | nil, message, err
@@ -317,18 +332,6 @@ function catalogue.provider(store, options)
   local open = {}
   local provider = {}
 
-  local function connection_of(row)
-    return function()
-      local conn = open[row.uid]
-      if conn then return conn end
-      local message, err
-      conn, message, err = connect(row)
-      if not conn then return unusable(message, err) end
-      open[row.uid] = conn
-      return conn
-    end
-  end
-
   function provider.tools()
     local servers, message, err = store:enabled_servers()
     if not servers then return nil, message, err end
@@ -336,7 +339,7 @@ function catalogue.provider(store, options)
     for _, row in ipairs(servers) do
       if catalogue.data_class(row) then
         local ok
-        ok, message, err = add_tools_of(store, row, connection_of(row), list)
+        ok, message, err = add_tools_of(store, row, connection_getter(open, connect, row), list)
         if not ok then return nil, message, err end
       end
     end
