@@ -126,6 +126,7 @@ describe("the readout", function()
     end
 
     assert.equal("Bearer token from a credential reference", cards[2].authentication)
+    assert.is_false(cards[2].authentication_warning)
     assert.equal("A human approves every call", cards[2].approval)
     assert.equal("Stored placement, not one this client offers: query", cards[3].authentication)
     assert.is_true(cards[3].authentication_warning)
@@ -510,6 +511,19 @@ describe("a credential is stored as a reference, never as the secret", function(
     end
     assert.equal("env:DOCS_TOKEN", store:server(uid).auth_credential)
     assert.equal(1, #store:servers())
+    store:close()
+  end)
+
+  it("points out a stored value that is not env:NAME in the readout, without showing it", function()
+    local store = open_store()
+    add(store, { identifier = "old", auth_credential = SECRET })
+    local card = assert(operator.readout(store))[1]
+    assert.is_true(card.authentication_warning)
+    assert.equal("Bearer token from a credential reference (not env:NAME: if the stored value is the secret itself, "
+      .. "replace it with `mcpclient edit <id> --credential env:NAME`)", card.authentication)
+    for _, v in pairs(card) do
+      if type(v) == "string" then assert.falsy(v:find("4f9a2c7e", 1, true)) end
+    end
     store:close()
   end)
 

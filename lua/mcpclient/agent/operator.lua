@@ -38,6 +38,12 @@ local function trim(text)
   return (text:gsub("^[ \t\n\r\v%z]+", ""):gsub("[ \t\n\r\v%z]+$", ""))
 end
 
+-- Whether a credential is an environment reference: env:NAME, NAME a
+-- variable name (letters, digits and _, not starting with a digit).
+local function env_reference(credential)
+  return credential:match("^env:[A-Za-z_][A-Za-z0-9_]*$") ~= nil
+end
+
 ---------------------------------------------------------------------------
 -- Gates
 ---------------------------------------------------------------------------
@@ -120,20 +126,27 @@ local function contact_line(row)
   return string.format("%s — Latency: %d ms", stamp(row.last_contact), row.last_latency_ms)
 end
 
--- Authentication as configured, not as resolved; the credential reference is
--- never shown.
--- @return text, warning (true when the stored placement is not one this client offers)
+-- Authentication as configured, not as resolved; the stored credential is
+-- never shown. A stored value that is not env:NAME (a resolver's key, or a
+-- secret stored before secrets were refused) is pointed out, not repeated.
+-- @return text, warning (true when the stored placement is not one this client offers, or the value
+--   is not an environment reference)
 local function authentication_line(row)
-  if type(row.auth_credential) ~= "string" or row.auth_credential == "" then
+  local credential = row.auth_credential
+  if type(credential) ~= "string" or credential == "" then
     return "None — requests are sent unauthenticated", false
   end
-  local placement = row.auth_placement
+  local placement, text = row.auth_placement
   if placement == "header" then
-    return "Secret in header " .. tostring(row.auth_header_name), false
+    text = "Secret in header " .. tostring(row.auth_header_name)
   elseif placement == "bearer" then
-    return "Bearer token from a credential reference", false
+    text = "Bearer token from a credential reference"
+  else
+    return "Stored placement, not one this client offers: " .. tostring(placement), true
   end
-  return "Stored placement, not one this client offers: " .. tostring(placement), true
+  if env_reference(credential) then return text, false end
+  return text .. " (not env:NAME: if the stored value is the secret itself, replace it with "
+    .. "`mcpclient edit <id> --credential env:NAME`)", true
 end
 
 local function last_import_line(row)
@@ -274,15 +287,12 @@ local function header_name_ok(name)
   return (pcall(credentials.validate, { placement = "header", credential = "env:X", header_name = name }))
 end
 
-local ENV_NAME = "^[A-Za-z_][A-Za-z0-9_]*$"
-
 -- Whether a stored credential can only be a reference: "env:NAME" with a
 -- variable name, or a key the host's resolver (options.resolver, the one its
 -- connections use) resolves. Anything else may be the secret itself, which
 -- must never land in the database.
 local function reference_ok(reference, resolver)
-  local name = reference:match("^env:(.*)$")
-  if name then return name:match(ENV_NAME) ~= nil end
+  if reference:find("^env:") then return env_reference(reference) end
   if resolver == nil or reference:find("%c") then return false end
   local ok, secret = pcall(resolver, reference)
   return ok and type(secret) == "string" and secret ~= ""
