@@ -52,9 +52,9 @@ typedef struct Stmt {
 
 enum { RUN_EXECUTE, RUN_QUERY, RUN_INSERT };
 
-/* ---------------------------------------------------------------------- */
-/* Result code names                                                        */
-/* ---------------------------------------------------------------------- */
+/* ======================================================================
+** Result code names
+** ====================================================================== */
 
 #define CODE(name) {name, #name}
 static const struct { int code; const char *name; } code_names[] = {
@@ -113,9 +113,9 @@ static int push_failure(lua_State *L, sqlite3 *db, int rc) {
   return 3;
 }
 
-/* ---------------------------------------------------------------------- */
-/* Handles                                                                  */
-/* ---------------------------------------------------------------------- */
+/* ======================================================================
+** Handles
+** ====================================================================== */
 
 /* The db at idx, raising when it is closed: using a closed handle is misuse. */
 static Db *check_db(lua_State *L, int idx) {
@@ -230,9 +230,9 @@ static int l_open(lua_State *L) {
   return 1;
 }
 
-/* ---------------------------------------------------------------------- */
-/* Statements                                                               */
-/* ---------------------------------------------------------------------- */
+/* ======================================================================
+** Statements
+** ====================================================================== */
 
 /*
 ** Whether the tail after the first statement holds only whitespace and
@@ -489,9 +489,9 @@ static int l_db_execute(lua_State *L) { return db_run(L, RUN_EXECUTE); }
 static int l_db_query(lua_State *L) { return db_run(L, RUN_QUERY); }
 static int l_db_insert(lua_State *L) { return db_run(L, RUN_INSERT); }
 
-/* ---------------------------------------------------------------------- */
-/* Connection-level calls                                                   */
-/* ---------------------------------------------------------------------- */
+/* ======================================================================
+** Connection-level calls
+** ====================================================================== */
 
 /*
 ** db:exec(sql): a script of any number of statements without parameters
