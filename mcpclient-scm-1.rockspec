@@ -38,6 +38,7 @@ build = {
     ["mcpclient.agent.cli"] = "lua/mcpclient/agent/cli.lua",
     ["mcpclient.agent.names"] = "lua/mcpclient/agent/names.lua",
     ["mcpclient.agent.operator"] = "lua/mcpclient/agent/operator.lua",
+    ["mcpclient.agent.options"] = "lua/mcpclient/agent/options.lua",
     ["mcpclient.agent.policy"] = "lua/mcpclient/agent/policy.lua",
     ["mcpclient.agent.run"] = "lua/mcpclient/agent/run.lua",
     ["mcpclient.agent.store"] = "lua/mcpclient/agent/store.lua",

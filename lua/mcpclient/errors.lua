@@ -127,7 +127,7 @@ errors.KINDS = {
     cause = "the database refused or failed a statement (err.operation, err.code)",
     action = "look at the database; a run fails closed rather than lose its audit",
     message = function(f)
-      return string.format("The store could not %s: %s", f.operation, clip(f.detail))
+      return string.format("The store could not %s: %s", clip(f.operation), clip(f.detail))
     end,
   },
   forbidden = {
@@ -138,7 +138,10 @@ errors.KINDS = {
   unknown_server = {
     cause = "no configured server has that id or identifier",
     action = "list the servers (mcpclient servers) and use one of them",
-    message = function(f) return string.format("Unknown MCP server %s.", clip(f.given or "")) end,
+    message = function(f)
+      if math.type(f.uid) == "integer" then return string.format("Unknown MCP server (id %d).", f.uid) end
+      return "Unknown MCP server."
+    end,
   },
   invalid = {
     cause = "an operator input is not acceptable (err.field says which)",
@@ -183,6 +186,21 @@ errors.KINDS = {
     message = function(f)
       local who = f.server and string.format('MCP server "%s"', f.server) or "the MCP server"
       return string.format("The authorization for %s failed: %s", who, clip(f.detail))
+    end,
+  },
+  conflict = {
+    cause = "the change would give two enabled servers one identifier (err.field, err.other)",
+    action = "choose another identifier, or disable the other server first",
+    message = function(f)
+      return string.format('The identifier "%s" is also used by server "%s"; identifiers must be unique because '
+        .. "they name the imported tools.", clip(f.identifier), clip(f.other))
+    end,
+  },
+  unknown_tool = {
+    cause = "no imported tool and no server group has that name",
+    action = "list the tools (mcpclient tools) and use one of their names",
+    message = function(f)
+      return string.format('No imported tool or server group is named "%s".', clip(f.name or ""))
     end,
   },
 }
