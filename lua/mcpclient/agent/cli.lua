@@ -211,10 +211,13 @@ Out.__index = Out
 function Out:line(text) self.stdout:write(text or "", "\n") end
 -- A message on stderr: failure messages quote server text, so they pass the text rule too.
 function Out:err(text) self.stderr:write(inert(text, 2000), "\n") end
+-- A failure message about to be shown: a library warning repeating it is not printed again.
+function Out:said(message) self.refusals[#self.refusals + 1] = inert(message, 2000) end
 function Out:json(value) self.stdout:write(json.encode(value), "\n") end
 
 -- A refusal, printed once: text on stderr, or { error, kind } on stdout with --json.
 local function refuse(out, parsed, message, err)
+  out:said(message)
   if parsed.json then
     out:json { error = inert(message, 2000), kind = maybe(err and err.kind) }
   else
@@ -404,6 +407,7 @@ local function print_report(out, report)
   local who = inert(report.identifier, 64)
   if report.refused then
     local reason = report.skip_reasons[1]
+    out:said(reason)
     out:err(string.format("%s: refused — %s", who, (reason and reason ~= "") and inert(reason) or "no reason given"))
     return
   end
@@ -711,9 +715,22 @@ end
 local function context(env, store, out, parsed)
   local options = setmetatable({ actor = ACTOR, budget = parsed.budget }, { __index = env.options or {} })
   if options.log == nil then
-    options.log = function(_, message) out:err("warning: " .. tostring(message)) end
+    options.log = function(_, message) out.warnings[#out.warnings + 1] = tostring(message) end
   end
   return { store = store, options = options, stderr = out.stderr, progress = env.progress }
+end
+
+-- The library's warnings, after the command's own output, without those that
+-- only repeat a failure the command printed (a refusal is printed once).
+local function flush_warnings(out)
+  for _, warning in ipairs(out.warnings) do
+    local shown = inert(warning, 2000)
+    local repeated = false
+    for _, said in ipairs(out.refusals) do
+      if said ~= "" and shown:find(said, 1, true) then repeated = true end
+    end
+    if not repeated then out:err("warning: " .. shown) end
+  end
 end
 
 -- Open the database and run the parsed command on it.
@@ -731,6 +748,7 @@ local function run(env, out, parsed)
   end
   local ran, code = pcall(commands[parsed.command], context(env, store, out, parsed), out, parsed)
   if store ~= env.store then store:close() end
+  flush_warnings(out)
   if not ran then return usage_failed(out, code, parsed.command) end
   return code
 end
@@ -743,7 +761,8 @@ end
 -- @return exit code
 function cli.main(argv, env)
   env = env or {}
-  local out = setmetatable({ stdout = env.stdout or io.stdout, stderr = env.stderr or io.stderr }, Out)
+  local out = setmetatable({ stdout = env.stdout or io.stdout, stderr = env.stderr or io.stderr, warnings = {},
+    refusals = {} }, Out)
   local args = {}
   for i = 1, #(argv or {}) do args[i] = argv[i] end
   local ok, parsed = pcall(parse, args)
