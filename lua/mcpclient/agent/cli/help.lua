@@ -111,19 +111,22 @@ tool of it is offered, whatever its own switch; `enable` on the group turns it b
 usage: mcpclient help [<command>]]==],
 }
 
--- The edit distance between two short words (Levenshtein), for suggestions.
+-- The edit distance between two short words, a swap of neighbours counting
+-- as one edit (optimal string alignment): "tset" is one typo from "test".
 local function distance(a, b)
-  local previous = {}
-  for j = 0, #b do previous[j] = j end
+  local d = {}
+  for i = 0, #a do d[i] = { [0] = i } end
+  for j = 0, #b do d[0][j] = j end
   for i = 1, #a do
-    local current = { [0] = i }
     for j = 1, #b do
       local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      current[j] = math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:sub(i, i) == b:sub(j - 1, j - 1) and a:sub(i - 1, i - 1) == b:sub(j, j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
     end
-    previous = current
   end
-  return previous[#b]
+  return d[#a][#b]
 end
 
 --- The closest of `candidates` to `word`, when it is close enough to be a typo.
