@@ -67,4 +67,6 @@ build = {
   },
   install = { bin = { mcpclient = "bin/mcpclient" } },
 }
-test = { type = "command", command = "busted" }
+-- `luarocks test` builds the C core into build/ first (the specs load it from there), then runs busted;
+-- arguments after `--` go to busted (`luarocks test -- --exclude-tags=integration`).
+test = { type = "command", command = "make --no-print-directory all && busted" }
