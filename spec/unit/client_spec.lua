@@ -555,7 +555,7 @@ describe("a connection", function()
       local fake = Fake.new():will_handshake("s")
         :will(function(req)
           req.on_stream("id: e-7\nretry: 10\ndata:\n\n")
-          return nil, "transport", "Connection reset by peer"
+          return nil, "interrupted", "Connection reset by peer"
         end)
         :will_stream { Fake.sse_result(text_result("after the reset"), "e-8") }
       local out = assert(connect(fake):call_tool("t"))
@@ -563,31 +563,34 @@ describe("a connection", function()
       assert.equal("e-7", fake.requests[4].last_event_id)
     end)
 
-    it("reports a connection that broke before any event id as a transport failure", function()
+    -- Any byte of an event stream means the server accepted the request: a
+    -- loss after it is "interrupted" (the server may have acted), never sent again.
+    it("reports a connection that broke before any event id as interrupted, and sends nothing again", function()
       local fake = Fake.new():will_handshake("s"):will(function(req)
         req.on_stream(": just a comment\n\n")
         return nil, "transport", "Connection reset by peer"
       end)
-      local ok, _, err = connect(fake):call_tool("t")
+      local ok, message, err = connect(fake):call_tool("t")
       assert.is_nil(ok)
-      assert.equal("transport", err.kind)
+      assert.equal("interrupted", err.kind)
+      assert.truthy(message:find("may have acted on it", 1, true), message)
       assert.equal(3, #fake.requests)
     end)
 
-    it("gives up after two resumptions", function()
+    it("gives up after two resumptions: interrupted", function()
       local fake = Fake.new():will_handshake("s")
       for i = 1, 4 do fake:will_stream { "id: e" .. i .. "\nretry: 1\ndata:\n\n" } end
-      local ok, message = connect(fake):call_tool("t")
+      local ok, _, err = connect(fake):call_tool("t")
       assert.is_nil(ok)
-      assert.truthy(message:find("carried no", 1, true))
+      assert.equal("interrupted", err.kind)
       assert.same({ "initialize", "notifications/initialized", "tools/call", "GET", "GET" }, fake:methods())
     end)
 
-    it("does not wait past the budget for a retry interval", function()
+    it("does not wait past the budget for a retry interval: interrupted, not 'the server was not asked'", function()
       local fake = Fake.new():will_handshake("s"):will_stream { "id: e1\nretry: 60000\ndata:\n\n" }
       local ok, _, err = connect(fake):call_tool("t", nil, { budget = 5 })
       assert.is_nil(ok)
-      assert.equal("deadline", err.kind)
+      assert.equal("interrupted", err.kind)
     end)
   end)
 
