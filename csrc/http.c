@@ -93,6 +93,7 @@ typedef struct Leg {
   int event_stream;             /* the current response is text/event-stream */
   char media[MEDIA_CAP];        /* its media type: the last Content-Type of the head, lower case */
   int truncated, out_of_memory, head_overflow;
+  int attempts;                 /* requests libcurl began for this exchange (see on_prereq) */
   char errbuf[CURL_ERROR_SIZE];
 } Leg;
 
@@ -280,6 +281,19 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   return n;
 }
 
+/*
+** Called each time libcurl is about to send the request on a connection.
+** libcurl resends a request by itself when a reused connection dies before
+** any answer arrives (up to five times) — but the server may have read the
+** request and acted on it before closing. A request is sent at most once per
+** exchange: a second attempt aborts the transfer, reported as "interrupted".
+*/
+static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port) {
+  Leg *leg = ud;
+  (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+  return ++leg->attempts > 1 ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+}
+
 /* ===================================================================== */
 /* Leg lifetime                                                           */
 /* ===================================================================== */
@@ -371,6 +385,8 @@ static int set_fixed_options(Leg *leg) {
   bad |= curl_easy_setopt(e, CURLOPT_WRITEDATA, (void *)leg) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_HEADERDATA, (void *)leg) != CURLE_OK;
+  bad |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq) != CURLE_OK;
+  bad |= curl_easy_setopt(e, CURLOPT_PREREQDATA, (void *)leg) != CURLE_OK;
   if (curl_easy_getinfo(e, CURLINFO_CAINFO, &cainfo) == CURLE_OK && cainfo != NULL) {
     size_t n = strlen(cainfo) + 1;
     leg->default_cainfo = malloc(n);
@@ -679,6 +695,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   leg->in_head = leg->event_stream = 0;
   leg->media[0] = '\0';
   leg->truncated = leg->out_of_memory = leg->head_overflow = 0;
+  leg->attempts = 0;
   leg->errbuf[0] = '\0';
   return NULL;
 }
@@ -855,6 +872,8 @@ static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
   const char *text = leg->errbuf[0] ? leg->errbuf : curl_easy_strerror(code);
   if (leg->out_of_memory) text = "out of memory while reading the response";
   else if (leg->head_overflow) text = "the response headers are larger than 262144 bytes";
+  else if (leg->attempts > 1) text = "the connection closed after the request was sent, before any answer";
+  if (leg->attempts > 1) return push_failure(L, "interrupted", text);
   if (code == CURLE_OPERATION_TIMEDOUT) return push_failure(L, "timeout", text);
   return push_failure(L, sent ? "interrupted" : "transport", text);
 }
