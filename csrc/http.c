@@ -46,7 +46,8 @@
   X(METHOD, method) X(URL, url) X(HEADERS, headers) X(SECRET_HEADER, secret_header) \
   X(BODY, body) X(TIMEOUT_MS, timeout_ms) X(CONNECT_TIMEOUT_MS, connect_timeout_ms) \
   X(MAX_BYTES, max_bytes) X(PIN, pin) X(CA_FILE, ca_file) X(CLIENT_CERT, client_cert) \
-  X(CLIENT_KEY, client_key) X(CANCEL, cancel) X(ON_STREAM, on_stream) X(SEND_ONLY, send_only)
+  X(CLIENT_KEY, client_key) X(CANCEL, cancel) X(ON_STREAM, on_stream) X(SEND_ONLY, send_only) \
+  X(IDEMPOTENT, idempotent)
 
 #define AS_ENUM(id, name) F_##id,
 enum { REQ_FIELDS(AS_ENUM) F_COUNT };
@@ -94,6 +95,7 @@ typedef struct Leg {
   char media[MEDIA_CAP];        /* its media type: the last Content-Type of the head, lower case */
   int truncated, out_of_memory, head_overflow;
   int attempts;                 /* requests libcurl began for this exchange (see on_prereq) */
+  int idempotent;               /* this exchange may be resent on a fresh connection */
   char errbuf[CURL_ERROR_SIZE];
 } Leg;
 
@@ -112,6 +114,7 @@ typedef struct Request {
   lua_Integer n_headers;
   int has_cancel;
   int send_only;                /* stop once the request is sent: nobody waits for the answer */
+  int idempotent;               /* sending it twice does no harm (initialize, GET, DELETE) */
 } Request;
 
 /* What the driving loop saw. */
@@ -285,13 +288,14 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
 ** Called each time libcurl is about to send the request on a connection.
 ** libcurl resends a request by itself when a reused connection dies before
 ** any answer arrives (up to five times) — but the server may have read the
-** request and acted on it before closing. A request is sent at most once per
-** exchange: a second attempt aborts the transfer, reported as "interrupted".
+** request and acted on it before closing. Unless the send says it is
+** idempotent, a request is sent at most once per exchange: a second attempt
+** aborts the transfer, reported as "interrupted".
 */
 static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port) {
   Leg *leg = ud;
   (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
-  return ++leg->attempts > 1 ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+  return ++leg->attempts > 1 && !leg->idempotent ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
 }
 
 /* ===================================================================== */
@@ -545,6 +549,9 @@ static void read_request(lua_State *L, Request *r) {
     luaL_error(L, "send: 'on_stream' must be a function");
   if (!lua_isnil(L, SLOT(F_SEND_ONLY)) && !lua_isboolean(L, SLOT(F_SEND_ONLY)))
     luaL_error(L, "send: 'send_only' must be a boolean");
+  if (!lua_isnil(L, SLOT(F_IDEMPOTENT)) && !lua_isboolean(L, SLOT(F_IDEMPOTENT)))
+    luaL_error(L, "send: 'idempotent' must be a boolean");
+  r->idempotent = lua_toboolean(L, SLOT(F_IDEMPOTENT));
   r->has_cancel = lua_isfunction(L, SLOT(F_CANCEL));
   r->send_only = lua_toboolean(L, SLOT(F_SEND_ONLY));
 }
@@ -696,6 +703,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   leg->media[0] = '\0';
   leg->truncated = leg->out_of_memory = leg->head_overflow = 0;
   leg->attempts = 0;
+  leg->idempotent = r->idempotent;
   leg->errbuf[0] = '\0';
   return NULL;
 }
@@ -872,8 +880,9 @@ static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
   const char *text = leg->errbuf[0] ? leg->errbuf : curl_easy_strerror(code);
   if (leg->out_of_memory) text = "out of memory while reading the response";
   else if (leg->head_overflow) text = "the response headers are larger than 262144 bytes";
-  else if (leg->attempts > 1) text = "the connection closed after the request was sent, before any answer";
-  if (leg->attempts > 1) return push_failure(L, "interrupted", text);
+  else if (leg->attempts > 1 && !leg->idempotent)
+    text = "the connection closed after the request was sent, before any answer";
+  if (leg->attempts > 1 && !leg->idempotent) return push_failure(L, "interrupted", text);
   if (code == CURLE_OPERATION_TIMEDOUT) return push_failure(L, "timeout", text);
   return push_failure(L, sent ? "interrupted" : "transport", text);
 }

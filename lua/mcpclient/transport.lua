@@ -109,7 +109,8 @@ end
 
 --[[
 A Send describes one exchange: { method, headers, body, on_stream, leg,
-cancellable, send_only, call }. `call` (the JSON-RPC request it belongs to,
+cancellable, send_only, call }. Only the POST of a JSON-RPC request other
+than initialize is "at most once" in the leg: nothing else can run a tool. `call` (the JSON-RPC request it belongs to,
 if any) says whether a cancellation is in flight, who to notify, and
 whether the server has already accepted the request.
 ]]
@@ -181,6 +182,9 @@ function Transport:exchange(op, send)
     cancel = send.cancellable and op.cancel or nil,
     on_stream = send.on_stream,
     send_only = send.send_only,
+    -- libcurl may resend it on a fresh connection when a reused one died:
+    -- only where a second copy can do no harm
+    idempotent = send.method ~= "POST" or not send.call or send.call.method == "initialize",
     ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
   }
   if response then return response end
