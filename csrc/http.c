@@ -478,10 +478,8 @@ static size_t pin_hostport(const char *pin, size_t len) {
   return i;
 }
 
-/* Copy req's fields into their slots, then check each; raises on misuse. */
-static void read_request(lua_State *L, Request *r) {
-  size_t len = 0;
-  const char *s;
+/* Copy req's fields into their slots; raises on a key that names no field. */
+static void slot_fields(lua_State *L) {
   int f;
   for (f = 0; f < F_COUNT; f++) lua_pushnil(L);
   lua_pushnil(L);
@@ -494,17 +492,10 @@ static void read_request(lua_State *L, Request *r) {
     if (f < 0) luaL_error(L, "send: unknown request field '%s'", k);
     lua_replace(L, SLOT(f));
   }
+}
 
-  s = string_field(L, F_METHOD, NULL, 1);
-  if (s == NULL) luaL_error(L, "send: 'method' is required");
-  if (strcmp(s, "POST") == 0) r->method = M_POST;
-  else if (strcmp(s, "GET") == 0) r->method = M_GET;
-  else if (strcmp(s, "DELETE") == 0) r->method = M_DELETE;
-  else luaL_error(L, "send: 'method' must be \"POST\", \"GET\" or \"DELETE\"");
-
-  r->url = string_field(L, F_URL, NULL, 1);
-  if (r->url == NULL) luaL_error(L, "send: 'url' is required");
-
+/* The 'headers' field: an array of strings without holes, NUL or line breaks. */
+static void read_headers(lua_State *L, Request *r) {
   r->n_headers = 0;
   if (!lua_isnil(L, SLOT(F_HEADERS))) {
     lua_Integer i;
@@ -529,7 +520,22 @@ static void read_request(lua_State *L, Request *r) {
       if (lua_rawgeti(L, SLOT(F_HEADERS), i) != LUA_TSTRING) luaL_error(L, "send: 'headers' has a hole at %I", i);
       else lua_pop(L, 1);
   }
+}
 
+/* Slot req's fields, then check each; raises on misuse. */
+static void read_request(lua_State *L, Request *r) {
+  size_t len = 0;
+  const char *s;
+  slot_fields(L);
+  s = string_field(L, F_METHOD, NULL, 1);
+  if (s == NULL) luaL_error(L, "send: 'method' is required");
+  if (strcmp(s, "POST") == 0) r->method = M_POST;
+  else if (strcmp(s, "GET") == 0) r->method = M_GET;
+  else if (strcmp(s, "DELETE") == 0) r->method = M_DELETE;
+  else luaL_error(L, "send: 'method' must be \"POST\", \"GET\" or \"DELETE\"");
+  r->url = string_field(L, F_URL, NULL, 1);
+  if (r->url == NULL) luaL_error(L, "send: 'url' is required");
+  read_headers(L, r);
   r->secret = string_field(L, F_SECRET_HEADER, NULL, 1);
   r->body = string_field(L, F_BODY, &r->body_len, 0);
   if (r->body != NULL && r->method != M_POST) luaL_error(L, "send: a 'body' is only sent with POST");
@@ -892,6 +898,35 @@ static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
 /* ===================================================================== */
 
 /*
+** What a finished exchange returns: the response table, or the failure
+** triple for a cancellation, a multi-handle failure or a libcurl error.
+*/
+static int push_outcome(lua_State *L, Leg *leg, const Exchange *x, int outcome, int sent) {
+  int results;
+  switch (outcome) {
+    case OUT_CANCELLED:
+      results = push_failure(L, "cancelled", "the call was cancelled");
+      break;
+    case OUT_MULTI_FAIL:
+      results = push_failure(L, "transport", curl_multi_strerror(x->multi_code));
+      break;
+    case OUT_STOPPED:
+      push_response(L, leg, x, 1);
+      results = 1;
+      break;
+    default:
+      if (x->code == CURLE_OK || (leg->truncated && x->code == CURLE_WRITE_ERROR && !leg->out_of_memory)) {
+        push_response(L, leg, x, 0);
+        results = 1;
+      } else {
+        results = push_curl_failure(L, leg, x->code, sent);
+      }
+      break;
+  }
+  return results;
+}
+
+/*
 ** leg:send(req) -> response | nil, kind, message. Everything that can raise
 ** (validation, the pre-send cancel poll) happens before anything is allocated;
 ** from configure() to the end of the exchange Lua runs only under lua_pcall,
@@ -947,28 +982,8 @@ static int leg_send(lua_State *L) {
   drop_headers(leg);
   leg->busy = 0;
 
-  switch (outcome) {
-    case OUT_RAISE:
-      return lua_error(L);
-    case OUT_CANCELLED:
-      results = push_failure(L, "cancelled", "the call was cancelled");
-      break;
-    case OUT_MULTI_FAIL:
-      results = push_failure(L, "transport", curl_multi_strerror(x.multi_code));
-      break;
-    case OUT_STOPPED:
-      push_response(L, leg, &x, 1);
-      results = 1;
-      break;
-    default:
-      if (x.code == CURLE_OK || (leg->truncated && x.code == CURLE_WRITE_ERROR && !leg->out_of_memory)) {
-        push_response(L, leg, &x, 0);
-        results = 1;
-      } else {
-        results = push_curl_failure(L, leg, x.code, sent);
-      }
-      break;
-  }
+  if (outcome == OUT_RAISE) return lua_error(L);
+  results = push_outcome(L, leg, &x, outcome, sent);
   buf_trim(&leg->body);
   buf_trim(&leg->stream);
   buf_trim(&leg->head);

@@ -96,42 +96,49 @@ end
 -- Connecting
 ---------------------------------------------------------------------------
 
+-- What the transport of a connection is built from; `checked` holds the
+-- options connect() has already validated.
+local function transport_config(options, checked)
+  return {
+    identifier = options.identifier,
+    url = options.url,
+    target = checked.target,
+    leg = checked.leg,
+    spawn_leg = not options.transport and core.http_leg or nil,
+    auth = checked.auth,
+    resolver = options.resolver,
+    host_gate = options.host_gate or hostgate.default,
+    refuse_private = options.refuse_private or false,
+    connect_timeout = checked.connect_timeout,
+    tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
+    clock = checked.clock,
+  }
+end
+
 --- Open a connection. No network traffic happens until the first operation.
 -- Misuse (unknown keys, wrong types, a missing required option) raises.
 function client.connect(options)
-  local target = validate(options)
+  local checked = { target = validate(options), auth = credentials.validate(options.auth),
+    clock = options.clock or core.now,
+    connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT) }
   local health = options.health
   local record = type(health) == "function" and health or function(...) return health:record(...) end
-  local clock = options.clock or core.now
   -- The leg exists before the connection is given its finalizer: Lua runs
   -- finalizers in the reverse order objects were marked, so a collected
   -- connection still finds its leg open and can end its session (DELETE).
-  local leg = options.transport or core.http_leg()
+  checked.leg = options.transport or core.http_leg()
   local self = setmetatable({
     identifier = options.identifier,
     name = options.name or options.identifier,
     url = options.url,
     budget = positive_seconds("budget", options.budget or client.DEFAULT_BUDGET),
-    clock = clock,
+    clock = checked.clock,
     record_contact = record,
     log = options.log or log.default,
     session = nil,
     closed = false,
   }, Connection)
-  self.transport = Transport.new {
-    identifier = self.identifier,
-    url = options.url,
-    target = target,
-    leg = leg,
-    spawn_leg = not options.transport and core.http_leg or nil,
-    auth = credentials.validate(options.auth),
-    resolver = options.resolver,
-    host_gate = options.host_gate or hostgate.default,
-    refuse_private = options.refuse_private or false,
-    connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT),
-    tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
-    clock = clock,
-  }
+  self.transport = Transport.new(transport_config(options, checked))
   return self
 end
 
