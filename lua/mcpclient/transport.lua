@@ -148,9 +148,11 @@ end
 
 --[[
 The leg's failure (its C shape: nil, kind, detail) as the failure value,
-made here once. After the server accepted the request, a lost connection is
-"interrupted" whatever the leg could tell; a cancellation tells the server
-first, then returns.
+made here once. A lost connection is "interrupted" when the exchange
+carried a request that can act (any but initialize) and the request had
+left (the leg says so) or the server had accepted it; a lost handshake or
+notification is "transport": the operation itself was never sent. A
+cancellation tells the server first, then returns.
 ]]
 function Transport:leg_failure(op, send, kind, detail)
   local call = send.call
@@ -158,7 +160,8 @@ function Transport:leg_failure(op, send, kind, detail)
   if kind == "timeout" then
     return fail("timeout", { server = self.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
   end
-  if kind == "interrupted" or accepted(call) then
+  local could_act = call ~= nil and call.method ~= "initialize"
+  if could_act and (kind == "interrupted" or accepted(call)) then
     return fail("interrupted", { server = self.identifier, detail = detail })
   end
   return fail("transport", { server = self.identifier, detail = detail })
