@@ -835,7 +835,8 @@ static size_t count_containers(const char *s, size_t len) {
 }
 
 /*
-** core.rpc_classify(text, expected_id [, ordered [, max_containers]]) — one JSON-RPC response:
+** core.rpc_classify(text, expected_id [, ordered [, max_containers]]) — one JSON-RPC response
+** (with max_containers, a result also returns how many objects and arrays the text opened):
 **   "result", table | "error", code, message | "other", why | "malformed", why.
 ** Classified on the jansson tree; only a result we return is converted to Lua.
 */
@@ -846,10 +847,11 @@ static int l_rpc_classify(lua_State *L) {
   int ordered = lua_toboolean(L, 3), id_matches;
   json_t **box, *root, *id, *err, *res;
   lua_Integer max_containers = luaL_optinteger(L, 4, 0);
+  size_t containers = max_containers > 0 ? count_containers(s, len) : 0;
   if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer");  /* ids are integers: no "1" or 1.0 */
   expected = lua_tointeger(L, 2);
   lua_settop(L, 3);
-  if (max_containers > 0 && count_containers(s, len) > (size_t)max_containers) {
+  if (max_containers > 0 && containers > (size_t)max_containers) {
     lua_pushliteral(L, "malformed");
     lua_pushfstring(L, "the response holds more than %I objects and arrays", max_containers);
     return 2;
@@ -896,7 +898,9 @@ static int l_rpc_classify(lua_State *L) {
     lua_pushliteral(L, "result");
     (void)to_lua(&d, res, 2);  /* depth_ok already bounded the whole tree */
     drop_tree(box);
-    return 2;
+    if (max_containers <= 0) return 2;
+    lua_pushinteger(L, (lua_Integer)containers);  /* so a caller can bound several responses together */
+    return 3;
   }
   return classified(L, box, "malformed", "the response carries neither a result nor an error");
 }

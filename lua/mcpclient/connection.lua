@@ -22,10 +22,12 @@ client.PROTOCOL_VERSION = "2025-11-25"
 client.SUPPORTED_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
 client.MAX_PAGES = 50
 -- The whole tools/list walk, all pages together: entries as the server sent
--- them and response bytes. A page is bounded by the read cap; these bound
--- what a server can make the client hold across pages.
+-- them, response bytes, and objects and arrays decoded (each a Lua table).
+-- A page is bounded by the read cap; these bound what a server can make the
+-- client hold across pages.
 client.MAX_LISTED_TOOLS = 10000
 client.MAX_LISTED_BYTES = 8 * 1024 * 1024
+client.MAX_LISTED_CONTAINERS = 131072
 client.DEFAULT_BUDGET = 20            -- seconds, one operation
 client.DEFAULT_CONNECT_TIMEOUT = 10   -- seconds, never more than the budget left
 client.CLOSE_BUDGET = 2               -- seconds for the DELETE that ends a session
@@ -254,10 +256,12 @@ function Connection:take_page(walk, result, info)
   end
   walk.entries = walk.entries + #page
   walk.bytes = walk.bytes + (info.bytes or 0)
-  if walk.entries > client.MAX_LISTED_TOOLS or walk.bytes > client.MAX_LISTED_BYTES then
+  walk.containers = walk.containers + (info.containers or 0)
+  if walk.entries > client.MAX_LISTED_TOOLS or walk.bytes > client.MAX_LISTED_BYTES
+    or walk.containers > client.MAX_LISTED_CONTAINERS then
     return fail("malformed", { server = self.identifier, detail = string.format(
-      "the tool listing exceeds %d tools or %d bytes across its pages", client.MAX_LISTED_TOOLS,
-      client.MAX_LISTED_BYTES) })
+      "the tool listing exceeds %d tools, %d bytes or %d objects and arrays across its pages",
+      client.MAX_LISTED_TOOLS, client.MAX_LISTED_BYTES, client.MAX_LISTED_CONTAINERS) })
   end
   for _, entry in ipairs(page) do
     if type(entry) == "table" and not json.is_array(entry) then walk.tools[#walk.tools + 1] = entry end
@@ -269,7 +273,7 @@ end
 -- @return array of tool tables (as the server sent them) | nil, message, err
 function Connection:list_tools(opts)
   local op = self:open_operation(opts)
-  local walk = { tools = json.array {}, entries = 0, bytes = 0 }
+  local walk = { tools = json.array {}, entries = 0, bytes = 0, containers = 0 }
   local params = {}
   for _ = 1, client.MAX_PAGES do
     local result, info, err = self:request(op, "tools/list", params, true)

@@ -339,7 +339,8 @@ local function info_of(call, response)
 end
 
 --- Send a JSON-RPC request and return its result (a table) and the leg's
---- info { duration_ms (integer), session_id, bytes } | nil, message, err.
+--- info { duration_ms (integer), session_id, bytes, containers (objects and
+--- arrays the answer opened) } | nil, message, err.
 function Transport:request(op, session, method, params, ordered)
   local call, message, err = self:open_call(op, session, method, params, ordered)
   if not call then return nil, message, err end
@@ -371,8 +372,10 @@ function Transport:json_answer(call, response, info)
   if not response.body:find("%S") then
     return fail("malformed", { server = self.identifier, detail = "empty body with status " .. response.status })
   end
-  local result, message, err = self:answer(core.rpc_classify(response.body, call.id, call.ordered, MAX_CONTAINERS))
+  local kind, a, b = core.rpc_classify(response.body, call.id, call.ordered, MAX_CONTAINERS)
+  local result, message, err = self:answer(kind, a, b)
   if not result then return nil, message, err end
+  info.containers = b
   return result, info
 end
 
@@ -382,10 +385,11 @@ function Transport:finish_stream(call, response, info)
   while true do
     if not reader.answer and not response.stopped then reader:finish() end
     if reader.answer then
-      local result, message, err = self:answer(table.unpack(reader.answer, 1, 3))
+      local kind, a, b = table.unpack(reader.answer, 1, 3)
+      local result, message, err = self:answer(kind, a, b)
       if not result then return nil, message, err end
       info.duration_ms = Transport.whole_ms(response.duration_ms or 0)
-      info.bytes = reader.bytes
+      info.bytes, info.containers = reader.bytes, b
       return result, info
     end
     local ok, message, err = self:resumable(call, response)

@@ -903,10 +903,26 @@ describe("a connection", function()
       local ok, message, err = connect(fake):list_tools()
       assert.is_nil(ok)
       assert.equal("malformed", err.kind)
-      assert.truthy(message:find("bytes across its pages", 1, true), message)
+      assert.truthy(message:find("8388608 bytes", 1, true), message)
       local lists = 0
       for _, m in ipairs(fake:methods()) do if m == "tools/list" then lists = lists + 1 end end
       assert.equal(5, lists) -- 5 x 1.9 MiB is the first sum over 8 MiB
+    end)
+
+    it("fails once the pages together open more than MAX_LISTED_CONTAINERS objects and arrays", function()
+      local fake = Fake.new():will_handshake()
+      local nested = mcp.json.array {}
+      for i = 1, 40000 do nested[i] = {} end
+      for p = 1, 5 do
+        fake:will_return({ tools = mcp.json.array { { name = "t" .. p, x = nested } }, nextCursor = "c" .. p })
+      end
+      local ok, message, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal("malformed", err.kind)
+      assert.truthy(message:find("objects and arrays across its pages", 1, true), message)
+      local lists = 0
+      for _, m in ipairs(fake:methods()) do if m == "tools/list" then lists = lists + 1 end end
+      assert.equal(4, lists) -- 4 x 40 004 is the first sum over 131 072
     end)
 
     it("lists 4 900 tools in 49 pages", function()
