@@ -30,8 +30,8 @@ local MAX_CONTAINERS = 65536
 local MAX_RESUMPTIONS = 2             -- GET + Last-Event-ID after a stream ends early
 local DEFAULT_RETRY_MS = 1000
 -- notifications/cancelled is fire and forget: the leg stops once the notice
--- is sent, and this bounds even the connect, so a stalling server never
--- holds the caller.
+-- is sent, and this bounds even the connect (a kept-alive connection needs
+-- none), so a stalling server never holds the caller for more than this.
 local NOTICE_SECONDS = 0.25
 local METHOD_NOT_FOUND = -32601
 local ACCEPT_BOTH = "Accept: application/json, text/event-stream"
@@ -467,12 +467,15 @@ end
 -- A server request arrived on the stream of `call`: a ping is answered with
 -- {} at once, anything else with "method not found", so no server waits on
 -- a handler this client does not have. Sent on the side leg (the main one
--- is busy reading the stream); the reply is not read.
+-- is busy reading the stream). The leg stops once the answer is sent (the
+-- stream it was asked on must not wait for the server's reply); connecting
+-- and sending may take what is left of the operation's budget, since a
+-- server may wait for this answer before it answers the call.
 function Transport:answer_server(call, id, method)
   local reply = method == "ping" and '"result":{}'
     or ('"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}')
-  self:exchange(call.op, {
-    method = "POST", leg = self:side(),
+  self:exchange({ deadline = call.op.deadline }, {
+    method = "POST", leg = self:side(), send_only = true,
     body = '{"jsonrpc":"2.0","id":' .. json.encode(id) .. ',' .. reply .. '}',
     headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, call.session),
   })
