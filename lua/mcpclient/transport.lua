@@ -29,6 +29,7 @@ local MAX_RESPONSE_BYTES = 2 * 1024 * 1024  -- the read cap of one exchange
 local MAX_CONTAINERS = 65536
 local MAX_RESUMPTIONS = 2             -- GET + Last-Event-ID after a stream ends early
 local DEFAULT_RETRY_MS = 1000
+local MAX_EVENT_ID_BYTES = 1024       -- an event id goes back as Last-Event-ID: printable ASCII only
 -- notifications/cancelled is fire and forget: the leg stops once the notice
 -- is sent, and this bounds even the connect (a kept-alive connection needs
 -- none), so a stalling server never holds the caller for more than this.
@@ -40,9 +41,6 @@ local BROKEN_STREAM = { stopped = false, truncated = false, duration_ms = 0 }
 
 local Transport = {}
 Transport.__index = Transport
-
-Transport.MAX_RESPONSE_BYTES = MAX_RESPONSE_BYTES
-Transport.MAX_CONTAINERS = MAX_CONTAINERS
 
 --- The one rounding of a duration: whole milliseconds, never negative.
 function Transport.whole_ms(ms)
@@ -411,6 +409,10 @@ function Transport:resumable(call, response)
     local detail = reader.messages == 0 and "the event stream carried no message"
       or "the event stream carried no response to the request"
     return fail("malformed", { server = self.identifier, detail = detail })
+  end
+  if #reader.last_event_id > MAX_EVENT_ID_BYTES or reader.last_event_id:find("[^\32-\126]") then
+    return fail("interrupted", { server = self.identifier,
+      detail = "the event stream's id cannot be sent back in a header, so it cannot be resumed" })
   end
   if call.resumptions == MAX_RESUMPTIONS then
     return fail("interrupted", { server = self.identifier,
