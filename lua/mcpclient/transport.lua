@@ -12,8 +12,9 @@
 -- Nothing is sent twice once the server may have acted on it. A request is
 -- "accepted" once the server answered its POST with a 2xx status or sent any
 -- byte of an event stream; from then on every loss (a broken stream, a failed
--- resumption, a vanished session) is kind "interrupted", and only a refusal
--- of the POST itself (err.session_lost) lets the connection send it again.
+-- resumption, a vanished session) is kind "interrupted", as is a connection
+-- lost after the request had left. Only a refusal of the POST itself
+-- (err.session_lost) lets the connection send it again.
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
@@ -42,8 +43,8 @@ local BROKEN_STREAM = { stopped = false, truncated = false, duration_ms = 0 }
 local Transport = {}
 Transport.__index = Transport
 
---- The one rounding of a duration: whole milliseconds, never negative.
-function Transport.whole_ms(ms)
+-- The one rounding of a duration: whole milliseconds, never negative.
+local function whole_ms(ms)
   return math.max(0, math.floor(ms + 0.5))
 end
 
@@ -330,7 +331,7 @@ end
 local function info_of(call, response)
   local session_id = response.headers and response.headers["mcp-session-id"]
   return {
-    duration_ms = Transport.whole_ms(response.duration_ms or 0),
+    duration_ms = whole_ms(response.duration_ms or 0),
     session_id = session_id ~= "" and session_id or nil,
     bytes = call.reader.bytes + #(response.body or ""),
   }
@@ -386,7 +387,7 @@ function Transport:finish_stream(call, response, info)
       local kind, a, b = table.unpack(reader.answer, 1, 3)
       local result, message, err = self:answer(kind, a, b)
       if not result then return nil, message, err end
-      info.duration_ms = Transport.whole_ms(response.duration_ms or 0)
+      info.duration_ms = whole_ms(response.duration_ms or 0)
       info.bytes, info.containers = reader.bytes, b
       return result, info
     end
