@@ -208,7 +208,7 @@ function Connection:handshake(op)
     clientInfo = { name = "mcpclient", version = core.version },
   }
   local result, info, err = self.transport:request(op, nil, "initialize", params)
-  if not result then return nil, info, err end
+  if not result then return errors.pass(err) end
   local version, message
   version, message, err = self:check_initialize(result, info)
   if not version then return nil, message, err end
@@ -277,7 +277,7 @@ function Connection:list_tools(opts)
   local params = {}
   for _ = 1, client.MAX_PAGES do
     local result, info, err = self:request(op, "tools/list", params, true)
-    if not result then return nil, info, err end
+    if not result then return errors.pass(err) end
     local ok, message
     ok, message, err = self:take_page(walk, result, info)
     if not ok then return nil, message, err end
@@ -325,7 +325,7 @@ function Connection:call_tool(name, arguments, opts)
   end
   local op = self:open_operation(opts)
   local result, info, err = self:request(op, "tools/call", { name = name, arguments = arguments or {} })
-  if not result then return nil, info, err end
+  if not result then return errors.pass(err) end
   self:contact(info.duration_ms)
   return outcome_of(result, info.duration_ms)
 end
@@ -341,7 +341,7 @@ function Connection:ping(opts)
   else
     answered, info, err = self:handshake(op)
   end
-  if not answered then return nil, info, err end
+  if not answered then return errors.pass(err) end
   self:contact(info.duration_ms)
   local server = self.session.server_info
   return {
