@@ -39,8 +39,8 @@ errors.KINDS = {
     end,
   },
   transport = {
-    cause = "the request never reached the server (name resolution, connect, TLS)",
-    action = "safe to retry: the server did not see the request",
+    cause = "the request never left (name resolution, connect, TLS), or only the handshake was lost",
+    action = "safe to retry: the operation was not sent to the server",
     message = function(f) return string.format("%s could not be reached: %s", on(f), clip(f.detail)) end,
   },
   interrupted = {
