@@ -140,13 +140,6 @@ static void wipe(void *p, size_t n) {
   while (n--) *v++ = 0;
 }
 
-/* Nanoseconds on CLOCK_MONOTONIC: durations only, never a time of day. */
-static int64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
-}
-
 /* ASCII-only case folding: header names and media types are ASCII, and the
    C library's tolower would follow the locale. */
 static char ascii_lower(char c) {
@@ -777,7 +770,7 @@ static int request_sent(Leg *leg, const Request *r) {
 */
 static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
   int running = 0;
-  x->t0 = monotonic_ns();
+  x->t0 = mcp_monotonic_ns();
   if ((x->multi_code = curl_multi_add_handle(leg->multi, leg->easy)) != CURLM_OK) return OUT_MULTI_FAIL;
   for (;;) {
     CURLMsg *msg;
@@ -788,19 +781,19 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
         x->done = 1;
         x->code = msg->data.result;
       }
-    if (x->done) x->t1 = monotonic_ns();
+    if (x->done) x->t1 = mcp_monotonic_ns();
     if (leg->stream.len > 0) {
       hook = deliver(L, leg);
       if (hook < 0) return OUT_RAISE;
       if (leg->easy == NULL) return OUT_CLOSED;
       if (hook) {
-        if (!x->done) x->t1 = monotonic_ns();
+        if (!x->done) x->t1 = mcp_monotonic_ns();
         return OUT_STOPPED;
       }
     }
     if (x->done) return OUT_DONE;
     if (r->send_only && request_sent(leg, r)) {
-      x->t1 = monotonic_ns();
+      x->t1 = mcp_monotonic_ns();
       return OUT_STOPPED;
     }
     if (r->has_cancel) {
