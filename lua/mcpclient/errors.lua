@@ -39,16 +39,17 @@ errors.KINDS = {
     end,
   },
   transport = {
-    cause = "the request never reached the server (name resolution, connect, TLS)",
-    action = "safe to retry: the server did not see the request",
+    cause = "the request never left (name resolution, connect, TLS), or only the handshake was lost",
+    action = "safe to retry: the operation was not sent to the server",
     message = function(f) return string.format("%s could not be reached: %s", on(f), clip(f.detail)) end,
   },
   interrupted = {
-    cause = "the connection was lost after the server accepted the request",
+    cause = "the exchange was lost after the request reached the server (sent, answered with 2xx, or streamed)",
     action = "do not retry blindly: the server may have acted on it",
     message = function(f)
-      return string.format("%s accepted the request, then the exchange was lost (%s); the server may have acted "
-        .. "on it, so it was not sent again.", on(f), clip(f.detail))
+      return string.format("The request reached %s, then the exchange was lost (%s); the server may have acted "
+        .. "on it, so it was not sent again.", f.server and string.format('MCP server "%s"', f.server)
+        or "the MCP server", clip(f.detail))
     end,
   },
   timeout = {
