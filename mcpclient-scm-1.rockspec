@@ -63,6 +63,7 @@ build = {
     ["mcpclient.oauth.grants"] = "lua/mcpclient/oauth/grants.lua",
     ["mcpclient.oauth"] = "lua/mcpclient/oauth/init.lua",
     ["mcpclient.oauth.jwt"] = "lua/mcpclient/oauth/jwt.lua",
+    ["mcpclient.trace"] = "lua/mcpclient/trace.lua",
     ["mcpclient.transport"] = "lua/mcpclient/transport.lua",
   },
   install = { bin = { mcpclient = "bin/mcpclient" } },

@@ -11,6 +11,7 @@ local Deadline = require "mcpclient.deadline"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local log = require "mcpclient.log"
+local trace = require "mcpclient.trace"
 local Transport = require "mcpclient.transport"
 
 local json = core.json
@@ -53,7 +54,7 @@ local option_types = {
   url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
-  transport = "table", clock = "function", log = "function",
+  transport = "table", clock = "function", log = "function", trace = "boolean",
 }
 
 local function check_type(key, value, expected)
@@ -141,6 +142,7 @@ function client.connect(options)
     closed = false,
   }, Connection)
   self.transport = Transport.new(transport_config(options, checked))
+  if trace.enabled(options.trace) then trace.wrap(self.transport, self.identifier, self.clock) end
   if options.oauth then
     if options.auth then error("connect: give either auth or oauth, not both", 2) end
     self.transport.oauth = require("mcpclient.oauth").provider(options.oauth, self.transport, 2)

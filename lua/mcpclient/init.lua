@@ -13,6 +13,9 @@ local connection = require "mcpclient.connection"
 local mcp = {
   version = core.version,
   connect = connection.connect,
+  -- Seconds on the monotonic clock the library measures with (fractional):
+  -- for deadlines in cancel hooks, e.g. `cancel = function() return mcp.now() > stop_at end`.
+  now = core.now,
   PROTOCOL_VERSION = connection.PROTOCOL_VERSION,
   SUPPORTED_VERSIONS = connection.SUPPORTED_VERSIONS,
 }
