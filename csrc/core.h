@@ -36,6 +36,7 @@ void mcp_register_schema(lua_State *L); /* schema.c:  core.normalise_schema(), c
 void mcp_register_sqlite(lua_State *L); /* sqlite.c:  core.sqlite_open(), core.sqlite_version */
 void mcp_register_crypto(lua_State *L); /* crypto.c:  core.crypto.{sha256, random_bytes, base64, base64url,
                                                         jws_sign} */
+void mcp_register_loopback(lua_State *L); /* loopback.c: core.loopback_listen() (the login redirect) */
 
 /* ==================================================================== */
 /* The clock (clock.c)                                                  */

@@ -10,7 +10,9 @@
 -- A refusal is printed once: on stderr as text, or with --json as one JSON
 -- object { error, kind } on stdout.
 local core = require "mcpclient.core"
+local grants = require "mcpclient.agent.grants"
 local help = require "mcpclient.agent.cli.help"
+local login = require "mcpclient.agent.login"
 local operator = require "mcpclient.agent.operator"
 local render = require "mcpclient.agent.cli.render"
 
@@ -42,6 +44,7 @@ local SERVER_FLAGS = {
 local COMMAND_FLAGS = {
   servers = {}, test = {}, tools = {}, remove = {}, help = {},
   check = { ["--call"] = "value", ["--arguments"] = "value" },
+  login = { ["--wait"] = "value" }, logout = {},
   import = { ["--all"] = "flag", ["-a"] = "flag", ["--server"] = "value" },
   enable = { ["--tool"] = "flag", ["--group"] = "flag" },
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
@@ -291,6 +294,14 @@ function commands.servers(ctx, out, parsed)
   return cli.OK
 end
 
+-- After a refusal that asks for authorization: how to give it.
+local function oauth_hint(out, err, row)
+  if type(err) ~= "table" then return end
+  if err.kind == "authorization_required" or (err.kind == "http_status" and err.status == 401) then
+    out:err(string.format("If the server uses OAuth, log in first: `mcpclient login %s`.", inert(row.identifier, 64)))
+  end
+end
+
 -- The connection test's data (see docs/CLI.md).
 local function test_json(row, result)
   local reached = result.reached or {}
@@ -322,6 +333,7 @@ function commands.test(ctx, out, parsed)
     out:line("Last contact: " .. result.contact)
   else
     out:err(result.error)
+    oauth_hint(out, result.err, row)
   end
   return result.success and cli.OK or cli.FAILED
 end
@@ -613,6 +625,56 @@ function commands.remove(ctx, out, parsed)
   return cli.OK
 end
 
+-- Where the person goes: the authorization URL, and where the browser comes back to.
+local function announcer(out, parsed, row, wait)
+  return function(url, port)
+    local stream = parsed.json and out.err or out.line
+    stream(out, string.format("To log in to %s, open this URL in a browser:", inert(row.identifier, 64)))
+    stream(out, "  " .. inert(url, 4000))
+    stream(out, string.format("Waiting up to %d s for the redirect to http://127.0.0.1:%d/callback …", wait, port))
+    -- a person (or a script) reads this while the command waits: no buffering
+    if out.stdout.flush then out.stdout:flush() end
+    if out.stderr.flush then out.stderr:flush() end
+  end
+end
+
+function commands.login(ctx, out, parsed)
+  local row, message, err = server_named(ctx, need_server(parsed))
+  if not row then return refuse(out, parsed, message, err) end
+  local wait = tonumber(parsed.flags["--wait"] or login.DEFAULT_WAIT)
+  if not wait or wait <= 0 or wait > 3600 then usage("--wait is a number of seconds up to 3600.") end
+  local options = setmetatable({ wait = wait, announce = announcer(out, parsed, row, wait) }, { __index = ctx.options })
+  local status
+  status, message, err = login.run(ctx.store, row, options)
+  grants.protect(ctx.path)
+  if not status then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    out:json { server = row.identifier, id = row.uid, authorization = render.grant_json(status) }
+  else
+    local card = operator.readout(ctx.store)
+    for _, c in ipairs(card or {}) do
+      if c.uid == row.uid and c.authorization then out:line("Logged in: " .. inert(c.authorization, 300)) end
+    end
+  end
+  return cli.OK
+end
+
+function commands.logout(ctx, out, parsed)
+  local row, message, err = server_named(ctx, need_server(parsed))
+  if not row then return refuse(out, parsed, message, err) end
+  local removed
+  removed, message, err = grants.forget(ctx.store, row.identifier)
+  if not removed then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    out:json { server = row.identifier, id = row.uid, grants_removed = removed }
+  elseif removed == 0 then
+    out:line(string.format("%s had no stored authorization.", inert(row.identifier, 64)))
+  else
+    out:line(string.format("Logged out of %s: its stored authorization is removed.", inert(row.identifier, 64)))
+  end
+  return cli.OK
+end
+
 ---------------------------------------------------------------------------
 -- The database
 ---------------------------------------------------------------------------
@@ -677,7 +739,10 @@ local function open_database(env, parsed)
   end
   local open = env.open_store or function(p) return require("mcpclient.agent.store").open(p) end
   local store, message = open(path)
-  if store then return store end
+  if store then
+    grants.protect(path)   -- it may hold OAuth tokens: owner only
+    return store, path
+  end
   return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300), tostring(message))
 end
 
@@ -712,12 +777,12 @@ end
 
 -- What every command gets: the store, the operator options (the local
 -- operator as actor, the budget; warnings to stderr unless the embedder logs them).
-local function context(env, store, out, parsed)
+local function context(env, store, out, parsed, path)
   local options = setmetatable({ actor = ACTOR, budget = parsed.budget }, { __index = env.options or {} })
   if options.log == nil then
     options.log = function(_, message) out.warnings[#out.warnings + 1] = tostring(message) end
   end
-  return { store = store, options = options, stderr = out.stderr, progress = env.progress }
+  return { store = store, options = options, stderr = out.stderr, progress = env.progress, path = path }
 end
 
 -- The library's warnings, after the command's own output, without those that
@@ -735,9 +800,8 @@ end
 
 -- Open the database and run the parsed command on it.
 local function run(env, out, parsed)
-  local store = env.store
+  local store, path = env.store, nil
   if not store then
-    local path
     store, path = open_database(env, parsed)
     if store == false then
       if EMPTY_WITHOUT[parsed.command] then EMPTY_WITHOUT[parsed.command](out, parsed); return cli.OK end
@@ -746,7 +810,7 @@ local function run(env, out, parsed)
     end
     if not store then return refuse(out, parsed, path) end
   end
-  local ran, code = pcall(commands[parsed.command], context(env, store, out, parsed), out, parsed)
+  local ran, code = pcall(commands[parsed.command], context(env, store, out, parsed, path), out, parsed)
   if store ~= env.store then store:close() end
   flush_warnings(out)
   if not ran then return usage_failed(out, code, parsed.command) end

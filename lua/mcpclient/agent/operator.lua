@@ -17,6 +17,7 @@
 -- control-stripped and clipped); whoever prints it passes it through core.clip.
 local catalogue = require "mcpclient.agent.catalogue"
 local check = require "mcpclient.agent.check"
+local grants = require "mcpclient.agent.grants"
 local connection = require "mcpclient.connection"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
@@ -182,6 +183,19 @@ local function approval_line(row)
   return "Tools run without asking", true
 end
 
+-- The OAuth grant `mcpclient login` stored, as the readout shows it (never the token):
+-- "authorized (scope ..., expires ...)" or "needs login"; nil when the server has none.
+local function authorization_line(store, row)
+  local status = grants.status(store, row.identifier)
+  if not status then return nil end
+  if not status.usable then return "needs login (the grant expired): `mcpclient login " .. row.identifier .. "`", true,
+    status end
+  local scope = (status.scope and status.scope ~= "") and ("scope " .. status.scope) or "no scope named"
+  local expiry = status.expires_at and ("expires " .. stamp(status.expires_at)) or "no expiry named"
+  if status.refreshable then expiry = expiry .. ", refreshed as needed" end
+  return string.format("authorized (%s, %s)", scope, expiry), false, status
+end
+
 local function data_class_line(row)
   local class = catalogue.data_class(row)
   if class then return class, false end
@@ -196,6 +210,7 @@ local function card_of(store, row)
   local authentication, auth_warning = authentication_line(row)
   local data_class, class_warning = data_class_line(row)
   local approval, approval_warning = approval_line(row)
+  local authorization, authorization_warning, grant = authorization_line(store, row)
   local card = {
     uid = row.uid, identifier = row.identifier, name = row.name, description = row.description, url = row.url,
     enabled = row.enabled == true,
@@ -211,6 +226,7 @@ local function card_of(store, row)
     tool_count = row.tool_count or 0,
     import_error = row.import_error or "",
     tools = {},
+    authorization = authorization, authorization_warning = authorization_warning, grant = grant,
     -- The same facts as data, for machine readers (--json): unix seconds,
     -- integer milliseconds, booleans; nil where there is nothing yet.
     last_contact_at = positive(row.last_contact) and row.last_contact or nil,
@@ -311,7 +327,7 @@ function operator.check(store, id, options)
   local row, message, err = admitted(store, id, options)
   if not row then return nil, message, err end
   local function open(recorder, budget)
-    local connect_options = setmetatable({ health = recorder, budget = budget }, { __index = options })
+    local connect_options = setmetatable({ health = recorder, budget = budget, store = store }, { __index = options })
     return catalogue.connect(row, connect_options)
   end
   return check.run(open, { call = options.call, budget = options.budget, progress = options.progress })

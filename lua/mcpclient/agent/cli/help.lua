@@ -16,6 +16,8 @@ Servers are named by identifier or by numeric id, in every command.
   check <server>               the live conformance run: every check that applies
   import <server> | --all      import the tool catalogue (tools start switched off)
   tools [<server>]             the imported tools and whether each is on
+  login <server>               OAuth: authorize in a browser, keep the grant for every later connection
+  logout <server>              forget the server's stored OAuth grant
   enable <tool|group>          switch a tool on, or a server's group and all its tools
   disable <tool|group>         switch a tool or a whole group off
   help [<command>]             this text, or one command's
@@ -107,6 +109,19 @@ usage: mcpclient disable <tool|group> [--tool | --group]
 
 A tool name switches that tool off. A group name switches the whole group off: no
 tool of it is offered, whatever its own switch; `enable` on the group turns it back on.]==],
+  login = [==[
+usage: mcpclient login <server> [--wait SECONDS] [--json]
+
+For a server behind OAuth (and without a static --credential): prints the authorization
+URL to open in a browser, waits (default 300 s) for the redirect on a one-shot listener
+at http://127.0.0.1:<port>/callback, and keeps the grant (tokens, refresh token) in the
+database, readable by its owner only. Every later connection to the server, the command's
+and an agent loop's on the same database, uses and refreshes it. `servers` shows
+"authorized (scope, expiry)" or "needs login"; tokens are never printed.]==],
+  logout = [==[
+usage: mcpclient logout <server> [--json]
+
+Forgets the server's stored OAuth grant.]==],
   help = [==[
 usage: mcpclient help [<command>]]==],
 }

@@ -51,6 +51,7 @@ local function print_fields(out, card)
   row("Endpoint", card.url)
   row("Transport", card.transport)
   row("Authentication", inert(card.authentication, 300), card.authentication_warning)
+  if card.authorization then row("OAuth", inert(card.authorization, 300), card.authorization_warning) end
   row("Data class", card.data_class, card.data_class_warning)
   row("Approval", card.approval, card.approval_warning)
   row("Last import", card.last_import)
@@ -84,6 +85,13 @@ function render.card(out, card)
   end
 end
 
+--- A stored OAuth grant as data (never the token), or JSON null.
+function render.grant_json(grant)
+  if not grant then return json.null end
+  return { state = grant.usable and "authorized" or "needs_login", scope = maybe(grant.scope),
+    expires_at = render.iso(grant.expires_at), refreshable = grant.refreshable }
+end
+
 --- One server's card as data.
 function render.card_json(card)
   local tools = {}
@@ -98,6 +106,7 @@ function render.card_json(card)
     last_contact = render.iso(card.last_contact_at), latency_ms = maybe(card.latency_ms),
     last_import = render.iso(card.last_imported_at), import_status = maybe(card.import_status),
     import_error = card.import_error, tool_count = card.tool_count, tools = render.list(tools),
+    authorization = render.grant_json(card.grant),
   }
 end
 
