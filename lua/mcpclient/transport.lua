@@ -20,6 +20,7 @@ local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
+local modern = require "mcpclient.modern"
 
 local json = core.json
 local fail = errors.fail
@@ -212,9 +213,36 @@ local function session_lost(response, session)
   return response.status == 400 and (response.body or ""):lower():find("session", 1, true) ~= nil
 end
 
+-- The JSON-RPC error a refusal carries in its body, if it is one: its code,
+-- its message (clipped where the failure value is made) and the revisions
+-- an unsupported-version error names. Only a kept JSON body is read.
+local function error_body(response)
+  local media = response.media_type or ""
+  if response.streamed or (media ~= "" and media ~= "application/json") then return nil end
+  local body = json.decode(response.body or "")
+  local e = type(body) == "table" and body.error
+  if type(e) ~= "table" or math.type(e.code) ~= "integer" then return nil end
+  local data = type(e.data) == "table" and e.data or {}
+  return e.code, type(e.message) == "string" and e.message or nil, modern.versions_of(data.supported),
+    type(data.requested) == "string" and data.requested or nil
+end
+
 -- The server refused a POST with a non-2xx status: it did not act on it.
+-- An unsupported revision is its own kind, naming what the server speaks.
 function Transport:refused(response, session)
-  local _, message, err = fail("http_status", { server = self.identifier, status = response.status })
+  local code, detail, offered, requested = error_body(response)
+  if code == modern.UNSUPPORTED_VERSION then
+    local ours = {}
+    for _, v in ipairs(modern.VERSIONS) do ours[#ours + 1] = v end
+    for _, v in ipairs(self.legacy_versions or {}) do ours[#ours + 1] = v end
+    local labels = {}
+    for i, v in ipairs(offered) do labels[i] = core.label(v) end
+    return fail("protocol_version", { server = self.identifier, status = response.status, code = code,
+      requested = requested or (session and session.version) or "?", offered = table.concat(labels, ", "),
+      offered_list = offered, supported = table.concat(ours, ", ") })
+  end
+  local _, message, err = fail("http_status", { server = self.identifier, status = response.status,
+    code = code, detail = code and (detail or "no message") or nil })
   err.session_lost = session_lost(response, session) or nil
   return nil, message, err
 end
@@ -324,7 +352,8 @@ ordered, reader, accepted, resumptions }. `accepted` turns true once the
 server answered the POST with a 2xx status or any byte of an event stream.
 ]]
 function Transport:open_call(op, session, method, params, ordered)
-  local encoded, why = json.try_encode(params)
+  local is_modern = session ~= nil and session.modern
+  local encoded, why = json.try_encode(is_modern and modern.envelope(params, session.version) or params)
   if not encoded then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
@@ -332,9 +361,11 @@ function Transport:open_call(op, session, method, params, ordered)
     resumptions = 0, accepted = false }
   call.body = '{"jsonrpc":"2.0","id":' .. call.id .. ',"method":' .. json.encode(method)
     .. ',"params":' .. encoded .. '}'
-  call.reader = Reader.new(call.id, ordered, function(id, request_method)
+  -- A modern server sends no requests of its own on a response stream; one
+  -- that does gets no answer.
+  call.reader = Reader.new(call.id, ordered, not is_modern and function(id, request_method)
     self:answer_server(call, id, request_method)
-  end)
+  end or nil)
   return call
 end
 
@@ -354,10 +385,12 @@ end
 function Transport:request(op, session, method, params, ordered)
   local call, message, err = self:open_call(op, session, method, params, ordered)
   if not call then return nil, message, err end
+  local headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session)
+  if session and session.modern then modern.headers(headers, method, params) end
   local response
   response, message, err = self:exchange(op, {
     method = "POST", body = call.body, call = call, cancellable = true, on_stream = call.reader:hook(),
-    headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session),
+    headers = headers,
   })
   if not response then
     if err.kind == "interrupted" and method ~= "initialize" and call.reader:broke_after_event() then
@@ -417,6 +450,10 @@ function Transport:resumable(call, response)
     return fail("malformed", { server = self.identifier,
       detail = "the event stream exceeded " .. MAX_RESPONSE_BYTES .. " bytes before the response" })
   end
+  if call.session and call.session.modern then
+    return fail("interrupted", { server = self.identifier,
+      detail = "the event stream ended before the response, and streams of this revision cannot be resumed" })
+  end
   if not reader.last_event_id then
     local detail = reader.messages == 0 and "the event stream carried no message"
       or "the event stream carried no response to the request"
@@ -464,10 +501,12 @@ function Transport:resume(call)
 end
 
 -- The cancel flag fired during a request: tell the server (never for the
--- handshake, fire and forget) and report the cancellation.
+-- handshake, fire and forget) and report the cancellation. In the modern
+-- era the closed response stream is the signal and no notice is sent.
 function Transport:cancelled(call)
   local method = call and call.method
-  if method and method ~= "initialize" then
+  local notice = method and method ~= "initialize" and not (call.session and call.session.modern)
+  if notice then
     local params = json.encode { requestId = call.id, reason = "cancelled by the client" }
     self:exchange({ deadline = Deadline.open(NOTICE_SECONDS, self.clock) }, {
       method = "POST", send_only = true,
