@@ -38,6 +38,10 @@ local MAX_EVENT_ID_BYTES = 1024       -- an event id goes back as Last-Event-ID:
 local NOTICE_SECONDS = 0.25
 local METHOD_NOT_FOUND = -32601
 local ACCEPT_BOTH = "Accept: application/json, text/event-stream"
+-- Requests that cannot act on anything: the opening of either era. Losing
+-- one is a failure to reach the server, never "the server may have acted".
+local NEVER_ACTS = { initialize = true, ["server/discover"] = true }
+
 -- Where a stream that broke after an event id stands in for a response.
 local BROKEN_STREAM = { stopped = false, truncated = false, duration_ms = 0 }
 
@@ -161,7 +165,7 @@ function Transport:leg_failure(op, send, kind, detail)
   if kind == "timeout" then
     return fail("timeout", { server = self.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
   end
-  local could_act = call ~= nil and call.method ~= "initialize"
+  local could_act = call ~= nil and not NEVER_ACTS[call.method]
   if could_act and (kind == "interrupted" or accepted(call)) then
     return fail("interrupted", { server = self.identifier, detail = detail })
   end
@@ -188,7 +192,7 @@ function Transport:exchange(op, send)
     send_only = send.send_only,
     -- libcurl may resend it on a fresh connection when a reused one died:
     -- only where a second copy can do no harm
-    idempotent = send.method ~= "POST" or not send.call or send.call.method == "initialize",
+    idempotent = send.method ~= "POST" or not send.call or NEVER_ACTS[send.call.method] == true,
     ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
   }
   if response then return self:authorized(op, response, send) end
@@ -393,7 +397,7 @@ function Transport:request(op, session, method, params, ordered)
     headers = headers,
   })
   if not response then
-    if err.kind == "interrupted" and method ~= "initialize" and call.reader:broke_after_event() then
+    if err.kind == "interrupted" and not NEVER_ACTS[method] and call.reader:broke_after_event() then
       call.accepted = true
       return self:finish_stream(call, BROKEN_STREAM, info_of(call, BROKEN_STREAM))
     end
@@ -450,14 +454,14 @@ function Transport:resumable(call, response)
     return fail("malformed", { server = self.identifier,
       detail = "the event stream exceeded " .. MAX_RESPONSE_BYTES .. " bytes before the response" })
   end
-  if call.session and call.session.modern then
-    return fail("interrupted", { server = self.identifier,
-      detail = "the event stream ended before the response, and streams of this revision cannot be resumed" })
-  end
   if not reader.last_event_id then
     local detail = reader.messages == 0 and "the event stream carried no message"
       or "the event stream carried no response to the request"
     return fail("malformed", { server = self.identifier, detail = detail })
+  end
+  if call.session and call.session.modern then
+    return fail("interrupted", { server = self.identifier,
+      detail = "the event stream ended before the response, and streams of this revision cannot be resumed" })
   end
   if #reader.last_event_id > MAX_EVENT_ID_BYTES or reader.last_event_id:find("[^\32-\126]") then
     return fail("interrupted", { server = self.identifier,
@@ -505,7 +509,7 @@ end
 -- era the closed response stream is the signal and no notice is sent.
 function Transport:cancelled(call)
   local method = call and call.method
-  local notice = method and method ~= "initialize" and not (call.session and call.session.modern)
+  local notice = method and not NEVER_ACTS[method] and not (call.session and call.session.modern)
   if notice then
     local params = json.encode { requestId = call.id, reason = "cancelled by the client" }
     self:exchange({ deadline = Deadline.open(NOTICE_SECONDS, self.clock) }, {

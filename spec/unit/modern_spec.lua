@@ -164,6 +164,14 @@ describe("the 2026-07-28 era", function()
       assert.same({ "server/discover" }, fake:methods())
     end)
 
+    it("a probe lost on the wire is a failure to reach the server: discovery never acts", function()
+      local fake = Fake.new { modern = true }:will_fail("interrupted", "closed after sending")
+      local ok, _, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal("transport", err.kind)
+      assert.same({ "server/discover" }, fake:methods())
+    end)
+
     it("refuses an unknown protocol option", function()
       assert.has_error(function() connect(Fake.new(), { protocol = "2024-11-05" }) end,
         'connect: protocol must be "auto", "2026-07-28" or "2025-11-25"')
