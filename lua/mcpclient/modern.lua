@@ -170,4 +170,59 @@ function modern.discovery(result)
   }
 end
 
+---------------------------------------------------------------------------
+-- Schemas
+---------------------------------------------------------------------------
+
+-- The caps that hold in both eras: how deep a schema may nest and how long
+-- it may be once stored (encoded).
+local MAX_DEPTH = 12
+local MAX_SCHEMA_BYTES = 16384
+local REFERENCES = { ["$ref"] = true, ["$dynamicRef"] = true }
+
+-- The first reason to refuse `value` (a schema or a part of it) at `depth`:
+-- nesting past the cap, or a reference that leaves the schema. A reference
+-- inside it ("#", "#/$defs/x") is the schema's own; any other would have to
+-- be fetched, and a schema is never fetched from the network.
+local function walk(value, depth)
+  if type(value) ~= "table" then return nil end
+  if depth > MAX_DEPTH then return string.format("it nests deeper than %d levels", MAX_DEPTH) end
+  for k, v in pairs(value) do
+    if REFERENCES[k] and (type(v) ~= "string" or v:sub(1, 1) ~= "#") then
+      return string.format('its "%s" points outside the schema (%s), and references are never fetched', k,
+        type(v) == "string" and core.label(v) or "not a string")
+    end
+    local why = walk(v, depth + 1)
+    if why then return why end
+  end
+  return nil
+end
+
+--- A tool's inputSchema under the rules of the 2026-07-28 era: a JSON Schema
+--- in the 2020-12 dialect unless it names another, carried whole, every
+--- keyword included, so nothing is dropped and nothing widened. Refused
+--- (never repaired), with the reason naming what caused it: no schema, a
+--- top-level type other than "object", nesting deeper than 12 levels, a
+--- $ref/$dynamicRef leaving the schema, more than 16384 bytes once
+--- encoded, or a value JSON cannot carry.
+-- @return the schema (the caller's table) | nil, reason
+function modern.normalise_schema(schema)
+  if type(schema) ~= "table" or schema == json.null or json.is_array(schema) then
+    return nil, "the server advertised no parameter schema"
+  end
+  if schema.type ~= "object" then return nil, 'its top-level type is not "object"' end
+  local why = walk(schema, 1)
+  if why then return nil, why end
+  local encoded, reason = json.try_encode(schema)
+  if not encoded then return nil, "it holds a value JSON cannot carry (" .. core.clip(reason) .. ")" end
+  if #encoded > MAX_SCHEMA_BYTES then return nil, string.format("it exceeds %d bytes once stored", MAX_SCHEMA_BYTES) end
+  return schema
+end
+
+--- The schema rule of the era a listing came from (list_tools' second value):
+--- the 2026-07-28 rules for "modern", the 2025 normaliser otherwise.
+function modern.schema_for(era)
+  return era == "modern" and modern.normalise_schema or core.normalise_schema
+end
+
 return modern

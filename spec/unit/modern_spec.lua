@@ -4,6 +4,7 @@
 local mcp = require "mcpclient"
 local Fake = require "support.fake_server"
 local modern = require "mcpclient.modern"
+local core = require "mcpclient.core"
 
 local function connect(fake, extra)
   local options = {
@@ -324,5 +325,46 @@ describe("the 2026-07-28 era", function()
         :will_stream { Fake.sse_result(text_result("streamed")) }
       assert.equal("streamed", assert(connect(fake):call_tool("a")).text)
     end)
+  end)
+end)
+
+describe("2026-07-28 schema rules", function()
+  local function refused(schema, reason)
+    local out, why = modern.normalise_schema(schema)
+    assert.is_nil(out)
+    assert.equal(reason, why)
+  end
+
+  it("carries every 2020-12 keyword whole: $defs, local $ref, conditionals, pattern keys", function()
+    local text = '{"type":"object","$defs":{"n":{"type":"integer"}},"properties":{"a":{"$ref":"#/$defs/n"},'
+      .. '"b":{"type":"string"}},"if":{"required":["a"]},"then":{"required":["b"]},'
+      .. '"patternProperties":{"^x-":{"type":"string"}},"unevaluatedProperties":false,"additionalProperties":{}}'
+    local schema = mcp.json.decode(text)
+    assert.equal(schema, modern.normalise_schema(schema))
+    -- the 2025 rules refuse the same schema, naming the first keyword they cannot carry
+    local _, why = core.normalise_schema(schema)
+    assert.truthy(why:find('"$defs"', 1, true), why)
+  end)
+
+  it("never dereferences a network $ref: the tool is refused, naming the key", function()
+    refused(mcp.json.decode('{"type":"object","properties":{"a":{"$ref":"https://evil.example/s.json"}}}'),
+      'its "$ref" points outside the schema (https://evil.example/s.json), and references are never fetched')
+    refused(mcp.json.decode('{"type":"object","$dynamicRef":"other.json#meta"}'),
+      'its "$dynamicRef" points outside the schema (other.json#meta), and references are never fetched')
+  end)
+
+  it("keeps the caps: top-level object, 12 levels, 16384 bytes", function()
+    refused(mcp.json.decode('{"type":"string"}'), 'its top-level type is not "object"')
+    refused(nil, "the server advertised no parameter schema")
+    local deep = { type = "object" }
+    local at = deep
+    for _ = 1, 12 do at.properties = { x = {} }; at = at.properties.x end
+    refused(deep, "it nests deeper than 12 levels")
+    refused({ type = "object", description = string.rep("d", 17000) }, "it exceeds 16384 bytes once stored")
+  end)
+
+  it("picks the rule by the listing's era", function()
+    assert.equal(modern.normalise_schema, modern.schema_for("modern"))
+    assert.equal(core.normalise_schema, modern.schema_for("legacy"))
   end)
 end)
