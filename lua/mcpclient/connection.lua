@@ -1,6 +1,11 @@
---- A connection to one MCP server: handshake, session, operations.
+--- A connection to one MCP server: the era, handshake, session, operations.
 --
--- The connection initializes once and reuses its session. Each public
+-- The first operation finds the server's protocol era once (option
+-- `protocol`, "auto" by default): a 2026-07-28 server/discover first; a
+-- result or a recognised modern error means the modern era (no handshake, no
+-- session: every request carries its own metadata, see modern.lua); any
+-- other refusal means a 2025-era server, which gets initialize. In the 2025
+-- era the connection initializes once and reuses its session. Each public
 -- operation (list_tools, call_tool, ping) opens one deadline that every leg
 -- of it spends — a re-initialization included — and records at most one
 -- health contact, when it completes. A failure of any leg arrives from the
@@ -289,37 +294,34 @@ function Connection:common_version(offered, err)
   return errors.pass(err)
 end
 
+-- The failure when the server's discovery names no revision of ours.
+function Connection:no_common_version(version, offered)
+  local labels = {}
+  for i, v in ipairs(offered) do labels[i] = core.label(v) end
+  return fail("protocol_version", { server = self.identifier, requested = version,
+    offered = table.concat(labels, ", "), offered_list = offered, supported = table.concat(modern.VERSIONS, ", ") })
+end
+
 -- Discovery: the modern probe, its one retry with a version the server
 -- names, and the verdict. Returns session, info | nil, message, err |
--- false, err when the answer says the server is of the 2025 era.
+-- false, err (or false, nil) when the answer says the server is of the
+-- 2025 era.
 function Connection:discover(op)
   local version = modern.VERSION
   for _ = 1, 2 do
     local found, info, err = self:probe(op, version)
-    if found then
-      if modern.speaks(version) and modern.common({ version }, found.supported) then
-        return modern_session(version, found), info
-      end
-      local message
-      _, message, err = fail("protocol_version", { server = self.identifier, requested = version,
-        offered = table.concat(found.supported, ", "), offered_list = found.supported,
-        supported = table.concat(modern.VERSIONS, ", ") })
-      local next_version, era = self:common_version(found.supported, err)
-      if not next_version then return nil, message, err end
-      if era == "legacy" then return false, err end
-      version = next_version
-    elseif found == false then
-      return false, nil
-    elseif err.kind == "protocol_version" and err.offered_list then
-      local next_version, era = self:common_version(err.offered_list, err)
-      if not next_version or next_version == version then return errors.pass(err) end
-      if era == "legacy" then return false, err end
-      version = next_version
-    elseif legacy_evidence(err) then
-      return false, err
-    else
+    if found and modern.common({ version }, found.supported) then return modern_session(version, found), info end
+    if found == false then return false, nil end
+    local offered = found and found.supported or (err.kind == "protocol_version" and err.offered_list)
+    if not offered then
+      if legacy_evidence(err) then return false, err end
       return errors.pass(err)
     end
+    if found then _, _, err = self:no_common_version(version, offered) end
+    local next_version, era = self:common_version(offered, err)
+    if not next_version or next_version == version then return errors.pass(err) end
+    if era == "legacy" then return false, err end
+    version = next_version
   end
   return fail("malformed", { server = self.identifier, detail = "server/discover named a revision, then refused it" })
 end
