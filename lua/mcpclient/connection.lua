@@ -296,10 +296,8 @@ end
 
 -- The failure when the server's discovery names no revision of ours.
 function Connection:no_common_version(version, offered)
-  local labels = {}
-  for i, v in ipairs(offered) do labels[i] = core.label(v) end
   return fail("protocol_version", { server = self.identifier, requested = version,
-    offered = table.concat(labels, ", "), offered_list = offered, supported = table.concat(modern.VERSIONS, ", ") })
+    offered = table.concat(offered, ", "), offered_list = offered, supported = table.concat(modern.VERSIONS, ", ") })
 end
 
 -- Discovery: the modern probe, its one retry with a version the server

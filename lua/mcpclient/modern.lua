@@ -133,12 +133,13 @@ function modern.cache_hint(result)
   }
 end
 
--- The versions a list names, as labels safe to show; at most 8.
+-- The versions a list names, as labels safe to show (control characters
+-- stripped, clipped: a real revision is unchanged); at most 8.
 local function versions_of(list)
   local out = {}
   if type(list) ~= "table" or not json.is_array(list) then return out end
   for _, v in ipairs(list) do
-    if type(v) == "string" then out[#out + 1] = v end
+    if type(v) == "string" then out[#out + 1] = core.label(v) end
     if #out == 8 then break end
   end
   return out

@@ -239,11 +239,9 @@ function Transport:refused(response, session)
     local ours = {}
     for _, v in ipairs(modern.VERSIONS) do ours[#ours + 1] = v end
     for _, v in ipairs(self.legacy_versions or {}) do ours[#ours + 1] = v end
-    local labels = {}
-    for i, v in ipairs(offered) do labels[i] = core.label(v) end
     return fail("protocol_version", { server = self.identifier, status = response.status, code = code,
-      requested = requested or (session and session.version) or "?", offered = table.concat(labels, ", "),
-      offered_list = offered, supported = table.concat(ours, ", ") })
+      requested = core.label(requested or (session and session.version) or "?"),
+      offered = table.concat(offered, ", "), offered_list = offered, supported = table.concat(ours, ", ") })
   end
   local _, message, err = fail("http_status", { server = self.identifier, status = response.status,
     code = code, detail = code and (detail or "no message") or nil })

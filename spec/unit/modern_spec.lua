@@ -119,6 +119,17 @@ describe("the 2026-07-28 era", function()
       assert.same({ "server/discover" }, fake:methods())
     end)
 
+    it("strips control characters from the revisions a server names before they reach err or a message", function()
+      local fake = Fake.new { modern = true }
+        :will_return_raw(refusal(400, -32022, "Unsupported protocol version",
+          { supported = mcp.json.array { "2030\27[31m-01-01" }, requested = "2026\27]0;x\7-07-28" }))
+      local _, message, err = connect(fake):call_tool("a")
+      assert.equal("protocol_version", err.kind)
+      for _, text in ipairs { message, err.offered, err.requested, err.offered_list[1] } do
+        assert.is_nil(text:find("[%c]"), text)
+      end
+    end)
+
     it("a discover result naming no revision in common is a clear failure", function()
       local fake = Fake.new { modern = true }:will_return(discovered { "2031-02-02" })
       local ok, _, err = connect(fake, { protocol = "2026-07-28" }):ping()
