@@ -183,6 +183,10 @@ function peers.start(kind, opts)
   local k = KINDS[kind]
   if not k then error("unknown peer kind " .. tostring(kind), 2) end
   if not peers.available() then error(MISSING, 2) end
+  local v2 = peers.node_modules .. "/@modelcontextprotocol/server/package.json"
+  if k.script == "sdk2-server.mjs" and not exists(v2) then
+    error(MISSING:gsub("is missing", "lacks the SDK v2 packages"), 2)
+  end
   local node = opts.node or "node"
   local timeout = opts.timeout or 15
   local stdout, stderr = os.tmpname(), os.tmpname()
