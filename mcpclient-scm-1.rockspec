@@ -59,6 +59,7 @@ build = {
     ["mcpclient"] = "lua/mcpclient/init.lua",
     ["mcpclient.json"] = "lua/mcpclient/json.lua",
     ["mcpclient.log"] = "lua/mcpclient/log.lua",
+    ["mcpclient.modern"] = "lua/mcpclient/modern.lua",
     ["mcpclient.oauth.challenge"] = "lua/mcpclient/oauth/challenge.lua",
     ["mcpclient.oauth.discovery"] = "lua/mcpclient/oauth/discovery.lua",
     ["mcpclient.oauth.fetch"] = "lua/mcpclient/oauth/fetch.lua",

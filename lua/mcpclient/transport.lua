@@ -20,6 +20,7 @@ local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
+local modern = require "mcpclient.modern"
 
 local json = core.json
 local fail = errors.fail
@@ -37,6 +38,10 @@ local MAX_EVENT_ID_BYTES = 1024       -- an event id goes back as Last-Event-ID:
 local NOTICE_SECONDS = 0.25
 local METHOD_NOT_FOUND = -32601
 local ACCEPT_BOTH = "Accept: application/json, text/event-stream"
+-- Requests that cannot act on anything: the opening of either era. Losing
+-- one is a failure to reach the server, never "the server may have acted".
+local NEVER_ACTS = { initialize = true, ["server/discover"] = true }
+
 -- Where a stream that broke after an event id stands in for a response.
 local BROKEN_STREAM = { stopped = false, truncated = false, duration_ms = 0 }
 
@@ -160,7 +165,7 @@ function Transport:leg_failure(op, send, kind, detail)
   if kind == "timeout" then
     return fail("timeout", { server = self.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
   end
-  local could_act = call ~= nil and call.method ~= "initialize"
+  local could_act = call ~= nil and not NEVER_ACTS[call.method]
   if could_act and (kind == "interrupted" or accepted(call)) then
     return fail("interrupted", { server = self.identifier, detail = detail })
   end
@@ -187,7 +192,7 @@ function Transport:exchange(op, send)
     send_only = send.send_only,
     -- libcurl may resend it on a fresh connection when a reused one died:
     -- only where a second copy can do no harm
-    idempotent = send.method ~= "POST" or not send.call or send.call.method == "initialize",
+    idempotent = send.method ~= "POST" or not send.call or NEVER_ACTS[send.call.method] == true,
     ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
   }
   if response then return self:authorized(op, response, send) end
@@ -212,9 +217,34 @@ local function session_lost(response, session)
   return response.status == 400 and (response.body or ""):lower():find("session", 1, true) ~= nil
 end
 
+-- The JSON-RPC error a refusal carries in its body, if it is one: its code,
+-- its message (clipped where the failure value is made) and the revisions
+-- an unsupported-version error names. Only a kept JSON body is read.
+local function error_body(response)
+  local media = response.media_type or ""
+  if response.streamed or (media ~= "" and media ~= "application/json") then return nil end
+  local body = json.decode(response.body or "")
+  local e = type(body) == "table" and body.error
+  if type(e) ~= "table" or math.type(e.code) ~= "integer" then return nil end
+  local data = type(e.data) == "table" and e.data or {}
+  return e.code, type(e.message) == "string" and e.message or nil, modern.versions_of(data.supported),
+    type(data.requested) == "string" and data.requested or nil
+end
+
 -- The server refused a POST with a non-2xx status: it did not act on it.
+-- An unsupported revision is its own kind, naming what the server speaks.
 function Transport:refused(response, session)
-  local _, message, err = fail("http_status", { server = self.identifier, status = response.status })
+  local code, detail, offered, requested = error_body(response)
+  if code == modern.UNSUPPORTED_VERSION then
+    local ours = {}
+    for _, v in ipairs(modern.VERSIONS) do ours[#ours + 1] = v end
+    for _, v in ipairs(self.legacy_versions or {}) do ours[#ours + 1] = v end
+    return fail("protocol_version", { server = self.identifier, status = response.status, code = code,
+      requested = core.label(requested or (session and session.version) or "?"),
+      offered = table.concat(offered, ", "), offered_list = offered, supported = table.concat(ours, ", ") })
+  end
+  local _, message, err = fail("http_status", { server = self.identifier, status = response.status,
+    code = code, detail = code and (detail or "no message") or nil })
   err.session_lost = session_lost(response, session) or nil
   return nil, message, err
 end
@@ -324,7 +354,8 @@ ordered, reader, accepted, resumptions }. `accepted` turns true once the
 server answered the POST with a 2xx status or any byte of an event stream.
 ]]
 function Transport:open_call(op, session, method, params, ordered)
-  local encoded, why = json.try_encode(params)
+  local is_modern = session ~= nil and session.modern
+  local encoded, why = json.try_encode(is_modern and modern.envelope(params, session.version) or params)
   if not encoded then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
@@ -332,9 +363,11 @@ function Transport:open_call(op, session, method, params, ordered)
     resumptions = 0, accepted = false }
   call.body = '{"jsonrpc":"2.0","id":' .. call.id .. ',"method":' .. json.encode(method)
     .. ',"params":' .. encoded .. '}'
-  call.reader = Reader.new(call.id, ordered, function(id, request_method)
+  -- A modern server sends no requests of its own on a response stream; one
+  -- that does gets no answer.
+  call.reader = Reader.new(call.id, ordered, not is_modern and function(id, request_method)
     self:answer_server(call, id, request_method)
-  end)
+  end or nil)
   return call
 end
 
@@ -354,13 +387,15 @@ end
 function Transport:request(op, session, method, params, ordered)
   local call, message, err = self:open_call(op, session, method, params, ordered)
   if not call then return nil, message, err end
+  local headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session)
+  if session and session.modern then modern.headers(headers, method, params) end
   local response
   response, message, err = self:exchange(op, {
     method = "POST", body = call.body, call = call, cancellable = true, on_stream = call.reader:hook(),
-    headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session),
+    headers = headers,
   })
   if not response then
-    if err.kind == "interrupted" and method ~= "initialize" and call.reader:broke_after_event() then
+    if err.kind == "interrupted" and not NEVER_ACTS[method] and call.reader:broke_after_event() then
       call.accepted = true
       return self:finish_stream(call, BROKEN_STREAM, info_of(call, BROKEN_STREAM))
     end
@@ -422,6 +457,10 @@ function Transport:resumable(call, response)
       or "the event stream carried no response to the request"
     return fail("malformed", { server = self.identifier, detail = detail })
   end
+  if call.session and call.session.modern then
+    return fail("interrupted", { server = self.identifier,
+      detail = "the event stream ended before the response, and streams of this revision cannot be resumed" })
+  end
   if #reader.last_event_id > MAX_EVENT_ID_BYTES or reader.last_event_id:find("[^\32-\126]") then
     return fail("interrupted", { server = self.identifier,
       detail = "the event stream's id cannot be sent back in a header, so it cannot be resumed" })
@@ -464,10 +503,12 @@ function Transport:resume(call)
 end
 
 -- The cancel flag fired during a request: tell the server (never for the
--- handshake, fire and forget) and report the cancellation.
+-- handshake, fire and forget) and report the cancellation. In the modern
+-- era the closed response stream is the signal and no notice is sent.
 function Transport:cancelled(call)
   local method = call and call.method
-  if method and method ~= "initialize" then
+  local notice = method and not NEVER_ACTS[method] and not (call.session and call.session.modern)
+  if notice then
     local params = json.encode { requestId = call.id, reason = "cancelled by the client" }
     self:exchange({ deadline = Deadline.open(NOTICE_SECONDS, self.clock) }, {
       method = "POST", send_only = true,
