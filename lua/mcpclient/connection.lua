@@ -8,6 +8,7 @@
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
+local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local log = require "mcpclient.log"
@@ -53,7 +54,7 @@ local option_types = {
   url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
-  transport = "table", clock = "function", log = "function",
+  transport = "table", clock = "function", log = "function", on_elicitation = "function",
 }
 
 local function check_type(key, value, expected)
@@ -106,7 +107,9 @@ local function transport_config(options, checked)
     url = options.url,
     target = checked.target,
     leg = checked.leg,
-    spawn_leg = not options.transport and core.http_leg or nil,
+    -- more legs on the same pool: several requests in flight at once
+    spawn_leg = checked.pool and function() return core.http_leg(checked.pool) end or nil,
+    on_elicitation = options.on_elicitation,
     auth = checked.auth,
     resolver = options.resolver,
     host_gate = options.host_gate or hostgate.default,
@@ -128,7 +131,8 @@ function client.connect(options)
   -- The leg exists before the connection is given its finalizer: Lua runs
   -- finalizers in the reverse order objects were marked, so a collected
   -- connection still finds its leg open and can end its session (DELETE).
-  checked.leg = options.transport or core.http_leg()
+  checked.pool = not options.transport and core.http_pool() or nil
+  checked.leg = options.transport or core.http_leg(checked.pool)
   local self = setmetatable({
     identifier = options.identifier,
     name = options.name or options.identifier,
@@ -152,7 +156,7 @@ end
 -- Operations: one deadline each
 ---------------------------------------------------------------------------
 
-local op_keys = { budget = "number", cancel = "function" }
+local op_keys = { budget = "number", cancel = "function", on_progress = "function" }
 
 function Connection:open_operation(opts)
   if self.closed then error("the connection is closed", 3) end
@@ -164,7 +168,7 @@ function Connection:open_operation(opts)
     if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 3) end
   end
   local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
-  return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel }
+  return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel, on_progress = opts.on_progress }
 end
 
 -- One health contact (latency in whole milliseconds); a recorder that fails
@@ -208,7 +212,8 @@ end
 function Connection:handshake(op)
   local params = {
     protocolVersion = client.PROTOCOL_VERSION,
-    capabilities = {},
+    -- a capability only for a handler the host gave
+    capabilities = self.transport.on_elicitation and { elicitation = {} } or {},
     clientInfo = { name = "mcpclient", version = core.version },
   }
   local result, info, err = self.transport:request(op, nil, "initialize", params)
@@ -235,16 +240,31 @@ end
 -- or 400 naming the session), it never ran the request: initialize again and
 -- send it once more. Any other failure — above all one after the server
 -- accepted the request — is returned as it is, never sent again.
+-- The handshake, once per connection even when several tasks of gather
+-- need a session at once: the first runs it, the others wait for it and use
+-- its session (or, if it failed, try their own).
+function Connection:ensure_session(op)
+  engine.wait_until(function() return not self.handshaking end)
+  if self.session then return true end
+  self.handshaking = true
+  local ok, session, message, err = pcall(self.handshake, self, op)
+  self.handshaking = nil
+  if not ok then error(session, 0) end
+  if not session then return nil, message, err end
+  return true
+end
+
 function Connection:request(op, method, params, ordered)
   if not self.session then
-    local ok, message, err = self:handshake(op)
+    local ok, message, err = self:ensure_session(op)
     if not ok then return nil, message, err end
   end
-  local result, info, err = self.transport:request(op, self.session, method, params, ordered)
+  local session = self.session
+  local result, info, err = self.transport:request(op, session, method, params, ordered)
   if not result and err.session_lost and not op.reinitialized then
     op.reinitialized = true
-    self.session = nil
-    local ok, message, handshake_err = self:handshake(op)
+    if self.session == session then self.session = nil end  -- another task may have renewed it already
+    local ok, message, handshake_err = self:ensure_session(op)
     if not ok then return nil, message, handshake_err end
     return self.transport:request(op, self.session, method, params, ordered)
   end

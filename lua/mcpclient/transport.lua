@@ -18,6 +18,7 @@
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
+local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 
@@ -48,30 +49,50 @@ local function whole_ms(ms)
   return math.max(0, math.floor(ms + 0.5))
 end
 
---- @param config { identifier, url, target (parsed url), leg, spawn_leg (makes a second leg, or nil
----   to reuse `leg`), auth, resolver, host_gate, refuse_private, connect_timeout, tls, clock }
+--- @param config { identifier, url, target (parsed url), leg, spawn_leg (makes another leg on the
+---   same connection pool, or nil to reuse `leg`), auth, resolver, host_gate, refuse_private,
+---   connect_timeout, tls, clock, on_elicitation }
 function Transport.new(config)
   local self = setmetatable({}, Transport)
   for k, v in pairs(config) do self[k] = v end
   self.last_id = 0
+  self.spare = {}       -- legs free for the next exchange besides `leg`
+  self.spawned = {}     -- every leg made here, closed with the transport
   return self
 end
 
 function Transport:close()
-  if self.side_leg and self.side_leg ~= self.leg then self.side_leg:close() end
+  for _, leg in ipairs(self.spawned) do leg:close() end
   if self.leg then self.leg:close() end
+end
+
+-- A free leg for one exchange. Exchanges run at once inside gather, each on
+-- its own leg (and so on its own kept-alive connection of the same pool);
+-- without spawn_leg (an injected fake) the one leg serves them all.
+function Transport:take_leg()
+  if not self.leg_busy then
+    self.leg_busy = true
+    return self.leg
+  end
+  local leg = table.remove(self.spare)
+  if leg then return leg end
+  if not self.spawn_leg then return self.leg end
+  leg = self.spawn_leg()
+  self.spawned[#self.spawned + 1] = leg
+  return leg
+end
+
+function Transport:give_leg(leg)
+  if leg == self.leg then
+    self.leg_busy = false
+  else
+    self.spare[#self.spare + 1] = leg
+  end
 end
 
 function Transport:next_id()
   self.last_id = self.last_id + 1
   return self.last_id
-end
-
--- The leg for answers to server requests that arrive while the main leg is
--- busy reading the stream they came on.
-function Transport:side()
-  if not self.side_leg then self.side_leg = self.spawn_leg and self.spawn_leg() or self.leg end
-  return self.side_leg
 end
 
 -- The address to dial, checked once per connection and then pinned. The
@@ -172,7 +193,8 @@ end
 function Transport:exchange(op, send)
   local timeout_ms, connect_timeout_ms, secret_header = self:before_send(op, send.call)
   if not timeout_ms then return nil, connect_timeout_ms, secret_header end
-  local response, kind, detail = (send.leg or self.leg):send {
+  local leg = send.leg or self:take_leg()
+  local ok, response, kind, detail = pcall(engine.send, leg, {
     method = send.method,
     url = self.dial.url or self.url,
     headers = send.headers,
@@ -189,7 +211,9 @@ function Transport:exchange(op, send)
     -- only where a second copy can do no harm
     idempotent = send.method ~= "POST" or not send.call or send.call.method == "initialize",
     ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
-  }
+  })
+  if not send.leg then self:give_leg(leg) end
+  if not ok then error(response, 0) end  -- a hook raised: the leg is free again, the raise goes on
   if response then return self:authorized(op, response, send) end
   return self:leg_failure(op, send, kind, detail)
 end
@@ -240,17 +264,40 @@ request found on the stream (a message with a method and an id).
 local Reader = {}
 Reader.__index = Reader
 
-function Reader.new(id, ordered, on_request)
-  return setmetatable({ id = id, ordered = ordered, on_request = on_request, messages = 0, bytes = 0 }, Reader)
+function Reader.new(id, ordered, on_request, on_progress)
+  return setmetatable({ id = id, ordered = ordered, on_request = on_request, on_progress = on_progress,
+    messages = 0, bytes = 0 }, Reader)
 end
 
--- A message that is not ours: a server request gets its answer at once,
--- notifications and anything unreadable are passed over.
+-- A number a progress notification may carry, or nil.
+local function finite(value)
+  if math.type(value) == "integer" then return value end
+  if type(value) == "number" and value == value and value ~= math.huge and value ~= -math.huge then return value end
+  return nil
+end
+
+-- A progress notification for this request: its numbers, and its message
+-- under the text rule (a server wrote it).
+function Reader:progress(params)
+  if type(params) ~= "table" or params.progressToken ~= self.id then return end
+  local progress = finite(params.progress)
+  if progress == nil then return end
+  local message = type(params.message) == "string" and core.clip(params.message, 500) or nil
+  self.on_progress(progress, finite(params.total), message)
+end
+
+-- A message that is not ours: a server request gets its answer at once, a
+-- progress notification for this request goes to the operation's callback,
+-- other notifications and anything unreadable are passed over.
 function Reader:other(data)
-  local message = json.decode(data)
-  if type(message) ~= "table" or type(message.method) ~= "string" then return end
+  local ok, message = pcall(json.decode, data)
+  if not ok or type(message) ~= "table" or type(message.method) ~= "string" then return end
   local id = message.id
-  if math.type(id) == "integer" or type(id) == "string" then self.on_request(id, message.method) end
+  if math.type(id) == "integer" or type(id) == "string" then
+    self.on_request(id, message.method, message.params)
+  elseif message.method == "notifications/progress" and self.on_progress then
+    self:progress(message.params)
+  end
 end
 
 -- Look at decoded events; true once the answer is among them.
@@ -262,7 +309,7 @@ function Reader:take(events)
       self.answer = { kind, a, b }
       return true
     end
-    if kind == "other" and self.on_request then self:other(event.data) end
+    if kind == "other" and (self.on_request or self.on_progress) then self:other(event.data) end
   end
   return false
 end
@@ -302,16 +349,11 @@ function Reader:finish()
   self.decoder = nil
 end
 
--- Wait before a resumption, in slices so a cancel flag is still honoured.
--- Counted in slices rather than read off the connection's clock, which a
--- host (or a spec) may drive by hand.
+-- Wait before a resumption so a cancel flag is still honoured (and, inside
+-- gather, the other tasks run). Timed by the process's monotonic clock rather
+-- than the connection's clock, which a host (or a spec) may drive by hand.
 local function wait(op, seconds)
-  local slices = math.max(1, math.ceil(seconds / 0.02))
-  for _ = 1, slices do
-    if op.cancel and op.cancel() then return false end
-    core.sleep(seconds / slices)
-  end
-  return true
+  return engine.sleep(seconds, op.cancel)
 end
 
 ---------------------------------------------------------------------------
@@ -323,18 +365,33 @@ A Call is one JSON-RPC request in flight: { op, session, id, method,
 ordered, reader, accepted, resumptions }. `accepted` turns true once the
 server answered the POST with a 2xx status or any byte of an event stream.
 ]]
+-- The params with a progress token in _meta: the token is the request id
+-- (unique per connection), sent only when someone listens for progress.
+local function with_progress_token(params, id)
+  local copy, meta = {}, {}
+  for k, v in pairs(params) do copy[k] = v end
+  if type(params._meta) == "table" then
+    for k, v in pairs(params._meta) do meta[k] = v end
+  end
+  meta.progressToken = id
+  copy._meta = meta
+  return copy
+end
+
 function Transport:open_call(op, session, method, params, ordered)
+  local id = self:next_id()
+  if op.on_progress then params = with_progress_token(params, id) end
   local encoded, why = json.try_encode(params)
   if not encoded then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
-  local call = { op = op, session = session, id = self:next_id(), method = method, ordered = ordered,
+  local call = { op = op, session = session, id = id, method = method, ordered = ordered,
     resumptions = 0, accepted = false }
   call.body = '{"jsonrpc":"2.0","id":' .. call.id .. ',"method":' .. json.encode(method)
     .. ',"params":' .. encoded .. '}'
-  call.reader = Reader.new(call.id, ordered, function(id, request_method)
-    self:answer_server(call, id, request_method)
-  end)
+  call.reader = Reader.new(call.id, ordered, function(id_, request_method, request_params)
+    self:answer_server(call, id_, request_method, request_params)
+  end, op.on_progress)
   return call
 end
 
@@ -478,18 +535,48 @@ function Transport:cancelled(call)
   return fail("cancelled", { server = self.identifier, in_flight = method == "tools/call" })
 end
 
--- A server request arrived on the stream of `call`: a ping is answered with
--- {} at once, anything else with "method not found", so no server waits on
--- a handler this client does not have. Sent on the side leg (the main one
--- is busy reading the stream). The leg stops once the answer is sent (the
--- stream it was asked on must not wait for the server's reply); connecting
--- and sending may take what is left of the operation's budget, since a
--- server may wait for this answer before it answers the call.
-function Transport:answer_server(call, id, method)
-  local reply = method == "ping" and '"result":{}'
-    or ('"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}')
+local ACTIONS = { accept = true, decline = true, cancel = true }
+
+-- The host's answer to an elicitation request, as the result to send back.
+-- The request's message is far-side text: the handler gets it under the text
+-- rule. A handler that returns no valid answer is a host bug: it raises.
+local function elicited(handler, params)
+  local request = {}
+  for k, v in pairs(type(params) == "table" and params or {}) do request[k] = v end
+  if type(request.message) == "string" then request.message = core.clip(request.message, 2000) end
+  local answer = handler(request)
+  if type(answer) ~= "table" or not ACTIONS[answer.action] then
+    error("on_elicitation must return { action = \"accept\"|\"decline\"|\"cancel\", content = ... }", 0)
+  end
+  if answer.content ~= nil and (type(answer.content) ~= "table" or json.is_array(answer.content)) then
+    error("on_elicitation: content must be a table of named values", 0)
+  end
+  local result = { action = answer.action }
+  if answer.action == "accept" then result.content = answer.content or {} end
+  return result
+end
+
+-- The answer body to a server request: a ping gets {}, an elicitation the
+-- host's handler's answer when there is one, anything else "method not
+-- found", so no server ever waits on a handler this client does not have.
+function Transport:reply_to(method, params)
+  if method == "ping" then return '"result":{}' end
+  if method == "elicitation/create" and self.on_elicitation then
+    return '"result":' .. json.encode(elicited(self.on_elicitation, params))
+  end
+  return '"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}'
+end
+
+-- A server request arrived on a stream of `call` (its POST stream or the
+-- standalone GET stream): answer it on another leg (the one it came on is
+-- busy reading). The leg stops once the answer is sent (the stream it was
+-- asked on must not wait for the server's reply); connecting and sending may
+-- take what is left of the operation's budget, since a server may wait for
+-- this answer before it answers the call.
+function Transport:answer_server(call, id, method, params)
+  local reply = self:reply_to(method, params)
   self:exchange({ deadline = call.op.deadline }, {
-    method = "POST", leg = self:side(), send_only = true,
+    method = "POST", send_only = true,
     body = '{"jsonrpc":"2.0","id":' .. json.encode(id) .. ',' .. reply .. '}',
     headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, call.session),
   })
