@@ -1237,6 +1237,19 @@ static int leg_pump(lua_State *L) {
 }
 
 /*
+** leg:status() -> the status code of the started exchange's response once
+** its whole head has arrived, else 0: the server has answered the request,
+** though its body may still be coming (a long-lived event stream).
+*/
+static int leg_status(lua_State *L) {
+  Leg *leg = started_leg(L);
+  long status = 0;
+  if (!leg->in_head && leg->head.len > 0) curl_easy_getinfo(leg->easy, CURLINFO_RESPONSE_CODE, &status);
+  lua_pushinteger(L, status);
+  return 1;
+}
+
+/*
 ** leg:finish(how) -> response | nil, kind, message, where how is "done" (the
 ** transfer ended), "stopped" (the driver stopped it: the answer is in, or the
 ** request is out) or "cancelled".
@@ -1377,7 +1390,8 @@ static int l_resolve(lua_State *L) {
 */
 void mcp_register_http(lua_State *L) {
   static const luaL_Reg methods[] = {{"send", leg_send}, {"start", leg_start}, {"pump", leg_pump},
-                                     {"finish", leg_finish}, {"abort", leg_abort}, {"close", leg_close},
+                                     {"finish", leg_finish}, {"abort", leg_abort},
+                                     {"status", leg_status}, {"close", leg_close},
                                      {NULL, NULL}};
   static const luaL_Reg fns[] = {{"http_leg", l_http_leg}, {"http_pool", l_http_pool},
                                  {"engine_step", l_engine_step}, {"resolve", l_resolve}, {NULL, NULL}};

@@ -63,7 +63,7 @@ leg:send would: the response table, or nil, kind, detail. The guard takes the
 transfer out of the engine whatever ends the task: a raise, or a gather that
 closes its coroutine.
 ]]
-local function send_in_task(leg, req)
+local function send_in_task(leg, req, on_open)
   local cancel, on_stream = req.cancel, req.on_stream
   if cancel and cancel() then return nil, "cancelled", "the call was cancelled" end
   local started, kind, detail = leg:start(req)
@@ -80,6 +80,10 @@ local function send_in_task(leg, req)
     elseif cancel and cancel() then
       return leg:finish("cancelled")
     else
+      if on_open and leg:status() > 0 then
+        on_open()
+        on_open = nil
+      end
       coroutine.yield(WAIT)
     end
   end
@@ -87,8 +91,10 @@ end
 
 --- Send one exchange on `leg`: inside a task it waits by yielding; outside,
 -- and for a leg that cannot be started (a fake a spec injects), it blocks.
-function engine.send(leg, req)
-  if leg.start and engine.inside() then return send_in_task(leg, req) end
+-- `on_open`, if given, is called once when the response's head has arrived
+-- (inside a task only).
+function engine.send(leg, req, on_open)
+  if leg.start and engine.inside() then return send_in_task(leg, req, on_open) end
   return leg:send(req)
 end
 

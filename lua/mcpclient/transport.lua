@@ -211,7 +211,7 @@ function Transport:exchange(op, send)
     -- only where a second copy can do no harm
     idempotent = send.method ~= "POST" or not send.call or send.call.method == "initialize",
     ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
-  })
+  }, send.on_open)
   if not send.leg then self:give_leg(leg) end
   if not ok then error(response, 0) end  -- a hook raised: the leg is free again, the raise goes on
   if response then return self:authorized(op, response, send) end
@@ -405,10 +405,65 @@ local function info_of(call, response)
   }
 end
 
+-- How long a request waits for the standalone GET stream to open before it
+-- is sent anyway (a server that never answers the GET delays nothing more).
+local LISTEN_OPEN_SECONDS = 1
+
+-- The standalone GET stream of a session, held open while one request is in
+-- flight: server requests that arrive on it (an elicitation the server could
+-- not tie to a request) are answered like those on a POST stream. It ends
+-- when `state.done` turns true; whatever ends it is no failure of the request.
+function Transport:listen(op, session, state)
+  local call = { op = op, session = session }
+  local decoder = core.sse_decoder()
+  local listener = { on_request = function(id, method, params) self:answer_server(call, id, method, params) end }
+  local on_stream = function(chunk)
+    for _, event in ipairs(decoder:feed(chunk)) do Reader.other(listener, event.data) end
+    return false
+  end
+  local listening = { deadline = op.deadline, cancel = function() return state.done end }
+  self:exchange(listening, {
+    method = "GET", cancellable = true, on_stream = on_stream,
+    headers = session_headers({ "Accept: text/event-stream" }, session),
+    on_open = function() state.open = true end,
+  })
+  decoder:close()
+  state.open = true
+end
+
+-- A request sent while the standalone GET stream is open: the two run as
+-- tasks of one gather (inside an outer gather they are its tasks' tasks).
+function Transport:request_listening(op, session, method, params, ordered)
+  local state = { open = false, done = false }
+  local results = engine.gather {
+    function()
+      local limit = core.monotonic_ns() + LISTEN_OPEN_SECONDS * 1e9
+      engine.wait_until(function() return state.open or core.monotonic_ns() > limit end)
+      local answer = table.pack(pcall(self.post_request, self, op, session, method, params, ordered))
+      state.done = true
+      if not answer[1] then error(answer[2], 0) end
+      return table.unpack(answer, 2, answer.n)
+    end,
+    function() self:listen(op, session, state) end,
+  }
+  local posted, listened = results[1], results[2]
+  if posted.n == 0 and posted.error ~= nil then error(posted.error, 0) end
+  if listened.n == 0 and listened.error ~= nil then error(listened.error, 0) end  -- the host's handler raised
+  return table.unpack(posted, 1, posted.n)
+end
+
 --- Send a JSON-RPC request and return its result (a table) and the leg's
 --- info { duration_ms (integer), session_id, bytes, containers (objects and
---- arrays the answer opened) } | nil, message, err.
+--- arrays the answer opened) } | nil, message, err. With an elicitation
+--- handler and a session, the session's GET stream is open meanwhile.
 function Transport:request(op, session, method, params, ordered)
+  if self.on_elicitation and session and session.id and self.spawn_leg then
+    return self:request_listening(op, session, method, params, ordered)
+  end
+  return self:post_request(op, session, method, params, ordered)
+end
+
+function Transport:post_request(op, session, method, params, ordered)
   local call, message, err = self:open_call(op, session, method, params, ordered)
   if not call then return nil, message, err end
   local response
