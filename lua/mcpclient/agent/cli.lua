@@ -13,6 +13,7 @@
 -- reordering mark from a server reaches the terminal. --json output goes
 -- through the library's JSON encoder, which escapes the same characters.
 local core = require "mcpclient.core"
+local engine = require "mcpclient.engine"
 local operator = require "mcpclient.agent.operator"
 
 local json = core.json
@@ -25,7 +26,7 @@ local USAGE_TEXT = [[
 usage: mcpclient [--db PATH] [--json] <command> [arguments]
 
   servers                         every server, as the operator readout shows it
-  test <server-id>                is the server there? (one handshake; stores only the contact)
+  test <server-id> | --all        is the server there? (one handshake; stores only the contact)
   import <identifier> | --all     import the catalogue of an enabled server, or of every one
   import --server <server-id>     import one server by id, enabled or not
   tools [<server-id>]             the imported tools and whether each is switched on
@@ -76,7 +77,7 @@ local SERVER_FLAGS = {
 }
 
 local COMMAND_FLAGS = {
-  servers = {}, test = {}, tools = {}, remove = {}, help = {},
+  servers = {}, test = { ["--all"] = "flag", ["-a"] = "flag" }, tools = {}, remove = {}, help = {},
   import = { ["--all"] = "flag", ["-a"] = "flag", ["--server"] = "value" },
   enable = { ["--tool"] = "flag", ["--group"] = "flag" },
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
@@ -281,22 +282,28 @@ local function need_server_id(parsed)
   return parsed.args[1]
 end
 
-function commands.test(ctx, out, parsed)
-  local id = need_server_id(parsed)
-  local result, message, err = operator.test(ctx.store, id, ctx.options)
-  if not result then
-    result = { success = false, error = message, err = err }
+-- Servers contacted at once by test --all and import --all.
+local FAN_OUT = 4
+
+-- Run work(item) for every item, at most FAN_OUT at once (each a task of
+-- the engine, so a silent server holds up only its own worker); results in
+-- the items' order. on_start(item, i) as each one begins.
+local function fan_out(items, work, on_start)
+  local results, taken = {}, 0
+  local function worker()
+    while taken < #items do
+      taken = taken + 1
+      local i = taken
+      on_start(items[i], i)
+      results[i] = work(items[i])
+    end
   end
-  if parsed.json then
-    out:json { success = result.success, error = result.error, kind = result.err and result.err.kind or nil,
-      report = result.report, contact = result.contact }
-  elseif result.success then
-    out:line(inert(result.report))
-    out:line("Last contact: " .. result.contact)
-  else
-    out:err(result.error)
+  local workers = {}
+  for w = 1, math.min(FAN_OUT, #items) do workers[w] = worker end
+  for _, outcome in ipairs(engine.gather(workers)) do
+    if outcome.n == 0 and outcome.error ~= nil then error(outcome.error, 0) end
   end
-  return result.success and cli.OK or cli.FAILED
+  return results
 end
 
 -- A progress line, only for a person watching (stderr is a terminal).
@@ -307,6 +314,56 @@ local function progress(ctx)
     ctx.stderr:write("\r\27[K", text or "")
     ctx.stderr:flush()
   end
+end
+
+local function test_one(ctx, id)
+  local result, message, err = operator.test(ctx.store, id, ctx.options)
+  if not result then
+    result = { success = false, error = message, err = err }
+  end
+  return result
+end
+
+-- test --all: every enabled server at once; one line (or JSON object) each.
+local function test_all(ctx, out, parsed)
+  no_more_than(parsed, 0)
+  local rows, message = ctx.store:enabled_servers()
+  if not rows then out:err(message); return cli.FAILED end
+  local show = progress(ctx)
+  local results = fan_out(rows, function(row) return test_one(ctx, row.uid) end,
+    function(row, i) show(string.format("testing %s (%d of %d)…", inert(row.identifier, 64), i, #rows)) end)
+  show()
+  local failed, listed = 0, {}
+  for i, result in ipairs(results) do
+    local who = inert(rows[i].identifier, 64)
+    if not result.success then failed = failed + 1 end
+    if parsed.json then
+      listed[i] = { identifier = rows[i].identifier, success = result.success, error = result.error,
+        kind = result.err and result.err.kind or nil, report = result.report, contact = result.contact }
+    elseif result.success then
+      out:line(string.format("%s: %s", who, inert(result.report)))
+    else
+      out:line(string.format("%s: %s", who, inert(result.error)))
+    end
+  end
+  if parsed.json then out:json(list(listed)) end
+  return failed == 0 and cli.OK or cli.FAILED
+end
+
+function commands.test(ctx, out, parsed)
+  if parsed.flags["--all"] or parsed.flags["-a"] then return test_all(ctx, out, parsed) end
+  local id = need_server_id(parsed)
+  local result = test_one(ctx, id)
+  if parsed.json then
+    out:json { success = result.success, error = result.error, kind = result.err and result.err.kind or nil,
+      report = result.report, contact = result.contact }
+  elseif result.success then
+    out:line(inert(result.report))
+    out:line("Last contact: " .. result.contact)
+  else
+    out:err(result.error)
+  end
+  return result.success and cli.OK or cli.FAILED
 end
 
 local function import_one(ctx, row)
@@ -390,13 +447,13 @@ function commands.import(ctx, out, parsed)
     return cli.OK
   end
   local show = progress(ctx)
-  local reports, refused = {}, 0
-  for i, row in ipairs(targets) do
-    show(string.format("importing %s (%d of %d)…", inert(row.identifier, 64), i, #targets))
-    reports[i] = import_one(ctx, row)
-    show()
-    if reports[i].refused then refused = refused + 1 end
-    if not parsed.json then print_report(out, reports[i]) end
+  local reports = fan_out(targets, function(row) return import_one(ctx, row) end,
+    function(row, i) show(string.format("importing %s (%d of %d)…", inert(row.identifier, 64), i, #targets)) end)
+  show()
+  local refused = 0
+  for _, report in ipairs(reports) do
+    if report.refused then refused = refused + 1 end
+    if not parsed.json then print_report(out, report) end
   end
   if parsed.json then json_reports(out, reports) end
   if refused > 0 then
