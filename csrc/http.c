@@ -430,9 +430,13 @@ static void engine_collect(CURLM *multi) {
 /* Pools                                                                  */
 /* ===================================================================== */
 
-/* Closes the pool's idle connections and frees it; safe on a half-built pool. */
+/*
+** Closes the pool's idle connections and frees it; safe on a half-built pool
+** and idempotent. libcurl refuses while a leg still uses the share: the pool
+** then stays open (a later close, or __gc once its legs are gone, ends it).
+*/
 static void pool_release(Pool *pool) {
-  if (pool->share != NULL) curl_share_cleanup(pool->share);
+  if (pool->share != NULL && curl_share_cleanup(pool->share) != CURLSHE_OK) return;
   pool->share = NULL;
   curl_slist_free_all(pool->resolve);
   pool->resolve = NULL;
@@ -440,7 +444,7 @@ static void pool_release(Pool *pool) {
   pool->pin = NULL;
 }
 
-/* __gc: a pool is collected only after every leg made with it (they hold it). */
+/* close() and __gc: a pool is collected only after every leg made with it (they hold it). */
 static int pool_gc(lua_State *L) {
   pool_release(luaL_checkudata(L, 1, POOL_MT));
   return 0;
@@ -1409,6 +1413,10 @@ void mcp_register_http(lua_State *L) {
   if (luaL_newmetatable(L, POOL_MT)) {
     lua_pushcfunction(L, pool_gc);
     lua_setfield(L, -2, "__gc");
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, pool_gc);
+    lua_setfield(L, -2, "close");
+    lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);
   if (luaL_newmetatable(L, ADDRS_MT)) {

@@ -107,6 +107,7 @@ local function transport_config(options, checked)
     url = options.url,
     target = checked.target,
     leg = checked.leg,
+    pool = checked.pool,
     -- more legs on the same pool: several requests in flight at once
     spawn_leg = checked.pool and function() return core.http_leg(checked.pool) end or nil,
     on_elicitation = options.on_elicitation,

@@ -61,9 +61,12 @@ function Transport.new(config)
   return self
 end
 
+-- Close every leg, then the pool: its kept-alive connections close now, not
+-- whenever the collector runs.
 function Transport:close()
   for _, leg in ipairs(self.spawned) do leg:close() end
   if self.leg then self.leg:close() end
+  if self.pool then self.pool:close() end
 end
 
 -- A free leg for one exchange. Exchanges run at once inside gather, each on

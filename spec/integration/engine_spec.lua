@@ -105,6 +105,22 @@ describe("the engine #integration", function()
     assert.is_true(seconds_since(t0) >= 0.4)
   end)
 
+  it("a task that raises mid-transfer leaves nothing in flight, and the connection stays usable", function()
+    local conn <close> = connect(everything.url)
+    local results = mcp.gather {
+      function()
+        return conn:call_tool("trigger-long-running-operation", { duration = 1, steps = 2 },
+          { on_progress = function() error("host bug") end })
+      end,
+      function() return conn:call_tool("echo", { message = "still" }) end,
+    }
+    assert.equal(0, results[1].n)
+    assert.truthy(tostring(results[1].error):find("host bug", 1, true))
+    assert.equal("Echo: still", results[2][1].text)
+    assert.equal(0, core.engine_step(0), "a transfer was left in the engine")
+    assert.equal("Echo: again", assert(conn:call_tool("echo", { message = "again" })).text)
+  end)
+
   it("hands progress notifications to on_progress, and sends a token only then", function()
     local conn <close> = connect(everything.url)
     local seen = {}
