@@ -194,8 +194,10 @@ if ROUNDS > 0 then
       tasks[#tasks + 1] = function() stopped_call(conn, "cancel") end
       tasks[#tasks + 1] = function() stopped_call(conn, "abort") end
     end
-    local results = mcp.gather(tasks)
-    if r % 10 == 0 and results[#results].error ~= "aborted by the soak" then failed("the aborted task did not raise") end
+    local outcomes = mcp.gather(tasks)
+    if r % 10 == 0 and outcomes[#outcomes].error ~= "aborted by the soak" then
+      failed("the aborted task did not raise")
+    end
     if r == warm then
       samples[1] = sample("baseline@" .. r)
     elseif r > warm and r % 10 == 5 and (r - warm) % math.max(10, EVERY // WIDTH) < 10 then
