@@ -12,7 +12,8 @@
 --   SOAK_ROUNDS    afterwards, this many rounds of SOAK_WIDTH calls at once on one connection
 --                  (mcp.gather; default 10000; 0 skips); every 10th round adds a cancelled slow
 --                  call and a task that raises while its transfer is in flight (aborted)
---   SOAK_WIDTH     calls per round (default 4)
+--   SOAK_WIDTH     calls per round (default 4); the open descriptors of this phase may move by
+--                  at most SOAK_WIDTH + 2 (the connections one round can hold), never grow past it
 --   SOAK_MAX_GROWTH_KIB  the allowed growth of peak RSS (VmHWM) after warm-up (default 1024)
 --   SOAK_QUIET     1: no per-sample lines
 -- A sample is VmRSS and VmHWM (/proc/self/status), the open descriptors other than pipes
@@ -206,6 +207,9 @@ if ROUNDS > 0 then
   end
   if #samples == 1 then samples[2] = sample("end") end
   results[#results + 1] = summarise("concurrent rounds", samples, ROUNDS - warm, "rounds")
+  -- How many kept-alive connections a round leaves depends on how its calls
+  -- overlapped; a leak would grow past what one round can hold.
+  results[#results].fd_slack = WIDTH + 2
   if core.engine_step(0) ~= 0 then failed("transfers were left in the engine") end
 end
 
@@ -220,7 +224,7 @@ for _, r in ipairs(results) do
       MAX_GROWTH_KIB))
     ok = false
   end
-  if r.fds_max ~= r.fds_min then
+  if r.fds_max - r.fds_min > (r.fd_slack or 0) then
     io.write(string.format("FAIL %s: open descriptors moved between %d and %d\n", r.name, r.fds_min, r.fds_max))
     ok = false
   end
