@@ -37,6 +37,8 @@
 #define LEG_MT   "mcpclient.http_leg"
 #define ADDRS_MT "mcpclient.addrinfo"
 #define POOL_MT  "mcpclient.http_pool"
+#define ENGINE_MT "mcpclient.engine"
+#define ENGINE_KEY "mcpclient.engine.instance"  /* the registry slot holding the engine */
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_BYTES          2097152
@@ -108,6 +110,7 @@ typedef struct Pool {
   char *pin;                    /* the pin of its DNS cache, or NULL */
   struct curl_slist *resolve;   /* that pin as a CURLOPT_RESOLVE list */
   int used;                     /* a transfer ran through it: the pin is fixed */
+  int closing;                  /* close was refused while a leg used it: the last leg ends it */
 } Pool;
 
 typedef struct Leg {
@@ -341,6 +344,8 @@ static void drop_headers(Leg *leg) {
   }
 }
 
+static void pool_release(Pool *pool);
+
 /*
 ** Release everything. Safe on a half-built leg, on a closed one, and in the
 ** middle of a send (a hook may close its own leg): the handle is taken out
@@ -352,6 +357,7 @@ static void leg_release(Leg *leg) {
   leg->multi = NULL;
   drop_headers(leg);
   if (leg->easy != NULL) curl_easy_cleanup(leg->easy);  /* leaves the pool's share too */
+  if (leg->easy != NULL && leg->pool != NULL && leg->pool->closing) pool_release(leg->pool);
   if (leg->parsed != NULL) curl_url_cleanup(leg->parsed);
   leg->easy = NULL;
   leg->parsed = NULL;
@@ -387,22 +393,47 @@ static void ensure_curl(lua_State *L) {
   }
 }
 
+typedef struct Engine {
+  CURLM *multi;
+} Engine;
+
+/* __gc: at exit, after every leg (legs are made after the engine, so they are finalized first). */
+static int engine_gc(lua_State *L) {
+  Engine *e = luaL_checkudata(L, 1, ENGINE_MT);
+  if (e->multi != NULL) curl_multi_cleanup(e->multi);
+  e->multi = NULL;
+  return 0;
+}
+
 /*
-** The engine: one multi handle for the whole process, made on first use and
-** kept until exit (like libcurl's global state), so no leg can outlive it.
-** Connections are bounded per pool and host; a transfer beyond the bound
-** waits inside libcurl for a connection to come free.
+** The engine: one multi handle for the Lua state (the process, for a host
+** with one state), made on first use and held by the registry until the
+** state closes, so no leg can outlive it. Connections are bounded per pool
+** and host; a transfer beyond the bound waits inside libcurl for a
+** connection to come free.
 */
 static CURLM *engine(lua_State *L) {
-  static CURLM *multi = NULL;
+  Engine *e;
   ensure_curl(L);
-  if (multi == NULL) {
-    multi = curl_multi_init();
-    if (multi == NULL) luaL_error(L, "libcurl could not create the engine's multi handle");
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)ENGINE_CONNECTIONS);
-    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)HOST_CONNECTIONS);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, ENGINE_KEY) == LUA_TUSERDATA) {
+    e = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return e->multi;
   }
-  return multi;
+  lua_pop(L, 1);
+  e = lua_newuserdatauv(L, sizeof *e, 0);
+  e->multi = NULL;
+  if (luaL_newmetatable(L, ENGINE_MT)) {
+    lua_pushcfunction(L, engine_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  e->multi = curl_multi_init();
+  if (e->multi == NULL) luaL_error(L, "libcurl could not create the engine's multi handle");
+  curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, (long)ENGINE_CONNECTIONS);
+  curl_multi_setopt(e->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)HOST_CONNECTIONS);
+  lua_setfield(L, LUA_REGISTRYINDEX, ENGINE_KEY);
+  return e->multi;
 }
 
 /*
@@ -432,11 +463,15 @@ static void engine_collect(CURLM *multi) {
 
 /*
 ** Closes the pool's idle connections and frees it; safe on a half-built pool
-** and idempotent. libcurl refuses while a leg still uses the share: the pool
-** then stays open (a later close, or __gc once its legs are gone, ends it).
+** and idempotent. libcurl refuses while a leg still uses the share (at exit
+** the collector may finalize a pool before its legs): the pool is then marked
+** closing, and the release of a leg that used it ends it.
 */
 static void pool_release(Pool *pool) {
-  if (pool->share != NULL && curl_share_cleanup(pool->share) != CURLSHE_OK) return;
+  if (pool->share != NULL && curl_share_cleanup(pool->share) != CURLSHE_OK) {
+    pool->closing = 1;
+    return;
+  }
   pool->share = NULL;
   curl_slist_free_all(pool->resolve);
   pool->resolve = NULL;
