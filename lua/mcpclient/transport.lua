@@ -1,10 +1,12 @@
 --- Streamable HTTP: one JSON-RPC message per HTTP exchange.
 --
--- A Transport belongs to one connection. It owns the HTTP leg (libcurl in C,
+-- A Transport belongs to one connection. It owns the HTTP legs (libcurl in C,
 -- or a fake a spec injects), the pinned address, the credential reference and
--- the request ids. Every leg runs the same gauntlet, in this order: cancel
--- flag, operation budget, host gate, credential, send, status, media type,
--- body. Session state belongs to the caller and is passed in per request.
+-- the request ids. Each exchange takes a free leg of the connection's pool,
+-- so inside mcp.gather several requests are in flight at once, each on its
+-- own kept-alive connection; outside gather every exchange blocks. Every
+-- leg runs the same gauntlet, in this order: cancel flag, operation budget,
+-- host gate, credential, send, status, media type, body. Session state belongs to the caller and is passed in per request.
 --
 -- This is the one place where a failure of the leg becomes the library's
 -- failure value (errors.fail); everything above passes that `err` on.
@@ -123,7 +125,8 @@ end
 
 --[[
 A Send describes one exchange: { method, headers, body, on_stream, leg,
-cancellable, send_only, call }. Only the POST of a JSON-RPC request other
+cancellable, send_only, call, on_open (called once the response head is in,
+inside a task only) }. Only the POST of a JSON-RPC request other
 than initialize is "at most once" in the leg: nothing else can run a tool. `call` (the JSON-RPC request it belongs to,
 if any) says whether a cancellation is in flight, who to notify, and
 whether the server has already accepted the request.
@@ -614,14 +617,22 @@ local function elicited(handler, params)
   return result
 end
 
+--- The host's answer to an elicitation request's params, as the result the
+--- server gets ({ action [, content] }); nil when the host gave no handler.
+--- Any era that carries elicitation (a request on a stream, or a retry that
+--- supplies the answers) asks here.
+function Transport:elicit(params)
+  if not self.on_elicitation then return nil end
+  return elicited(self.on_elicitation, params)
+end
+
 -- The answer body to a server request: a ping gets {}, an elicitation the
 -- host's handler's answer when there is one, anything else "method not
 -- found", so no server ever waits on a handler this client does not have.
 function Transport:reply_to(method, params)
   if method == "ping" then return '"result":{}' end
-  if method == "elicitation/create" and self.on_elicitation then
-    return '"result":' .. json.encode(elicited(self.on_elicitation, params))
-  end
+  local elicitation = method == "elicitation/create" and self:elicit(params)
+  if elicitation then return '"result":' .. json.encode(elicitation) end
   return '"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}'
 end
 
