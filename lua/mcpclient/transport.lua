@@ -6,7 +6,8 @@
 -- so inside mcp.gather several requests are in flight at once, each on its
 -- own kept-alive connection; outside gather every exchange blocks. Every
 -- leg runs the same gauntlet, in this order: cancel flag, operation budget,
--- host gate, credential, send, status, media type, body. Session state belongs to the caller and is passed in per request.
+-- host gate, credential, send, status, media type, body. Session state
+-- belongs to the caller and is passed in per request.
 --
 -- This is the one place where a failure of the leg becomes the library's
 -- failure value (errors.fail); everything above passes that `err` on.
