@@ -14,6 +14,12 @@
 -- cancel hook → the result bounded → the TOOL event recorded (fail-closed for
 -- writes) → the fence cleared and the lease renewed.
 --
+-- A turn's admitted calls execute at once (each a task of mcp.gather, each
+-- with its own budget and the same cancel hook); their TOOL events are then
+-- recorded in the model's order of calls, whatever order they finished in,
+-- and the fence is cleared only once every write of the turn is recorded. A
+-- call that was in flight when another ended the run is still recorded.
+--
 -- Results, one per call: { text, is_error [, err] [, suspended] [, stopped] }.
 --   text, is_error  what the model reads.
 --   err             the library's failure value (see mcpclient.errors), present
