@@ -80,17 +80,17 @@ describe("the engine #integration", function()
   it("calls three servers at once; cancelling one leaves the others running", function()
     local a <close> = connect(session.url, { identifier = "a" })
     local b <close> = connect(stateless.url, { identifier = "b" })
-    local c <close> = connect(session.url, { identifier = "c" })
+    local c <close> = connect(everything.url, { identifier = "c" })
     local t0 = core.monotonic_ns()
     local function stop_b() return seconds_since(t0) > 0.3 end
     local results = mcp.gather {
       function() return a:call_tool("slow", { seconds = 1 }) end,
       function() return b:call_tool("slow", { seconds = 5 }, { cancel = stop_b }) end,
-      function() return c:call_tool("slow", { seconds = 1 }) end,
+      function() return c:call_tool("trigger-long-running-operation", { duration = 1, steps = 1 }) end,
     }
     local wall = seconds_since(t0)
     assert.equal("slept 1", results[1][1].text)
-    assert.equal("slept 1", results[3][1].text)
+    assert.truthy(results[3][1].text:find("Long running operation completed", 1, true))
     assert.is_nil(results[2][1])
     assert.equal("cancelled", results[2][3].kind)
     assert.equal("b", results[2][3].server)
