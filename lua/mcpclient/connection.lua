@@ -243,7 +243,8 @@ end
 -- accepted the request — is returned as it is, never sent again.
 -- The handshake, once per connection even when several tasks of gather
 -- need a session at once: the first runs it, the others wait for it and use
--- its session (or, if it failed, try their own).
+-- its session (or, if it failed, try their own). → true [, info of the
+-- initialize leg when this call ran it] | nil, message, err
 function Connection:ensure_session(op)
   engine.wait_until(function() return not self.handshaking end)
   if self.session then return true end
@@ -252,7 +253,7 @@ function Connection:ensure_session(op)
   self.handshaking = nil
   if not ok then error(session, 0) end
   if not session then return nil, message, err end
-  return true
+  return true, message
 end
 
 function Connection:request(op, method, params, ordered)
@@ -361,11 +362,8 @@ end
 function Connection:ping(opts)
   local op = self:open_operation(opts)
   local answered, info, err
-  if self.session then
-    answered, info, err = self:request(op, "ping", {})
-  else
-    answered, info, err = self:handshake(op)
-  end
+  if not self.session then answered, info, err = self:ensure_session(op) end
+  if self.session and not info then answered, info, err = self:request(op, "ping", {}) end
   if not answered then return errors.pass(err) end
   self:contact(info.duration_ms)
   local server = self.session.server_info
