@@ -80,8 +80,9 @@ local function send_in_task(leg, req, on_open)
     elseif cancel and cancel() then
       return leg:finish("cancelled")
     else
-      if on_open and leg:status() > 0 then
-        on_open()
+      local status = on_open and leg:status() or 0
+      if status > 0 then
+        on_open(status)
         on_open = nil
       end
       coroutine.yield(WAIT)
@@ -91,8 +92,8 @@ end
 
 --- Send one exchange on `leg`: inside a task it waits by yielding; outside,
 -- and for a leg that cannot be started (a fake a spec injects), it blocks.
--- `on_open`, if given, is called once when the response's head has arrived
--- (inside a task only).
+-- `on_open(status)`, if given, is called once when the response's head has
+-- arrived (inside a task only).
 function engine.send(leg, req, on_open)
   if leg.start and engine.inside() then return send_in_task(leg, req, on_open) end
   return leg:send(req)

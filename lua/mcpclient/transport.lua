@@ -415,6 +415,7 @@ end
 -- How long a request waits for the standalone GET stream to open before it
 -- is sent anyway (a server that never answers the GET delays nothing more).
 local LISTEN_OPEN_SECONDS = 1
+local LISTEN_RETRY_SECONDS = 0.02
 
 -- The standalone GET stream of a session, held open while one request is in
 -- flight: server requests that arrive on it (an elicitation the server could
@@ -429,11 +430,17 @@ function Transport:listen(op, session, state)
     return false
   end
   local listening = { deadline = op.deadline, cancel = function() return state.done end }
-  self:exchange(listening, {
-    method = "GET", cancellable = true, on_stream = on_stream,
-    headers = session_headers({ "Accept: text/event-stream" }, session),
-    on_open = function() state.open = true end,
-  })
+  local limit = core.monotonic_ns() + LISTEN_OPEN_SECONDS * 1e9
+  repeat
+    local response = self:exchange(listening, {
+      method = "GET", cancellable = true, on_stream = on_stream,
+      headers = session_headers({ "Accept: text/event-stream" }, session),
+      on_open = function(status) if status < 300 then state.open = true end end,
+    })
+    -- 409: the server still holds the stream of our previous request (it has
+    -- not yet seen it close), and allows one per session: ask again shortly.
+    local again = response and response.status == 409 and not state.done and core.monotonic_ns() < limit
+  until not (again and engine.sleep(LISTEN_RETRY_SECONDS, listening.cancel))
   decoder:close()
   state.open = true
 end
