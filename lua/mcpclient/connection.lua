@@ -236,11 +236,6 @@ function Connection:handshake(op)
   return session, info
 end
 
--- A request inside an operation, initializing first when there is no session.
--- When the server refused the POST itself because the session is gone (404,
--- or 400 naming the session), it never ran the request: initialize again and
--- send it once more. Any other failure — above all one after the server
--- accepted the request — is returned as it is, never sent again.
 -- The handshake, once per connection even when several tasks of gather
 -- need a session at once: the first runs it, the others wait for it and use
 -- its session (or, if it failed, try their own). → true [, info of the
@@ -256,6 +251,11 @@ function Connection:ensure_session(op)
   return true, message
 end
 
+-- A request inside an operation, initializing first when there is no session.
+-- When the server refused the POST itself because the session is gone (404,
+-- or 400 naming the session), it never ran the request: initialize again and
+-- send it once more. Any other failure — above all one after the server
+-- accepted the request — is returned as it is, never sent again.
 function Connection:request(op, method, params, ordered)
   if not self.session then
     local ok, message, err = self:ensure_session(op)
@@ -342,7 +342,8 @@ end
 --- Call a tool by its name on the server.
 -- @param name the server's name for the tool
 -- @param arguments a table (encoded as a JSON object; nil means {})
--- @param opts { budget = seconds, cancel = function -> truthy to stop }
+-- @param opts { budget = seconds, cancel = function -> truthy to stop,
+--   on_progress = function(progress, total, message) (asks the server for progress) }
 -- @return outcome { text, is_error, note, content, structured, latency_ms } | nil, message, err
 function Connection:call_tool(name, arguments, opts)
   if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
