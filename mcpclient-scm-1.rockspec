@@ -53,6 +53,7 @@ build = {
     ["mcpclient.connection"] = "lua/mcpclient/connection.lua",
     ["mcpclient.credentials"] = "lua/mcpclient/credentials.lua",
     ["mcpclient.deadline"] = "lua/mcpclient/deadline.lua",
+    ["mcpclient.engine"] = "lua/mcpclient/engine.lua",
     ["mcpclient.errors"] = "lua/mcpclient/errors.lua",
     ["mcpclient.health"] = "lua/mcpclient/health.lua",
     ["mcpclient.hostgate"] = "lua/mcpclient/hostgate.lua",

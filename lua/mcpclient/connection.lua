@@ -13,6 +13,7 @@
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
+local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local log = require "mcpclient.log"
@@ -64,6 +65,7 @@ local option_types = {
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
+  on_elicitation = "function",
 }
 
 local function check_type(key, value, expected)
@@ -119,7 +121,10 @@ local function transport_config(options, checked)
     url = options.url,
     target = checked.target,
     leg = checked.leg,
-    spawn_leg = not options.transport and core.http_leg or nil,
+    pool = checked.pool,
+    -- more legs on the same pool: several requests in flight at once
+    spawn_leg = checked.pool and function() return core.http_leg(checked.pool) end or nil,
+    on_elicitation = options.on_elicitation,
     auth = checked.auth,
     resolver = options.resolver,
     host_gate = options.host_gate or hostgate.default,
@@ -141,7 +146,8 @@ function client.connect(options)
   -- The leg exists before the connection is given its finalizer: Lua runs
   -- finalizers in the reverse order objects were marked, so a collected
   -- connection still finds its leg open and can end its session (DELETE).
-  checked.leg = options.transport or core.http_leg()
+  checked.pool = not options.transport and core.http_pool() or nil
+  checked.leg = options.transport or core.http_leg(checked.pool)
   local self = setmetatable({
     identifier = options.identifier,
     name = options.name or options.identifier,
@@ -168,7 +174,7 @@ end
 -- Operations: one deadline each
 ---------------------------------------------------------------------------
 
-local op_keys = { budget = "number", cancel = "function" }
+local op_keys = { budget = "number", cancel = "function", on_progress = "function" }
 
 function Connection:open_operation(opts)
   if self.closed then error("the connection is closed", 3) end
@@ -180,7 +186,7 @@ function Connection:open_operation(opts)
     if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 3) end
   end
   local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
-  return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel }
+  return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel, on_progress = opts.on_progress }
 end
 
 -- One health contact (latency in whole milliseconds); a recorder that fails
@@ -224,7 +230,8 @@ end
 function Connection:handshake(op)
   local params = {
     protocolVersion = client.PROTOCOL_VERSION,
-    capabilities = {},
+    -- a capability only for a handler the host gave
+    capabilities = self.transport.on_elicitation and { elicitation = {} } or {},
     clientInfo = { name = "mcpclient", version = core.version },
   }
   local result, info, err = self.transport:request(op, nil, "initialize", params)
@@ -344,6 +351,23 @@ function Connection:establish(op)
   return self:handshake(op)
 end
 
+-- The era and its session, found once per connection even when several
+-- tasks of gather need a session at once: the first establishes it, the
+-- others wait for it and use its session (or, if it failed, try their own).
+-- `open` is how: establish (find the era) by default, or handshake when the
+-- era is known and only the 2025 session was lost.
+-- → true [, info of the first leg when this call ran it] | nil, message, err
+function Connection:ensure_session(op, open)
+  engine.wait_until(function() return not self.handshaking end)
+  if self.session then return true end
+  self.handshaking = true
+  local ok, session, message, err = pcall(open or self.establish, self, op)
+  self.handshaking = nil
+  if not ok then error(session, 0) end
+  if not session then return nil, message, err end
+  return true, message
+end
+
 -- A request inside an operation, establishing the era first when there is no session.
 -- When the server refused the POST itself because the session is gone (404,
 -- or 400 naming the session), it never ran the request: initialize again and
@@ -351,19 +375,20 @@ end
 -- accepted the request — is returned as it is, never sent again.
 function Connection:request(op, method, params, ordered)
   if not self.session then
-    local ok, message, err = self:establish(op)
+    local ok, message, err = self:ensure_session(op)
     if not ok then return nil, message, err end
   end
-  local result, info, err = self.transport:request(op, self.session, method, params, ordered)
-  if result and self.session.modern then
+  local session = self.session
+  local result, info, err = self.transport:request(op, session, method, params, ordered)
+  if result and session.modern then
     local ok, message
     ok, message, err = modern.complete(result, self.identifier, method)
     if not ok then return nil, message, err end
   end
   if not result and err.session_lost and not op.reinitialized then
     op.reinitialized = true
-    self.session = nil
-    local ok, message, handshake_err = self:handshake(op)
+    if self.session == session then self.session = nil end  -- another task may have renewed it already
+    local ok, message, handshake_err = self:ensure_session(op, self.handshake)
     if not ok then return nil, message, handshake_err end
     return self.transport:request(op, self.session, method, params, ordered)
   end
@@ -453,7 +478,8 @@ end
 --- Call a tool by its name on the server.
 -- @param name the server's name for the tool
 -- @param arguments a table (encoded as a JSON object; nil means {})
--- @param opts { budget = seconds, cancel = function -> truthy to stop }
+-- @param opts { budget = seconds, cancel = function -> truthy to stop,
+--   on_progress = function(progress, total, message) (asks the server for progress) }
 -- @return outcome { text, is_error, note, content, structured, latency_ms } | nil, message, err
 function Connection:call_tool(name, arguments, opts)
   if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
@@ -487,12 +513,14 @@ end
 function Connection:ping(opts)
   local op = self:open_operation(opts)
   local answered, info, err
-  if not self.session then
-    answered, info, err = self:establish(op)
-  elseif self.session.modern then
-    answered, info, err = self:rediscover(op)
-  else
-    answered, info, err = self:request(op, "ping", {})
+  if not self.session then answered, info, err = self:ensure_session(op) end
+  if self.session and not info then
+    -- the 2026-07-28 revision has no ping: discovery answers instead
+    if self.session.modern then
+      answered, info, err = self:rediscover(op)
+    else
+      answered, info, err = self:request(op, "ping", {})
+    end
   end
   if not answered then return errors.pass(err) end
   self:contact(info.duration_ms)

@@ -10,6 +10,7 @@
 -- A refusal is printed once: on stderr as text, or with --json as one JSON
 -- object { error, kind } on stdout.
 local core = require "mcpclient.core"
+local engine = require "mcpclient.engine"
 local grants = require "mcpclient.agent.grants"
 local help = require "mcpclient.agent.cli.help"
 local login = require "mcpclient.agent.login"
@@ -42,7 +43,7 @@ local SERVER_FLAGS = {
 }
 
 local COMMAND_FLAGS = {
-  servers = {}, test = {}, tools = {}, remove = {}, help = {},
+  servers = {}, test = { ["--all"] = "flag", ["-a"] = "flag" }, tools = {}, remove = {}, help = {},
   check = { ["--call"] = "value", ["--arguments"] = "value" },
   login = { ["--wait"] = "value" }, logout = {},
   import = { ["--all"] = "flag", ["-a"] = "flag", ["--server"] = "value" },
@@ -239,6 +240,30 @@ local function progress(ctx)
   end
 end
 
+-- Servers contacted at once by test --all and import --all.
+local FAN_OUT = 4
+
+-- Run work(item) for every item, at most FAN_OUT at once (each a task of
+-- the engine, so a silent server holds up only its own worker); results in
+-- the items' order. on_start(item, i) as each one begins.
+local function fan_out(items, work, on_start)
+  local results, taken = {}, 0
+  local function worker()
+    while taken < #items do
+      taken = taken + 1
+      local i = taken
+      on_start(items[i], i)
+      results[i] = work(items[i])
+    end
+  end
+  local workers = {}
+  for w = 1, math.min(FAN_OUT, #items) do workers[w] = worker end
+  for _, outcome in ipairs(engine.gather(workers)) do
+    if outcome.n == 0 and outcome.error ~= nil then error(outcome.error, 0) end
+  end
+  return results
+end
+
 ---------------------------------------------------------------------------
 -- Naming a server
 ---------------------------------------------------------------------------
@@ -316,7 +341,39 @@ local function test_json(row, result)
   }
 end
 
+-- One server's test: the operator's result, with the row as it stands after it.
+local function test_one(ctx, row)
+  local result, message, err = operator.test(ctx.store, row.uid, ctx.options)
+  if not result then result = { success = false, error = message, err = err } end
+  result.row = ctx.store:server(row.uid)
+  return result
+end
+
+-- test --all: every enabled server, FAN_OUT at once; one line (or JSON object) each.
+local function test_all(ctx, out, parsed)
+  no_more_than(parsed, 0)
+  local rows, message, err = ctx.store:enabled_servers()
+  if not rows then return refuse(out, parsed, message, err) end
+  local show = progress(ctx)
+  local results = fan_out(rows, function(row) return test_one(ctx, row) end,
+    function(row, i) show(string.format("testing %s (%d of %d)…", inert(row.identifier, 64), i, #rows)) end)
+  show()
+  local failed, shown = 0, {}
+  for i, result in ipairs(results) do
+    local who = inert(rows[i].identifier, 64)
+    if not result.success then failed = failed + 1 end
+    if parsed.json then
+      shown[i] = test_json(rows[i], result)
+    else
+      out:line(string.format("%s: %s", who, inert(result.success and result.report or result.error)))
+    end
+  end
+  if parsed.json then out:json(list(shown)) end
+  return failed == 0 and cli.OK or cli.FAILED
+end
+
 function commands.test(ctx, out, parsed)
+  if parsed.flags["--all"] or parsed.flags["-a"] then return test_all(ctx, out, parsed) end
   local row, message, err = server_named(ctx, need_server(parsed))
   if not row then return refuse(out, parsed, message, err) end
   local show = progress(ctx)
@@ -459,13 +516,13 @@ function commands.import(ctx, out, parsed)
     return cli.OK
   end
   local show = progress(ctx)
-  local reports, refused = {}, 0
-  for i, row in ipairs(targets) do
-    show(string.format("importing %s (%d of %d)…", inert(row.identifier, 64), i, #targets))
-    reports[i] = import_one(ctx, row)
-    show()
-    if reports[i].refused then refused = refused + 1 end
-    if not parsed.json then print_report(out, reports[i]) end
+  local reports = fan_out(targets, function(row) return import_one(ctx, row) end,
+    function(row, i) show(string.format("importing %s (%d of %d)…", inert(row.identifier, 64), i, #targets)) end)
+  show()
+  local refused = 0
+  for _, report in ipairs(reports) do
+    if report.refused then refused = refused + 1 end
+    if not parsed.json then print_report(out, report) end
   end
   if parsed.json then
     json_reports(out, reports)

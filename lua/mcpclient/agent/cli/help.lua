@@ -12,7 +12,7 @@ Servers are named by identifier or by numeric id, in every command.
                                configure a server (says what it still needs)
   edit <server> [server flags] change a server
   remove <server>              remove a server (its tool records stay for the audit)
-  test <server>                is the server there? one handshake, records the contact
+  test <server> | --all        is the server there? one handshake, records the contact
   check <server>               the live conformance run: every check that applies
   import <server> | --all      import the tool catalogue (tools start switched off)
   tools [<server>]             the imported tools and whether each is on
@@ -73,9 +73,11 @@ usage: mcpclient remove <server>
 Removes a server. Its tool records stay, so past runs can still be audited.]==],
   test = [==[
 usage: mcpclient test <server> [--json]
+       mcpclient test --all [--json]
 
 One handshake on a fresh connection: reachable or not, the latency, the protocol
-revision and what the server calls itself. Records the contact in the database.]==],
+revision and what the server calls itself. Records the contact in the database.
+--all tests every enabled server, up to four at once, one line (or JSON object) each.]==],
   check = [==[
 usage: mcpclient check <server> [--call TOOL [--arguments JSON]] [--json]
 
