@@ -1,0 +1,84 @@
+--- Every difference between the SQL the store writes and what each database
+-- speaks, in one place (mcpclient.agent.store).
+--
+-- The store and its migrations are written once, in SQLite-flavoured
+-- standard SQL with `?` placeholders. An adapter names its dialect in its
+-- `dialect` field (absent: SQLite); the store asks the dialect for the few
+-- statements that differ, and the PostgreSQL adapter rewrites placeholders
+-- and asks for the new row's uid back.
+--
+-- A dialect:
+--   name          "sqlite" | "postgresql"
+--   begin         the statement that opens a write transaction
+--   schema(sql)   the migration text as this database needs it
+--   schema_lock   statements { lock, unlock } that make concurrent openers
+--                 migrate one at a time (nil: the write transaction suffices)
+--   event_lock    a statement run inside the append transaction that makes
+--                 writers of one run's stream take sequence numbers in turn
+--                 (nil: the database serialises writers already)
+local dialect = {}
+
+-- SQLite takes the write lock at BEGIN IMMEDIATE, so two processes cannot
+-- both read the same MAX(sequence) or schema version and write after it.
+dialect.sqlite = {
+  name = "sqlite",
+  begin = "BEGIN IMMEDIATE",
+  schema = function(sql) return sql end,
+}
+
+-- The advisory-lock key space this library takes: one key for the schema,
+-- and (class, run uid) pairs for the event streams.
+local SCHEMA_LOCK_KEY = 0x6d6370636c690001 -- "mcpcli" .. 1
+local EVENT_LOCK_CLASS = 0x6d637065 -- "mcpe"
+
+-- The migrations' column types in PostgreSQL's words: 64-bit integers
+-- everywhere (a Lua integer is 64-bit), identity columns as bigserial.
+local function postgres_schema(sql)
+  sql = sql:gsub("INTEGER%s+PRIMARY%s+KEY%s+AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
+  sql = sql:gsub("%f[%w_]INTEGER%f[^%w_]", "BIGINT")
+  sql = sql:gsub("%f[%w_]REAL%f[^%w_]", "DOUBLE PRECISION")
+  return sql
+end
+
+-- READ COMMITTED transactions do not serialise writers by themselves: the
+-- schema is migrated under a session advisory lock, and an event's sequence
+-- is taken under a transaction advisory lock on its run (released at commit).
+dialect.postgresql = {
+  name = "postgresql",
+  begin = "BEGIN",
+  schema = postgres_schema,
+  schema_lock = {
+    string.format("SELECT pg_advisory_lock(%d)", SCHEMA_LOCK_KEY),
+    string.format("SELECT pg_advisory_unlock(%d)", SCHEMA_LOCK_KEY),
+  },
+  -- the run uid folded into the int4 object id: two runs sharing a slot only wait on each other
+  event_lock = string.format("SELECT pg_advisory_xact_lock(%d, CAST(? %% 2147483647 AS integer))",
+    EVENT_LOCK_CLASS),
+}
+
+--- The dialect of an adapter (a host adapter without one speaks SQLite).
+function dialect.of(adapter)
+  return adapter.dialect or dialect.sqlite
+end
+
+--- `?` placeholders as PostgreSQL's `$1, $2, ...`, outside quoted text and
+-- identifiers (the store's SQL quotes only fixed literals such as 'running').
+function dialect.numbered_placeholders(sql)
+  local out, n, i, quote = {}, 0, 1, nil
+  for j = 1, #sql do
+    local c = sql:sub(j, j)
+    if quote then
+      if c == quote then quote = nil end
+    elseif c == "'" or c == '"' then
+      quote = c
+    elseif c == "?" then
+      n = n + 1
+      out[#out + 1] = sql:sub(i, j - 1) .. "$" .. n
+      i = j + 1
+    end
+  end
+  out[#out + 1] = sql:sub(i)
+  return table.concat(out)
+end
+
+return dialect

@@ -1,0 +1,212 @@
+--- The PostgreSQL store adapter: one libpq connection through the C core,
+-- for installations whose workers on several hosts share one store.
+--
+--   local adapter, message, code = require("mcpclient.agent.store.postgres").open(conninfo, options)
+--
+-- conninfo is a libpq URI ("postgresql://user@host:5432/db") or key=value
+-- string; what it leaves out (the password above all) comes from the PG*
+-- environment or ~/.pgpass, as for psql. The string is kept only inside this
+-- adapter to reconnect: it never reaches a message, a log or tostring().
+--
+-- options (unknown keys raise):
+--   busy_timeout_ms     the bound of every statement, lock waits included (default 5000)
+--   connect_timeout_ms  the bound of making the connection (default 5000)
+--
+-- It implements the adapter interface of mcpclient.agent.store.sqlite and
+-- speaks the same SQL with `?` placeholders (rewritten here to $1, $2, ...).
+-- A lost connection is made again once before a read outside a transaction
+-- (a read repeated cannot act twice); a write that loses its connection
+-- fails (code "08006") and is never sent again, since the database may have
+-- applied it; the next statement outside a transaction reconnects.
+local check_options = require("mcpclient.agent.options").check
+local core = require "mcpclient.core"
+local dialect = require "mcpclient.agent.store.dialect"
+
+local postgres = {}
+
+local Adapter = {}
+Adapter.__index = Adapter
+Adapter.__tostring = function() return "postgresql store adapter" end
+
+local option_types = { busy_timeout_ms = "integer", connect_timeout_ms = "integer" }
+
+-- The connection strings, kept out of the adapter table itself so that no
+-- dump of the adapter shows a password written into one.
+local conninfo_of = setmetatable({}, { __mode = "k" })
+
+-- How long pg.c waits for a cancelled statement to end: a caller's budget
+-- (with_busy_timeout) covers the statement and that grace together.
+local CANCEL_GRACE_MS = 100
+
+local LOST = "08006"
+
+-- The keywords a libpq key=value connection string starts with.
+local conninfo_keys = {
+  host = true, hostaddr = true, port = true, dbname = true, user = true, password = true, passfile = true,
+  service = true, sslmode = true, connect_timeout = true, application_name = true, options = true,
+}
+
+--- Whether `location` names a PostgreSQL database rather than an SQLite file.
+function postgres.is_conninfo(location)
+  if type(location) ~= "string" then return false end
+  if location:find("^postgres://") or location:find("^postgresql://") then return true end
+  local key = location:match("^%s*([%a_]+)%s*=")
+  return key ~= nil and conninfo_keys[key] == true
+end
+
+--- A location fit for a message: the password of a URI or key=value string
+-- replaced by "***" (an SQLite path is returned as it is).
+function postgres.redact(location)
+  if not postgres.is_conninfo(location) then return location end
+  if location:find("^postgres") and location:find("://", 1, true) then
+    local redacted = location:gsub("^(postgres%a*://[^:/@?]*):[^@/?]*@", "%1:***@")
+    return (redacted:gsub("([?&]password=)[^&]*", "%1***"))
+  end
+  local redacted = location:gsub("(password%s*=%s*)'[^']*'", "%1***")
+  return (redacted:gsub("(password%s*=%s*)[^%s'*][^%s']*", "%1***"))
+end
+
+-- Connect with the adapter's bounds. → db | nil, message, code
+local function connect(conninfo, connect_ms, statement_ms)
+  local db, message, code = core.pg_connect(conninfo, { connect_timeout_ms = connect_ms })
+  if not db then return nil, message, code end
+  db:timeout(statement_ms)
+  return db
+end
+
+--- Connect and return the adapter, or nil, message, code.
+function postgres.open(conninfo, options)
+  if type(conninfo) ~= "string" then error("conninfo must be a string", 2) end
+  options = check_options("postgres.open", options, option_types)
+  local timeout = options.busy_timeout_ms or 5000
+  local connect_ms = options.connect_timeout_ms or 5000
+  if timeout <= 0 then error("busy_timeout_ms must be a positive integer", 2) end
+  if connect_ms <= 0 then error("connect_timeout_ms must be a positive integer", 2) end
+  local db, message, code = connect(conninfo, connect_ms, timeout)
+  if not db then return nil, message, code end
+  local adapter = setmetatable({
+    db = db, dialect = dialect.postgresql, busy_timeout_ms = timeout, bound_ms = timeout,
+    connect_timeout_ms = connect_ms, in_transaction = false,
+  }, Adapter)
+  conninfo_of[adapter] = conninfo
+  return adapter
+end
+
+---------------------------------------------------------------------------
+-- The connection: made again when lost, never inside a transaction
+---------------------------------------------------------------------------
+
+-- Replace a lost connection, within the current bound.
+local function reconnect(self)
+  local db, message, code = connect(conninfo_of[self], math.min(self.connect_timeout_ms, self.bound_ms), self.bound_ms)
+  if not db then return nil, message, code end
+  self.db:close()
+  self.db = db
+  return true
+end
+
+-- Make sure a statement can be sent: a connection lost between statements
+-- is made again, unless a transaction was open on it (its work is gone, and
+-- going on in a fresh session would commit only the rest of it).
+local function ready(self)
+  if self.db:alive() then return true end
+  if self.in_transaction then
+    return nil, "the connection to the database was lost inside a transaction (" .. LOST .. ")", LOST
+  end
+  return reconnect(self)
+end
+
+-- The SQL with numbered placeholders, memoised (the store's SQL texts are a fixed set).
+local translated, translated_count = {}, 0
+local function numbered(sql)
+  local out = translated[sql]
+  if out then return out end
+  out = dialect.numbered_placeholders(sql)
+  if translated_count < 1024 then
+    translated[sql], translated_count = out, translated_count + 1
+  end
+  return out
+end
+
+-- A write that lost its connection: say so, and that it is not repeated.
+local function lost_write(message, code)
+  if code ~= LOST then return nil, message, code end
+  return nil, "the connection to the database was lost during a write, which may or may not have been "
+    .. "applied and is not sent again: " .. message, code
+end
+
+-- Keep track of the transaction the store opens and closes with scripts.
+local function track_transaction(self, sql, ok)
+  if sql == dialect.postgresql.begin then
+    self.in_transaction = ok == true
+  elseif sql == "COMMIT" or sql == "ROLLBACK" then
+    self.in_transaction = false
+  end
+end
+
+---------------------------------------------------------------------------
+-- The adapter interface
+---------------------------------------------------------------------------
+
+function Adapter:exec(sql, params)
+  local ok, message, code = ready(self)
+  if not ok then
+    track_transaction(self, sql, false)
+    return nil, message, code
+  end
+  if params == nil then
+    ok, message, code = self.db:exec(sql)
+    track_transaction(self, sql, ok)
+    if not ok then return lost_write(message, code) end
+    return true
+  end
+  local changed
+  changed, message, code = self.db:execute(numbered(sql), params)
+  if not changed then return lost_write(message, code) end
+  return true
+end
+
+function Adapter:rows(sql, params)
+  local ok, message, code = ready(self)
+  if not ok then return nil, message, code end
+  local rows
+  rows, message, code = self.db:query(numbered(sql), params)
+  if rows or code ~= LOST or self.in_transaction then return rows, message, code end
+  ok, message, code = reconnect(self)
+  if not ok then return nil, message, code end
+  return self.db:query(numbered(sql), params)
+end
+
+-- Every table of the store has a uid identity column: the insert returns it.
+function Adapter:insert(sql, params)
+  local ok, message, code = ready(self)
+  if not ok then return nil, message, code end
+  local rows
+  rows, message, code = self.db:query(numbered(sql) .. " RETURNING uid", params)
+  if not rows then return lost_write(message, code) end
+  return rows[1] and rows[1].uid
+end
+
+function Adapter:changes()
+  return self.db:changes()
+end
+
+-- Run fn with every statement (and a reconnect) bounded by ms in all,
+-- the grace a cancelled statement gets included.
+function Adapter:with_busy_timeout(ms, fn)
+  local bound = math.max(1, math.min(ms, self.busy_timeout_ms) - CANCEL_GRACE_MS)
+  self.bound_ms = bound
+  self.db:timeout(bound)
+  local results = table.pack(pcall(fn))
+  self.bound_ms = self.busy_timeout_ms
+  self.db:timeout(self.busy_timeout_ms)
+  if not results[1] then error(results[2], 0) end
+  return table.unpack(results, 2, results.n)
+end
+
+function Adapter:close()
+  self.db:close()
+  conninfo_of[self] = nil
+end
+
+return postgres
