@@ -362,17 +362,24 @@ static int bind_params(lua_State *L, int pi, Params *ps) {
 ** Results
 ** ====================================================================== */
 
+/* The value of one hex digit (the server writes only valid ones). */
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return 0;
+}
+
 /* Decode bytea's hex text form ("\x4142") and push the bytes. */
 static void push_bytea(lua_State *L, const char *s, size_t len) {
   luaL_Buffer b;
-  size_t i;
+  size_t i, n;
+  char *out;
   if (len < 2 || s[0] != '\\' || s[1] != 'x') { lua_pushlstring(L, s, len); return; }
-  luaL_buffinit(L, &b);
-  for (i = 2; i + 1 < len; i += 2) {
-    char hex[3] = {s[i], s[i + 1], '\0'};
-    luaL_addchar(&b, (char)strtol(hex, NULL, 16));
-  }
-  luaL_pushresult(&b);
+  n = (len - 2) / 2;
+  out = luaL_buffinitsize(L, &b, n);
+  for (i = 0; i < n; i++) out[i] = (char)(hex_value(s[2 + 2 * i]) * 16 + hex_value(s[3 + 2 * i]));
+  luaL_pushresultsize(&b, n);
 }
 
 /* Push field (r, c) by its column type (text result format). */

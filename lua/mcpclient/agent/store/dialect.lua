@@ -32,11 +32,18 @@ local SCHEMA_LOCK_KEY = 0x6d6370636c690001 -- "mcpcli" .. 1
 local EVENT_LOCK_CLASS = 0x6d637065 -- "mcpe"
 
 -- The migrations' column types in PostgreSQL's words: 64-bit integers
--- everywhere (a Lua integer is 64-bit), identity columns as bigserial.
+-- everywhere (a Lua integer is 64-bit), identity columns as bigserial, and
+-- text as bytea. SQLite keeps a string's exact bytes (NUL included: a
+-- server's description may hold one) and compares and orders them bytewise;
+-- PostgreSQL text cannot hold NUL and orders by the cluster's locale, while
+-- bytea keeps, compares and orders exactly as SQLite does. The adapter binds
+-- every string as bytea to match (store/postgres.lua); a reader in psql sees
+-- the text with convert_from(column, 'UTF8').
 local function postgres_schema(sql)
   sql = sql:gsub("INTEGER%s+PRIMARY%s+KEY%s+AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
   sql = sql:gsub("%f[%w_]INTEGER%f[^%w_]", "BIGINT")
   sql = sql:gsub("%f[%w_]REAL%f[^%w_]", "DOUBLE PRECISION")
+  sql = sql:gsub("%f[%w_]TEXT%f[^%w_]", "BYTEA")
   return sql
 end
 

@@ -128,6 +128,19 @@ local function numbered(sql)
   return out
 end
 
+-- The parameters with every string as bytes: the text columns are bytea
+-- (see store/dialect.lua), which keeps a string exactly, NUL bytes included.
+local function as_bytes(params)
+  if params == nil then return nil end
+  local out = { n = params.n }
+  for i = 1, params.n or #params do
+    local v = params[i]
+    if type(v) == "string" then v = { blob = v } end
+    out[i] = v
+  end
+  return out
+end
+
 -- A write that lost its connection: say so, and that it is not repeated.
 local function lost_write(message, code)
   if code ~= LOST then return nil, message, code end
@@ -161,7 +174,7 @@ function Adapter:exec(sql, params)
     return true
   end
   local changed
-  changed, message, code = self.db:execute(numbered(sql), params)
+  changed, message, code = self.db:execute(numbered(sql), as_bytes(params))
   if not changed then return lost_write(message, code) end
   return true
 end
@@ -170,6 +183,7 @@ function Adapter:rows(sql, params)
   local ok, message, code = ready(self)
   if not ok then return nil, message, code end
   local rows
+  params = as_bytes(params)
   rows, message, code = self.db:query(numbered(sql), params)
   if rows or code ~= LOST or self.in_transaction then return rows, message, code end
   ok, message, code = reconnect(self)
@@ -182,7 +196,7 @@ function Adapter:insert(sql, params)
   local ok, message, code = ready(self)
   if not ok then return nil, message, code end
   local rows
-  rows, message, code = self.db:query(numbered(sql) .. " RETURNING uid", params)
+  rows, message, code = self.db:query(numbered(sql) .. " RETURNING uid", as_bytes(params))
   if not rows then return lost_write(message, code) end
   return rows[1] and rows[1].uid
 end
