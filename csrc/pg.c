@@ -191,6 +191,16 @@ static int poll_connect(PGconn *conn, int64_t deadline_ns) {
   }
 }
 
+/*
+** The notice processor: notices are dropped. libpq's default prints them
+** to stderr, and a terminal never gets text the database wrote unless it
+** went through the text rule; nothing the store does depends on a notice.
+*/
+static void drop_notice(void *arg, const char *message) {
+  (void)arg;
+  (void)message;
+}
+
 /* Read the connect_timeout_ms option of the table at idx (absent: 5000). Unknown keys raise. */
 static int connect_timeout_option(lua_State *L, int idx) {
   int timeout = 5000;
@@ -238,6 +248,7 @@ static int l_connect(lua_State *L) {
   /* expand_dbname = 1: the first "dbname" value is the whole connection string */
   p->conn = PQconnectStartParams(keys, values, 1);
   if (p->conn == NULL) return push_failure(L, "out of memory for a connection", "08001");
+  PQsetNoticeProcessor(p->conn, drop_notice, NULL);
   if (PQstatus(p->conn) == CONNECTION_BAD) made = -1;
   else made = poll_connect(p->conn, mcp_monotonic_ns() + (int64_t)timeout * 1000000);
   if (made <= 0) {

@@ -46,7 +46,9 @@ server flags:
   --approval yes|no        whether a human approves every call (default yes)
   --enabled / --disabled
 
-The database is --db, else $MCPCLIENT_DB, else ./mcpclient.db. --json prints
+The database is --db, else $MCPCLIENT_DB, else ./mcpclient.db; a shared
+PostgreSQL store is named by a postgresql:// URI or a libpq "host=... dbname=..."
+string (keep the password in PGPASSWORD or ~/.pgpass: a command line is not secret). --json prints
 JSON on every read command. Exit status: 0 done, 1 failed, 2 usage.
 Whoever can run this command on the database acts as its administrator: access
 to the command and the database file is the admin check.
@@ -498,7 +500,8 @@ local function open_database(env, parsed)
   local open = env.open_store or function(p) return require("mcpclient.agent.store").open(p) end
   local store, message = open(path)
   if store then return store end
-  return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300), tostring(message))
+  local shown = require("mcpclient.agent.store").describe(path) -- a connection string's password stays out
+  return nil, string.format('The database "%s" cannot be opened: %s', inert(shown, 300), tostring(message))
 end
 
 -- What every command gets: the store, the operator options (the local
