@@ -36,10 +36,14 @@ end
 
 --- A new, empty PostgreSQL schema; returns the connection string that works in it.
 function backends.new_schema()
-  if admin == nil then admin = assert(core.pg_connect(backends.conninfo())) end
   count = count + 1
   local schema = prefix .. count
-  assert(admin:exec("CREATE SCHEMA " .. schema))
+  -- a spec may have restarted the cluster since: then connect again
+  if admin == nil or not admin:exec("CREATE SCHEMA " .. schema) then
+    if admin then admin:close() end
+    admin = assert(core.pg_connect(backends.conninfo()))
+    assert(admin:exec("CREATE SCHEMA " .. schema))
+  end
   return in_schema(schema), schema
 end
 

@@ -14,10 +14,11 @@
 --
 -- It implements the adapter interface of mcpclient.agent.store.sqlite and
 -- speaks the same SQL with `?` placeholders (rewritten here to $1, $2, ...).
--- A lost connection is made again once before a read outside a transaction
--- (a read repeated cannot act twice); a write that loses its connection
--- fails (code "08006") and is never sent again, since the database may have
--- applied it; the next statement outside a transaction reconnects.
+-- A lost connection is made again once for a read outside a transaction
+-- (a read repeated cannot act twice) and for a BEGIN (nothing done yet); a
+-- write that loses its connection fails (code "08006") and is never sent
+-- again, since the database may have applied it; the next statement outside
+-- a transaction reconnects.
 local check_options = require("mcpclient.agent.options").check
 local core = require "mcpclient.core"
 local dialect = require "mcpclient.agent.store.dialect"
@@ -169,6 +170,11 @@ function Adapter:exec(sql, params)
   end
   if params == nil then
     ok, message, code = self.db:exec(sql)
+    if not ok and code == LOST and sql == dialect.postgresql.begin and not self.in_transaction then
+      -- the connection died since the last statement; a BEGIN did nothing yet, so it may be sent again
+      ok, message, code = reconnect(self)
+      if ok then ok, message, code = self.db:exec(sql) end
+    end
     track_transaction(self, sql, ok)
     if not ok then return lost_write(message, code) end
     return true
