@@ -242,6 +242,7 @@ describe("the store on PostgreSQL, faults", function()
     waited = core.now() - t0
     assert.is_nil(ok)
     assert.equal("57014", err.code)
+    assert.matches("did not finish within 300 ms", message, 1, true)
     assert.is_true(waited >= 0.3 and waited < 0.6, string.format("a write waited %.3f s", waited))
     assert(holder:exec("ROLLBACK"))
     holder:close()

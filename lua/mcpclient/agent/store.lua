@@ -459,6 +459,16 @@ function Store:transaction(fn)
   return settle(adapter, results, commit, rollback)
 end
 
+-- Inside a write transaction: wait for the other writers of (class, uid)
+-- to commit, where the dialect needs it (see store/dialect.lua). → true
+local function take_turn(self, class, uid, what)
+  local lock = dialect.of(adapter_of(self)).turn_lock
+  if not lock then return true end
+  local ok, message, code = adapter_of(self):exec(lock, { class, uid })
+  if not ok then return fail(what, message, code) end
+  return true
+end
+
 ---------------------------------------------------------------------------
 -- Servers
 ---------------------------------------------------------------------------
@@ -675,6 +685,8 @@ function Store:reconcile(server_row, accepted, now)
   local adapter = adapter_of(self)
   local what = "reconcile the tools of server " .. server.uid
   return self:transaction(function()
+    local turn, turn_message, turn_err = take_turn(self, dialect.IMPORTS, server.uid, what)
+    if not turn then return nil, turn_message, turn_err end
     local existing, message, code = existing_tools(adapter, server.uid)
     if not existing then return fail(what, message, code) end
     local seen = {}
@@ -843,11 +855,10 @@ function Store:append_event(run_uid, event)
   -- two decimals: the audit states durations to a hundredth of a millisecond
   duration = math.floor(duration * 100 + 0.5) / 100
   local row = { run_uid, run_uid, event.kind, round, duration, payload, os.time() }
-  local lock = dialect.of(adapter_of(self)).event_lock
-  if not lock then return write_event(self, run_uid, row) end
+  if not dialect.of(adapter_of(self)).turn_lock then return write_event(self, run_uid, row) end
   return self:transaction(function()
-    local ok, message, code = adapter_of(self):exec(lock, { run_uid })
-    if not ok then return fail("append an event to run " .. run_uid, message, code) end
+    local ok, message, err = take_turn(self, dialect.EVENTS, run_uid, "append an event to run " .. run_uid)
+    if not ok then return nil, message, err end
     return write_event(self, run_uid, row)
   end)
 end

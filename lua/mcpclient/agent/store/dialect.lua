@@ -13,9 +13,12 @@
 --   schema(sql)   the migration text as this database needs it
 --   schema_lock   statements { lock, unlock } that make concurrent openers
 --                 migrate one at a time (nil: the write transaction suffices)
---   event_lock    a statement run inside the append transaction that makes
---                 writers of one run's stream take sequence numbers in turn
---                 (nil: the database serialises writers already)
+--   turn_lock     a statement, run first inside a write transaction with the
+--                 parameters (lock class, uid), that makes writers of one
+--                 thing take turns until they commit: the appenders to one
+--                 run's event stream (dialect.EVENTS), the importers of one
+--                 server's catalogue (dialect.IMPORTS). nil: the database
+--                 serialises writers already.
 local dialect = {}
 
 -- SQLite takes the write lock at BEGIN IMMEDIATE, so two processes cannot
@@ -27,9 +30,10 @@ dialect.sqlite = {
 }
 
 -- The advisory-lock key space this library takes: one key for the schema,
--- and (class, run uid) pairs for the event streams.
+-- and (class, uid) pairs for the things whose writers take turns.
 local SCHEMA_LOCK_KEY = 0x6d6370636c690001 -- "mcpcli" .. 1
-local EVENT_LOCK_CLASS = 0x6d637065 -- "mcpe"
+dialect.EVENTS = 0x6d637065 -- "mcpe": a run's event stream, by run uid
+dialect.IMPORTS = 0x6d637069 -- "mcpi": a server's catalogue, by server uid
 
 -- The migrations' column types in PostgreSQL's words: 64-bit integers
 -- everywhere (a Lua integer is 64-bit), identity columns as bigserial, and
@@ -49,7 +53,10 @@ end
 
 -- READ COMMITTED transactions do not serialise writers by themselves: the
 -- schema is migrated under a session advisory lock, and an event's sequence
--- is taken under a transaction advisory lock on its run (released at commit).
+-- or a server's catalogue is written under a transaction advisory lock on the
+-- run or server (released at commit). Without it two importers of one server
+-- both see a tool missing, both insert it, and one fails on the unique name;
+-- two appenders both read the same MAX(sequence).
 dialect.postgresql = {
   name = "postgresql",
   begin = "BEGIN",
@@ -58,9 +65,8 @@ dialect.postgresql = {
     string.format("SELECT pg_advisory_lock(%d)", SCHEMA_LOCK_KEY),
     string.format("SELECT pg_advisory_unlock(%d)", SCHEMA_LOCK_KEY),
   },
-  -- the run uid folded into the int4 object id: two runs sharing a slot only wait on each other
-  event_lock = string.format("SELECT pg_advisory_xact_lock(%d, CAST(? %% 2147483647 AS integer))",
-    EVENT_LOCK_CLASS),
+  -- the uid folded into the int4 object id: two uids sharing a slot only wait on each other
+  turn_lock = "SELECT pg_advisory_xact_lock(CAST(? AS integer), CAST(? % 2147483647 AS integer))",
 }
 
 --- The dialect of an adapter (a host adapter without one speaks SQLite).
