@@ -22,7 +22,7 @@ SOURCES   = $(wildcard csrc/*.c)
 OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SOURCES))
 MODULE    = $(BUILD)/mcpclient/core.so
 
-.PHONY: all deps peers test check unit lint asan demo conformance bench soak fuzz fuzz-deps \
+.PHONY: all deps peers test check unit lint asan demo conformance bench bench-store soak fuzz fuzz-deps \
         fuzz-coverage clean
 
 all: $(MODULE)
@@ -83,6 +83,11 @@ conformance: peers all
 
 bench: peers all
 	$(LUA) bench/run.lua
+
+# What the store costs an audited call on SQLite and on PostgreSQL, and the audited calls/s
+# of 1, 4 and 8 worker processes sharing one PostgreSQL store (a throwaway pg_virtualenv cluster).
+bench-store: deps all
+	pg_virtualenv -v 15 env MCPCLIENT_TEST_PG=1 $(LUA) bench/store.lua
 
 # 100 000 warm calls (SOAK_CALLS) watching RSS and descriptors, then 1 000 under valgrind
 # memcheck (scripts/soak). Not part of `make test`: it takes a minute or two.
