@@ -251,6 +251,15 @@ describe("the store on PostgreSQL, faults", function()
     assert.is_true(short:update_server(uid, { name = "mine" }))
   end)
 
+  it("opens read-only: no migration, and every write refused", function()
+    local ro <close> = assert(store_module.open(conninfo, { readonly = true }))
+    assert.equal(1, #assert(ro:servers()) + 1)
+    local ok, message, err = ro:add_server { identifier = "nope" }
+    assert.is_nil(ok)
+    assert.equal("25006", err.code)
+    assert.matches("read-only transaction", message, 1, true)
+  end)
+
   it("says a password is wrong without ever showing it", function()
     local password = "Wrong-Password-7f3a9c"
     local host, port = os.getenv("PGHOST") or "localhost", os.getenv("PGPORT") or "5432"

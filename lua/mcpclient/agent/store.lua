@@ -354,6 +354,14 @@ local function open_postgres(conninfo, options)
     connect_timeout_ms = options.connect_timeout_ms,
   })
   if not adapter then return fail("open the database", message, code) end
+  if options.readonly then
+    -- the session refuses every write, as a read-only SQLite file does
+    local ok, set_message, set_code = adapter:exec("SET default_transaction_read_only = on")
+    if not ok then
+      adapter:close()
+      return fail("open the database read-only", set_message, set_code)
+    end
+  end
   return store.open_adapter(adapter, { migrate_to = options.migrate_to, migrate = not options.readonly })
 end
 
