@@ -339,6 +339,14 @@ describe("mcpclient.agent.store", function()
       assert.equal(other.uid, s:tool_owner("mcp_docs_taken"))
     end)
 
+    it("writes a name listed twice once, with its last values", function()
+      assert.equal(0, s:reconcile(server, { tool("mcp_docs_a", { description = "first" }), tool("mcp_docs_b"),
+        tool("mcp_docs_a", { description = "second" }) }, 1))
+      local rows = s:tools_of(server.uid)
+      assert.same({ "mcp_docs_a", "mcp_docs_b" }, names(rows))
+      assert.equal("second", rows[1].description)
+    end)
+
     it("reconciles 10 000 tools in one transaction, quickly", function()
       local accepted = {}
       for i = 1, 10000 do accepted[i] = tool(string.format("mcp_docs_t%05d", i)) end

@@ -639,36 +639,87 @@ local function accepted_values(accepted)
   return values
 end
 
--- Write one accepted tool: update its row when the server had it, insert it otherwise.
-local function upsert_tool(adapter, existing, server, v, now)
-  local row = existing[v[1]]
-  if row then
-    return adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
-      .. "input_schema = ?, remote_annotations = ?, orphaned = 0, tstamp = ? WHERE uid = ?",
-      { server.uid, server.pid, v[2], v[3], v[4], v[5], now, row.uid })
+-- Update the row of a tool the server had.
+local function update_tool(adapter, row, server, v, now)
+  return adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
+    .. "input_schema = ?, remote_annotations = ?, orphaned = 0, tstamp = ? WHERE uid = ?",
+    { server.uid, server.pid, v[2], v[3], v[4], v[5], now, row.uid })
+end
+
+-- How many new tools one INSERT carries: 100 rows of 9 parameters stay far
+-- below every database's parameter limit, and a large catalogue then costs a
+-- hundredth of the round trips, which count when the database is across a
+-- network.
+local INSERT_BATCH = 100
+
+-- Insert the new tools (values rows, in order) in batches of INSERT_BATCH.
+local function insert_tools(adapter, fresh, server, now)
+  for first = 1, #fresh, INSERT_BATCH do
+    local groups, params = {}, {}
+    for i = first, math.min(first + INSERT_BATCH - 1, #fresh) do
+      local v = fresh[i]
+      groups[#groups + 1] = "(?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
+      for _, value in ipairs { server.uid, server.pid, v[1], v[2], v[3], v[4], v[5], now, now } do
+        params[#params + 1] = value
+      end
+    end
+    local ok, message, code = adapter:exec("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
+      .. "input_schema, remote_annotations, orphaned, tstamp, crdate) VALUES " .. table.concat(groups, ", "), params)
+    if not ok then return nil, message, code end
   end
-  local uid, message, code = adapter:insert("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
-    .. "input_schema, remote_annotations, orphaned, tstamp, crdate) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
-    { server.uid, server.pid, v[1], v[2], v[3], v[4], v[5], now, now })
-  if not uid then return nil, message, code end
-  existing[v[1]] = { uid = uid, tool_name = v[1], orphaned = 0 }
+  return true
+end
+
+-- Write the accepted tools: update the rows the server had, insert the
+-- others (a name listed twice is written once, with its last values, as
+-- an insert followed by an update would leave it). → seen names | nil, message, code
+local function write_tools(adapter, existing, server, values, now)
+  local seen, fresh, at = {}, {}, {}
+  for _, v in ipairs(values) do
+    local name = v[1]
+    if existing[name] then
+      local ok, message, code = update_tool(adapter, existing[name], server, v, now)
+      if not ok then return nil, message, code end
+    elseif at[name] then
+      fresh[at[name]] = v
+    else
+      fresh[#fresh + 1] = v
+      at[name] = #fresh
+    end
+    seen[name] = true
+  end
+  local ok, message, code = insert_tools(adapter, fresh, server, now)
+  if not ok then return nil, message, code end
+  return seen
+end
+
+-- Mark the rows of `uids` orphaned, INSERT_BATCH at a time.
+local function mark_orphaned(adapter, uids, now)
+  for first = 1, #uids, INSERT_BATCH do
+    local params, marks = { now }, {}
+    for i = first, math.min(first + INSERT_BATCH - 1, #uids) do
+      params[#params + 1] = uids[i]
+      marks[#marks + 1] = "?"
+    end
+    local ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, tstamp = ? WHERE uid IN ("
+      .. table.concat(marks, ", ") .. ")", params)
+    if not ok then return nil, message, code end
+  end
   return true
 end
 
 -- Mark every row the catalogue no longer lists as orphaned (rows stay: a
 -- run's audit may name them). → how many are orphaned now, or nil, message, code
 local function sweep_orphans(adapter, existing, seen, now)
-  local orphaned = 0
+  local orphaned, newly = 0, {}
   for name, row in pairs(existing) do
     if not seen[name] then
       orphaned = orphaned + 1
-      if not as_boolean(row.orphaned) then
-        local ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, tstamp = ? WHERE uid = ?",
-          { now, row.uid })
-        if not ok then return nil, message, code end
-      end
+      if not as_boolean(row.orphaned) then newly[#newly + 1] = row.uid end
     end
   end
+  local ok, message, code = mark_orphaned(adapter, newly, now)
+  if not ok then return nil, message, code end
   return orphaned
 end
 
@@ -697,13 +748,9 @@ function Store:reconcile(server_row, accepted, now)
     if not turn then return nil, turn_message, turn_err end
     local existing, message, code = existing_tools(adapter, server.uid)
     if not existing then return fail(what, message, code) end
-    local seen = {}
-    for _, v in ipairs(values) do
-      local ok
-      ok, message, code = upsert_tool(adapter, existing, server, v, now)
-      if not ok then return fail(what, message, code) end
-      seen[v[1]] = true
-    end
+    local seen
+    seen, message, code = write_tools(adapter, existing, server, values, now)
+    if not seen then return fail(what, message, code) end
     local orphaned
     orphaned, message, code = sweep_orphans(adapter, existing, seen, now)
     if not orphaned then return fail(what, message, code) end
