@@ -20,8 +20,9 @@
 ** Every wait is bounded: the connection is made with PQconnectStartParams and
 ** polled against a deadline; each statement is sent in non-blocking mode and
 ** its result awaited with poll() against db:timeout(ms) (default 5000). When
-** the deadline passes the statement is cancelled (PQcancel) and given a short
-** grace to end; a server that does not answer even then loses the connection.
+** the deadline passes the statement is cancelled (PQcancel) and given a grace
+** to end (default 1000 ms); a server that does not answer even then loses the
+** connection.
 **
 ** Failures of the database return nil, message, code: code is the SQLSTATE
 ** the server sent ("23505", "40001", "57014" when a statement ran out of
@@ -54,13 +55,14 @@
 #define OID_FLOAT8 701
 #define OID_NUMERIC 1700
 
-/* How long a cancelled statement may take to end before the connection is dropped. */
-#define CANCEL_GRACE_MS 100
+/* How long a cancelled statement may take to end before the connection is dropped (default). */
+#define CANCEL_GRACE_MS 1000
 
 typedef struct Pg {
   PGconn *conn;        /* NULL after close, or once given up (then not closed) */
   int closed;          /* db:close() ran: further use is misuse */
   int timeout_ms;      /* the bound of every statement */
+  int grace_ms;        /* and how long its cancel may take to land */
   lua_Integer changes; /* rows changed by the last execute */
 } Pg;
 
@@ -243,6 +245,7 @@ static int l_connect(lua_State *L) {
   p->conn = NULL;
   p->closed = 0;
   p->timeout_ms = 5000;
+  p->grace_ms = CANCEL_GRACE_MS;
   p->changes = 0;
   luaL_setmetatable(L, PG_MT);
   /* expand_dbname = 1: the first "dbname" value is the whole connection string */
@@ -440,14 +443,14 @@ static void push_rows(lua_State *L, const PGresult *res) {
 ** Cancel the running statement (the server ends it with 57014) and extend
 ** the deadline by a short grace for that answer.
 */
-static int64_t cancel_running(PGconn *conn) {
+static int64_t cancel_running(PGconn *conn, int grace_ms) {
   PGcancel *cancel = PQgetCancel(conn);
   char errbuf[256];
   if (cancel != NULL) {
     PQcancel(cancel, errbuf, (int)sizeof errbuf);
     PQfreeCancel(cancel);
   }
-  return mcp_monotonic_ns() + (int64_t)CANCEL_GRACE_MS * 1000000;
+  return mcp_monotonic_ns() + (int64_t)grace_ms * 1000000;
 }
 
 /*
@@ -455,7 +458,7 @@ static int64_t cancel_running(PGconn *conn) {
 ** cancelling once at the deadline. Returns 1 ready, 0 out of time even
 ** after the cancel, -1 the connection failed. *cancelled tells a cancel.
 */
-static int await_ready(PGconn *conn, int64_t deadline_ns, int *cancelled) {
+static int await_ready(PGconn *conn, int64_t deadline_ns, int grace_ms, int *cancelled) {
   int flushing = 1;
   for (;;) {
     int ready;
@@ -473,7 +476,7 @@ static int await_ready(PGconn *conn, int64_t deadline_ns, int *cancelled) {
     if (ready == 0) {
       if (*cancelled) return 0;
       *cancelled = 1;
-      deadline_ns = cancel_running(conn);
+      deadline_ns = cancel_running(conn, grace_ms);
     }
   }
 }
@@ -482,10 +485,10 @@ static int await_ready(PGconn *conn, int64_t deadline_ns, int *cancelled) {
 ** Collect every result of the sent statement(s); keep the first failure
 ** (or the last success) in *out. Returns 1 done, 0 timed out, -1 lost.
 */
-static int collect(PGconn *conn, int64_t deadline_ns, int *cancelled, PGresult **out) {
+static int collect(PGconn *conn, int64_t deadline_ns, int grace_ms, int *cancelled, PGresult **out) {
   PGresult *res;
   for (;;) {
-    int ready = await_ready(conn, deadline_ns, cancelled);
+    int ready = await_ready(conn, deadline_ns, grace_ms, cancelled);
     if (ready <= 0) return ready;
     res = PQgetResult(conn);
     if (res == NULL) return 1;
@@ -574,7 +577,7 @@ static int db_run(lua_State *L, int mode) {
   else
     sent = PQsendQueryParams(p->conn, sql, ps.n, ps.types, ps.values, ps.lengths, ps.formats, 0);
   if (!sent) return push_conn_failure(L, p->conn, "the statement could not be sent", "08006");
-  ready = collect(p->conn, mcp_monotonic_ns() + (int64_t)p->timeout_ms * 1000000, &cancelled, &res);
+  ready = collect(p->conn, mcp_monotonic_ns() + (int64_t)p->timeout_ms * 1000000, p->grace_ms, &cancelled, &res);
   if (ready <= 0 || res == NULL) {
     if (res != NULL) PQclear(res);
     return push_incomplete(L, p, ready);
@@ -600,15 +603,22 @@ static int l_db_changes(lua_State *L) {
   return 1;
 }
 
-/* db:timeout(ms): the bound of every following statement; returns the previous one. */
+/*
+** db:timeout(ms [, grace_ms]): the bound of every following statement, and
+** how long the cancel sent at that bound may take to land (default 1000)
+** before the connection is given up. Returns the previous two.
+*/
 static int l_db_timeout(lua_State *L) {
   Pg *p = check_db(L, 1);
   lua_Integer ms = luaL_checkinteger(L, 2);
-  int before = p->timeout_ms;
+  lua_Integer grace = luaL_optinteger(L, 3, p->grace_ms);
   luaL_argcheck(L, ms > 0 && ms <= INT_MAX, 2, "milliseconds out of range");
+  luaL_argcheck(L, grace > 0 && grace <= INT_MAX, 3, "milliseconds out of range");
+  lua_pushinteger(L, p->timeout_ms);
+  lua_pushinteger(L, p->grace_ms);
   p->timeout_ms = (int)ms;
-  lua_pushinteger(L, before);
-  return 1;
+  p->grace_ms = (int)grace;
+  return 2;
 }
 
 /* db:alive(): whether the connection is still up (a lost one is not reopened here). */

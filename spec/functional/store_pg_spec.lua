@@ -233,7 +233,8 @@ describe("the store on PostgreSQL, faults", function()
     local waited = core.now() - t0
     assert.is_nil(ok)
     assert.equal("store", err.kind)
-    assert.equal("57014", err.code)
+    -- cancelled (57014), or, when even the cancel did not land in time, the connection given up (08006)
+    assert.is_truthy(err.code == "57014" or err.code == "08006", err.code)
     assert.matches("did not finish within", message)
     assert.is_true(waited < 0.2, string.format("a contact waited %.3f s", waited))
     -- any other statement is bounded by busy_timeout_ms

@@ -35,9 +35,12 @@ local option_types = { busy_timeout_ms = "integer", connect_timeout_ms = "intege
 -- dump of the adapter shows a password written into one.
 local conninfo_of = setmetatable({}, { __mode = "k" })
 
--- How long pg.c waits for a cancelled statement to end: a caller's budget
--- (with_busy_timeout) covers the statement and that grace together.
-local CANCEL_GRACE_MS = 100
+-- How long a cancelled statement may take to end before its connection is
+-- given up: generous for ordinary statements (a busy server still answers,
+-- and the connection is kept), short inside a caller's budget
+-- (with_busy_timeout), which covers the statement and the grace together.
+local CANCEL_GRACE_MS = 1000
+local BUDGET_GRACE_MS = 100
 
 local LOST = "08006"
 
@@ -68,10 +71,10 @@ function postgres.redact(location)
 end
 
 -- Connect with the adapter's bounds. → db | nil, message, code
-local function connect(conninfo, connect_ms, statement_ms)
+local function connect(conninfo, connect_ms, statement_ms, grace_ms)
   local db, message, code = core.pg_connect(conninfo, { connect_timeout_ms = connect_ms })
   if not db then return nil, message, code end
-  db:timeout(statement_ms)
+  db:timeout(statement_ms, grace_ms)
   return db
 end
 
@@ -83,10 +86,10 @@ function postgres.open(conninfo, options)
   local connect_ms = options.connect_timeout_ms or 5000
   if timeout <= 0 then error("busy_timeout_ms must be a positive integer", 2) end
   if connect_ms <= 0 then error("connect_timeout_ms must be a positive integer", 2) end
-  local db, message, code = connect(conninfo, connect_ms, timeout)
+  local db, message, code = connect(conninfo, connect_ms, timeout, CANCEL_GRACE_MS)
   if not db then return nil, message, code end
   local adapter = setmetatable({
-    db = db, dialect = dialect.postgresql, busy_timeout_ms = timeout, bound_ms = timeout,
+    db = db, dialect = dialect.postgresql, busy_timeout_ms = timeout, bound_ms = timeout, grace_ms = CANCEL_GRACE_MS,
     connect_timeout_ms = connect_ms, in_transaction = false,
   }, Adapter)
   conninfo_of[adapter] = conninfo
@@ -99,7 +102,8 @@ end
 
 -- Replace a lost connection, within the current bound.
 local function reconnect(self)
-  local db, message, code = connect(conninfo_of[self], math.min(self.connect_timeout_ms, self.bound_ms), self.bound_ms)
+  local db, message, code = connect(conninfo_of[self], math.min(self.connect_timeout_ms, self.bound_ms), self.bound_ms,
+    self.grace_ms)
   if not db then return nil, message, code end
   self.db:close()
   self.db = db
@@ -214,12 +218,13 @@ end
 -- Run fn with every statement (and a reconnect) bounded by ms in all,
 -- the grace a cancelled statement gets included.
 function Adapter:with_busy_timeout(ms, fn)
-  local bound = math.max(1, math.min(ms, self.busy_timeout_ms) - CANCEL_GRACE_MS)
-  self.bound_ms = bound
-  self.db:timeout(bound)
+  local grace = math.min(BUDGET_GRACE_MS, ms // 2)
+  local bound = math.max(1, math.min(ms, self.busy_timeout_ms) - grace)
+  self.bound_ms, self.grace_ms = bound, math.max(1, grace)
+  self.db:timeout(self.bound_ms, self.grace_ms)
   local results = table.pack(pcall(fn))
-  self.bound_ms = self.busy_timeout_ms
-  self.db:timeout(self.busy_timeout_ms)
+  self.bound_ms, self.grace_ms = self.busy_timeout_ms, CANCEL_GRACE_MS
+  self.db:timeout(self.bound_ms, self.grace_ms)
   if not results[1] then error(results[2], 0) end
   return table.unpack(results, 2, results.n)
 end
