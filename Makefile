@@ -85,9 +85,10 @@ bench: peers all
 	$(LUA) bench/run.lua
 
 # What the store costs an audited call on SQLite and on PostgreSQL, and the audited calls/s
-# of 1, 4 and 8 worker processes sharing one PostgreSQL store (a throwaway pg_virtualenv cluster).
+# of 1, 4 and 8 worker processes sharing one PostgreSQL store (a throwaway pg_virtualenv cluster,
+# made durable like the SQLite file it is compared with: pg_virtualenv turns fsync off by default).
 bench-store: deps all
-	pg_virtualenv -v 15 env MCPCLIENT_TEST_PG=1 $(LUA) bench/store.lua
+	pg_virtualenv -v 15 -o fsync=on env MCPCLIENT_TEST_PG=1 $(LUA) bench/store.lua
 
 # 100 000 warm calls (SOAK_CALLS) watching RSS and descriptors, then 1 000 under valgrind
 # memcheck (scripts/soak). Not part of `make test`: it takes a minute or two.
