@@ -1,7 +1,7 @@
 /*
 ** pg.c: a small libpq binding for the shared store on PostgreSQL.
 **
-**   core.pg_connect(conninfo [, { connect_timeout_ms = 5000 }]) -> db | nil, message, code
+**   core.pg_connect(conninfo [, { connect_timeout_ms = 5000, password = secret }]) -> db | nil, message, code
 **   db:exec(sql)                 -> true | nil, message, code   (a script: no parameters)
 **   db:execute(sql [, params])   -> changes | nil, message, code
 **   db:query(sql [, params])     -> { row, ... } | nil, message, code
@@ -203,18 +203,31 @@ static void drop_notice(void *arg, const char *message) {
   (void)message;
 }
 
-/* Read the connect_timeout_ms option of the table at idx (absent: 5000). Unknown keys raise. */
-static int connect_timeout_option(lua_State *L, int idx) {
+/*
+** Read the options table at idx: connect_timeout_ms (default 5000) and
+** password (a secret the caller resolved from a reference; it goes to libpq
+** as its own keyword, never into a connection string). Unknown keys raise.
+*/
+static int connect_options(lua_State *L, int idx, const char **password) {
   int timeout = 5000;
+  *password = NULL;
   if (lua_isnoneornil(L, idx)) return timeout;
   luaL_checktype(L, idx, LUA_TTABLE);
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    if (strcmp(key, "connect_timeout_ms") != 0) luaL_error(L, "pg_connect: unknown option \"%s\"", key);
-    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0 || lua_tointeger(L, -1) > INT_MAX)
-      luaL_error(L, "pg_connect: connect_timeout_ms must be a positive integer");
-    timeout = (int)lua_tointeger(L, -1);
+    if (strcmp(key, "connect_timeout_ms") == 0) {
+      if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0 || lua_tointeger(L, -1) > INT_MAX)
+        luaL_error(L, "pg_connect: connect_timeout_ms must be a positive integer");
+      timeout = (int)lua_tointeger(L, -1);
+    } else if (strcmp(key, "password") == 0) {
+      size_t len;
+      if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "pg_connect: password must be a string");
+      *password = lua_tolstring(L, -1, &len); /* kept alive by the options table */
+      if (strlen(*password) != len) luaL_error(L, "pg_connect: password contains a NUL byte");
+    } else {
+      luaL_error(L, "pg_connect: unknown option \"%s\"", key);
+    }
     lua_pop(L, 1);
   }
   return timeout;
@@ -230,9 +243,11 @@ static int connect_timeout_option(lua_State *L, int idx) {
 static int l_connect(lua_State *L) {
   size_t len;
   const char *conninfo = luaL_checklstring(L, 1, &len);
-  int timeout = connect_timeout_option(L, 2), made;
-  const char *keys[] = {"dbname", "client_encoding", NULL};
-  const char *values[] = {conninfo, "UTF8", NULL};
+  const char *password;
+  int timeout = connect_options(L, 2, &password), made;
+  /* later keywords override what the connection string says */
+  const char *keys[] = {"dbname", "client_encoding", password ? "password" : NULL, NULL};
+  const char *values[] = {conninfo, "UTF8", password, NULL};
   char *parse_error = NULL;
   PQconninfoOption *parsed;
   Pg *p;

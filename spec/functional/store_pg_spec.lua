@@ -253,6 +253,25 @@ describe("the store on PostgreSQL, faults", function()
     assert.is_true(short:update_server(uid, { name = "mine" }))
   end)
 
+  it("takes the password from a credential reference, resolved at connect and never shown", function()
+    local wrong = "Resolved-Wrong-5b1e"
+    local none, message, err = store_module.open(conninfo, { password = "vault:pg",
+      resolver = function(reference) return reference == "vault:pg" and wrong or nil end })
+    assert.is_nil(none) -- the reference wins over PGPASSWORD in the environment
+    assert.equal("08001", err.code)
+    assert.matches("password authentication failed", message, 1, true)
+    assert.is_nil(message:find(wrong, 1, true))
+    local right <close> = assert(store_module.open(conninfo, { password = "vault:pg",
+      resolver = function() return os.getenv("PGPASSWORD") end }))
+    assert.same({}, right:servers())
+    none, message, err = store_module.open(conninfo, { password = "env:MCPCLIENT_NO_SUCH_VARIABLE" })
+    assert.is_nil(none)
+    assert.equal("store", err.kind)
+    assert.matches("the password reference did not resolve", message, 1, true)
+    assert.has_error(function() store_module.open(":memory:", { password = "env:X" }) end,
+      "store.open: password is a PostgreSQL option")
+  end)
+
   it("opens read-only: no migration, and every write refused", function()
     local ro <close> = assert(store_module.open(conninfo, { readonly = true }))
     assert.equal(1, #assert(ro:servers()) + 1)

@@ -320,7 +320,7 @@ end
 local adapter_keys = { migrate_to = "integer", migrate = "boolean", migrations = "table" }
 local open_keys = {
   migrate_to = "integer", busy_timeout_ms = "integer", readonly = "boolean", journal_mode = "string",
-  connect_timeout_ms = "integer",
+  connect_timeout_ms = "integer", password = "string", resolver = "function",
 }
 
 --- Wrap a host adapter (see mcpclient.agent.store.sqlite for the interface).
@@ -351,7 +351,7 @@ local function open_postgres(conninfo, options)
   if options.journal_mode ~= nil then error("store.open: journal_mode is an SQLite option", 3) end
   local adapter, message, code = postgres.open(conninfo, {
     busy_timeout_ms = options.busy_timeout_ms or store.DEFAULT_BUSY_TIMEOUT_MS,
-    connect_timeout_ms = options.connect_timeout_ms,
+    connect_timeout_ms = options.connect_timeout_ms, password = options.password, resolver = options.resolver,
   })
   if not adapter then return fail("open the database", message, code) end
   if options.readonly then
@@ -372,13 +372,17 @@ end
 -- options: busy_timeout_ms (default 5000: the longest a statement, lock
 -- waits included, may take), readonly (no migrations then), journal_mode
 -- (SQLite: "wal" default), connect_timeout_ms (PostgreSQL, default 5000),
--- migrate_to (tests and tools, see open_adapter).
+-- password and resolver (PostgreSQL: a credential reference such as
+-- "env:NAME", resolved at every connect), migrate_to (tests and tools, see
+-- open_adapter).
 -- @return Store | nil, message, err
 function store.open(path, options)
   if type(path) ~= "string" then error("store.open: path must be a string", 2) end
   options = check_options("store.open", options, open_keys)
   if postgres.is_conninfo(path) then return open_postgres(path, options) end
-  if options.connect_timeout_ms ~= nil then error("store.open: connect_timeout_ms is a PostgreSQL option", 2) end
+  for _, key in ipairs { "connect_timeout_ms", "password", "resolver" } do
+    if options[key] ~= nil then error("store.open: " .. key .. " is a PostgreSQL option", 2) end
+  end
   local adapter, message, code = sqlite.open(path, {
     busy_timeout_ms = options.busy_timeout_ms or store.DEFAULT_BUSY_TIMEOUT_MS,
     readonly = options.readonly, journal_mode = options.journal_mode,

@@ -5,12 +5,16 @@
 --
 -- conninfo is a libpq URI ("postgresql://user@host:5432/db") or key=value
 -- string; what it leaves out (the password above all) comes from the PG*
--- environment or ~/.pgpass, as for psql. The string is kept only inside this
--- adapter to reconnect: it never reaches a message, a log or tostring().
+-- environment or ~/.pgpass, as for psql, or from a credential reference.
+-- The string is kept only inside this adapter to reconnect: it never reaches
+-- a message, a log or tostring().
 --
 -- options (unknown keys raise):
 --   busy_timeout_ms     the bound of every statement, lock waits included (default 5000)
 --   connect_timeout_ms  the bound of making the connection (default 5000)
+--   password            a credential reference ("env:NAME", or a key for `resolver`),
+--                       resolved afresh at every connect; the secret is never kept here
+--   resolver            function(reference) -> secret | nil, for references that are not env:
 --
 -- It implements the adapter interface of mcpclient.agent.store.sqlite and
 -- speaks the same SQL with `?` placeholders (rewritten here to $1, $2, ...).
@@ -21,6 +25,7 @@
 -- a transaction reconnects.
 local check_options = require("mcpclient.agent.options").check
 local core = require "mcpclient.core"
+local credentials = require "mcpclient.credentials"
 local dialect = require "mcpclient.agent.store.dialect"
 
 local postgres = {}
@@ -29,11 +34,14 @@ local Adapter = {}
 Adapter.__index = Adapter
 Adapter.__tostring = function() return "postgresql store adapter" end
 
-local option_types = { busy_timeout_ms = "integer", connect_timeout_ms = "integer" }
+local option_types = {
+  busy_timeout_ms = "integer", connect_timeout_ms = "integer", password = "string", resolver = "function",
+}
 
--- The connection strings, kept out of the adapter table itself so that no
--- dump of the adapter shows a password written into one.
+-- The connection strings and password references, kept out of the adapter
+-- table itself so that no dump of the adapter shows a password written into one.
 local conninfo_of = setmetatable({}, { __mode = "k" })
+local password_of = setmetatable({}, { __mode = "k" })
 
 -- How long a cancelled statement may take to end before its connection is
 -- given up: generous for ordinary statements (a busy server still answers,
@@ -71,8 +79,15 @@ function postgres.redact(location)
 end
 
 -- Connect with the adapter's bounds. → db | nil, message, code
-local function connect(conninfo, connect_ms, statement_ms, grace_ms)
-  local db, message, code = core.pg_connect(conninfo, { connect_timeout_ms = connect_ms })
+-- `password` is { reference, resolver } or nil.
+local function connect(conninfo, password, connect_ms, statement_ms, grace_ms)
+  local options = { connect_timeout_ms = connect_ms }
+  if password then
+    local secret, reason = credentials.resolve(password[1], password[2])
+    if not secret then return nil, "the password reference did not resolve: " .. tostring(reason), "08001" end
+    options.password = secret
+  end
+  local db, message, code = core.pg_connect(conninfo, options)
   if not db then return nil, message, code end
   db:timeout(statement_ms, grace_ms)
   return db
@@ -86,13 +101,15 @@ function postgres.open(conninfo, options)
   local connect_ms = options.connect_timeout_ms or 5000
   if timeout <= 0 then error("busy_timeout_ms must be a positive integer", 2) end
   if connect_ms <= 0 then error("connect_timeout_ms must be a positive integer", 2) end
-  local db, message, code = connect(conninfo, connect_ms, timeout, CANCEL_GRACE_MS)
+  if options.resolver and not options.password then error("resolver needs a password reference", 2) end
+  local password = options.password and { options.password, options.resolver } or nil
+  local db, message, code = connect(conninfo, password, connect_ms, timeout, CANCEL_GRACE_MS)
   if not db then return nil, message, code end
   local adapter = setmetatable({
     db = db, dialect = dialect.postgresql, busy_timeout_ms = timeout, bound_ms = timeout, grace_ms = CANCEL_GRACE_MS,
     connect_timeout_ms = connect_ms, in_transaction = false,
   }, Adapter)
-  conninfo_of[adapter] = conninfo
+  conninfo_of[adapter], password_of[adapter] = conninfo, password
   return adapter
 end
 
@@ -102,8 +119,8 @@ end
 
 -- Replace a lost connection, within the current bound.
 local function reconnect(self)
-  local db, message, code = connect(conninfo_of[self], math.min(self.connect_timeout_ms, self.bound_ms), self.bound_ms,
-    self.grace_ms)
+  local db, message, code = connect(conninfo_of[self], password_of[self],
+    math.min(self.connect_timeout_ms, self.bound_ms), self.bound_ms, self.grace_ms)
   if not db then return nil, message, code end
   self.db:close()
   self.db = db
@@ -231,7 +248,7 @@ end
 
 function Adapter:close()
   self.db:close()
-  conninfo_of[self] = nil
+  conninfo_of[self], password_of[self] = nil, nil
 end
 
 return postgres
