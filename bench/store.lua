@@ -56,7 +56,11 @@ local function audited_calls(s, n)
   local t0, c0 = core.now(), os.clock()
   for i = 1, n - 1 do
     local result = r:invoke("mcp_bench_write_page", { i = i })
-    if result.is_error then error("call " .. i .. ": " .. result.text) end
+    if result.is_error then
+      local why = r.error and (r.error.kind .. ": " .. r.error.message
+        .. (r.error.store_error and (" / " .. r.error.store_error.message) or "")) or result.text
+      error("call " .. i .. ": " .. why)
+    end
   end
   local wall, cpu = core.now() - t0, os.clock() - c0
   assert(r:finish() == "completed")
