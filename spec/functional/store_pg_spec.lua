@@ -248,6 +248,10 @@ describe("the store on PostgreSQL, faults", function()
     assert.is_true(waited >= 0.3 and waited < 0.6, string.format("a write waited %.3f s", waited))
     assert(holder:exec("ROLLBACK"))
     holder:close()
+    -- the server holds the same bound (plus the grace), for when a cancel cannot reach it
+    assert.same({ { statement_timeout = "1300ms", idle_in_transaction_session_timeout = "1min" } },
+      short.adapter:rows("SELECT current_setting('statement_timeout') AS statement_timeout, "
+        .. "current_setting('idle_in_transaction_session_timeout') AS idle_in_transaction_session_timeout", {}))
     -- the connections are still usable after the cancels
     assert.is_true(s:record_contact(uid, 1700000000, 3))
     assert.is_true(short:update_server(uid, { name = "mine" }))

@@ -52,6 +52,11 @@ local BUDGET_GRACE_MS = 100
 
 local LOST = "08006"
 
+-- How long a session may sit in an open transaction before the server ends
+-- it: the store's transactions last milliseconds, so only a worker that
+-- vanished mid-transaction ever reaches this.
+local IDLE_IN_TRANSACTION_MS = 60000
+
 -- The keywords a libpq key=value connection string starts with.
 local conninfo_keys = {
   host = true, hostaddr = true, port = true, dbname = true, user = true, password = true, passfile = true,
@@ -79,8 +84,10 @@ function postgres.redact(location)
 end
 
 -- Connect with the adapter's bounds. → db | nil, message, code
--- `password` is { reference, resolver } or nil.
-local function connect(conninfo, password, connect_ms, statement_ms, grace_ms)
+-- Connect with `password` ({ reference, resolver } or nil) within
+-- connect_ms; the server bounds statements by the adapter's own bound
+-- (busy_ms) plus the grace. The caller sets the client-side bounds.
+local function connect(conninfo, password, connect_ms, busy_ms)
   local options = { connect_timeout_ms = connect_ms }
   if password then
     local secret, reason = credentials.resolve(password[1], password[2])
@@ -89,7 +96,18 @@ local function connect(conninfo, password, connect_ms, statement_ms, grace_ms)
   end
   local db, message, code = core.pg_connect(conninfo, options)
   if not db then return nil, message, code end
-  db:timeout(statement_ms, grace_ms)
+  db:timeout(connect_ms)
+  -- The server keeps the same bounds, for when this client can no longer
+  -- tell it to stop (a cancel lost on the network, a worker that died): a
+  -- statement ends by itself just after the client would have cancelled it,
+  -- and a transaction left open by a vanished worker releases its locks.
+  local ok
+  ok, message, code = db:exec(string.format("SET statement_timeout = %d; SET idle_in_transaction_session_timeout = %d",
+    busy_ms + CANCEL_GRACE_MS, IDLE_IN_TRANSACTION_MS))
+  if not ok then
+    db:close()
+    return nil, message, code
+  end
   return db
 end
 
@@ -103,8 +121,9 @@ function postgres.open(conninfo, options)
   if connect_ms <= 0 then error("connect_timeout_ms must be a positive integer", 2) end
   if options.resolver and not options.password then error("resolver needs a password reference", 2) end
   local password = options.password and { options.password, options.resolver } or nil
-  local db, message, code = connect(conninfo, password, connect_ms, timeout, CANCEL_GRACE_MS)
+  local db, message, code = connect(conninfo, password, connect_ms, timeout)
   if not db then return nil, message, code end
+  db:timeout(timeout, CANCEL_GRACE_MS)
   local adapter = setmetatable({
     db = db, dialect = dialect.postgresql, busy_timeout_ms = timeout, bound_ms = timeout, grace_ms = CANCEL_GRACE_MS,
     connect_timeout_ms = connect_ms, in_transaction = false,
@@ -120,8 +139,9 @@ end
 -- Replace a lost connection, within the current bound.
 local function reconnect(self)
   local db, message, code = connect(conninfo_of[self], password_of[self],
-    math.min(self.connect_timeout_ms, self.bound_ms), self.bound_ms, self.grace_ms)
+    math.min(self.connect_timeout_ms, self.bound_ms), self.busy_timeout_ms)
   if not db then return nil, message, code end
+  db:timeout(self.bound_ms, self.grace_ms)
   self.db:close()
   self.db = db
   return true
