@@ -83,10 +83,10 @@ function postgres.redact(location)
   return (redacted:gsub("(password%s*=%s*)[^%s'*][^%s']*", "%1***"))
 end
 
--- Connect with the adapter's bounds. → db | nil, message, code
 -- Connect with `password` ({ reference, resolver } or nil) within
 -- connect_ms; the server bounds statements by the adapter's own bound
 -- (busy_ms) plus the grace. The caller sets the client-side bounds.
+-- → db | nil, message, code
 local function connect(conninfo, password, connect_ms, busy_ms)
   local options = { connect_timeout_ms = connect_ms }
   if password then
