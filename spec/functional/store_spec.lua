@@ -120,6 +120,16 @@ describe("mcpclient.agent.store", function()
       assert.equal("SQLITE_CANTOPEN", err.code)
     end)
 
+    it("describes a location without its password", function()
+      assert.equal("postgresql://ops:***@db.internal:5432/mcp",
+        store.describe("postgresql://ops:s3cret@db.internal:5432/mcp"))
+      assert.equal("postgres://db/mcp?sslmode=require&password=***",
+        store.describe("postgres://db/mcp?sslmode=require&password=s3cret"))
+      assert.equal("host=db password=*** user=ops", store.describe("host=db password=s3cret user=ops"))
+      assert.equal("host=db password = *** user=ops", store.describe("host=db password = 'two words' user=ops"))
+      assert.equal("/var/lib/mcp/password=x.db", store.describe("/var/lib/mcp/password=x.db"))
+    end)
+
     it("works on :memory:", function()
       s = assert(store.open(":memory:"))
       assert.equal(2, s:schema_version())
