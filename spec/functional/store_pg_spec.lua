@@ -224,6 +224,25 @@ describe("the store on PostgreSQL, faults", function()
     assert.equal("non_idempotent_write", reopened:run(r.uid).pending_effect)
   end)
 
+  it("reads again once over a new connection, and fails a write clearly without sending it again", function()
+    local uid = servers.add(s, { identifier = "before" })
+    local admin = assert(core.pg_connect(backends.conninfo()))
+    local function cut()
+      local pid = s.adapter:rows("SELECT pg_backend_pid() AS pid", {})[1].pid
+      assert(admin:query("SELECT pg_terminate_backend(CAST($1 AS integer))", { pid }))
+    end
+    cut()
+    assert.equal("before", assert(s:server(uid)).identifier) -- the read went through on a new connection
+    cut()
+    local ok, message, err = s:update_server(uid, { name = "after" })
+    assert.is_nil(ok)
+    assert.equal("store", err.kind)
+    assert.equal("08006", err.code)
+    assert.matches("lost during a write, which may or may not have been applied and is not sent again", message, 1, true)
+    assert.equal("Test server", assert(s:server(uid)).name) -- not applied, not repeated; the store works again
+    admin:close()
+  end)
+
   it("bounds a statement that waits on a lock, a liveness contact to 200 ms", function()
     local uid = servers.add(s, { identifier = "locked" })
     local holder = assert(core.pg_connect(conninfo))
