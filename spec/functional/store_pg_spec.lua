@@ -238,7 +238,8 @@ describe("the store on PostgreSQL, faults", function()
     assert.is_nil(ok)
     assert.equal("store", err.kind)
     assert.equal("08006", err.code)
-    assert.matches("lost during a write, which may or may not have been applied and is not sent again", message, 1, true)
+    assert.matches("lost during a write, which may or may not have been applied and is not sent again", message,
+      1, true)
     assert.equal("Test server", assert(s:server(uid)).name) -- not applied, not repeated; the store works again
     admin:close()
   end)
