@@ -240,6 +240,12 @@ describe("the store on PostgreSQL, faults", function()
     assert.equal("08006", err.code)
     assert.matches("lost during a write, which may or may not have been applied and is not sent again", message,
       1, true)
+    -- a liveness contact does not wait for a new connection either
+    cut()
+    assert.is_nil((s:update_server(uid, { name = "after" })))
+    local contact, contact_message = s:record_contact(uid, 1700000000, 3)
+    assert.is_nil(contact)
+    assert.matches("a contact does not wait for a new one", contact_message, 1, true)
     assert.equal("Test server", assert(s:server(uid)).name) -- not applied, not repeated; the store works again
     admin:close()
   end)

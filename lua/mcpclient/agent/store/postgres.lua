@@ -136,8 +136,12 @@ end
 -- The connection: made again when lost, never inside a transaction
 ---------------------------------------------------------------------------
 
--- Replace a lost connection, within the current bound.
+-- Replace a lost connection. A caller with a budget (a liveness contact)
+-- does not wait for a new one: the next statement outside it makes it.
 local function reconnect(self)
+  if self.budgeted then
+    return nil, "the connection to the database was lost; a contact does not wait for a new one (" .. LOST .. ")", LOST
+  end
   local db, message, code = connect(conninfo_of[self], password_of[self],
     math.min(self.connect_timeout_ms, self.bound_ms), self.busy_timeout_ms)
   if not db then return nil, message, code end
@@ -252,15 +256,15 @@ function Adapter:changes()
   return self.db:changes()
 end
 
--- Run fn with every statement (and a reconnect) bounded by ms in all,
--- the grace a cancelled statement gets included.
+-- Run fn with every statement bounded by ms in all, the grace a cancelled
+-- statement gets included; a lost connection is not made again inside.
 function Adapter:with_busy_timeout(ms, fn)
   local grace = math.min(BUDGET_GRACE_MS, ms // 2)
   local bound = math.max(1, math.min(ms, self.busy_timeout_ms) - grace)
-  self.bound_ms, self.grace_ms = bound, math.max(1, grace)
+  self.bound_ms, self.grace_ms, self.budgeted = bound, math.max(1, grace), true
   self.db:timeout(self.bound_ms, self.grace_ms)
   local results = table.pack(pcall(fn))
-  self.bound_ms, self.grace_ms = self.busy_timeout_ms, CANCEL_GRACE_MS
+  self.bound_ms, self.grace_ms, self.budgeted = self.busy_timeout_ms, CANCEL_GRACE_MS, false
   self.db:timeout(self.bound_ms, self.grace_ms)
   if not results[1] then error(results[2], 0) end
   return table.unpack(results, 2, results.n)
