@@ -4,7 +4,7 @@
 
 LUA      ?= lua5.4
 BUSTED   ?= busted
-PKGS      = lua5.4 libcurl jansson sqlite3 libcrypto libidn2
+PKGS      = lua5.4 libcurl jansson sqlite3 libpq libcrypto libidn2
 
 CC       ?= cc
 CWARNS    = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
@@ -15,14 +15,14 @@ OPT      ?= -O2
 BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CWARNS) $(shell pkg-config --cflags $(PKGS))
 CFLAGS   += -fPIC $(OPT) -Werror $(BASE_CFLAGS)
 # The module is loaded by the lua5.4 interpreter: never link it against liblua.
-LDLIBS    = $(shell pkg-config --libs libcurl jansson sqlite3 libcrypto libidn2)
+LDLIBS    = $(shell pkg-config --libs libcurl jansson sqlite3 libpq libcrypto libidn2)
 
 BUILD    ?= build
 SOURCES   = $(wildcard csrc/*.c)
 OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SOURCES))
 MODULE    = $(BUILD)/mcpclient/core.so
 
-.PHONY: all deps peers test check unit lint asan demo conformance bench soak fuzz fuzz-deps \
+.PHONY: all deps peers test check unit lint asan demo conformance bench bench-store soak fuzz fuzz-deps \
         fuzz-coverage clean docs docs-check rock
 
 all: $(MODULE)
@@ -89,6 +89,12 @@ BENCH_OUT ?= build/bench/RESULTS.md
 bench: peers all
 	@mkdir -p $(dir $(BENCH_OUT))
 	BENCH_OUT=$(BENCH_OUT) $(LUA) bench/run.lua
+
+# What the store costs an audited call on SQLite and on PostgreSQL, and the audited calls/s
+# of 1, 4 and 8 worker processes sharing one PostgreSQL store (a throwaway pg_virtualenv cluster,
+# made durable like the SQLite file it is compared with: pg_virtualenv turns fsync off by default).
+bench-store: deps all
+	pg_virtualenv -v 15 -o fsync=on env MCPCLIENT_TEST_PG=1 $(LUA) bench/store.lua
 
 # 100 000 warm calls (SOAK_CALLS) watching RSS and descriptors, then 1 000 under valgrind
 # memcheck (scripts/soak). Not part of `make test`: it takes a minute or two.

@@ -22,6 +22,7 @@ LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   mcp_register_text(L);
   mcp_register_schema(L);
   mcp_register_sqlite(L);
+  mcp_register_pg(L);
   mcp_register_crypto(L);
   mcp_register_loopback(L);
   lua_pushliteral(L, MCP_VERSION);

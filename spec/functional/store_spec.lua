@@ -2,20 +2,38 @@
 local core = require "mcpclient.core"
 local store = require "mcpclient.agent.store"
 local sqlite_adapter = require "mcpclient.agent.store.sqlite"
+local backends = require "support.backends"
 local servers = require "support.servers"
 
+-- A fresh database for one test: an SQLite file, or a schema of its own on
+-- PostgreSQL when the run is against it.
 local function tmpdb()
+  if backends.postgres then return backends.new_schema(), function() end end
   local path = os.tmpname()
   return path, function()
     for _, suffix in ipairs({ "", "-journal", "-wal", "-shm" }) do os.remove(path .. suffix) end
   end
 end
 
--- A raw second connection, as another process would hold one.
+-- A raw second connection, as another process would hold one (the store's
+-- own SQL, `?` placeholders, on either backend).
 local function raw(path)
+  if backends.postgres then
+    local adapter = assert(require("mcpclient.agent.store.postgres").open(path))
+    return { query = function(_, sql, params) return adapter:rows(sql, params or {}) end,
+      exec = function(_, sql) return adapter:exec(sql) end,
+      execute = function(_, sql, params) return adapter:exec(sql, params or {}) end,
+      close = function() adapter:close() end }
+  end
   local db = assert(core.sqlite_open(path))
   db:busy_timeout(2000)
   return db
+end
+
+-- A test of SQLite itself (its files, its lock, its result codes).
+local function sqlite_it(name, fn)
+  if backends.postgres then return pending(name .. " (SQLite only)") end
+  return it(name, fn)
 end
 
 local function tool(name, extra)
@@ -59,11 +77,15 @@ describe("mcpclient.agent.store", function()
       local db = raw(path)
       assert.same({ { version = 1 }, { version = 2 } }, db:query("SELECT version FROM schema_version ORDER BY version"))
       local tables = {}
-      for _, row in ipairs(db:query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")) do
+      local catalogue = backends.postgres
+        and "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() "
+          .. "ORDER BY table_name"
+        or "SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'sqlite_sequence' ORDER BY name"
+      for _, row in ipairs(db:query(catalogue)) do
         tables[#tables + 1] = row.name
       end
       assert.same({ "agent_run", "agent_run_event", "governance_event", "mcp_server", "mcp_tool",
-        "schema_version", "sqlite_sequence", "tool_group_state", "tool_state" }, tables)
+        "schema_version", "tool_group_state", "tool_state" }, tables)
       db:close()
     end)
 
@@ -96,6 +118,16 @@ describe("mcpclient.agent.store", function()
       assert.equal("open the database", err.operation)
       assert.equal("store", err.kind)
       assert.equal("SQLITE_CANTOPEN", err.code)
+    end)
+
+    it("describes a location without its password", function()
+      assert.equal("postgresql://ops:***@db.internal:5432/mcp",
+        store.describe("postgresql://ops:s3cret@db.internal:5432/mcp"))
+      assert.equal("postgres://db/mcp?sslmode=require&password=***",
+        store.describe("postgres://db/mcp?sslmode=require&password=s3cret"))
+      assert.equal("host=db password=*** user=ops", store.describe("host=db password=s3cret user=ops"))
+      assert.equal("host=db password = *** user=ops", store.describe("host=db password = 'two words' user=ops"))
+      assert.equal("/var/lib/mcp/password=x.db", store.describe("/var/lib/mcp/password=x.db"))
     end)
 
     it("works on :memory:", function()
@@ -310,10 +342,19 @@ describe("mcpclient.agent.store", function()
       s:reconcile(other, { tool("mcp_docs_taken") }, 1)
       local count, message, err = s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_taken") }, 2)
       assert.is_nil(count)
-      assert.matches("UNIQUE constraint failed: mcp_tool.tool_name", message)
+      assert.matches(backends.postgres and 'duplicate key value violates unique constraint "mcp_tool_tool_name_key"'
+        or "UNIQUE constraint failed: mcp_tool.tool_name", message, 1, true)
       assert.equal("store", err.kind)
       assert.same({}, s:tools_of(server.uid))
       assert.equal(other.uid, s:tool_owner("mcp_docs_taken"))
+    end)
+
+    it("writes a name listed twice once, with its last values", function()
+      assert.equal(0, s:reconcile(server, { tool("mcp_docs_a", { description = "first" }), tool("mcp_docs_b"),
+        tool("mcp_docs_a", { description = "second" }) }, 1))
+      local rows = s:tools_of(server.uid)
+      assert.same({ "mcp_docs_a", "mcp_docs_b" }, names(rows))
+      assert.equal("second", rows[1].description)
     end)
 
     it("reconciles 10 000 tools in one transaction, quickly", function()
@@ -382,7 +423,7 @@ describe("mcpclient.agent.store", function()
       assert.equal(0, s:server(uid).last_contact)
     end)
 
-    it("a locked database: record_contact returns nil, message; the recorder raises", function()
+    sqlite_it("a locked database: record_contact returns nil, message; the recorder raises", function()
       s = assert(store.open(path, { busy_timeout_ms = 50 }))
       local uid = s:add_server { identifier = "docs" }
       local holder = raw(path)
@@ -411,7 +452,8 @@ describe("mcpclient.agent.store", function()
       local uid = s:add_server { identifier = "docs" }
       local ok, message, err = s:record_contact(uid, 1700000000, 3)
       assert.is_nil(ok)
-      assert.matches("no such column: last_contact", message)
+      assert.matches(backends.postgres and 'column "last_contact" of relation "mcp_server" does not exist'
+        or "no such column: last_contact", message, 1, true)
       assert.equal("store", err.kind)
       assert.has_error(function() s:health_recorder(uid)("docs", 3) end)
     end)
@@ -425,7 +467,7 @@ describe("mcpclient.agent.store", function()
         health = s:health_recorder(uid), log = function(_, text) warnings[#warnings + 1] = text end }
       conn:contact(12)
       assert.equal(1, #warnings)
-      assert.matches("no such column", warnings[1])
+      assert.matches(backends.postgres and 'column "last_contact"' or "no such column", warnings[1], 1, true)
       conn:close()
     end)
   end)
@@ -567,7 +609,7 @@ describe("mcpclient.agent.store", function()
       assert.equal(1, #servers.all_tools(s))
     end)
 
-    it("fails cleanly when another connection holds the write lock", function()
+    sqlite_it("fails cleanly when another connection holds the write lock", function()
       s:close()
       s = assert(store.open(path, { busy_timeout_ms = 20 }))
       local holder = raw(path)
@@ -582,7 +624,7 @@ describe("mcpclient.agent.store", function()
   end)
 
   describe("a host adapter", function()
-    it("serves the same Store, and every value travels as a bound parameter", function()
+    sqlite_it("serves the same Store, and every value travels as a bound parameter", function()
       local inner = assert(sqlite_adapter.open(path))
       local seen = {}
       local adapter = {}

@@ -2,6 +2,7 @@
 -- servers on 127.0.0.1: the official SDK server, server-everything, and a hostile server of our own
 -- (spec/peers/hostile-info.mjs) whose self-description is full of terminal escapes and line breaks.
 local core = require "mcpclient.core"
+local backends = require "support.backends"
 local peers = require "support.peers"
 
 local json = core.json
@@ -24,10 +25,11 @@ local function mcpclient(db, ...)
   return code, out, err
 end
 
+-- A fresh database: an SQLite file, or a schema of its own when the run is on PostgreSQL.
 local function fresh_db()
   local path = os.tmpname()
   os.remove(path)
-  return path .. ".db"
+  return backends.fresh(path .. ".db")
 end
 
 local function remove_db(path)

@@ -11,6 +11,7 @@ local json = require "mcpclient.json"
 local peers = require "support.peers"
 local run = require "mcpclient.agent.run"
 local store_module = require "mcpclient.agent.store"
+local backends = require "support.backends"
 
 local SLOW_SECONDS = 10
 
@@ -50,6 +51,7 @@ describe("cancelling a run from another process #integration", function()
   it("stops the call in flight, tells the server, and the trail shows it", function()
     db = os.tmpname()
     os.remove(db)
+    db = backends.fresh(db)
     out, err = os.tmpname(), os.tmpname()
     local store <close> = assert(store_module.open(db))
     local server = assert(store:add_server {

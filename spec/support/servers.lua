@@ -1,10 +1,13 @@
---- Store fixtures the functional specs share: an in-memory store, a server
---- row with the standard record ("Test server" at the example URL), and
---- read-outs only specs need.
+--- Store fixtures the functional specs share: a fresh store on the backend
+--- of this run (SQLite :memory:, or a schema of its own on PostgreSQL: see
+--- support.backends), a server row with the standard record ("Test server"
+--- at the example URL), and read-outs only specs need.
+local backends = require "support.backends"
+
 local servers = {}
 
 function servers.open_store()
-  return assert(require("mcpclient.agent.store").open(":memory:"))
+  return backends.open_store()
 end
 
 --- Add the standard server, with `fields` overriding any column; returns its uid.

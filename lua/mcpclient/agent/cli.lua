@@ -16,6 +16,7 @@ local help = require "mcpclient.agent.cli.help"
 local login = require "mcpclient.agent.login"
 local operator = require "mcpclient.agent.operator"
 local render = require "mcpclient.agent.cli.render"
+local store_module = require "mcpclient.agent.store"
 
 local json = core.json
 local inert, list, maybe, iso = render.inert, render.list, render.maybe, render.iso
@@ -767,7 +768,7 @@ end
 
 -- A URL (postgresql://...) goes to store.open unchanged; a file path may be missing.
 local function is_file_path(path)
-  return path:match("^%a[%w+.-]*://") == nil
+  return path:match("^%a[%w+.-]*://") == nil and not store_module.is_postgres(path)
 end
 
 local function exists(path)
@@ -794,13 +795,15 @@ local function open_database(env, parsed)
       return nil, string.format('The directory for the database "%s" cannot be made.', inert(path, 300))
     end
   end
-  local open = env.open_store or function(p) return require("mcpclient.agent.store").open(p) end
+  local open = env.open_store or store_module.open
   local store, message = open(path)
   if store then
     grants.protect(path)   -- it may hold OAuth tokens: owner only
     return store, path
   end
-  return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300), tostring(message))
+  -- a connection string's password stays out of the message
+  return nil, string.format('The database "%s" cannot be opened: %s', inert(store_module.describe(path), 300),
+    tostring(message))
 end
 
 ---------------------------------------------------------------------------

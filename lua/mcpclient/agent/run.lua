@@ -333,29 +333,15 @@ end
 -- Lease and status writes
 ---------------------------------------------------------------------------
 
--- A write of the run's row under its lease: while RUNNING, the store's
--- guarded update; while waiting for approval (which that update does not
--- match), a check and an update inside one transaction.
+-- A write of the run's row under its lease: the store's guarded update, one
+-- compare-and-set on the status the run is in (RUNNING, or WAITING for an
+-- approval) and the owner, which holds across processes on any host.
 -- → true | false, err (err: the store failed; none: the row is not ours any more)
 local function under_lease(self, fields)
   local store, uid, owner = self.store, self.uid, self.owner
   if not (self.persisted and owner) then return false end
-  local changed, _, err
-  if self.status ~= run.WAITING then
-    changed, _, err = store:guarded_update_run(uid, owner, fields)
-  else
-    changed, _, err = store:transaction(function()
-      local row, message, row_err = store:run(uid)
-      if not row then
-        if message then return nil, message, row_err end
-        return 0
-      end
-      if row.status ~= run.WAITING or row.claimed_by ~= owner then return 0 end
-      local ok, update_message, update_err = store:update_run(uid, fields)
-      if not ok then return nil, update_message, update_err end
-      return 1
-    end)
-  end
+  local status = self.status == run.WAITING and run.WAITING or run.RUNNING
+  local changed, _, err = store:guarded_update_run(uid, owner, fields, status)
   return changed == 1, err
 end
 

@@ -13,10 +13,15 @@
 -- text are column names from the fixed lists below.
 --
 -- The repositories speak only to an adapter (see mcpclient.agent.store.sqlite for
--- the interface); SQLite is the default one, store.open_adapter takes a host's.
+-- the interface); SQLite is the default one, PostgreSQL (store.open with a
+-- "postgresql://" URI or a libpq key=value string) the shared one, and
+-- store.open_adapter takes a host's. What differs between the databases'
+-- SQL lives in mcpclient.agent.store.dialect.
 local errors = require "mcpclient.errors"
 local check_options = require("mcpclient.agent.options").check
+local dialect = require "mcpclient.agent.store.dialect"
 local migrations = require "mcpclient.agent.store.migrations"
+local postgres = require "mcpclient.agent.store.postgres"
 local sqlite = require "mcpclient.agent.store.sqlite"
 
 local store = {
@@ -259,16 +264,17 @@ local function schema_version(adapter)
 end
 
 -- Apply one migration inside its own transaction. The version is read again
--- inside the transaction, so of two processes opening a fresh file at once
+-- inside the transaction, so of two processes opening a fresh store at once
 -- only the first applies it. → true | nil, message, code
 local function apply_migration(adapter, entry, version)
-  local ok, message, code = adapter:exec("BEGIN IMMEDIATE")
+  local sql = dialect.of(adapter)
+  local ok, message, code = adapter:exec(sql.begin)
   if not ok then return nil, message, code end
   local now
   now, message, code = schema_version(adapter)
   ok = now ~= nil
   if now and now < version then
-    ok, message, code = adapter:exec(entry.sql)
+    ok, message, code = adapter:exec(sql.schema(entry.sql))
     if ok then
       ok, message, code = adapter:exec("INSERT INTO schema_version (version, applied, description) VALUES (?, ?, ?)",
         { version, os.time(), entry.description or "" })
@@ -283,9 +289,9 @@ local function apply_migration(adapter, entry, version)
 end
 
 -- Apply migrations[current+1 .. target], each in its own transaction.
-local function migrate(adapter, list, target)
-  local ok, message, code = adapter:exec("CREATE TABLE IF NOT EXISTS schema_version ("
-    .. "version INTEGER PRIMARY KEY, applied INTEGER NOT NULL DEFAULT 0, description TEXT NOT NULL DEFAULT '')")
+local function migrate_locked(adapter, list, target)
+  local ok, message, code = adapter:exec(dialect.of(adapter).schema("CREATE TABLE IF NOT EXISTS schema_version ("
+    .. "version INTEGER PRIMARY KEY, applied INTEGER NOT NULL DEFAULT 0, description TEXT NOT NULL DEFAULT '')"))
   if not ok then return fail("create the schema_version table", message, code) end
   local current
   current, message, code = schema_version(adapter)
@@ -297,8 +303,25 @@ local function migrate(adapter, list, target)
   return true
 end
 
+-- Migrate under the dialect's schema lock, when it has one: several
+-- processes opening one shared database at once then migrate in turn (even
+-- the schema_version table is created by only one of them).
+local function migrate(adapter, list, target)
+  local lock = dialect.of(adapter).schema_lock
+  if not lock then return migrate_locked(adapter, list, target) end
+  local ok, message, code = adapter:exec(lock[1])
+  if not ok then return fail("lock the schema for migration", message, code) end
+  local results = table.pack(pcall(migrate_locked, adapter, list, target))
+  adapter:exec(lock[2])
+  if not results[1] then error(results[2], 0) end
+  return table.unpack(results, 2, results.n)
+end
+
 local adapter_keys = { migrate_to = "integer", migrate = "boolean", migrations = "table" }
-local open_keys = { migrate_to = "integer", busy_timeout_ms = "integer", readonly = "boolean", journal_mode = "string" }
+local open_keys = {
+  migrate_to = "integer", busy_timeout_ms = "integer", readonly = "boolean", journal_mode = "string",
+  connect_timeout_ms = "integer", password = "string", resolver = "function",
+}
 
 --- Wrap a host adapter (see mcpclient.agent.store.sqlite for the interface).
 -- options: migrate (default true; false when the host owns the schema),
@@ -323,19 +346,62 @@ function store.open_adapter(adapter, options)
   return setmetatable({ adapter = adapter, depth = 0 }, Store)
 end
 
---- Open (creating and migrating) the SQLite store at path.
--- options: busy_timeout_ms (default 5000), readonly (no migrations then),
--- journal_mode ("wal" default), migrate_to (tests and tools, see open_adapter).
+-- Open the PostgreSQL store at conninfo (see mcpclient.agent.store.postgres).
+local function open_postgres(conninfo, options)
+  if options.journal_mode ~= nil then error("store.open: journal_mode is an SQLite option", 3) end
+  local adapter, message, code = postgres.open(conninfo, {
+    busy_timeout_ms = options.busy_timeout_ms or store.DEFAULT_BUSY_TIMEOUT_MS,
+    connect_timeout_ms = options.connect_timeout_ms, password = options.password, resolver = options.resolver,
+  })
+  if not adapter then return fail("open the database", message, code) end
+  if options.readonly then
+    -- the session refuses every write, as a read-only SQLite file does
+    local ok, set_message, set_code = adapter:exec("SET default_transaction_read_only = on")
+    if not ok then
+      adapter:close()
+      return fail("open the database read-only", set_message, set_code)
+    end
+  end
+  return store.open_adapter(adapter, { migrate_to = options.migrate_to, migrate = not options.readonly })
+end
+
+--- Open (creating and migrating) the store at `location`: an SQLite file
+-- path (":memory:" works), or a PostgreSQL database given as a
+-- "postgresql://" URI or a libpq key=value string (the password from the
+-- PG* environment or ~/.pgpass; the string is never put in a message).
+-- options: busy_timeout_ms (default 5000: the longest a statement, lock
+-- waits included, may take), readonly (no migrations then), journal_mode
+-- (SQLite: "wal" default), connect_timeout_ms (PostgreSQL, default 5000),
+-- password and resolver (PostgreSQL: a credential reference such as
+-- "env:NAME", resolved at every connect), migrate_to (tests and tools, see
+-- open_adapter).
 -- @return Store | nil, message, err
 function store.open(path, options)
   if type(path) ~= "string" then error("store.open: path must be a string", 2) end
   options = check_options("store.open", options, open_keys)
+  if postgres.is_conninfo(path) then return open_postgres(path, options) end
+  for _, key in ipairs { "connect_timeout_ms", "password", "resolver" } do
+    if options[key] ~= nil then error("store.open: " .. key .. " is a PostgreSQL option", 2) end
+  end
   local adapter, message, code = sqlite.open(path, {
     busy_timeout_ms = options.busy_timeout_ms or store.DEFAULT_BUSY_TIMEOUT_MS,
     readonly = options.readonly, journal_mode = options.journal_mode,
   })
   if not adapter then return fail("open the database", message, code) end
   return store.open_adapter(adapter, { migrate_to = options.migrate_to, migrate = not options.readonly })
+end
+
+--- Whether `location` names a PostgreSQL store (a postgresql:// URI or a
+--- libpq key=value string) rather than an SQLite file.
+function store.is_postgres(location)
+  return postgres.is_conninfo(location)
+end
+
+--- `location` as a message may show it: a PostgreSQL connection string
+-- with its password replaced by "***"; an SQLite path as it is.
+function store.describe(location)
+  if type(location) ~= "string" then error("store.describe: location must be a string", 2) end
+  return postgres.redact(location)
 end
 
 --- Close the adapter. Idempotent; also __gc and __close.
@@ -363,8 +429,8 @@ end
 
 -- The statements that open, close and undo a transaction at `depth`: the
 -- outermost is a real transaction, an inner one a savepoint.
-local function transaction_sql(depth)
-  if depth == 0 then return "BEGIN IMMEDIATE", "COMMIT", { "ROLLBACK" } end
+local function transaction_sql(adapter, depth)
+  if depth == 0 then return dialect.of(adapter).begin, "COMMIT", { "ROLLBACK" } end
   local name = "mcpclient_" .. depth
   return "SAVEPOINT " .. name, "RELEASE " .. name, { "ROLLBACK TO " .. name, "RELEASE " .. name }
 end
@@ -392,7 +458,9 @@ local function settle(adapter, results, commit, rollback)
   return table.unpack(results, 2, results.n)
 end
 
---- Run fn() inside BEGIN IMMEDIATE .. COMMIT (a SAVEPOINT when nested).
+--- Run fn() inside a write transaction (a SAVEPOINT when nested): on SQLite
+-- BEGIN IMMEDIATE takes the write lock at once; on PostgreSQL it is a READ
+-- COMMITTED transaction whose writers serialise on the rows they change.
 -- Rolls back when fn raises (the error is raised again) or returns
 -- nil, message[, err] (returned as is). Returns fn's results, or true when
 -- fn returned nothing.
@@ -400,13 +468,23 @@ function Store:transaction(fn)
   if type(fn) ~= "function" then error("transaction: fn must be a function", 2) end
   local adapter = adapter_of(self)
   local depth = self.depth
-  local begin, commit, rollback = transaction_sql(depth)
+  local begin, commit, rollback = transaction_sql(adapter, depth)
   local ok, message, code = adapter:exec(begin)
   if not ok then return fail("begin a transaction", message, code) end
   self.depth = depth + 1
   local results = table.pack(pcall(fn))
   self.depth = depth
   return settle(adapter, results, commit, rollback)
+end
+
+-- Inside a write transaction: wait for the other writers of (class, uid)
+-- to commit, where the dialect needs it (see store/dialect.lua). → true
+local function take_turn(self, class, uid, what)
+  local lock = dialect.of(adapter_of(self)).turn_lock
+  if not lock then return true end
+  local ok, message, code = adapter_of(self):exec(lock, { class, uid })
+  if not ok then return fail(what, message, code) end
+  return true
 end
 
 ---------------------------------------------------------------------------
@@ -571,36 +649,87 @@ local function accepted_values(accepted)
   return values
 end
 
--- Write one accepted tool: update its row when the server had it, insert it otherwise.
-local function upsert_tool(adapter, existing, server, v, now)
-  local row = existing[v[1]]
-  if row then
-    return adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
-      .. "input_schema = ?, remote_annotations = ?, orphaned = 0, tstamp = ? WHERE uid = ?",
-      { server.uid, server.pid, v[2], v[3], v[4], v[5], now, row.uid })
+-- Update the row of a tool the server had.
+local function update_tool(adapter, row, server, v, now)
+  return adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
+    .. "input_schema = ?, remote_annotations = ?, orphaned = 0, tstamp = ? WHERE uid = ?",
+    { server.uid, server.pid, v[2], v[3], v[4], v[5], now, row.uid })
+end
+
+-- How many new tools one INSERT carries: 100 rows of 9 parameters stay far
+-- below every database's parameter limit, and a large catalogue then costs a
+-- hundredth of the round trips, which count when the database is across a
+-- network.
+local INSERT_BATCH = 100
+
+-- Insert the new tools (values rows, in order) in batches of INSERT_BATCH.
+local function insert_tools(adapter, fresh, server, now)
+  for first = 1, #fresh, INSERT_BATCH do
+    local groups, params = {}, {}
+    for i = first, math.min(first + INSERT_BATCH - 1, #fresh) do
+      local v = fresh[i]
+      groups[#groups + 1] = "(?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
+      for _, value in ipairs { server.uid, server.pid, v[1], v[2], v[3], v[4], v[5], now, now } do
+        params[#params + 1] = value
+      end
+    end
+    local ok, message, code = adapter:exec("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
+      .. "input_schema, remote_annotations, orphaned, tstamp, crdate) VALUES " .. table.concat(groups, ", "), params)
+    if not ok then return nil, message, code end
   end
-  local uid, message, code = adapter:insert("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
-    .. "input_schema, remote_annotations, orphaned, tstamp, crdate) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
-    { server.uid, server.pid, v[1], v[2], v[3], v[4], v[5], now, now })
-  if not uid then return nil, message, code end
-  existing[v[1]] = { uid = uid, tool_name = v[1], orphaned = 0 }
+  return true
+end
+
+-- Write the accepted tools: update the rows the server had, insert the
+-- others (a name listed twice is written once, with its last values, as
+-- an insert followed by an update would leave it). → seen names | nil, message, code
+local function write_tools(adapter, existing, server, values, now)
+  local seen, fresh, at = {}, {}, {}
+  for _, v in ipairs(values) do
+    local name = v[1]
+    if existing[name] then
+      local ok, message, code = update_tool(adapter, existing[name], server, v, now)
+      if not ok then return nil, message, code end
+    elseif at[name] then
+      fresh[at[name]] = v
+    else
+      fresh[#fresh + 1] = v
+      at[name] = #fresh
+    end
+    seen[name] = true
+  end
+  local ok, message, code = insert_tools(adapter, fresh, server, now)
+  if not ok then return nil, message, code end
+  return seen
+end
+
+-- Mark the rows of `uids` orphaned, INSERT_BATCH at a time.
+local function mark_orphaned(adapter, uids, now)
+  for first = 1, #uids, INSERT_BATCH do
+    local params, marks = { now }, {}
+    for i = first, math.min(first + INSERT_BATCH - 1, #uids) do
+      params[#params + 1] = uids[i]
+      marks[#marks + 1] = "?"
+    end
+    local ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, tstamp = ? WHERE uid IN ("
+      .. table.concat(marks, ", ") .. ")", params)
+    if not ok then return nil, message, code end
+  end
   return true
 end
 
 -- Mark every row the catalogue no longer lists as orphaned (rows stay: a
 -- run's audit may name them). → how many are orphaned now, or nil, message, code
 local function sweep_orphans(adapter, existing, seen, now)
-  local orphaned = 0
+  local orphaned, newly = 0, {}
   for name, row in pairs(existing) do
     if not seen[name] then
       orphaned = orphaned + 1
-      if not as_boolean(row.orphaned) then
-        local ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, tstamp = ? WHERE uid = ?",
-          { now, row.uid })
-        if not ok then return nil, message, code end
-      end
+      if not as_boolean(row.orphaned) then newly[#newly + 1] = row.uid end
     end
   end
+  local ok, message, code = mark_orphaned(adapter, newly, now)
+  if not ok then return nil, message, code end
   return orphaned
 end
 
@@ -625,15 +754,13 @@ function Store:reconcile(server_row, accepted, now)
   local adapter = adapter_of(self)
   local what = "reconcile the tools of server " .. server.uid
   return self:transaction(function()
+    local turn, turn_message, turn_err = take_turn(self, dialect.IMPORTS, server.uid, what)
+    if not turn then return nil, turn_message, turn_err end
     local existing, message, code = existing_tools(adapter, server.uid)
     if not existing then return fail(what, message, code) end
-    local seen = {}
-    for _, v in ipairs(values) do
-      local ok
-      ok, message, code = upsert_tool(adapter, existing, server, v, now)
-      if not ok then return fail(what, message, code) end
-      seen[v[1]] = true
-    end
+    local seen
+    seen, message, code = write_tools(adapter, existing, server, values, now)
+    if not seen then return fail(what, message, code) end
     local orphaned
     orphaned, message, code = sweep_orphans(adapter, existing, seen, now)
     if not orphaned then return fail(what, message, code) end
@@ -715,20 +842,43 @@ function Store:update_run(uid, fields)
   return exec(self, "update run " .. uid, update_sql("agent_run", columns, "uid = ?"), values)
 end
 
---- The lease-fenced write: changes the run only while it is running and
--- claimed by owner, so a worker that lost its lease cannot overwrite the
--- run another worker now owns. → rows changed (0: the lease is lost)
-function Store:guarded_update_run(uid, owner, fields)
+--- The lease-fenced write: changes the run only while it is in `status`
+-- (default "running") and claimed by owner, so a worker that lost its lease
+-- cannot overwrite the run another worker now owns. The check and the write
+-- are one UPDATE (a compare-and-set): on PostgreSQL a concurrent writer of
+-- the row waits for it, and the condition is judged again on the row it
+-- committed, so of two workers only the one still named in claimed_by writes.
+-- → rows changed (0: the lease is lost)
+function Store:guarded_update_run(uid, owner, fields, status)
   check_uid(uid)
   if type(owner) ~= "string" then error("owner must be a string", 2) end
+  if status ~= nil and type(status) ~= "string" then error("status must be a string", 2) end
   local columns, values = encode_fields(fields, run_fields, "guarded_update_run")
   append(columns, values, "tstamp", os.time())
   values[#values + 1] = uid
+  values[#values + 1] = status or "running"
   values[#values + 1] = owner
   local adapter = adapter_of(self)
   local ok, message, code = adapter:exec(
-    update_sql("agent_run", columns, "uid = ? AND status = 'running' AND claimed_by = ?"), values)
+    update_sql("agent_run", columns, "uid = ? AND status = ? AND claimed_by = ?"), values)
   if not ok then return fail("update run " .. uid .. " under its lease", message, code) end
+  return adapter:changes()
+end
+
+--- Take over a running run whose lease has expired (lease_expires < now),
+-- or renew one's own: one compare-and-set, so of several workers that see
+-- the same expired lease exactly one gets it, and the old owner's next
+-- fenced write changes nothing. → 1 claimed, 0 not (someone holds it)
+function Store:claim_run(uid, owner, lease_expires, now)
+  check_uid(uid)
+  if type(owner) ~= "string" then error("owner must be a string", 2) end
+  check_uid(lease_expires, "lease_expires")
+  now = check_time(now, "now")
+  local adapter = adapter_of(self)
+  local ok, message, code = adapter:exec("UPDATE agent_run SET claimed_by = ?, lease_expires = ?, tstamp = ? "
+    .. "WHERE uid = ? AND status = 'running' AND (claimed_by = ? OR lease_expires < ?)",
+    { owner, lease_expires, now, uid, owner, now })
+  if not ok then return fail("claim run " .. uid, message, code) end
   return adapter:changes()
 end
 
@@ -739,8 +889,24 @@ function Store:request_cancel(uid)
     "UPDATE agent_run SET cancel_requested = 1, tstamp = ? WHERE uid = ?", { os.time(), uid })
 end
 
+-- Write one event row taking the next sequence number of its run. → sequence
+local function write_event(self, run_uid, row)
+  local what = "append an event to run " .. run_uid
+  local adapter = adapter_of(self)
+  local uid, message, code = adapter:insert("INSERT INTO agent_run_event (run, sequence, kind, round, duration_ms, "
+    .. "payload, crdate) VALUES (?, (SELECT COALESCE(MAX(sequence), 0) + 1 FROM agent_run_event WHERE run = ?), "
+    .. "?, ?, ?, ?, ?)", row)
+  if not uid then return fail(what, message, code) end
+  local rows
+  rows, message, code = adapter:rows("SELECT sequence FROM agent_run_event WHERE uid = ?", { uid })
+  if not rows then return fail(what, message, code) end
+  return as_integer(rows[1] and rows[1].sequence)
+end
+
 --- Append an event to a run's stream; the sequence is taken and written in
--- one statement, so concurrent writers cannot share a number. → sequence
+-- one statement, and on a database whose transactions do not serialise
+-- writers (PostgreSQL) under a lock on the run's stream, so concurrent
+-- writers on any host never share a number nor leave a gap. → sequence
 function Store:append_event(run_uid, event)
   check_uid(run_uid, "run_uid")
   if type(event) ~= "table" then error("append_event: event must be a table", 2) end
@@ -753,16 +919,13 @@ function Store:append_event(run_uid, event)
   if type(payload) ~= "string" then error("append_event: payload must be JSON text", 2) end
   -- two decimals: the audit states durations to a hundredth of a millisecond
   duration = math.floor(duration * 100 + 0.5) / 100
-  local what = "append an event to run " .. run_uid
-  local adapter = adapter_of(self)
-  local uid, message, code = adapter:insert("INSERT INTO agent_run_event (run, sequence, kind, round, duration_ms, "
-    .. "payload, crdate) VALUES (?, (SELECT COALESCE(MAX(sequence), 0) + 1 FROM agent_run_event WHERE run = ?), "
-    .. "?, ?, ?, ?, ?)", { run_uid, run_uid, event.kind, round, duration, payload, os.time() })
-  if not uid then return fail(what, message, code) end
-  local rows
-  rows, message, code = adapter:rows("SELECT sequence FROM agent_run_event WHERE uid = ?", { uid })
-  if not rows then return fail(what, message, code) end
-  return as_integer(rows[1] and rows[1].sequence)
+  local row = { run_uid, run_uid, event.kind, round, duration, payload, os.time() }
+  if not dialect.of(adapter_of(self)).turn_lock then return write_event(self, run_uid, row) end
+  return self:transaction(function()
+    local ok, message, err = take_turn(self, dialect.EVENTS, run_uid, "append an event to run " .. run_uid)
+    if not ok then return nil, message, err end
+    return write_event(self, run_uid, row)
+  end)
 end
 
 --- A run's events by sequence.

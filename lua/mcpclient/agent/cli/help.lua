@@ -23,9 +23,11 @@ Servers are named by identifier or by numeric id, in every command.
   help [<command>]             this text, or one command's
 
 global options:
-  --db PATH           the database: a file path, or a postgresql:// URL
+  --db PATH           the database: a file path, or a shared PostgreSQL store named by a
+                      postgresql:// URL or a libpq "host=... dbname=..." string (keep the
+                      password in PGPASSWORD or ~/.pgpass: a command line is not secret)
                       (default $MCPCLIENT_DB, else $XDG_DATA_HOME/mcpclient/mcpclient.db,
-                      XDG_DATA_HOME defaulting to ~/.local/share). Only `add` creates it.
+                      XDG_DATA_HOME defaulting to ~/.local/share). Only `add` creates a file.
   --json              print JSON (schema: docs/CLI.md)
   --budget SECONDS    the time one operation on a server may take (default 20)
   --version           print the version

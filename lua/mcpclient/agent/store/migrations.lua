@@ -2,8 +2,11 @@
 --
 -- Migration N is applied once, in its own transaction, and recorded as row N
 -- of `schema_version`. Never edit a migration that has shipped: append a new
--- one. The SQL is SQLite-flavoured standard SQL; a host adapter for another
--- database passes its own list (store.open_adapter(adapter, { migrations = ... })).
+-- one. The SQL is SQLite-flavoured standard SQL, written once for every
+-- database: the adapter's dialect rewrites the column types where another
+-- database needs it (store/dialect.lua: on PostgreSQL BIGINT, BIGSERIAL,
+-- BYTEA). A host adapter may still pass a list of its own
+-- (store.open_adapter(adapter, { migrations = ... })).
 --
 -- Tables:
 --   mcp_server        operator-managed servers; the credential is a reference

@@ -15,6 +15,7 @@
 --   adapter:changes()             -> rows changed by the last exec
 --   adapter:close()
 --   adapter:with_busy_timeout(ms, fn) -> fn()'s results, run with a shorter lock wait (optional)
+--   adapter.dialect               the SQL it speaks (optional: SQLite's; see store/dialect.lua)
 -- params is an array (json.null or nil for NULL; params.n counts trailing nils).
 local check_options = require("mcpclient.agent.options").check
 local core = require "mcpclient.core"
