@@ -32,7 +32,7 @@ end
 local function over(fake, extra)
   local logged = {}
   local options = {
-    transport = fake, clock = fake.clock, now = 1700000000,
+    transport = fake, clock = fake and fake.clock, now = 1700000000,
     log = function(level, message) logged[#logged + 1] = { level = level, message = message } end,
   }
   for k, v in pairs(extra or {}) do options[k] = v end
@@ -82,6 +82,28 @@ describe("catalogue import", function()
     assert.equal("", row.import_error)
     assert.equal(2, row.tool_count)
     assert.equal(1700000000, row.last_imported)
+  end)
+
+  it("judges a schema by the rule of the listing's era", function()
+    -- 2020-12 keywords ($defs, an in-schema $ref, prefixItems): carried whole from a 2026-07-28
+    -- listing, refused (never repaired) from a 2025 one
+    local wide = { type = "object", ["$defs"] = { x = { type = "string" } },
+      properties = { a = { type = "array", prefixItems = { { type = "string" } } }, b = { ["$ref"] = "#/$defs/x" } } }
+    local function listing_of(era)
+      return { connect = function()
+        return { list_tools = function() return { { name = "wide", inputSchema = wide } }, { era = era } end,
+          close = function() return true end }
+      end }
+    end
+    local uid = add(store)
+    local modern_report = import(store, uid, nil, listing_of("modern"))
+    assert.equal(1, modern_report.imported)
+    local stored = json.decode(store:tools_of(uid)[1].input_schema)
+    assert.same({ { type = "string" } }, stored.properties.a.prefixItems)
+    assert.equal("#/$defs/x", stored.properties.b["$ref"])
+    local legacy_report = import(store, uid, nil, listing_of("legacy"))
+    assert.equal(0, legacy_report.imported)
+    assert.truthy(legacy_report.skip_reasons[1]:find("$defs", 1, true), legacy_report.skip_reasons[1])
   end)
 
   it("skips, in order, each tool it cannot carry and says why", function()

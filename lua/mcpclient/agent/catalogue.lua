@@ -14,6 +14,7 @@
 -- The provider turns stored rows into tools without touching the network.
 local client = require "mcpclient.connection"
 local core = require "mcpclient.core"
+local modern = require "mcpclient.modern"
 local credentials = require "mcpclient.credentials"
 local grants = require "mcpclient.agent.grants"
 local errors = require "mcpclient.errors"
@@ -126,9 +127,11 @@ local function name_refusal(remote, local_name, ctx)
     shown(remote), local_name, whose)
 end
 
--- The tool row for an entry whose name is free | { skip = reason }.
-local function tool_row(entry, remote, local_name)
-  local schema, reason = core.normalise_schema(entry.inputSchema)
+-- The tool row for an entry whose name is free | { skip = reason }. The
+-- schema rule is the era's: a 2026-07-28 listing may carry any JSON Schema
+-- 2020-12 keyword (never a network $ref), a 2025 one the retained keys only.
+local function tool_row(entry, remote, local_name, era)
+  local schema, reason = modern.schema_for(era)(entry.inputSchema)
   if not schema then
     if reason then return { skip = string.format('"%s" was skipped: %s.', shown(remote), reason) } end
     return { skip = string.format('"%s" has no usable parameter schema and was skipped.', shown(remote)) }
@@ -156,7 +159,7 @@ local function verdict(entry, ctx)
   local reason, message, err = name_refusal(remote, local_name, ctx)
   if reason then return { skip = reason } end
   if message then return nil, message, err end
-  return tool_row(entry, remote, local_name)
+  return tool_row(entry, remote, local_name, ctx.era)
 end
 
 local function as_set(list)
@@ -196,14 +199,16 @@ local function precondition(store, row)
 end
 
 -- The catalogue, one operation on a connection of its own.
+-- @return tools, listing { era, ttl_ms, cache_scope } | nil, message, err
 local function fetch(row, options)
   local connect = options.connect or function(r) return catalogue.connect(r, options) end
   local conn, message, err = connect(row)
   if not conn then return nil, message, err end
   local listed
-  listed, message, err = conn:list_tools()
+  local listing
+  listed, listing, err = conn:list_tools()
   conn:close()
-  return listed, message, err
+  return listed, listing, err
 end
 
 -- Record a refusal and report it; `err` is the failure value behind it, when there is one.
@@ -261,8 +266,9 @@ function catalogue.import(store, row, options)
   local refusal = precondition(store, row)
   if refusal then return refuse(store, row, refusal.reason, now, refusal.err) end
 
-  local listed, message, err = fetch(row, setmetatable({ store = store }, { __index = options }))
+  local listed, listing, err = fetch(row, setmetatable({ store = store }, { __index = options }))
   if not listed then
+    local message = listing
     pcall(options.log or default_log, "warning", string.format('An MCP catalogue import failed for "%s": %s',
       row.identifier, message))
     return refuse(store, row, message, now, err)
@@ -271,7 +277,8 @@ function catalogue.import(store, row, options)
     return refuse(store, row, string.format("The server advertises %d tools, more than the %d this client "
       .. "will import.", #listed, catalogue.MAX_TOOLS), now)
   end
-  local ctx = { store = store, row = row, seen = {}, builtin = as_set(options.builtin_names) }
+  local ctx = { store = store, row = row, seen = {}, builtin = as_set(options.builtin_names),
+    era = type(listing) == "table" and listing.era or nil }
   local accepted, skips
   accepted, skips, err = sort_entries(listed, ctx)
   if not accepted then return refuse(store, row, skips, now, err) end
