@@ -285,8 +285,14 @@ describe("the call path", function()
     assert.same({ "lookup", "mcp_audit_read_page" }, names)
     assert.same({}, store:governance_events()) -- a switched-off tool is not a candidate
     local nobody = start(store, Fake.new(), { user = false })
-    assert.same({}, nobody:tools())
+    local specs, why = nobody:tools()
+    assert.same({}, specs)
     assert.equal("requiresAdmin", store:governance_events()[1].reason)
+    -- the run says why it offers no remote tool
+    assert.equal("No remote MCP tool is offered: remote tools are available to administrators only, and this "
+      .. "run's user is not one.", why)
+    local _, admin_why = r:tools()
+    assert.is_nil(admin_why)
   end)
 
   it("bounds a long answer at 50 000 bytes with the note first, in the result and the trail", function()

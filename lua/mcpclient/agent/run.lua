@@ -480,8 +480,28 @@ local function gate_context(self)
   return { correlation_id = self.uuid, run_uid = self.uid or 0 }
 end
 
+-- Why no remote tool is offered, when the reason is the user: remote tools
+-- are for administrators only, whatever a server declares.
+local function remote_withheld(self, offered)
+  if type(self.user) == "table" and self.user.admin == true then return nil end
+  for _, spec in ipairs(offered) do
+    local t = self.registry.get(spec.name)
+    if t and t.remote then return nil end
+  end
+  for _, name in ipairs(self.registry.names()) do
+    local t = self.registry.get(name)
+    if t and t.remote then
+      return "No remote MCP tool is offered: remote tools are available to administrators only, and this "
+        .. "run's user is not one."
+    end
+  end
+  return nil
+end
+
 --- The tools the gate offers to the model now, as { name, description,
 --- parameters } (every enabled tool is decided; refusals are recorded).
+-- @return specs, why (a sentence when remote tools were withheld because the
+--   run's user is not an administrator; nil otherwise)
 function Run:tools()
   local offered = {}
   for _, name in ipairs(self.gate:filter_offerable(nil, self.configuration, self.user, gate_context(self))) do
@@ -491,7 +511,7 @@ function Run:tools()
         or { name = t.name, description = t.description, parameters = t.parameters }
     end
   end
-  return offered
+  return offered, remote_withheld(self, offered)
 end
 
 ---------------------------------------------------------------------------
