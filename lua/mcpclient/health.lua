@@ -3,7 +3,8 @@
 -- A recorder is a function (identifier, latency_ms) or a table with
 -- :record(identifier, latency_ms). It is called once per completed operation
 -- and never for a failed one; whatever it raises is logged as a warning and
--- the operation still returns its answer (REFERENCE §9).
+-- the operation still returns its answer: a liveness stamp is never worth a
+-- lost answer.
 local health = {}
 
 --- The explicit "record nothing".

@@ -1,4 +1,4 @@
---- mcpclient.json: the exact JSON codec the wire uses (DESIGN D4).
+--- mcpclient.json: the exact JSON codec the wire, the store and the Lua API share.
 --
 --   json.encode(value)         -> text (raises on what JSON cannot hold)
 --   json.try_encode(value)     -> text | nil, reason

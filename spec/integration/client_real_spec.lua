@@ -1,4 +1,4 @@
--- The client against real MCP servers nobody here wrote (shared/PEERS.md):
+-- The client against real MCP servers nobody here wrote (pinned in spec/peers/package.json):
 -- the official TypeScript SDK server (stateless JSON, session + event
 -- streams) and server-everything. Each server is started by this spec on
 -- 127.0.0.1 and stopped by its PID.

@@ -1,6 +1,6 @@
 -- The peer harness itself (spec/support/peers.lua): each real server starts, binds 127.0.0.1 only,
 -- answers a raw initialize POST (sent with the curl command, not with mcpclient) in the media type
--- PEERS.md describes, and is gone after stop().
+-- each is known to answer (JSON or an event stream), and is gone after stop().
 local peers = require "support.peers"
 
 local INITIALIZE = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
@@ -103,7 +103,7 @@ describe("the MCP peers #integration", function()
     assert.matches("event: message\ndata: {", body, 1, true)
     assert.equals("2025-06-18", initialize_result(body))
 
-    -- The session is real: a made-up one is refused with the 404 PEERS.md describes.
+    -- The session is real: a made-up one is refused with a 404, as the SDK server answers an unknown session.
     local status2, _, body2 = post(p.url, '{"jsonrpc":"2.0","id":2,"method":"ping"}',
       { "Mcp-Session-Id: 00000000-0000-0000-0000-000000000000", "MCP-Protocol-Version: 2025-06-18" })
     assert.equals(404, status2)
