@@ -34,6 +34,8 @@ void mcp_register_text(lua_State *L);   /* text.c:    core.clip(), core.label(),
                                                         core.repair_utf8() */
 void mcp_register_schema(lua_State *L); /* schema.c:  core.normalise_schema(), core.decode_stored_schema() */
 void mcp_register_sqlite(lua_State *L); /* sqlite.c:  core.sqlite_open(), core.sqlite_version */
+void mcp_register_decode(lua_State *L); /* decode.c:  single-pass core.json.decode and core.rpc_classify
+                                                       over json.c's (registered after json) */
 
 /* ==================================================================== */
 /* The clock (clock.c)                                                  */
@@ -71,6 +73,13 @@ void mcp_json_push_null(lua_State *L);
 int mcp_json_is_null(lua_State *L, int idx);
 int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
+
+/*
+** decode.c's single-pass decoder, jansson's equal in verdict and value:
+** pushes the value (returns 1) or nothing (returns 0, where jansson refuses;
+** mcp_json_decode then gives the message). Raises only on memory or stack.
+*/
+int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
 
 /* ==================================================================== */
 /* UTF-8 (text.c)                                                       */
