@@ -82,6 +82,19 @@ void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the ar
 int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
 
 /* ==================================================================== */
+/* The schema measure (measure.c)                                       */
+/* ==================================================================== */
+
+/*
+** The stored (ASCII-form) length of the kept schema at t in one pass, or 0
+** when it is not clean (a refused keyword, a container deeper than
+** max_depth or past max_visits, invalid UTF-8, a shape or value the encoder
+** refuses): the normaliser then takes its exact path for the reason.
+*/
+typedef int (*mcp_refused_fn)(const char *key, size_t len); /* >= 0: a refused keyword */
+size_t mcp_schema_measure(lua_State *L, int t, int max_depth, long max_visits, mcp_refused_fn refused);
+
+/* ==================================================================== */
 /* UTF-8 (text.c)                                                       */
 /* ==================================================================== */
 

@@ -3,7 +3,9 @@
 ** (csrc/decode.c) against jansson (csrc/json.c). Input: one body as a server
 ** might send it. The checker (fuzz/lua/decode_check.lua) requires the same
 ** verdict and the same value from both, plain and key-ordered, and the same
-** answer from both JSON-RPC classifiers.
+** answer from both JSON-RPC classifiers; and of the schema measure
+** (csrc/measure.c) on every table decoded: clean exactly when a model says
+** so, and then the length of the encoder's ASCII form.
 */
 #include "fuzz_common.h"
 
@@ -32,7 +34,28 @@ static int fz_slow_decode(lua_State *L) {
   return 2;
 }
 
+/* The normaliser's refused keywords (csrc/schema.c), as the checker's model lists them too. */
+static int refused(const char *s, size_t n) {
+  static const char *const names[] = {
+    "$ref", "$dynamicRef", "$defs", "definitions", "if", "then", "else", "patternProperties",
+    "propertyNames", "dependentSchemas", "dependentRequired", "unevaluatedProperties",
+  };
+  size_t k;
+  for (k = 0; k < sizeof names / sizeof names[0]; k++)
+    if (strlen(names[k]) == n && memcmp(names[k], s, n) == 0) return (int)k;
+  return -1;
+}
+
+/* fuzz_measure(t) -> the one-pass schema measure (0: not clean), with the normaliser's bounds. */
+static int fz_measure(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_pushinteger(L, (lua_Integer)mcp_schema_measure(L, 1, 12, 1L << 20, refused));
+  return 1;
+}
+
 static void with_decoders(lua_State *L) {
+  fz_with_ascii_encode(L);
+  lua_register(L, "fuzz_measure", fz_measure);
   lua_register(L, "fuzz_fast_decode", fz_fast_decode);
   lua_register(L, "fuzz_slow_decode", fz_slow_decode);
 }

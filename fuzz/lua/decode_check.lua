@@ -62,6 +62,49 @@ local function differential(body, ordered)
   return fok and fv or nil
 end
 
+-- The schema measure's model: what it must call clean.
+local REFUSED = {}
+for _, k in ipairs { "$ref", "$dynamicRef", "$defs", "definitions", "if", "then", "else", "patternProperties",
+  "propertyNames", "dependentSchemas", "dependentRequired", "unevaluatedProperties" } do REFUSED[k] = true end
+
+local function clean(v, level)
+  local t = type(v)
+  if t == "number" then return math.type(v) == "integer" or (v == v and v ~= math.huge and v ~= -math.huge) end
+  if t == "string" then return utf8.len(v) ~= nil end
+  if t ~= "table" then return t == "boolean" or v == json.null end
+  if level > 12 then return false end
+  local marked, n = json.is_array(v), 0
+  for k, x in pairs(v) do
+    n = n + 1
+    if marked then
+      if math.type(k) ~= "integer" or k < 1 or k > #v then return false end
+    elseif type(k) ~= "string" or REFUSED[k] or utf8.len(k) == nil then
+      return false
+    end
+    if not clean(x, level + 1) then return false end
+  end
+  return not marked or n == #v
+end
+
+-- Every table in v (at most 64): the measure agrees with the model and the ASCII encoding.
+local function measured(v)
+  local seen = 0
+  local function visit(t)
+    if seen >= 64 then return end
+    seen = seen + 1
+    local size = _G.fuzz_measure(t)
+    local want = clean(t, 1)
+    check((size > 0) == want, "measure says %s, the model %s", size > 0 and "clean" or "not clean",
+      want and "clean" or "not clean")
+    if want then
+      local text = _G.fuzz_ascii_encode(t)
+      check(text and #text == size, "measured %d bytes, the ASCII encoding has %s", size, text and #text or "none")
+    end
+    for _, x in pairs(t) do if type(x) == "table" then visit(x) end end
+  end
+  if type(v) == "table" then visit(v) end
+end
+
 local function classify(body, id, ordered)
   local f = table.pack(fast_classify(body, id, ordered))
   local s = table.pack(slow_classify(body, id, ordered))
@@ -77,7 +120,7 @@ return function(body, oom)
     return
   end
   local value = differential(body, false)
-  differential(body, true)
+  measured(differential(body, true))
   local id = type(value) == "table" and math.type(value.id) == "integer" and value.id or 1
   classify(body, id, false)
   classify(body, id, true)
