@@ -23,6 +23,7 @@ build = {
       sources = {
         "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/http.c",
         "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c", "csrc/sqlite.c",
+        "csrc/decode.c", "csrc/measure.c",
       },
       libraries = { "curl", "jansson", "sqlite3" },
       incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(SQLITE_INCDIR)" },
