@@ -13,7 +13,8 @@
 ** object keys, surrogate escapes only in valid pairs, duplicate keys
 ** refused, integers exact in 64 bits (overflow refuses, it is not rounded),
 ** reals through strtod (overflow to infinity refuses, underflow does not),
-** containers nested at most MCP_JSON_MAX_DEPTH deep.
+** containers nested at most MCP_JSON_MAX_DEPTH deep, and one quirk of
+** jansson's reader kept (see skip_lost_nul).
 **
 ** It only decides and builds; it never explains. On any refusal the entry
 ** points hand the same text to the jansson path, whose message (line,
@@ -259,6 +260,17 @@ static int push_real(Fast *f, const unsigned char *s, const unsigned char *e) {
 }
 
 /*
+** After a number or a literal, jansson has read one byte too far and puts
+** it back; a NUL byte put back is lost (its reader takes NUL as "buffer
+** empty" and reads on), so one NUL right after such a token vanishes:
+** "1\0" and "[true\0]" are accepted, "1\0\0" is not. Mirrored here,
+** because the verdict must be jansson's.
+*/
+static void skip_lost_nul(Fast *f) {
+  if (f->p < f->end && *f->p == '\0') f->p++;
+}
+
+/*
 ** Push the number at f->p: JSON's grammar exactly (no leading zeros, no
 ** bare '.', digits after '.' and after the exponent mark). An integer when
 ** it has neither fraction nor exponent, else a real.
@@ -283,6 +295,7 @@ static int push_number(Fast *f) {
     while (p < end && *p >= '0' && *p <= '9') p++;
   }
   f->p = p;
+  skip_lost_nul(f);
   return real ? push_real(f, s, p) : push_integer(f, s, p);
 }
 
@@ -297,6 +310,7 @@ static int literal(Fast *f, const char *w, size_t n) {
   p += n;
   if (p < f->end && ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'z')) return 0;
   f->p = p;
+  skip_lost_nul(f);
   return 1;
 }
 
