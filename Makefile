@@ -4,7 +4,7 @@
 
 LUA      ?= lua5.4
 BUSTED   ?= busted
-PKGS      = lua5.4 libcurl jansson sqlite3
+PKGS      = lua5.4 libcurl jansson sqlite3 libcrypto libidn2
 
 CC       ?= cc
 CWARNS    = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
@@ -15,7 +15,7 @@ OPT      ?= -O2
 BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CWARNS) $(shell pkg-config --cflags $(PKGS))
 CFLAGS   += -fPIC $(OPT) -Werror $(BASE_CFLAGS)
 # The module is loaded by the lua5.4 interpreter: never link it against liblua.
-LDLIBS    = $(shell pkg-config --libs libcurl jansson sqlite3)
+LDLIBS    = $(shell pkg-config --libs libcurl jansson sqlite3 libcrypto libidn2)
 
 BUILD    ?= build
 SOURCES   = $(wildcard csrc/*.c)

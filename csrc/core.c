@@ -23,6 +23,7 @@ LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   mcp_register_text(L);
   mcp_register_schema(L);
   mcp_register_sqlite(L);
+  mcp_register_crypto(L);
   lua_pushliteral(L, MCP_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

@@ -36,6 +36,8 @@ void mcp_register_schema(lua_State *L); /* schema.c:  core.normalise_schema(), c
 void mcp_register_sqlite(lua_State *L); /* sqlite.c:  core.sqlite_open(), core.sqlite_version */
 void mcp_register_decode(lua_State *L); /* decode.c:  single-pass core.json.decode and core.rpc_classify
                                                        over json.c's (registered after json) */
+void mcp_register_crypto(lua_State *L); /* crypto.c:  core.crypto.{sha256, random_bytes, base64, base64url,
+                                                        jws_sign} */
 
 /* ==================================================================== */
 /* The clock (clock.c)                                                  */
@@ -106,5 +108,7 @@ size_t mcp_schema_measure(lua_State *L, int t, int max_depth, long max_visits, m
 size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp);
 /* 1 when all n bytes are well-formed UTF-8. */
 int mcp_utf8_valid(const unsigned char *s, size_t n);
+/* 1 for C1 controls and the bidi/invisible formatting characters the text rule removes. */
+int mcp_text_hidden(uint32_t cp);
 
 #endif

@@ -46,6 +46,7 @@ typedef struct Fast {
   lua_State *L;
   const unsigned char *p, *end;
   int marker, order, scratch;
+  size_t containers, max_containers; /* objects and arrays opened so far, and the cap (0: none) */
   size_t scratch_len;
   unsigned char *buf; /* the scratch userdata's bytes */
 } Fast;
@@ -408,6 +409,14 @@ static int push_array(Fast *f, int depth) {
 }
 
 /*
+** Count one more object or array; 0 once past the cap, so a body of
+** hundreds of thousands of "{}" is given up before it is all built.
+*/
+static int open_container(Fast *f) {
+  return ++f->containers <= f->max_containers || f->max_containers == 0;
+}
+
+/*
 ** Push the value at f->p, found at container level depth (the top is 1).
 ** Returns 0 on a refusal, leaving whatever it pushed for the caller to drop.
 */
@@ -415,8 +424,8 @@ static int push_value(Fast *f, int depth) {
   int nul;
   if (f->p >= f->end) return 0;
   switch (*f->p) {
-    case '{': return depth <= MCP_JSON_MAX_DEPTH && push_object(f, depth);
-    case '[': return depth <= MCP_JSON_MAX_DEPTH && push_array(f, depth);
+    case '{': return depth <= MCP_JSON_MAX_DEPTH && open_container(f) && push_object(f, depth);
+    case '[': return depth <= MCP_JSON_MAX_DEPTH && open_container(f) && push_array(f, depth);
     case '"': return push_string(f, &nul);
     case 't':
       if (!literal(f, "true", 4)) return 0;
@@ -436,11 +445,13 @@ static int push_value(Fast *f, int depth) {
 
 /*
 ** Decode len bytes at s into one pushed value (returns 1), or push nothing
-** and return 0 when jansson would refuse the text. marker and order are
-** stack indexes of the array marker and the order table (order 0: no key
-** order recorded).
+** and return 0 when jansson would refuse the text or it opens more than
+** max_containers objects and arrays (0: no cap). marker and order are stack
+** indexes of the array marker and the order table (order 0: no key order
+** recorded). *containers (if not NULL) gets the count of those opened.
 */
-static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int order) {
+static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int order, size_t max_containers,
+                       size_t *containers) {
   int base = lua_gettop(L);
   Fast f;
   f.L = L;
@@ -450,6 +461,8 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
   f.order = order;
   f.scratch_len = 0;
   f.buf = NULL;
+  f.containers = 0;
+  f.max_containers = max_containers;
   luaL_checkstack(L, 4, "JSON decoder");
   lua_pushnil(L); /* the scratch slot */
   f.scratch = lua_gettop(L);
@@ -464,6 +477,7 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
     return 0;
   }
   lua_replace(L, f.scratch);
+  if (containers != NULL) *containers = f.containers;
   return 1;
 }
 
@@ -486,7 +500,7 @@ int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered) {
   lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
   lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
   if (!lua_istable(L, base + 1)) return luaL_error(L, "the JSON codec is not loaded");
-  ok = fast_decode(L, s, len, base + 1, ordered && lua_istable(L, base + 2) ? base + 2 : 0);
+  ok = fast_decode(L, s, len, base + 1, ordered && lua_istable(L, base + 2) ? base + 2 : 0, 0, NULL);
   if (ok) lua_replace(L, base + 1);
   lua_settop(L, base + ok);
   return ok;
@@ -521,7 +535,7 @@ static int l_fast_decode(lua_State *L) {
   const char *s = text_arg(L, 1, &len);
   int ordered = lua_toboolean(L, 2);
   lua_settop(L, 2);
-  if (fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0)) return 1;
+  if (fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0, 0, NULL)) return 1;
   return delegate(L, 3, 2);
 }
 
@@ -605,21 +619,28 @@ static int classify(lua_State *L, int root, lua_Integer expected, int marker) {
 }
 
 /*
-** core.rpc_classify(text, expected_id [, ordered]): the fast path of
-** json.c's classifier (same arguments, kinds and details). A body it cannot
-** decode, or a blank one, goes to the jansson classifier for its message.
-** Upvalues: array marker, order table, the jansson rpc_classify.
+** core.rpc_classify(text, expected_id [, ordered [, max_containers]]): the
+** fast path of json.c's classifier (same arguments, kinds, details and
+** extra count). A body it cannot decode, a blank one, or one opening more
+** than max_containers objects and arrays goes to the jansson classifier,
+** which words the refusal. Upvalues: array marker, order table, the jansson
+** rpc_classify.
 */
 static int l_fast_classify(lua_State *L) {
-  size_t len;
+  size_t len, containers = 0;
   const char *s = text_arg(L, 1, &len);
-  lua_Integer expected;
-  int ordered = lua_toboolean(L, 3);
+  lua_Integer expected, max_containers = luaL_optinteger(L, 4, 0);
+  int ordered = lua_toboolean(L, 3), n;
   if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer"); /* ids are integers: no "1" or 1.0 */
   expected = lua_tointeger(L, 2);
-  lua_settop(L, 3);
-  if (!fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0)) return delegate(L, 3, 3);
-  return classify(L, 4, expected, lua_upvalueindex(1));
+  lua_settop(L, 4);
+  if (!fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0,
+                   max_containers > 0 ? (size_t)max_containers : 0, &containers))
+    return delegate(L, 3, 4);
+  n = classify(L, 5, expected, lua_upvalueindex(1));
+  if (max_containers <= 0 || !lua_isstring(L, -n) || strcmp(lua_tostring(L, -n), "result") != 0) return n;
+  lua_pushinteger(L, (lua_Integer)containers); /* as json.c returns it: for a bound across responses */
+  return n + 1;
 }
 
 /*

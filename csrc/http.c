@@ -1,6 +1,8 @@
 /*
-** http.c: the HTTP leg (DESIGN §1, D5, D9, D12; REFERENCE §1.2-1.4, §1.8,
-** §1.9) and the resolver the host gate checks before it pins an address.
+** http.c: the HTTP leg (one exchange: no redirects, TLS verified, the read
+** cap, millisecond timeouts, a polled cancel hook, the credential injected at
+** send time and wiped after) and the resolver the host gate checks before it
+** pins an address.
 **
 ** A leg owns one libcurl easy handle and its own multi handle. The multi
 ** handle holds the connection pool and the DNS cache, so kept-alive
@@ -34,6 +36,7 @@
 #define HEAD_CAP                   (256 * 1024)  /* response header bytes, all lines */
 #define KEEP_CAP                   (256 * 1024)  /* larger buffers are released after a send */
 #define MAX_BYTES_LIMIT            (1024 * 1024 * 1024)  /* the largest max_bytes accepted */
+#define MEDIA_CAP                  128           /* media type bytes reported; longer ones are cut */
 
 /* ===================================================================== */
 /* Request fields: one list, expanded into the enum, the names and slots  */
@@ -43,7 +46,8 @@
   X(METHOD, method) X(URL, url) X(HEADERS, headers) X(SECRET_HEADER, secret_header) \
   X(BODY, body) X(TIMEOUT_MS, timeout_ms) X(CONNECT_TIMEOUT_MS, connect_timeout_ms) \
   X(MAX_BYTES, max_bytes) X(PIN, pin) X(CA_FILE, ca_file) X(CLIENT_CERT, client_cert) \
-  X(CLIENT_KEY, client_key) X(CANCEL, cancel) X(ON_STREAM, on_stream)
+  X(CLIENT_KEY, client_key) X(CANCEL, cancel) X(ON_STREAM, on_stream) X(SEND_ONLY, send_only) \
+  X(IDEMPOTENT, idempotent)
 
 #define AS_ENUM(id, name) F_##id,
 enum { REQ_FIELDS(AS_ENUM) F_COUNT };
@@ -88,7 +92,10 @@ typedef struct Leg {
   int mode;                     /* BODY_*: decided at the first body byte */
   int in_head;                  /* between a status line and its blank line */
   int event_stream;             /* the current response is text/event-stream */
+  char media[MEDIA_CAP];        /* its media type: the last Content-Type of the head, lower case */
   int truncated, out_of_memory, head_overflow;
+  int attempts;                 /* requests libcurl began for this exchange (see on_prereq) */
+  int idempotent;               /* this exchange may be resent on a fresh connection */
   char errbuf[CURL_ERROR_SIZE];
 } Leg;
 
@@ -106,6 +113,8 @@ typedef struct Request {
   const char *ca_file, *client_cert, *client_key;
   lua_Integer n_headers;
   int has_cancel;
+  int send_only;                /* stop once the request is sent: nobody waits for the answer */
+  int idempotent;               /* sending it twice does no harm (initialize, GET, DELETE) */
 } Request;
 
 /* What the driving loop saw. */
@@ -129,13 +138,6 @@ typedef struct Exchange {
 static void wipe(void *p, size_t n) {
   volatile unsigned char *v = p;
   while (n--) *v++ = 0;
-}
-
-/* Nanoseconds on CLOCK_MONOTONIC: durations only, never a time of day. */
-static int64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
 }
 
 /* ASCII-only case folding: header names and media types are ASCII, and the
@@ -192,19 +194,23 @@ static void buf_free(Buf *b) {
 /* ===================================================================== */
 
 /*
-** Is this header line "Content-Type: text/event-stream[; ...]"? The media
-** type is the part before ';', trimmed and compared without case (REFERENCE
-** §1.5 step 1).
+** Note the media type of a "Content-Type:" header line: the part before ';',
+** trimmed of spaces and tabs, lower-cased. Any text/event-stream line of a
+** head makes it an event stream (a later line cannot take that back);
+** otherwise the last line wins. The same reading decides streaming and is
+** reported to Lua, so the two can never disagree about a body.
 */
-static int is_event_stream_header(const char *line, size_t n) {
-  static const char name[] = "content-type:", media[] = "text/event-stream";
-  size_t i = sizeof name - 1, end;
-  if (n < i || !ascii_ieq(line, name, i)) return 0;
+static void note_media_type(Leg *leg, const char *line, size_t n) {
+  static const char name[] = "content-type:", stream[] = "text/event-stream";
+  size_t i = sizeof name - 1, end, k;
+  if (n < i || !ascii_ieq(line, name, i) || leg->event_stream) return;
   while (i < n && (line[i] == ' ' || line[i] == '\t')) i++;
   end = i;
   while (end < n && line[end] != ';' && line[end] != '\r' && line[end] != '\n') end++;
   while (end > i && (line[end - 1] == ' ' || line[end - 1] == '\t')) end--;
-  return end - i == sizeof media - 1 && ascii_ieq(line + i, media, sizeof media - 1);
+  leg->event_stream = end - i == sizeof stream - 1 && ascii_ieq(line + i, stream, sizeof stream - 1);
+  for (k = 0; k < end - i && k < MEDIA_CAP - 1; k++) leg->media[k] = ascii_lower(line[i + k]);
+  leg->media[k] = '\0';
 }
 
 /*
@@ -219,12 +225,13 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
   if (n >= 5 && memcmp(line, "HTTP/", 5) == 0) {
     leg->head.len = 0;
     leg->event_stream = 0;
+    leg->media[0] = '\0';
     leg->in_head = 1;
   } else if (leg->in_head) {
     if (n >= 1 && n <= 2 && (line[0] == '\r' || line[0] == '\n'))
       leg->in_head = 0;
-    else if (is_event_stream_header(line, n))
-      leg->event_stream = 1;
+    else
+      note_media_type(leg, line, n);
   }
   if (leg->head.len + n > HEAD_CAP) {
     leg->head_overflow = 1;
@@ -268,6 +275,20 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     }
   }
   return n;
+}
+
+/*
+** Called each time libcurl is about to send the request on a connection.
+** libcurl resends a request by itself when a reused connection dies before
+** any answer arrives (up to five times) — but the server may have read the
+** request and acted on it before closing. Unless the send says it is
+** idempotent, a request is sent at most once per exchange: a second attempt
+** aborts the transfer, reported as "interrupted".
+*/
+static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port) {
+  Leg *leg = ud;
+  (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+  return ++leg->attempts > 1 && !leg->idempotent ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
 }
 
 /* ===================================================================== */
@@ -340,7 +361,7 @@ static void ensure_curl(lua_State *L) {
 
 /*
 ** The options every send shares: no redirects, http(s) only, TLS verified,
-** no signals, no proxy (a proxy would dial instead of the pinned address, D9),
+** no signals, no proxy (a proxy would dial instead of the pinned address),
 ** and our buffers as the sinks.
 */
 static int set_fixed_options(Leg *leg) {
@@ -361,6 +382,8 @@ static int set_fixed_options(Leg *leg) {
   bad |= curl_easy_setopt(e, CURLOPT_WRITEDATA, (void *)leg) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_HEADERDATA, (void *)leg) != CURLE_OK;
+  bad |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq) != CURLE_OK;
+  bad |= curl_easy_setopt(e, CURLOPT_PREREQDATA, (void *)leg) != CURLE_OK;
   if (curl_easy_getinfo(e, CURLINFO_CAINFO, &cainfo) == CURLE_OK && cainfo != NULL) {
     size_t n = strlen(cainfo) + 1;
     leg->default_cainfo = malloc(n);
@@ -448,10 +471,8 @@ static size_t pin_hostport(const char *pin, size_t len) {
   return i;
 }
 
-/* Copy req's fields into their slots, then check each; raises on misuse. */
-static void read_request(lua_State *L, Request *r) {
-  size_t len = 0;
-  const char *s;
+/* Copy req's fields into their slots; raises on a key that names no field. */
+static void slot_fields(lua_State *L) {
   int f;
   for (f = 0; f < F_COUNT; f++) lua_pushnil(L);
   lua_pushnil(L);
@@ -464,17 +485,10 @@ static void read_request(lua_State *L, Request *r) {
     if (f < 0) luaL_error(L, "send: unknown request field '%s'", k);
     lua_replace(L, SLOT(f));
   }
+}
 
-  s = string_field(L, F_METHOD, NULL, 1);
-  if (s == NULL) luaL_error(L, "send: 'method' is required");
-  if (strcmp(s, "POST") == 0) r->method = M_POST;
-  else if (strcmp(s, "GET") == 0) r->method = M_GET;
-  else if (strcmp(s, "DELETE") == 0) r->method = M_DELETE;
-  else luaL_error(L, "send: 'method' must be \"POST\", \"GET\" or \"DELETE\"");
-
-  r->url = string_field(L, F_URL, NULL, 1);
-  if (r->url == NULL) luaL_error(L, "send: 'url' is required");
-
+/* The 'headers' field: an array of strings without holes, NUL or line breaks. */
+static void read_headers(lua_State *L, Request *r) {
   r->n_headers = 0;
   if (!lua_isnil(L, SLOT(F_HEADERS))) {
     lua_Integer i;
@@ -499,7 +513,22 @@ static void read_request(lua_State *L, Request *r) {
       if (lua_rawgeti(L, SLOT(F_HEADERS), i) != LUA_TSTRING) luaL_error(L, "send: 'headers' has a hole at %I", i);
       else lua_pop(L, 1);
   }
+}
 
+/* Slot req's fields, then check each; raises on misuse. */
+static void read_request(lua_State *L, Request *r) {
+  size_t len = 0;
+  const char *s;
+  slot_fields(L);
+  s = string_field(L, F_METHOD, NULL, 1);
+  if (s == NULL) luaL_error(L, "send: 'method' is required");
+  if (strcmp(s, "POST") == 0) r->method = M_POST;
+  else if (strcmp(s, "GET") == 0) r->method = M_GET;
+  else if (strcmp(s, "DELETE") == 0) r->method = M_DELETE;
+  else luaL_error(L, "send: 'method' must be \"POST\", \"GET\" or \"DELETE\"");
+  r->url = string_field(L, F_URL, NULL, 1);
+  if (r->url == NULL) luaL_error(L, "send: 'url' is required");
+  read_headers(L, r);
   r->secret = string_field(L, F_SECRET_HEADER, NULL, 1);
   r->body = string_field(L, F_BODY, &r->body_len, 0);
   if (r->body != NULL && r->method != M_POST) luaL_error(L, "send: a 'body' is only sent with POST");
@@ -517,14 +546,20 @@ static void read_request(lua_State *L, Request *r) {
     luaL_error(L, "send: 'cancel' must be a function");
   if (!lua_isnil(L, SLOT(F_ON_STREAM)) && !lua_isfunction(L, SLOT(F_ON_STREAM)))
     luaL_error(L, "send: 'on_stream' must be a function");
+  if (!lua_isnil(L, SLOT(F_SEND_ONLY)) && !lua_isboolean(L, SLOT(F_SEND_ONLY)))
+    luaL_error(L, "send: 'send_only' must be a boolean");
+  if (!lua_isnil(L, SLOT(F_IDEMPOTENT)) && !lua_isboolean(L, SLOT(F_IDEMPOTENT)))
+    luaL_error(L, "send: 'idempotent' must be a boolean");
+  r->idempotent = lua_toboolean(L, SLOT(F_IDEMPOTENT));
   r->has_cancel = lua_isfunction(L, SLOT(F_CANCEL));
+  r->send_only = lua_toboolean(L, SLOT(F_SEND_ONLY));
 }
 
 /*
 ** Does the pin name the url's own host and port? If not, libcurl would look
-** the host up in DNS and the checked address would not be the dialled one
-** (D9), so a mismatch is misuse. 1 = matches, 0 = mismatch, -1 = the url does
-** not parse (libcurl will report that as a transport failure).
+** the host up in DNS and the address it dials would not be the one the gate
+** judged, so a mismatch is misuse. 1 = matches, 0 = mismatch, -1 = the url
+** does not parse (libcurl will report that as a transport failure).
 */
 static int pin_matches_url(Leg *leg, const Request *r) {
   char *host = NULL, *port = NULL;
@@ -664,7 +699,10 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   leg->want_stream = lua_isfunction(L, SLOT(F_ON_STREAM));
   leg->mode = BODY_UNDECIDED;
   leg->in_head = leg->event_stream = 0;
+  leg->media[0] = '\0';
   leg->truncated = leg->out_of_memory = leg->head_overflow = 0;
+  leg->attempts = 0;
+  leg->idempotent = r->idempotent;
   leg->errbuf[0] = '\0';
   return NULL;
 }
@@ -712,13 +750,27 @@ static int deliver(lua_State *L, Leg *leg) {
 }
 
 /*
+** Has the whole request left? libcurl counts the request head it issued and
+** the body bytes it uploaded; both are on the wire (or in the kernel's send
+** buffer) once they are counted.
+*/
+static int request_sent(Leg *leg, const Request *r) {
+  long head = 0;
+  curl_off_t up = 0;
+  if (curl_easy_getinfo(leg->easy, CURLINFO_REQUEST_SIZE, &head) != CURLE_OK || head <= 0) return 0;
+  if (r->body == NULL || r->body_len == 0) return 1;
+  return curl_easy_getinfo(leg->easy, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK && up >= (curl_off_t)r->body_len;
+}
+
+/*
 ** The loop: perform, note completion, deliver stream bytes, poll the cancel
-** hook, wait at most POLL_MS. Every hook may close the leg, so the handles
+** hook, wait at most POLL_MS. A send_only exchange stops as soon as the
+** request is out. Every hook may close the leg, so the handles
 ** are re-checked after each one.
 */
 static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
   int running = 0;
-  x->t0 = monotonic_ns();
+  x->t0 = mcp_monotonic_ns();
   if ((x->multi_code = curl_multi_add_handle(leg->multi, leg->easy)) != CURLM_OK) return OUT_MULTI_FAIL;
   for (;;) {
     CURLMsg *msg;
@@ -729,17 +781,21 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
         x->done = 1;
         x->code = msg->data.result;
       }
-    if (x->done) x->t1 = monotonic_ns();
+    if (x->done) x->t1 = mcp_monotonic_ns();
     if (leg->stream.len > 0) {
       hook = deliver(L, leg);
       if (hook < 0) return OUT_RAISE;
       if (leg->easy == NULL) return OUT_CLOSED;
       if (hook) {
-        if (!x->done) x->t1 = monotonic_ns();
+        if (!x->done) x->t1 = mcp_monotonic_ns();
         return OUT_STOPPED;
       }
     }
     if (x->done) return OUT_DONE;
+    if (r->send_only && request_sent(leg, r)) {
+      x->t1 = mcp_monotonic_ns();
+      return OUT_STOPPED;
+    }
     if (r->has_cancel) {
       hook = poll_cancel(L);
       if (hook < 0) return OUT_RAISE;
@@ -785,11 +841,13 @@ static void push_headers(lua_State *L, Leg *leg) {
 
 /* The response table of a completed (or deliberately stopped) exchange. */
 static void push_response(lua_State *L, Leg *leg, const Exchange *x, int stopped) {
-  lua_createtable(L, 0, 7);
+  lua_createtable(L, 0, 8);
   lua_pushinteger(L, x->status);
   lua_setfield(L, -2, "status");
   push_headers(L, leg);
   lua_setfield(L, -2, "headers");
+  lua_pushstring(L, leg->media);
+  lua_setfield(L, -2, "media_type");
   if (leg->mode == BODY_STREAM) lua_pushliteral(L, "");
   else lua_pushlstring(L, leg->body.p ? leg->body.p : "", leg->body.len);
   lua_setfield(L, -2, "body");
@@ -811,17 +869,55 @@ static int push_failure(lua_State *L, const char *kind, const char *message) {
   return 3;
 }
 
-/* nil, "timeout"|"transport", text for a transfer libcurl ended with an error. */
-static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code) {
+/*
+** nil, kind, text for a transfer libcurl ended with an error. The kind says
+** how far the request got: "timeout" when the time ran out; "interrupted"
+** when the request had left (the server may have acted on it, so it must not
+** be sent again); "transport" when it never left (safe to send again).
+*/
+static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
   const char *text = leg->errbuf[0] ? leg->errbuf : curl_easy_strerror(code);
   if (leg->out_of_memory) text = "out of memory while reading the response";
   else if (leg->head_overflow) text = "the response headers are larger than 262144 bytes";
-  return push_failure(L, code == CURLE_OPERATION_TIMEDOUT ? "timeout" : "transport", text);
+  else if (leg->attempts > 1 && !leg->idempotent)
+    text = "the connection closed after the request was sent, before any answer";
+  if (leg->attempts > 1 && !leg->idempotent) return push_failure(L, "interrupted", text);
+  if (code == CURLE_OPERATION_TIMEDOUT) return push_failure(L, "timeout", text);
+  return push_failure(L, sent ? "interrupted" : "transport", text);
 }
 
 /* ===================================================================== */
 /* leg:send(req)                                                          */
 /* ===================================================================== */
+
+/*
+** What a finished exchange returns: the response table, or the failure
+** triple for a cancellation, a multi-handle failure or a libcurl error.
+*/
+static int push_outcome(lua_State *L, Leg *leg, const Exchange *x, int outcome, int sent) {
+  int results;
+  switch (outcome) {
+    case OUT_CANCELLED:
+      results = push_failure(L, "cancelled", "the call was cancelled");
+      break;
+    case OUT_MULTI_FAIL:
+      results = push_failure(L, "transport", curl_multi_strerror(x->multi_code));
+      break;
+    case OUT_STOPPED:
+      push_response(L, leg, x, 1);
+      results = 1;
+      break;
+    default:
+      if (x->code == CURLE_OK || (leg->truncated && x->code == CURLE_WRITE_ERROR && !leg->out_of_memory)) {
+        push_response(L, leg, x, 0);
+        results = 1;
+      } else {
+        results = push_curl_failure(L, leg, x->code, sent);
+      }
+      break;
+  }
+  return results;
+}
 
 /*
 ** leg:send(req) -> response | nil, kind, message. Everything that can raise
@@ -835,7 +931,7 @@ static int leg_send(lua_State *L) {
   Request r;
   Exchange x;
   const char *why;
-  int outcome, results;
+  int outcome, results, sent;
 
   if (leg->easy == NULL) return luaL_error(L, "attempt to use a closed http leg");
   if (leg->busy) return luaL_error(L, "the http leg is busy with another send");
@@ -872,34 +968,15 @@ static int leg_send(lua_State *L) {
     return luaL_error(L, "the http leg was closed during its send");
   }
   curl_easy_getinfo(leg->easy, CURLINFO_RESPONSE_CODE, &x.status);
+  sent = x.status > 0 || request_sent(leg, &r);
   if (curl_easy_getinfo(leg->easy, CURLINFO_ACTIVESOCKET, &leg->last_socket) != CURLE_OK)
     leg->last_socket = CURL_SOCKET_BAD;
   curl_multi_remove_handle(leg->multi, leg->easy);
   drop_headers(leg);
   leg->busy = 0;
 
-  switch (outcome) {
-    case OUT_RAISE:
-      return lua_error(L);
-    case OUT_CANCELLED:
-      results = push_failure(L, "cancelled", "the call was cancelled");
-      break;
-    case OUT_MULTI_FAIL:
-      results = push_failure(L, "transport", curl_multi_strerror(x.multi_code));
-      break;
-    case OUT_STOPPED:
-      push_response(L, leg, &x, 1);
-      results = 1;
-      break;
-    default:
-      if (x.code == CURLE_OK || (leg->truncated && x.code == CURLE_WRITE_ERROR && !leg->out_of_memory)) {
-        push_response(L, leg, &x, 0);
-        results = 1;
-      } else {
-        results = push_curl_failure(L, leg, x.code);
-      }
-      break;
-  }
+  if (outcome == OUT_RAISE) return lua_error(L);
+  results = push_outcome(L, leg, &x, outcome, sent);
   buf_trim(&leg->body);
   buf_trim(&leg->stream);
   buf_trim(&leg->head);

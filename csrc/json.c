@@ -206,6 +206,8 @@ static void put_u_escape(Enc *e, unsigned long u) {
 ** Append s as a JSON string, validating UTF-8 as it goes. Runs of bytes that
 ** need no escaping are copied with one memcpy; in ASCII mode '/' becomes \/
 ** and every non-ASCII code point \uXXXX (a surrogate pair above U+FFFF).
+** C1 controls and the bidi/invisible formatting characters are \uXXXX in
+** both modes: the value stays the same, the bytes stay inert on a terminal.
 */
 static const char *put_string(Enc *e, const char *str, size_t len) {
   const unsigned char *p = (const unsigned char *)str, *end = p + len, *run = p;
@@ -232,7 +234,8 @@ static const char *put_string(Enc *e, const char *str, size_t len) {
       if (!ok) return E_UTF8;
       cp = u;
     }
-      if (!e->ascii) {
+      /* hidden code points are escaped even in UTF-8 mode: a terminal showing --json obeys them raw */
+      if (!e->ascii && !mcp_text_hidden((uint32_t)cp)) {
         p += m;
         continue;
       }
@@ -686,7 +689,12 @@ static int load_tree(lua_State *L, json_t **box, const char *s, size_t len) {
   *box = json_loadb(s, len, LOAD_FLAGS, &err);
   if (*box != NULL) return 1;
   if (json_error_code(&err) == json_error_stack_overflow) lua_pushliteral(L, DEPTH_MESSAGE);
-  else lua_pushfstring(L, "invalid JSON: %s at line %d column %d", err.text, err.line, err.column);
+  else {
+    /* jansson quotes the offending bytes (" near 'SecretToken'"); a message never carries body bytes */
+    char *near = strstr(err.text, " near ");
+    if (near != NULL) *near = '\0';
+    lua_pushfstring(L, "invalid JSON: %s at line %d column %d", err.text, err.line, err.column);
+  }
   return 0;
 }
 
@@ -868,7 +876,30 @@ static int classified(lua_State *L, json_t **box, const char *kind, const char *
 }
 
 /*
-** core.rpc_classify(text, expected_id [, ordered]) — one JSON-RPC response:
+** How many objects and arrays the text opens outside strings: one pass, no
+** allocation, so a response can be refused before jansson builds a tree of
+** hundreds of thousands of nodes from 2 MiB of "{},".
+*/
+static size_t count_containers(const char *s, size_t len) {
+  size_t i, n = 0;
+  int in_string = 0;
+  for (i = 0; i < len; i++) {
+    char c = s[i];
+    if (in_string) {
+      if (c == '\\') i++;
+      else if (c == '"') in_string = 0;
+    } else if (c == '"') {
+      in_string = 1;
+    } else if (c == '{' || c == '[') {
+      n++;
+    }
+  }
+  return n;
+}
+
+/*
+** core.rpc_classify(text, expected_id [, ordered [, max_containers]]) — one JSON-RPC response
+** (with max_containers, a result also returns how many objects and arrays the text opened):
 **   "result", table | "error", code, message | "other", why | "malformed", why.
 ** Classified on the jansson tree; only a result we return is converted to Lua.
 */
@@ -878,9 +909,16 @@ static int l_rpc_classify(lua_State *L) {
   lua_Integer expected;
   int ordered = lua_toboolean(L, 3), id_matches;
   json_t **box, *root, *id, *err, *res;
+  lua_Integer max_containers = luaL_optinteger(L, 4, 0);
+  size_t containers = max_containers > 0 ? count_containers(s, len) : 0;
   if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer"); /* ids are integers: no "1" or 1.0 */
   expected = lua_tointeger(L, 2);
   lua_settop(L, 3);
+  if (max_containers > 0 && containers > (size_t)max_containers) {
+    lua_pushliteral(L, "malformed");
+    lua_pushfstring(L, "the response holds more than %I objects and arrays", max_containers);
+    return 2;
+  }
   if (is_blank(s, len)) {
     lua_pushliteral(L, "malformed");
     lua_pushliteral(L, "empty body");
@@ -922,7 +960,9 @@ static int l_rpc_classify(lua_State *L) {
     lua_pushliteral(L, "result");
     (void)to_lua(&d, res, 2); /* depth_ok already bounded the whole tree */
     drop_tree(box);
-    return 2;
+    if (max_containers <= 0) return 2;
+    lua_pushinteger(L, (lua_Integer)containers);  /* so a caller can bound several responses together */
+    return 3;
   }
   return classified(L, box, "malformed", "the response carries neither a result nor an error");
 }

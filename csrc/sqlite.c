@@ -1,14 +1,12 @@
 /*
-** sqlite.c: a small SQLite binding for the embedded store (DESIGN D7).
+** sqlite.c: a small SQLite binding for the embedded store.
 **
 **   core.sqlite_open(path [, { readonly = false, create = true }]) -> db | nil, message, code
 **   db:exec(sql)                 -> true | nil, message, code   (a script: no parameters)
-**   db:prepare(sql)              -> stmt | nil, message, code   (cached per SQL text)
 **   db:execute(sql [, params])   -> changes | nil, message, code
 **   db:query(sql [, params])     -> { row, ... } | nil, message, code
 **   db:insert(sql [, params])    -> last_insert_rowid | nil, message, code
 **   db:changes(), db:busy_timeout(ms), db:close()
-**   stmt:execute/query/insert([params]), stmt:close()
 **
 ** The Debian Lua bindings lose 64-bit integers and cut text at NUL; here an
 ** integer binds as int64 and reads back as a Lua integer, text and blobs keep
@@ -16,16 +14,17 @@
 **
 ** Failures of the database (locked, constraint, missing column, bad SQL for
 ** the current schema) return nil, message, code where code is the SQLite
-** result code's name ("SQLITE_BUSY", "SQLITE_CONSTRAINT_UNIQUE"); misuse
-** (wrong argument types, a closed handle) raises.
+** result code's name ("SQLITE_BUSY", "SQLITE_CONSTRAINT_UNIQUE"); the store
+** above turns them into the library's failure value. Misuse (wrong argument
+** types, a closed handle) raises.
 **
-** Ownership: each prepared statement lives in its own userdata from the
-** moment it exists, so a raise never leaks one. The db userdata keeps a cache
-** table (its user value: SQL text -> stmt userdata) and each stmt userdata
-** keeps its db userdata alive through its own user value. Closing the db
-** finalizes the cached statements; the connection is closed with
-** sqlite3_close_v2, so a statement the caller still holds only delays the
-** real close until that statement is finalized (by its close or __gc).
+** Statements are prepared once per SQL text and cached; they are not part of
+** the interface. Ownership: each prepared statement lives in its own
+** userdata from the moment it exists, so a raise never leaks one. The db
+** userdata keeps a cache table (its user value: SQL text -> stmt userdata)
+** and each stmt userdata keeps its db userdata alive through its own user
+** value. Closing the db finalizes the cached statements and closes the
+** connection with sqlite3_close_v2, which never fails.
 */
 #include <limits.h>
 #include <string.h>
@@ -53,9 +52,9 @@ typedef struct Stmt {
 
 enum { RUN_EXECUTE, RUN_QUERY, RUN_INSERT };
 
-/* ---------------------------------------------------------------------- */
-/* Result code names                                                        */
-/* ---------------------------------------------------------------------- */
+/* ======================================================================
+** Result code names
+** ====================================================================== */
 
 #define CODE(name) {name, #name}
 static const struct { int code; const char *name; } code_names[] = {
@@ -114,23 +113,15 @@ static int push_failure(lua_State *L, sqlite3 *db, int rc) {
   return 3;
 }
 
-/* ---------------------------------------------------------------------- */
-/* Handles                                                                  */
-/* ---------------------------------------------------------------------- */
+/* ======================================================================
+** Handles
+** ====================================================================== */
 
 /* The db at idx, raising when it is closed: using a closed handle is misuse. */
 static Db *check_db(lua_State *L, int idx) {
   Db *d = (Db *)luaL_checkudata(L, idx, DB_MT);
   if (d->db == NULL) luaL_error(L, "attempt to use a closed database");
   return d;
-}
-
-/* The stmt at idx, raising when it or its database is closed. */
-static Stmt *check_stmt(lua_State *L, int idx) {
-  Stmt *s = (Stmt *)luaL_checkudata(L, idx, STMT_MT);
-  if (s->stmt == NULL) luaL_error(L, "attempt to use a closed statement");
-  if (s->owner->db == NULL) luaL_error(L, "attempt to use a statement of a closed database");
-  return s;
 }
 
 /*
@@ -145,30 +136,9 @@ static void stmt_finalize(Stmt *s) {
 }
 
 /*
-** stmt:close(): finalize now instead of at collection. A cached statement
-** also leaves its database's cache, so the next use of that SQL prepares
-** afresh. Idempotent; also __close.
-*/
-static int l_stmt_close(lua_State *L) {
-  Stmt *s = (Stmt *)luaL_checkudata(L, 1, STMT_MT);
-  if (s->stmt != NULL && s->cached && s->owner->db != NULL) {
-    lua_getiuservalue(L, 1, 1);                 /* db userdata */
-    lua_getiuservalue(L, -1, 1);                /* its cache */
-    lua_getiuservalue(L, 1, 2);                 /* the SQL text it is cached under */
-    lua_pushnil(L);
-    lua_rawset(L, -3);
-    lua_pop(L, 2);
-    s->owner->cached--;
-    s->cached = 0;
-  }
-  stmt_finalize(s);
-  return 0;
-}
-
-/*
 ** __gc of a statement: only finalize. A cached statement is collected only
 ** together with its database (the cache refers to it), so there is no cache
-** left to keep in order.
+** left to keep in order; an uncached one was finalized right after its run.
 */
 static int l_stmt_gc(lua_State *L) {
   stmt_finalize((Stmt *)luaL_checkudata(L, 1, STMT_MT));
@@ -206,17 +176,10 @@ static int l_db_close(lua_State *L) {
   return 0;
 }
 
-/* __tostring for both handles: type and state, never the SQL or the path. */
+/* __tostring of a database: type and state, never the path. */
 static int l_db_tostring(lua_State *L) {
   Db *d = (Db *)luaL_checkudata(L, 1, DB_MT);
   lua_pushfstring(L, "sqlite db (%s)", d->db ? "open" : "closed");
-  return 1;
-}
-
-/* Likewise for a statement: never its SQL, which may be long. */
-static int l_stmt_tostring(lua_State *L) {
-  Stmt *s = (Stmt *)luaL_checkudata(L, 1, STMT_MT);
-  lua_pushfstring(L, "sqlite stmt (%s)", s->stmt ? "open" : "closed");
   return 1;
 }
 
@@ -267,9 +230,9 @@ static int l_open(lua_State *L) {
   return 1;
 }
 
-/* ---------------------------------------------------------------------- */
-/* Statements                                                               */
-/* ---------------------------------------------------------------------- */
+/* ======================================================================
+** Statements
+** ====================================================================== */
 
 /*
 ** Whether the tail after the first statement holds only whitespace and
@@ -310,15 +273,13 @@ static Stmt *push_stmt(lua_State *L, int dbi, Db *d, int sqli, int *nret) {
   }
   lua_pop(L, 1);                               /* cache stays below */
   if (len >= (size_t)INT_MAX) luaL_error(L, "SQL text too long");
-  s = (Stmt *)lua_newuserdatauv(L, sizeof(Stmt), 2);
+  s = (Stmt *)lua_newuserdatauv(L, sizeof(Stmt), 1);
   s->stmt = NULL;
   s->owner = d;
   s->cached = 0;
   luaL_setmetatable(L, STMT_MT);
   lua_pushvalue(L, dbi);
   lua_setiuservalue(L, -2, 1);
-  lua_pushvalue(L, sqli);
-  lua_setiuservalue(L, -2, 2);
   /* Lua strings end in NUL: passing len + 1 spares SQLite a copy */
   rc = sqlite3_prepare_v3(d->db, sql, (int)(len + 1), SQLITE_PREPARE_PERSISTENT, &s->stmt, &tail);
   if (rc != SQLITE_OK) {
@@ -528,30 +489,9 @@ static int l_db_execute(lua_State *L) { return db_run(L, RUN_EXECUTE); }
 static int l_db_query(lua_State *L) { return db_run(L, RUN_QUERY); }
 static int l_db_insert(lua_State *L) { return db_run(L, RUN_INSERT); }
 
-/* db:prepare(sql) -> stmt | nil, message, code: the cached statement object. */
-static int l_db_prepare(lua_State *L) {
-  Db *d = check_db(L, 1);
-  int nret;
-  lua_settop(L, 2);
-  push_stmt(L, 1, d, 2, &nret);
-  return nret;
-}
-
-/* stmt:execute/query/insert([params]) */
-static int stmt_method(lua_State *L, int mode) {
-  Stmt *s = check_stmt(L, 1);
-  lua_settop(L, 2);
-  return stmt_run(L, s, 2, mode);
-}
-
-/* The statement entry points, likewise. */
-static int l_stmt_execute(lua_State *L) { return stmt_method(L, RUN_EXECUTE); }
-static int l_stmt_query(lua_State *L) { return stmt_method(L, RUN_QUERY); }
-static int l_stmt_insert(lua_State *L) { return stmt_method(L, RUN_INSERT); }
-
-/* ---------------------------------------------------------------------- */
-/* Connection-level calls                                                   */
-/* ---------------------------------------------------------------------- */
+/* ======================================================================
+** Connection-level calls
+** ====================================================================== */
 
 /*
 ** db:exec(sql): a script of any number of statements without parameters
@@ -583,45 +523,27 @@ static int l_db_busy_timeout(lua_State *L) {
   return 1;
 }
 
-/* db:in_transaction(): whether a transaction is open (autocommit is off). */
-static int l_db_in_transaction(lua_State *L) {
-  Db *d = check_db(L, 1);
-  lua_pushboolean(L, !sqlite3_get_autocommit(d->db));
-  return 1;
-}
-
 /*
 ** Registrar: core.sqlite_open and core.sqlite_version. Metatables are built
 ** only on the first opening of the module (busted reopens it per spec file).
 */
 void mcp_register_sqlite(lua_State *L) {
   static const luaL_Reg db_methods[] = {
-    {"exec", l_db_exec}, {"prepare", l_db_prepare}, {"execute", l_db_execute},
-    {"query", l_db_query}, {"insert", l_db_insert}, {"changes", l_db_changes},
-    {"busy_timeout", l_db_busy_timeout}, {"in_transaction", l_db_in_transaction},
+    {"exec", l_db_exec}, {"execute", l_db_execute}, {"query", l_db_query},
+    {"insert", l_db_insert}, {"changes", l_db_changes}, {"busy_timeout", l_db_busy_timeout},
     {"close", l_db_close}, {NULL, NULL}
   };
   static const luaL_Reg db_meta[] = {
     {"__gc", l_db_close}, {"__close", l_db_close}, {"__tostring", l_db_tostring}, {NULL, NULL}
   };
-  static const luaL_Reg stmt_methods[] = {
-    {"execute", l_stmt_execute}, {"query", l_stmt_query}, {"insert", l_stmt_insert},
-    {"close", l_stmt_close}, {NULL, NULL}
-  };
-  static const luaL_Reg stmt_meta[] = {
-    {"__gc", l_stmt_gc}, {"__close", l_stmt_close}, {"__tostring", l_stmt_tostring}, {NULL, NULL}
-  };
+  static const luaL_Reg stmt_meta[] = {{"__gc", l_stmt_gc}, {NULL, NULL}};
   if (luaL_newmetatable(L, DB_MT)) {
     luaL_setfuncs(L, db_meta, 0);
     luaL_newlib(L, db_methods);
     lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);
-  if (luaL_newmetatable(L, STMT_MT)) {
-    luaL_setfuncs(L, stmt_meta, 0);
-    luaL_newlib(L, stmt_methods);
-    lua_setfield(L, -2, "__index");
-  }
+  if (luaL_newmetatable(L, STMT_MT)) luaL_setfuncs(L, stmt_meta, 0);
   lua_pop(L, 1);
   lua_pushcfunction(L, l_open);
   lua_setfield(L, -2, "sqlite_open");

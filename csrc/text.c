@@ -1,7 +1,8 @@
 /*
-** text.c: what the client does to text the far side wrote before anyone
-** reads it (REFERENCE §1.6 clip, §2.5 label, §6.3 flattening, §6.4 bounding).
-** These run on every tool result and every error message, so each is one
+** text.c: the text rule, what the client does to text the far side wrote
+** before a person, a log, a message or a model reads it: clip and label
+** (controls, C1 and bidi/invisible formatting out, bounded), flattening of
+** content blocks, and the UTF-8-safe result bound. These run on every tool result and every error message, so each is one
 ** linear pass that stops as soon as the rest of the input cannot matter, and
 ** every output is valid UTF-8 whatever bytes came in.
 */
@@ -11,9 +12,9 @@
 
 #include "core.h"
 
-#define CLIP_LIMIT 200            /* REMOTE_TEXT_LIMIT, code points */
-#define LABEL_LIMIT 100           /* REMOTE_LABEL_LIMIT, code points */
-#define BOUND_LIMIT 50000         /* MAX_TOOL_RESULT_BYTES */
+#define CLIP_LIMIT 200            /* code points of far-side text in a message */
+#define LABEL_LIMIT 100           /* code points of a server's self-description */
+#define BOUND_LIMIT 50000         /* bytes of a tool result handed on */
 
 #define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
 #define ELLIPSIS "\xE2\x80\xA6"    /* U+2026 */
@@ -26,9 +27,10 @@
 ** Length of the unit starting at s (n > 0 bytes available): a well-formed
 ** character (*cp set, returns 1-4, *ok = 1) or the maximal invalid subpart
 ** (returns 1-3, *ok = 0). Maximal subparts are what a conforming decoder
-** turns into one U+FFFD each (Unicode §3.9, the WHATWG decoder), so a
-** truncated 4-byte sequence costs one replacement, not three; overlongs,
-** surrogates and code points above U+10FFFF are refused at the second byte.
+** turns into one U+FFFD each (the Unicode Standard, section 3.9, and the
+** WHATWG decoder), so a truncated 4-byte sequence costs one replacement, not
+** three; overlongs, surrogates and code points above U+10FFFF are refused at
+** the second byte.
 */
 size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp) {
   unsigned c = s[0], lo = 0x80, hi = 0xBF;
@@ -133,9 +135,23 @@ static const char *check_text(lua_State *L, int arg, size_t *len) {
 ** clip and label
 ** ====================================================================== */
 
-/* POSIX [[:cntrl:]] under Unicode: C0, DEL and C1. */
+/*
+** Code points that change how a terminal or a reader shows the text around
+** them without being visible themselves: C1 controls (U+009B is a CSI that
+** terminals obey like ESC [), the bidi embeddings, overrides and isolates
+** (a name can be made to read backwards), the Arabic letter mark, the zero
+** width characters and the byte order mark. Far-side text never carries them
+** to a person or a model, and the JSON encoder escapes them.
+*/
+int mcp_text_hidden(uint32_t cp) {
+  if (cp < 0x80) return 0;
+  return cp <= 0x9F || cp == 0x061C || (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2060 && cp <= 0x2069) || cp == 0xFEFF;
+}
+
+/* Control characters in the text rule's sense: C0, DEL and every hidden code point. */
 static int is_control(uint32_t cp) {
-  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F);
+  return cp < 0x20 || cp == 0x7F || mcp_text_hidden(cp);
 }
 
 /*
@@ -181,8 +197,8 @@ static void push_clip(lua_State *L, const char *text, size_t n, lua_Integer limi
 }
 
 /*
-** clip(text [, limit = 200]) -> text. REFERENCE §1.6: applied to every
-** fragment of remote or exception text that reaches a message.
+** clip(text [, limit = 200]) -> text: applied to every fragment of remote or
+** exception text that reaches a message, a log line or a terminal.
 */
 static int l_clip(lua_State *L) {
   size_t n;
@@ -194,8 +210,8 @@ static int l_clip(lua_State *L) {
 }
 
 /*
-** label(value) -> text. REFERENCE §2.5: the server's self-description
-** (protocol version, name, version) shown to the operator; anything that is
+** label(value) -> text: the server's self-description (protocol version,
+** name, version) shown to the operator, clipped at 100; anything that is
 ** not a string is shown as nothing rather than converted.
 */
 static int l_label(lua_State *L) {
@@ -290,9 +306,9 @@ static int is_list(lua_State *L, int idx) {
 }
 
 /*
-** flatten(content) -> text, note|nil. REFERENCE §6.3 with DESIGN D13: the
-** text blocks joined by "\n", and a note naming how many blocks of which
-** kinds were dropped. The note has no trailing newline: the caller puts it
+** flatten(content) -> text, note|nil: the text blocks joined by "\n", and a
+** note naming how many blocks of which kinds were dropped (a model reading
+** only the text must learn that something was left out). The note has no trailing newline: the caller puts it
 ** before the answer, because results are cut at a byte bound and a trailing
 ** note would be the part cut away.
 */
@@ -349,8 +365,8 @@ static int l_flatten(lua_State *L) {
 ** ====================================================================== */
 
 /*
-** bound(text [, limit = 50000]) -> text, truncated. REFERENCE §6.4: repair
-** to valid UTF-8 first, then cut at a character boundary and append the
+** bound(text [, limit = 50000]) -> text, truncated: repair to valid UTF-8
+** first, then cut at a character boundary and append the
 ** marker so the whole stays within limit bytes. Input longer than the limit
 ** is cut for certain (repair never shortens), so only the first limit bytes
 ** are ever read.

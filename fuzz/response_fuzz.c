@@ -40,7 +40,7 @@ static int fz_line(Leg *leg, const char *s, size_t n) {
 }
 
 /*
-** fuzz_headers(block) -> headers, event_stream, ok. The block's lines (each
+** fuzz_headers(block) -> headers, event_stream, ok, media_type. The block's lines (each
 ** given its terminator if it lacks one) follow a status line and precede the
 ** blank line, exactly as libcurl delivers a head; ok is false when the
 ** callback refused a line (the leg would fail the transfer).
@@ -77,7 +77,8 @@ static int fz_headers(lua_State *L) {
   push_headers(L, leg);
   lua_pushboolean(L, leg->event_stream);
   lua_pushboolean(L, ok);
-  return 3;
+  lua_pushstring(L, leg->media);
+  return 4;
 }
 
 #define FZ_LUA_COUNTERS 16384

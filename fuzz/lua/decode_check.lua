@@ -7,7 +7,8 @@
 -- marked as arrays and objects not, the same keys, and the same recorded key
 -- order (or none) on every object. The fast rpc_classify (core.rpc_classify)
 -- must answer exactly what the jansson one (kept as its third upvalue)
--- answers, for the id the body carries and for another.
+-- answers, for the id the body carries and for another, with and without a
+-- cap on the objects and arrays a body may open.
 local core = require "mcpclient.core"
 
 local check = require "check"
@@ -105,9 +106,9 @@ local function measured(v)
   if type(v) == "table" then visit(v) end
 end
 
-local function classify(body, id, ordered)
-  local f = table.pack(fast_classify(body, id, ordered))
-  local s = table.pack(slow_classify(body, id, ordered))
+local function classify(body, id, ordered, max_containers)
+  local f = table.pack(fast_classify(body, id, ordered, max_containers))
+  local s = table.pack(slow_classify(body, id, ordered, max_containers))
   check(f.n == s.n, "rpc_classify: %d values against %d", f.n, s.n)
   for i = 1, f.n do same(f[i], s[i], "rpc_classify[" .. i .. "]") end
 end
@@ -125,4 +126,7 @@ return function(body, oom)
   classify(body, id, false)
   classify(body, id, true)
   classify(body, id == 1 and 2 or 1, true)
+  -- the container cap: one the body may exceed, and the transport's
+  classify(body, id, true, 1 + #body % 8)
+  classify(body, id, false, 65536)
 end

@@ -32,8 +32,11 @@ local ODD_STATUSES = { 0, 1, 600, 999 }
 local CHUNKS = { [12] = 16, [13] = 64, [14] = 256, [15] = 4096 }
 local REQUEST_KINDS = {
   transport = true, timeout = true, http_status = true, malformed = true, rpc_error = true,
-  content_type = true, deadline = true,
+  content_type = true, deadline = true, interrupted = true,
 }
+-- Kinds that say (or let a caller conclude) the server never had the request:
+-- after a 2xx to the POST, none of them may appear.
+local NEVER_SENT = { transport = true, http_status = true, deadline = true }
 
 local check = require "check"
 
@@ -75,17 +78,24 @@ end
 
 -- The leg: what csrc/http.c's send returns for these bytes.
 local function fake_leg(segments)
-  local leg = { sent = 0 }
+  local leg = { sent = 0, calls = 0 }
   function leg.send(_, req)
+    local message = req.body and core.json.decode(req.body)
+    if type(message) == "table" and message.method == nil then
+      -- the client answers a server request found on the stream
+      return { status = 202, headers = {}, body = "", media_type = "", duration_ms = 0.5,
+        streamed = false, stopped = false, truncated = false }
+    end
+    if type(message) == "table" and message.method == "tools/call" then leg.calls = leg.calls + 1 end
     leg.sent = leg.sent + 1
     check(req.max_bytes == 2 * 1024 * 1024 and req.timeout_ms >= 1, "odd request limits")
     local seg = table.remove(segments, 1)
     if not seg then return nil, "transport", "Failed to connect to 203.0.113.10 port 80: Connection refused" end
     if seg.fail then return nil, seg.fail, "scripted " .. seg.fail .. " \27[31m\n" .. seg.body end
-    local headers, event_stream, ok = headers_of(seg.head)
+    local headers, event_stream, ok, media = headers_of(seg.head)
     if not ok then return nil, "transport", "the response headers are larger than 262144 bytes" end
     local response = {
-      status = seg.status, headers = headers, body = seg.body, duration_ms = 1.25,
+      status = seg.status, headers = headers, media_type = media, body = seg.body, duration_ms = 1.25,
       streamed = false, stopped = false, truncated = seg.truncated,
     }
     if event_stream and req.on_stream then
@@ -122,9 +132,10 @@ return function(input)
   local session = first.session and { id = "fuzz-session", version = "2025-11-25" } or nil
   local result, a, b = transport:request(op, session, "tools/call", { name = "echo", arguments = {} }, first.ordered)
   check(leg.sent >= 1 and leg.sent <= 1 + 2, "%d legs sent for one request", leg.sent)
+  check(leg.calls == 1, "tools/call was sent %d times", leg.calls)
   if result ~= nil then
     check(type(result) == "table" and not core.json.is_array(result), "the result is not an object table")
-    check(type(a) == "table" and type(a.duration_ms) == "number", "no leg info with the result")
+    check(type(a) == "table" and math.type(a.duration_ms) == "integer", "no leg info with the result")
     check(a.session_id == nil or (type(a.session_id) == "string" and a.session_id ~= ""), "odd session id")
     check(not first.fail and first.status < 300, "a result from a failed first leg")
     return
@@ -136,6 +147,8 @@ return function(input)
   if b.detail ~= nil then check(type(b.detail) == "string" and utf8.len(b.detail), "detail is not clean text") end
   if first.fail then
     check(b.kind == first.fail, "the leg failed with %s but the request says %s", first.fail, b.kind)
+  elseif first.status >= 200 and first.status < 300 then
+    check(not NEVER_SENT[b.kind] and not b.session_lost, "after a 2xx the request failed as %s", b.kind)
   elseif first.status >= 300 then
     check(b.kind == "http_status" and b.status == first.status, "status %d gave %s", first.status, b.kind)
     check(b.session_lost == nil or b.session_lost == true, "session_lost is %s", tostring(b.session_lost))

@@ -9,7 +9,9 @@
 -- surrogates or code points past U+10FFFF); bound stays within its limit,
 -- marker included, and keeps a prefix of the repaired text; clip has no
 -- control characters, no edge spaces and at most limit code points plus the
--- ellipsis, and is idempotent.
+-- ellipsis, and is idempotent. "Control" is the text rule's: C0, DEL, C1 and
+-- the bidi/invisible formatting characters (U+061C, U+200B-200F, U+202A-202E,
+-- U+2060-2069, U+FEFF).
 local core = require "mcpclient.core"
 
 local json = core.json
@@ -21,6 +23,13 @@ local LABEL_ORDER = { "audio", "image", "other", "resource", "resource_link" }
 local check = require "check"
 
 local function valid(s) return utf8.len(s) ~= nil end
+
+-- The text rule's controls: C0, DEL, C1 and the bidi/invisible formatting characters.
+local function control(cp)
+  return cp < 0x20 or cp == 0x7F or (cp >= 0x80 and cp <= 0x9F) or cp == 0x61C
+    or (cp >= 0x200B and cp <= 0x200F) or (cp >= 0x202A and cp <= 0x202E)
+    or (cp >= 0x2060 and cp <= 0x2069) or cp == 0xFEFF
+end
 
 local function marker(limit)
   return "\n" .. ELLIPSIS .. "[tool result truncated at " .. limit .. " bytes]"
@@ -53,7 +62,7 @@ local function check_clip(text, limit)
   check(valid(out), "clip(%d) returned invalid UTF-8", limit)
   local n, ellipsis = 0, false
   for _, cp in utf8.codes(out) do
-    check(not (cp < 0x20 or cp == 0x7F or (cp >= 0x80 and cp <= 0x9F)), "clip(%d) kept control U+%04X", limit, cp)
+    check(not control(cp), "clip(%d) kept control U+%04X", limit, cp)
     n = n + 1
   end
   if out:sub(-3) == ELLIPSIS and n == limit + 1 then ellipsis = true end
@@ -83,7 +92,8 @@ local function check_text(text, note)
   check(core.label(text) == core.clip(text, 100), "label differs from clip at 100")
 end
 
--- REFERENCE §6.3 + D13 once more, in Lua: what flatten must return.
+-- The flattening rule once more, in Lua: what flatten must return (text blocks
+-- joined by "\n", every other block counted under its label in the note).
 local function expected_flatten(content)
   local list = type(content) == "table" and (json.is_array(content) or (#content > 0 and (function()
     local count = 0

@@ -1,9 +1,10 @@
---- A connection to one MCP server (DESIGN §2, D1–D3, D5, D12; REFERENCE §2, §3, §9).
+--- A connection to one MCP server: handshake, session, operations.
 --
 -- The connection initializes once and reuses its session. Each public
 -- operation (list_tools, call_tool, ping) opens one deadline that every leg
 -- of it spends — a re-initialization included — and records at most one
--- health contact, when it completes.
+-- health contact, when it completes. A failure of any leg arrives from the
+-- transport as `nil, message, err` and is handed to the caller unchanged.
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
@@ -20,6 +21,13 @@ local client = {}
 client.PROTOCOL_VERSION = "2025-11-25"
 client.SUPPORTED_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
 client.MAX_PAGES = 50
+-- The whole tools/list walk, all pages together: entries as the server sent
+-- them, response bytes, and objects and arrays decoded (each a Lua table).
+-- A page is bounded by the read cap; these bound what a server can make the
+-- client hold across pages.
+client.MAX_LISTED_TOOLS = 10000
+client.MAX_LISTED_BYTES = 8 * 1024 * 1024
+client.MAX_LISTED_CONTAINERS = 131072
 client.DEFAULT_BUDGET = 20            -- seconds, one operation
 client.DEFAULT_CONNECT_TIMEOUT = 10   -- seconds, never more than the budget left
 client.CLOSE_BUDGET = 2               -- seconds for the DELETE that ends a session
@@ -42,7 +50,7 @@ Connection.__index = Connection
 
 -- Every key connect() accepts, with the type it must have.
 local option_types = {
-  url = "string", identifier = "string", name = "string", auth = "table", resolver = "function",
+  url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", clock = "function", log = "function",
@@ -90,37 +98,53 @@ end
 -- Connecting
 ---------------------------------------------------------------------------
 
+-- What the transport of a connection is built from; `checked` holds the
+-- options connect() has already validated.
+local function transport_config(options, checked)
+  return {
+    identifier = options.identifier,
+    url = options.url,
+    target = checked.target,
+    leg = checked.leg,
+    spawn_leg = not options.transport and core.http_leg or nil,
+    auth = checked.auth,
+    resolver = options.resolver,
+    host_gate = options.host_gate or hostgate.default,
+    refuse_private = options.refuse_private or false,
+    connect_timeout = checked.connect_timeout,
+    tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
+    clock = checked.clock,
+  }
+end
+
 --- Open a connection. No network traffic happens until the first operation.
 -- Misuse (unknown keys, wrong types, a missing required option) raises.
 function client.connect(options)
-  local target = validate(options)
+  local checked = { target = validate(options), auth = credentials.validate(options.auth),
+    clock = options.clock or core.now,
+    connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT) }
   local health = options.health
   local record = type(health) == "function" and health or function(...) return health:record(...) end
-  local clock = options.clock or core.now
+  -- The leg exists before the connection is given its finalizer: Lua runs
+  -- finalizers in the reverse order objects were marked, so a collected
+  -- connection still finds its leg open and can end its session (DELETE).
+  checked.leg = options.transport or core.http_leg()
   local self = setmetatable({
     identifier = options.identifier,
     name = options.name or options.identifier,
     url = options.url,
     budget = positive_seconds("budget", options.budget or client.DEFAULT_BUDGET),
-    clock = clock,
+    clock = checked.clock,
     record_contact = record,
     log = options.log or log.default,
     session = nil,
     closed = false,
   }, Connection)
-  self.transport = Transport.new {
-    identifier = self.identifier,
-    url = options.url,
-    target = target,
-    leg = options.transport or core.http_leg(),
-    auth = credentials.validate(options.auth),
-    resolver = options.resolver,
-    host_gate = options.host_gate or hostgate.default,
-    refuse_private = options.refuse_private or false,
-    connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT),
-    tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
-    clock = clock,
-  }
+  self.transport = Transport.new(transport_config(options, checked))
+  if options.oauth then
+    if options.auth then error("connect: give either auth or oauth, not both", 2) end
+    self.transport.oauth = require("mcpclient.oauth").provider(options.oauth, self.transport, 2)
+  end
   return self
 end
 
@@ -143,25 +167,26 @@ function Connection:open_operation(opts)
   return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel }
 end
 
--- One health contact; a recorder that fails never fails the operation.
+-- One health contact (latency in whole milliseconds); a recorder that fails
+-- never fails the operation.
 function Connection:contact(latency_ms)
-  local ok, why = pcall(self.record_contact, self.identifier, math.max(0, math.floor(latency_ms + 0.5)))
+  local ok, why = pcall(self.record_contact, self.identifier, latency_ms)
   if not ok then
     pcall(self.log, "warning", string.format('An MCP liveness observation for "%s" could not be stored: %s',
       self.identifier, tostring(why)))
   end
 end
 
--- The handshake (D2): initialize, check the revision, initialized.
--- Returns the initialize leg's info on success.
-function Connection:handshake(op)
-  local params = {
-    protocolVersion = client.PROTOCOL_VERSION,
-    capabilities = {},
-    clientInfo = { name = "mcpclient", version = core.version },
-  }
-  local result, info, err = self.transport:request(op, nil, "initialize", params)
-  if not result then return nil, info, err end
+-- A session id goes back to the server in a header on every request, so it
+-- may hold only visible ASCII (0x21-0x7E), as the protocol requires; anything
+-- else is refused here rather than break every later request.
+local function valid_session_id(id)
+  return id == nil or not id:find("[^\33-\126]")
+end
+
+-- What the initialize result must hold: a revision this client speaks, and a
+-- session id it can send back.
+function Connection:check_initialize(result, info)
   local version = result.protocolVersion
   if type(version) ~= "string" then
     return fail("malformed",
@@ -171,6 +196,26 @@ function Connection:handshake(op)
     return fail("protocol_version",
       { server = self.identifier, version = version, supported = table.concat(client.SUPPORTED_VERSIONS, ", ") })
   end
+  if not valid_session_id(info.session_id) then
+    return fail("malformed", { server = self.identifier,
+      detail = "the session id holds characters other than visible ASCII" })
+  end
+  return version
+end
+
+-- The handshake: initialize, check the revision, initialized.
+-- @return session, info (of the initialize leg) | nil, message, err
+function Connection:handshake(op)
+  local params = {
+    protocolVersion = client.PROTOCOL_VERSION,
+    capabilities = {},
+    clientInfo = { name = "mcpclient", version = core.version },
+  }
+  local result, info, err = self.transport:request(op, nil, "initialize", params)
+  if not result then return errors.pass(err) end
+  local version, message
+  version, message, err = self:check_initialize(result, info)
+  if not version then return nil, message, err end
   local session = {
     id = info.session_id,
     version = version,
@@ -178,14 +223,18 @@ function Connection:handshake(op)
     capabilities = type(result.capabilities) == "table" and result.capabilities or {},
     instructions = type(result.instructions) == "string" and result.instructions or nil,
   }
-  local ok, message, notify_err = self.transport:notify(op, session, "notifications/initialized", {})
-  if not ok then return nil, message, notify_err end
+  local ok
+  ok, message, err = self.transport:notify(op, session, "notifications/initialized", {})
+  if not ok then return nil, message, err end
   self.session = session
-  return info
+  return session, info
 end
 
--- A request inside an operation, initializing first when there is no session,
--- and once more if the server says the session is gone (D1).
+-- A request inside an operation, initializing first when there is no session.
+-- When the server refused the POST itself because the session is gone (404,
+-- or 400 naming the session), it never ran the request: initialize again and
+-- send it once more. Any other failure — above all one after the server
+-- accepted the request — is returned as it is, never sent again.
 function Connection:request(op, method, params, ordered)
   if not self.session then
     local ok, message, err = self:handshake(op)
@@ -202,26 +251,44 @@ function Connection:request(op, method, params, ordered)
   return result, info, err
 end
 
---- The whole catalogue: every page, in order (REFERENCE §2.3).
+-- Add one page to the walk; a failure once the walk is over its bounds.
+-- `walk` is { tools, entries, bytes }.
+function Connection:take_page(walk, result, info)
+  local page = result.tools
+  if type(page) ~= "table" or not json.is_array(page) then
+    return fail("malformed", { server = self.identifier, detail = 'the tool listing carries no "tools" array' })
+  end
+  walk.entries = walk.entries + #page
+  walk.bytes = walk.bytes + (info.bytes or 0)
+  walk.containers = walk.containers + (info.containers or 0)
+  if walk.entries > client.MAX_LISTED_TOOLS or walk.bytes > client.MAX_LISTED_BYTES
+    or walk.containers > client.MAX_LISTED_CONTAINERS then
+    return fail("malformed", { server = self.identifier, detail = string.format(
+      "the tool listing exceeds %d tools, %d bytes or %d objects and arrays across its pages",
+      client.MAX_LISTED_TOOLS, client.MAX_LISTED_BYTES, client.MAX_LISTED_CONTAINERS) })
+  end
+  for _, entry in ipairs(page) do
+    if type(entry) == "table" and not json.is_array(entry) then walk.tools[#walk.tools + 1] = entry end
+  end
+  return true
+end
+
+--- The whole catalogue: every page, in order, within the walk's bounds.
 -- @return array of tool tables (as the server sent them) | nil, message, err
 function Connection:list_tools(opts)
   local op = self:open_operation(opts)
-  local tools = json.array {}
+  local walk = { tools = json.array {}, entries = 0, bytes = 0, containers = 0 }
   local params = {}
   for _ = 1, client.MAX_PAGES do
     local result, info, err = self:request(op, "tools/list", params, true)
-    if not result then return nil, info, err end
-    local page = result.tools
-    if type(page) ~= "table" or not json.is_array(page) then
-      return fail("malformed", { server = self.identifier, detail = 'the tool listing carries no "tools" array' })
-    end
-    for _, entry in ipairs(page) do
-      if type(entry) == "table" and not json.is_array(entry) then tools[#tools + 1] = entry end
-    end
+    if not result then return errors.pass(err) end
+    local ok, message
+    ok, message, err = self:take_page(walk, result, info)
+    if not ok then return nil, message, err end
     local cursor = result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
       self:contact(info.duration_ms)
-      return tools
+      return walk.tools
     end
     params = { cursor = cursor }
   end
@@ -229,7 +296,8 @@ function Connection:list_tools(opts)
     { server = self.identifier, detail = "the tool listing did not end within " .. client.MAX_PAGES .. " pages" })
 end
 
--- What a model reads of a tools/call result (REFERENCE §2.4, D13).
+-- What a model reads of a tools/call result: the text blocks, flattened,
+-- with a note naming the blocks that were dropped.
 local function outcome_of(result, latency_ms)
   local flat, note = core.flatten(result.content)
   local is_error = result.isError == true
@@ -261,30 +329,28 @@ function Connection:call_tool(name, arguments, opts)
   end
   local op = self:open_operation(opts)
   local result, info, err = self:request(op, "tools/call", { name = name, arguments = arguments or {} })
-  if not result then return nil, info, err end
+  if not result then return errors.pass(err) end
   self:contact(info.duration_ms)
   return outcome_of(result, info.duration_ms)
 end
 
 --- Is the server there? A handshake if there is no session yet, else an MCP
---- ping on the session (REFERENCE §2.5).
+--- ping on the session.
 -- @return report { reachable, latency_ms, protocol_version, server_name, server_version } | nil, message, err
 function Connection:ping(opts)
   local op = self:open_operation(opts)
-  local info, message, err
+  local answered, info, err
   if self.session then
-    local result
-    result, info, err = self:request(op, "ping", {})
-    if not result then return nil, info, err end
+    answered, info, err = self:request(op, "ping", {})
   else
-    info, message, err = self:handshake(op)
-    if not info then return nil, message, err end
+    answered, info, err = self:handshake(op)
   end
+  if not answered then return errors.pass(err) end
   self:contact(info.duration_ms)
   local server = self.session.server_info
   return {
     reachable = true,
-    latency_ms = math.max(0, math.floor(info.duration_ms + 0.5)),
+    latency_ms = info.duration_ms,
     protocol_version = core.label(self.session.version),
     server_name = core.label(server.name),
     server_version = core.label(server.version),

@@ -1,4 +1,4 @@
---- Credentials are references, resolved per leg (DESIGN D8).
+--- Credentials are references, resolved per leg.
 --
 -- A connection holds `env:NAME` or a key for a host-supplied resolver, never
 -- the secret. Each leg resolves it afresh and hands libcurl one header line,
@@ -37,9 +37,14 @@ end
 -- @param resolver optional host function(reference) -> secret | nil
 -- @return secret | nil, reason (the reason never contains the secret)
 function credentials.resolve(reference, resolver)
-  local name = reference:match("^env:(.+)$")
+  local name = reference:match("^env:(.*)$")
   local secret
   if name then
+    -- Only a real variable name is ever repeated in a message: the reference
+    -- is operator input and may hold line breaks or escape sequences.
+    if not name:match("^[A-Za-z_][A-Za-z0-9_]*$") then
+      return nil, "the env: reference does not name an environment variable (letters, digits and _)"
+    end
     secret = os.getenv(name)
     if secret == nil or secret == "" then
       return nil, string.format("the environment variable %s is not set", name)

@@ -1,4 +1,4 @@
---- One time budget per operation (REFERENCE §3, DESIGN D12).
+--- One time budget per operation, spent by all of its legs together.
 --
 -- Opened when a public operation starts; every leg asks it first. A leg is
 -- refused once nothing is left, and otherwise gets the remaining budget as its

@@ -39,16 +39,17 @@ errors.KINDS = {
     end,
   },
   transport = {
-    cause = "the request never reached the server (name resolution, connect, TLS)",
-    action = "safe to retry: the server did not see the request",
+    cause = "the request never left (name resolution, connect, TLS), or only the handshake was lost",
+    action = "safe to retry: the operation was not sent to the server",
     message = function(f) return string.format("%s could not be reached: %s", on(f), clip(f.detail)) end,
   },
   interrupted = {
-    cause = "the connection was lost after the server accepted the request",
+    cause = "the exchange was lost after the request reached the server (sent, answered with 2xx, or streamed)",
     action = "do not retry blindly: the server may have acted on it",
     message = function(f)
-      return string.format("%s accepted the request, then the exchange was lost (%s); the server may have acted "
-        .. "on it, so it was not sent again.", on(f), clip(f.detail))
+      return string.format("The request reached %s, then the exchange was lost (%s); the server may have acted "
+        .. "on it, so it was not sent again.", f.server and string.format('MCP server "%s"', f.server)
+        or "the MCP server", clip(f.detail))
     end,
   },
   timeout = {
@@ -127,7 +128,7 @@ errors.KINDS = {
     cause = "the database refused or failed a statement (err.operation, err.code)",
     action = "look at the database; a run fails closed rather than lose its audit",
     message = function(f)
-      return string.format("The store could not %s: %s", f.operation, clip(f.detail))
+      return string.format("The store could not %s: %s", clip(f.operation), clip(f.detail))
     end,
   },
   forbidden = {
@@ -138,7 +139,10 @@ errors.KINDS = {
   unknown_server = {
     cause = "no configured server has that id or identifier",
     action = "list the servers (mcpclient servers) and use one of them",
-    message = function(f) return string.format("Unknown MCP server %s.", clip(f.given or "")) end,
+    message = function(f)
+      if math.type(f.uid) == "integer" then return string.format("Unknown MCP server (id %d).", f.uid) end
+      return "Unknown MCP server."
+    end,
   },
   invalid = {
     cause = "an operator input is not acceptable (err.field says which)",
@@ -167,6 +171,38 @@ errors.KINDS = {
     action = "stop this worker's run; the other owner continues it",
     code = 0,
     message = function(f) return clip(f.detail) end,
+  },
+  authorization_required = {
+    cause = "the server needs an OAuth authorization and there is no way to get one without a person "
+      .. "(no authorize callback, no usable grant)",
+    action = "give an oauth.authorize callback, or configure a grant that needs no person (client credentials)",
+    message = function(f)
+      return string.format("%s requires authorization, and no authorization code could be obtained.", on(f))
+    end,
+  },
+  authorization_failed = {
+    cause = "the OAuth flow for the server failed: its metadata, the authorization server or the token "
+      .. "endpoint refused or broke a rule (err.detail)",
+    action = "read err.detail; fix the oauth options or report it to the server's operator",
+    message = function(f)
+      local who = f.server and string.format('MCP server "%s"', f.server) or "the MCP server"
+      return string.format("The authorization for %s failed: %s", who, clip(f.detail))
+    end,
+  },
+  conflict = {
+    cause = "the change would give two enabled servers one identifier (err.field, err.other)",
+    action = "choose another identifier, or disable the other server first",
+    message = function(f)
+      return string.format('The identifier "%s" is also used by server "%s"; identifiers must be unique because '
+        .. "they name the imported tools.", clip(f.identifier), clip(f.other))
+    end,
+  },
+  unknown_tool = {
+    cause = "no imported tool and no server group has that name",
+    action = "list the tools (mcpclient tools) and use one of their names",
+    message = function(f)
+      return string.format('No imported tool or server group is named "%s".', clip(f.name or ""))
+    end,
   },
 }
 

@@ -1,4 +1,4 @@
--- Catalogue import, reconciliation and the provider (REFERENCE §9, §10.3–§10.5, DESIGN D11)
+-- Catalogue import, reconciliation, liveness and the provider
 -- over a real SQLite store, against a scripted MCP server behind the fake HTTP leg.
 local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
@@ -86,7 +86,7 @@ describe("catalogue import", function()
 
   it("skips, in order, each tool it cannot carry and says why", function()
     local other = add(store, { identifier = "a", name = "Other" })
-    -- the other server already owns mcp_a_b_c (DESIGN D11: a + b_c meets a_b + c)
+    -- the other server already owns mcp_a_b_c (a + b_c meets a_b + c: the second import must skip it)
     assert(store:reconcile(assert(store:server(other)), { {
       tool_name = "mcp_a_b_c", remote_name = "b_c", description = "", input_schema = "{}", remote_annotations = "",
     } }, 1))
@@ -241,6 +241,8 @@ describe("catalogue import", function()
       local report = import(store, twin, fake)
       assert.same({ 'The identifier "srv" is also used by server "First of its name"; identifiers must be unique '
         .. "because they name the imported tools." }, report.skip_reasons)
+      assert.same({ "conflict", "identifier", "First of its name" },
+        { report.err.kind, report.err.field, report.err.other })
       assert.same({}, fake.requests)
       -- disabled twins do not count; a disabled server can be imported
       assert.is_false(import(store, disabled_other, serving { entry("a") }).refused)
@@ -252,9 +254,23 @@ describe("catalogue import", function()
       local report, logged = refused_after_success(uid, fake, { now = 1700000500 })
       assert.truthy(report.skip_reasons[1]:find("502", 1, true))
       assert.truthy(report.skip_reasons[1]:find('"srv"', 1, true))
+      assert.same({ "http_status", 502, "srv", report.skip_reasons[1] },
+        { report.err.kind, report.err.status, report.err.server, report.err.message })
       assert.equal(1, #logged)
       assert.equal("warning", logged[1].level)
       assert.truthy(logged[1].message:find("An MCP catalogue import failed", 1, true))
+    end)
+
+    it("hands the connection's failure value up unchanged in the refusal", function()
+      local uid = add(store)
+      local failure = select(3, require("mcpclient.errors").fail("cancelled", { server = "srv", in_flight = false }))
+      local listing = { list_tools = function() return nil, failure.message, failure end, close = function() end }
+      local report = catalogue.import(store, store:server(uid), { connect = function() return listing end,
+        log = function() end })
+      assert.is_true(report.refused)
+      assert.equal(failure, report.err)
+      assert.same({ failure.message }, report.skip_reasons)
+      assert.equal(failure.message, store:server(uid).import_error)
     end)
 
     it("refuses a catalogue of more than 500 tools and takes exactly 500", function()
@@ -262,7 +278,7 @@ describe("catalogue import", function()
       local many = {}
       for i = 1, 501 do many[i] = entry("t" .. i) end
       local report = refused_after_success(uid, serving(many))
-      assert.same({ "The server advertises 501 tools, more than the 500 this extension will import." },
+      assert.same({ "The server advertises 501 tools, more than the 500 this client will import." },
         report.skip_reasons)
       many[501] = nil
       report = import(store, uid, serving(many))
@@ -290,7 +306,7 @@ describe("catalogue import", function()
     end)
   end)
 
-  describe("liveness (REFERENCE §9)", function()
+  describe("liveness", function()
     -- The store's own recorder, counted.
     local function counting(uid)
       local recorder = store:health_recorder(uid)

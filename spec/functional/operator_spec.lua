@@ -1,4 +1,4 @@
--- Operator actions (REFERENCE §11, DESIGN D10) over a real SQLite store: the admin gate, server id
+-- Operator actions over a real SQLite store: the admin gate, server id
 -- validation, the readout, the connection test, the import, server and tool administration; and the
 -- command's own logic (cli.main with an injected store and fake leg).
 local cli = require "mcpclient.agent.cli"
@@ -32,7 +32,7 @@ describe("operator gates", function()
     assert.is_nil((operator.require_admin(nil)))
   end)
 
-  it("validates a server id strictly, as FILTER_VALIDATE_INT does", function()
+  it("validates a server id strictly: one reading only, within 64 bits", function()
     local accepted = { [1] = 1, ["1"] = 1, [" 1"] = 1, ["1 "] = 1, ["\t42\n"] = 42, ["+7"] = 7, [4711] = 4711,
       ["9223372036854775807"] = math.maxinteger }
     for value, uid in pairs(accepted) do assert.equal(uid, (operator.server_id(value))) end
@@ -40,7 +40,8 @@ describe("operator gates", function()
       1.5, "9223372036854775808", "٣" } do
       local uid, message, err = operator.server_id(value)
       assert.is_nil(uid, tostring(value))
-      assert.equal("Unknown MCP server", message)
+      assert.equal("Unknown MCP server.", message)
+      assert.equal(message, err.message)
       assert.equal("unknown_server", err.kind)
     end
     assert.is_nil((operator.server_id({ "1" })))
@@ -59,7 +60,7 @@ describe("operator gates", function()
     for _, id in ipairs { gone, 4711, tostring(gone) } do
       local none, message, err = operator.server_id(id, store)
       assert.is_nil(none)
-      assert.equal("Unknown MCP server", message)
+      assert.equal(string.format("Unknown MCP server (id %d).", math.tointeger(tonumber(id))), message)
       assert.equal("unknown_server", err.kind)
     end
     store:close()
@@ -125,6 +126,7 @@ describe("the readout", function()
     end
 
     assert.equal("Bearer token from a credential reference", cards[2].authentication)
+    assert.is_false(cards[2].authentication_warning)
     assert.equal("A human approves every call", cards[2].approval)
     assert.equal("Stored placement, not one this client offers: query", cards[3].authentication)
     assert.is_true(cards[3].authentication_warning)
@@ -155,10 +157,11 @@ describe("the readout", function()
   end)
 
   it("composes the contact line with the same function the connection test uses", function()
-    assert.equal("Never reached", operator.contact_line { last_contact = 0, last_latency_ms = 5 })
-    local at = os.time { year = 2024, month = 12, day = 31, hour = 23, min = 59, sec = 30 }
-    assert.equal("2024-12-31 23:59 — Latency: 0 ms", operator.contact_line { last_contact = at, last_latency_ms = 0 })
     local uid = add(store)
+    assert.equal("Never reached", assert(operator.readout(store))[1].contact)
+    local at = os.time { year = 2024, month = 12, day = 31, hour = 23, min = 59, sec = 30 }
+    assert(store:record_contact(uid, at, 0))
+    assert.equal("2024-12-31 23:59 — Latency: 0 ms", assert(operator.readout(store))[1].contact)
     local fake = Fake.new():will_handshake():take(0.004)
     local result = assert(operator.test(store, uid, { actor = ADMIN, transport = fake, clock = fake.clock }))
     assert.equal(assert(operator.readout(store))[1].contact, result.contact)
@@ -209,7 +212,11 @@ describe("the connection test", function()
     local uid = add(store)
     assert(store:update_server(uid, { url = "" }))
     local fake = Fake.new():will_handshake()
-    assert.same({ success = false, error = "The server has no URL." }, assert(test(uid, fake)))
+    local result = assert(test(uid, fake))
+    assert.is_false(result.success)
+    assert.equal('MCP server "srv" is not usable: it has no URL.', result.error)
+    assert.equal("configuration", result.err.kind)
+    assert.equal("srv", result.err.server)
     assert.same({}, fake.requests)
   end)
 
@@ -217,7 +224,7 @@ describe("the connection test", function()
     for _, id in ipairs { "first", "1.9", "1e3", "", 4711 } do
       local result, message, err = test(id, Fake.new())
       assert.is_nil(result)
-      assert.equal("Unknown MCP server", message)
+      assert.equal(id == 4711 and "Unknown MCP server (id 4711)." or "Unknown MCP server.", message)
       assert.equal("unknown_server", err.kind)
     end
   end)
@@ -285,7 +292,7 @@ describe("server administration", function()
     assert.is_true(operator.remove(store, uid, { actor = ADMIN }))
     assert.is_nil(store:server(uid))
     local _, message = operator.edit(store, uid, { name = "x" }, { actor = ADMIN })
-    assert.equal("Unknown MCP server", message)
+    assert.equal(string.format("Unknown MCP server (id %d).", uid), message)
   end)
 end)
 
@@ -321,8 +328,10 @@ describe("tool enablement", function()
     add(store, { identifier = "a_b" })
     local fake = catalogue_of { "b" }
     assert(operator.import(store, a, { actor = ADMIN, transport = fake, clock = fake.clock }))
-    local _, _, err = operator.set_enabled(store, "mcp_a_b", true, { actor = ADMIN })
-    assert.equal("ambiguous", err.kind)
+    local _, message, err = operator.set_enabled(store, "mcp_a_b", true, { actor = ADMIN })
+    assert.equal("invalid", err.kind)
+    assert.equal("name", err.field)
+    assert.equal('"mcp_a_b" names both a tool and a group; say which with --tool or --group.', message)
     assert.equal("tool", operator.set_enabled(store, "mcp_a_b", true, { actor = ADMIN, what = "tool" }))
     assert.is_true(store:tool_enabled("mcp_a_b"))
     assert.equal("group", operator.set_enabled(store, "mcp_a_b", false, { actor = ADMIN, what = "group" }))
@@ -413,7 +422,7 @@ describe("the command over an injected store", function()
     usage({ "add", "--identifier", "x", "--name", "X", "--url", "http://h/", "--approval", "maybe" },
       "--approval is yes or no.")
     usage({ "add", "--identifier", "x y", "--name", "X", "--url", "http://h/" },
-      "The identifier must be 1 to 32 characters of a-z, 0-9, _ and -.")
+      "The identifier must be 1 to 32 characters of A-Z, a-z, 0-9, _ and - (it is stored in lower case).")
     usage({ "--db" }, "--db needs a path.")
   end)
 
@@ -435,6 +444,16 @@ describe("the command over an injected store", function()
     assert.truthy(out:find("\n      first ]0;title\n      second\n", 1, true))
   end)
 
+  it("prints failure messages inert, even when they quote stored text", function()
+    add(store, { identifier = "docs", name = "Docs\27[2J\27]0;owned\7" })
+    add(store, { identifier = "docs", name = "Twin", enabled = false })
+    local code, out, err = run { "edit", "2", "--enabled" }
+    assert.equal(1, code)
+    assert.equal("", out)
+    assert.equal('The identifier "docs" is also used by server "Docs [2J ]0;owned"; identifiers must be unique '
+      .. "because they name the imported tools.\n", err)
+  end)
+
   it("prints JSON for read commands", function()
     add(store, { identifier = "docs" })
     local code, out = run { "--json", "servers" }
@@ -445,5 +464,110 @@ describe("the command over an injected store", function()
     code, out = run { "tools", "--json" }
     assert.equal(0, code)
     assert.equal("[]\n", out)
+  end)
+end)
+
+describe("a credential is stored as a reference, never as the secret", function()
+  local SECRET = "sk-live-4f9a2c7e1b3d5f8a0c6e"
+  local refused = { SECRET, "Bearer " .. SECRET, "env:", "env: ", "env:1ST", "env:MY TOKEN", "env:" .. SECRET .. "-x",
+    "env:A\27[2J" }
+
+  -- Every byte the database left on disk, journal and WAL included.
+  local function on_disk(path)
+    local bytes = {}
+    for _, suffix in ipairs { "", "-wal", "-journal" } do
+      local f = io.open(path .. suffix, "rb")
+      if f then bytes[#bytes + 1] = f:read("a"); f:close() end
+    end
+    return table.concat(bytes)
+  end
+
+  local function with_row(extra)
+    local row = { identifier = "docs", name = "Docs", url = "https://mcp.example.com/rpc" }
+    for k, v in pairs(extra) do row[k] = v end
+    return row
+  end
+
+  it("refuses anything but env:NAME in operator.add and operator.edit, without echoing it", function()
+    local store = open_store()
+    local uid = assert(operator.add(store, with_row { auth_credential = " env:DOCS_TOKEN " }, { actor = ADMIN }))
+    assert.equal("env:DOCS_TOKEN", store:server(uid).auth_credential)
+    for _, given in ipairs(refused) do
+      for _, attempt in ipairs {
+        function()
+          return operator.add(store, with_row { identifier = "x", auth_credential = given }, { actor = ADMIN })
+        end,
+        function() return operator.edit(store, uid, { auth_credential = given }, { actor = ADMIN }) end,
+      } do
+        local ok, message, err = attempt()
+        assert.is_nil(ok, given)
+        assert.equal("invalid", err.kind)
+        assert.equal("auth_credential", err.field)
+        assert.truthy(message:find("env:NAME", 1, true), message)
+        assert.falsy(message:find(SECRET, 1, true))
+        assert.falsy(message:find("1ST", 1, true))
+        assert.falsy(message:find("\27", 1, true))
+      end
+    end
+    assert.equal("env:DOCS_TOKEN", store:server(uid).auth_credential)
+    assert.equal(1, #store:servers())
+    store:close()
+  end)
+
+  it("points out a stored value that is not env:NAME in the readout, without showing it", function()
+    local store = open_store()
+    add(store, { identifier = "old", auth_credential = SECRET })
+    local card = assert(operator.readout(store))[1]
+    assert.is_true(card.authentication_warning)
+    assert.equal("Bearer token from a credential reference (not env:NAME: if the stored value is the secret itself, "
+      .. "replace it with `mcpclient edit <id> --credential env:NAME`)", card.authentication)
+    for _, v in pairs(card) do
+      if type(v) == "string" then assert.falsy(v:find("4f9a2c7e", 1, true)) end
+    end
+    store:close()
+  end)
+
+  it("takes another key only when the host's resolver resolves it", function()
+    local store = open_store()
+    local resolver = function(key) if key == "vault:docs" then return "s3cr3t" end end
+    local uid = assert(operator.add(store, with_row { auth_credential = "vault:docs" },
+      { actor = ADMIN, resolver = resolver }))
+    assert.equal("vault:docs", store:server(uid).auth_credential)
+    local ok, _, err = operator.edit(store, uid, { auth_credential = SECRET }, { actor = ADMIN, resolver = resolver })
+    assert.is_nil(ok)
+    assert.equal("auth_credential", err.field)
+    ok = operator.edit(store, uid, { auth_credential = "vault:docs" }, { actor = ADMIN })
+    assert.is_nil(ok) -- without the resolver, the key cannot be told from a secret
+    store:close()
+  end)
+
+  it("keeps the secret out of the database file when the command is given one", function()
+    local base = os.tmpname()
+    local path = base .. ".db"
+    local function run(...)
+      local out, err = {}, {}
+      local function sink(t) return { write = function(self, ...) for _, s in ipairs { ... } do t[#t + 1] = s end
+        return self end, flush = function() end } end
+      local code = cli.main({ "--db", path, ... }, { stdout = sink(out), stderr = sink(err), progress = false })
+      return code, table.concat(out), table.concat(err)
+    end
+    assert.equal(0, (run("add", "--identifier", "docs", "--name", "Docs", "--url", "https://mcp.example.com/rpc")))
+    for _, given in ipairs(refused) do
+      local code, out, err = run("add", "--identifier", "leak", "--name", "Leak", "--url", "https://x.example/",
+        "--credential", given)
+      assert.equal(2, code, given)
+      assert.equal("", out)
+      assert.truthy(err:find("put the secret in an environment variable and give env:NAME", 1, true), err)
+      assert.falsy(err:find(SECRET, 1, true))
+      code = run("edit", "1", "--credential", given)
+      assert.equal(2, code, given)
+    end
+    assert.equal(0, (run("edit", "1", "--credential", "env:DOCS_TOKEN")))
+    local bytes = on_disk(path)
+    assert.truthy(bytes:find("env:DOCS_TOKEN", 1, true))
+    assert.falsy(bytes:find(SECRET, 1, true))
+    assert.falsy(bytes:find("4f9a2c7e", 1, true))
+    for _, suffix in ipairs { "", "-wal", "-shm", "-journal" } do os.remove(path .. suffix) end
+    os.remove(base)
   end)
 end)

@@ -1,4 +1,4 @@
--- Storage faults over real SQLite files (issue 7, REFERENCE §8, §9): a locked
+-- Storage faults over real SQLite files: a locked
 -- database, a read-only file, a full database, a corrupt file and a missing
 -- column. Each fault strikes while a tool call is on the wire (the scripted
 -- server of spec/support/fake_server.lua injects it before it answers), so the
@@ -147,7 +147,7 @@ local function readout_of(s)
   return nil, message
 end
 
-describe("store faults during a tool call (health, REFERENCE §9)", function()
+describe("store faults during a tool call (health)", function()
   local dir, path, s, uid
 
   before_each(function()
@@ -364,7 +364,7 @@ end
 io.write(core.json.encode(out), "\n")
 ]]
 
-describe("store faults in a child process (health, REFERENCE §9)", function()
+describe("store faults in a child process (health)", function()
   local dir, path, child
 
   before_each(function()
@@ -435,10 +435,10 @@ describe("store faults in a child process (health, REFERENCE §9)", function()
 end)
 
 ---------------------------------------------------------------------------
--- The audit: a step that cannot be stored fails the run closed (REFERENCE §8)
+-- The audit: a step that cannot be stored fails the run closed
 ---------------------------------------------------------------------------
 
-describe("store faults during a run's remote call (the fail-closed audit, REFERENCE §8)", function()
+describe("store faults during a run's remote call (the fail-closed audit)", function()
   local ADMIN = { name = "ops", uid = 7, admin = true }
   local CONFIG = { identifier = "cfg-local", provider = "p-local", model = "m-1" }
   local PROVIDERS = { ["p-local"] = { zone = "local" } }

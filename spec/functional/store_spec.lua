@@ -1,7 +1,8 @@
--- mcpclient.agent.store over real SQLite files (DESIGN D7, D8; REFERENCE §7.6, §8, §9, §10).
+-- mcpclient.agent.store over real SQLite files: servers, tools, health, runs, events, governance.
 local core = require "mcpclient.core"
 local store = require "mcpclient.agent.store"
 local sqlite_adapter = require "mcpclient.agent.store.sqlite"
+local servers = require "support.servers"
 
 local function tmpdb()
   local path = os.tmpname()
@@ -90,8 +91,9 @@ describe("mcpclient.agent.store", function()
     it("fails to open with nil, message, err", function()
       local none, message, err = store.open("/nonexistent-dir/x.db")
       assert.is_nil(none)
-      assert.equal("The store could not open /nonexistent-dir/x.db: unable to open database file (SQLITE_CANTOPEN)",
-        message)
+      assert.equal("The store could not open the database: unable to open database file (SQLITE_CANTOPEN)", message)
+      assert.equal(message, err.message)
+      assert.equal("open the database", err.operation)
       assert.equal("store", err.kind)
       assert.equal("SQLITE_CANTOPEN", err.code)
     end)
@@ -194,14 +196,17 @@ describe("mcpclient.agent.store", function()
       local uid = s:add_server { identifier = "docs" }
       assert(s:record_import(uid, { status = "error", error = "boom", tool_count = 4, at = 100 }))
       local before = s:server(uid)
-      assert.is_true(s:record_contact(uid, 1700000123, 42.4))
+      assert.is_true(s:record_contact(uid, 1700000123, 42))
       local after = s:server(uid)
       assert.equal(1700000123, after.last_contact)
       assert.equal(42, after.last_latency_ms)
       after.last_contact, after.last_latency_ms = 0, 0
       assert.same(before, after)
-      assert(s:record_contact(uid, 1700000124, -3))
-      assert.equal(0, s:server(uid).last_latency_ms)
+      -- latency arrives rounded once, as whole milliseconds; anything else is misuse
+      assert.has_error(function() s:record_contact(uid, 1700000124, 42.4) end,
+        "latency_ms must be a non-negative integer")
+      assert.has_error(function() s:record_contact(uid, 1700000124, -3) end)
+      assert.equal(42, s:server(uid).last_latency_ms)
     end)
 
     it("record_import stamps the outcome with one time", function()
@@ -223,7 +228,7 @@ describe("mcpclient.agent.store", function()
     end)
   end)
 
-  describe("tools and reconcile (REFERENCE §10.4)", function()
+  describe("tools and reconcile", function()
     local server, other
 
     before_each(function()
@@ -280,7 +285,8 @@ describe("mcpclient.agent.store", function()
       assert.equal(1, #x)
       assert.is_false(x[1].orphaned)
       assert.equal(100, x[1].tstamp)
-      assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_c", "mcp_docs_d", "mcp_other_x" }, names(s:all_tools()))
+      assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_c", "mcp_docs_d", "mcp_other_x" },
+        names(servers.all_tools(s)))
     end)
 
     it("stores the accepted fields verbatim", function()
@@ -355,7 +361,7 @@ describe("mcpclient.agent.store", function()
     end)
   end)
 
-  describe("health (REFERENCE §9)", function()
+  describe("health", function()
     it("the recorder stamps the server's contact", function()
       s = assert(store.open(path))
       local uid = s:add_server { identifier = "docs" }
@@ -424,7 +430,7 @@ describe("mcpclient.agent.store", function()
     end)
   end)
 
-  describe("runs and events (REFERENCE §8)", function()
+  describe("runs and events", function()
     before_each(function()
       s = assert(store.open(path))
     end)
@@ -489,7 +495,7 @@ describe("mcpclient.agent.store", function()
     end)
   end)
 
-  describe("governance events (REFERENCE §7.6)", function()
+  describe("governance events", function()
     it("appends and lists by uid, 64-bit values and NUL bytes intact", function()
       s = assert(store.open(path))
       local first = assert(s:insert_governance_event { decision = "tool_denied", reason = "trustZone",
@@ -558,7 +564,7 @@ describe("mcpclient.agent.store", function()
         assert.equal(0, s:reconcile(server, { tool("mcp_kept2_a") }, 1))
       end)
       assert.same({ "kept", "kept2" }, names(s:servers()))
-      assert.equal(1, #s:all_tools())
+      assert.equal(1, #servers.all_tools(s))
     end)
 
     it("fails cleanly when another connection holds the write lock", function()

@@ -1,4 +1,4 @@
--- The operator command as a process (bin/mcpclient, DESIGN D10, REFERENCE §11.4) against real MCP
+-- The operator command as a process (bin/mcpclient) against real MCP
 -- servers on 127.0.0.1: the official SDK server, server-everything, and a hostile server of our own
 -- (spec/peers/hostile-info.mjs) whose self-description is full of terminal escapes and line breaks.
 local core = require "mcpclient.core"
@@ -219,7 +219,7 @@ describe("the mcpclient command #integration", function()
       local code, out, err = mcpclient(db, "test", id)
       assert.equal(1, code)
       assert.equal("", out)
-      assert.equal("Unknown MCP server\n", err)
+      assert.equal(id == "4711" and "Unknown MCP server (id 4711).\n" or "Unknown MCP server.\n", err)
     end
     local code, out = mcpclient(nil, "help")
     assert.equal(0, code)
@@ -259,8 +259,8 @@ describe("the mcpclient command #integration", function()
     code, out, err = mcpclient(db, "import", "evil")
     assert.equal(0, code, err)
     no_escapes(out)
-    assert.equal("evil: 1 imported, 1 skipped, 0 orphaned\n"
-      .. '    skipped: "bad [2Jname" cannot be given a valid local tool name and was skipped.\n', out)
+    assert.truthy(out:find("^evil: 2 imported, 2 skipped, 0 orphaned\n"
+      .. '    skipped: "bad %[2Jname" cannot be given a valid local tool name and was skipped.\n'), out)
 
     code, out = mcpclient(db, "servers")
     assert.equal(0, code)
@@ -272,11 +272,35 @@ describe("the mcpclient command #integration", function()
     assert.equal(0, code)
     no_escapes(out)
     assert.truthy(out:find("Reads ]0;pwned  things X-Injected: description", 1, true), out)
-    assert.equal(1, select(2, out:gsub("\n", "")))
+    assert.equal(2, select(2, out:gsub("\n", "")))
 
     code, out = mcpclient(db, "--json", "tools")
     assert.equal(0, code)
     assert.falsy(out:find("\27", 1, true))
     assert.equal("Reads\27]0;pwned\7 things\nX-Injected: description", json.decode(out)[1].description)
+  end)
+
+  it("keeps the C1 and bidi characters a server wrote off the terminal and out of --json", function()
+    local hostile = start_hostile()
+    started[#started + 1] = hostile
+    assert.equal(0, (mcpclient(db, "add", "--identifier", "evil", "--name", "Evil peer", "--url", hostile.url,
+      "--data-class", "publicContent", "--enabled")))
+    -- U+202E (right-to-left override), U+2066 (left-to-right isolate), U+009B (C1 CSI), ESC
+    local bidi = { "\u{202E}", "\u{2066}" }
+    local controls = { "\u{9B}", "\27" }
+    local function free_of(text, list, what)
+      for _, c in ipairs(list) do assert.falsy(text:find(c, 1, true), what .. ": " .. text) end
+    end
+    for _, argv in ipairs { { "test", "1" }, { "import", "evil" }, { "servers" }, { "tools" },
+      { "--json", "test", "1" }, { "--json", "import", "evil" }, { "--json", "servers" }, { "--json", "tools" } } do
+      local code, out, err = mcpclient(db, table.unpack(argv))
+      local what = table.concat(argv, " ")
+      assert.equal(0, code, err)
+      free_of(out .. err, controls, what)
+      free_of(out .. err, bidi, what)
+      if argv[1] == "--json" then assert.truthy(json.decode(out), what) end
+    end
+    local _, out = mcpclient(db, "--json", "tools")
+    assert.equal("Looks \u{202E}safe\u{2066} \u{9B}31m here\27[0m", json.decode(out)[2].description)
   end)
 end)

@@ -36,6 +36,15 @@ local function requests_of(path, method)
   return list
 end
 
+-- How many tools/call requests for one tool reached the server on a path.
+local function calls_of(path, name)
+  local n = 0
+  for _, r in ipairs(requests_of(path, "tools/call")) do
+    if r.name == name then n = n + 1 end
+  end
+  return n
+end
+
 local function connect(path, extra)
   local options = {
     url = url(path), identifier = "hostile", health = mcp.health.memory(),
@@ -97,9 +106,12 @@ describe("a hostile server #integration", function()
   teardown(function() stop_server(server) end)
 
   describe("at the socket", function()
-    it("resets the connection in the middle of a declared body: transport, at once", function()
+    -- Every loss after the request left is "interrupted" (the server may have
+    -- acted on it), never "could not be reached", which would invite a resend.
+    it("resets the connection in the middle of a declared body: interrupted, at once", function()
       local r = hostile_call("/reset-mid-body", 5)
-      assert_clear("transport", r.out, r.message, r.err)
+      assert_clear("interrupted", r.out, r.message, r.err)
+      assert.truthy(r.message:find("may have acted on it", 1, true), r.message)
       assert.truthy(r.elapsed < 1, r.elapsed)
       usable_afterwards(r.conn)
     end)
@@ -137,23 +149,23 @@ describe("a hostile server #integration", function()
       end)
     end
 
-    it("floods header lines: refused at the header cap, at once", function()
+    it("floods header lines: refused at the header cap, at once (interrupted: the request had left)", function()
       local r = hostile_call("/header-flood", 5)
-      assert_clear("transport", r.out, r.message, r.err)
+      assert_clear("interrupted", r.out, r.message, r.err)
       assert.truthy(r.elapsed < 2, r.elapsed)
       usable_afterwards(r.conn)
     end)
 
-    it("answers with something that is not HTTP: transport", function()
+    it("answers with something that is not HTTP: interrupted", function()
       local r = hostile_call("/garbage-status", 5)
-      assert_clear("transport", r.out, r.message, r.err)
+      assert_clear("interrupted", r.out, r.message, r.err)
       assert.truthy(r.elapsed < 2, r.elapsed)
       usable_afterwards(r.conn)
     end)
 
-    it("breaks the chunked encoding: transport", function()
+    it("breaks the chunked encoding: interrupted", function()
       local r = hostile_call("/bad-chunk", 5)
-      assert_clear("transport", r.out, r.message, r.err)
+      assert_clear("interrupted", r.out, r.message, r.err)
       assert.truthy(r.message:find("chunk", 1, true), r.message)
       usable_afterwards(r.conn)
     end)
@@ -305,9 +317,9 @@ describe("a hostile server #integration", function()
   end)
 
   describe("streams and sessions", function()
-    it("closes a priming-only stream and answers the resumption GET with 405: http_status 405", function()
+    it("closes a priming-only stream and answers the resumption GET with 405: interrupted", function()
       local r = hostile_call("/priming-only/405?resume=405", 5)
-      assert_clear("http_status", r.out, r.message, r.err)
+      assert_clear("interrupted", r.out, r.message, r.err)
       assert.truthy(r.message:find("405", 1, true), r.message)
       local gets = requests_of("/priming-only/405", "GET")
       assert.equal(1, #gets)
@@ -327,10 +339,10 @@ describe("a hostile server #integration", function()
       usable_afterwards(r.conn)
     end)
 
-    it("answers every resumption with another priming-only stream: at most two, then malformed", function()
+    it("answers every resumption with another priming-only stream: at most two, then interrupted", function()
       local r = hostile_call("/priming-only/again?resume=priming", 5)
-      assert_clear("malformed", r.out, r.message, r.err)
-      assert.truthy(r.message:find("carried no message", 1, true), r.message)
+      assert_clear("interrupted", r.out, r.message, r.err)
+      assert.truthy(r.message:find("without the response", 1, true), r.message)
       assert.equal(2, #requests_of("/priming-only/again", "GET"))
       usable_afterwards(r.conn)
     end)
@@ -341,8 +353,9 @@ describe("a hostile server #integration", function()
       assert(conn:call_tool("echo", { text = "warm" }))
       local t0 = core.now()
       local out, message, err = conn:call_tool("hostile", {}, { budget = 0.05 })
-      -- "deadline" (the wait would outlast the budget); "timeout" only if the POST itself took 50 ms
-      assert_clear(err and err.kind == "timeout" and "timeout" or "deadline", out, message, err)
+      -- "interrupted" (the wait would outlast the budget, and the server has the
+      -- request); "timeout" only if the POST itself took 50 ms
+      assert_clear(err and err.kind == "timeout" and "timeout" or "interrupted", out, message, err)
       assert.truthy(core.now() - t0 < 0.5)
       assert.equal(0, #requests_of("/priming-only/budget", "GET"))
     end)
@@ -367,6 +380,31 @@ describe("a hostile server #integration", function()
       end)
     end
 
+    -- Once the server has the request (a 2xx, any byte of an event stream, or
+    -- just the request on the wire), a loss ends the operation: nothing is sent again.
+    it("closes a priming-only tools/call stream and answers the resumption GET with 404 session not found: "
+      .. "interrupted, the call reached the server once", function()
+      local path = "/priming-only/404"
+      local r = hostile_call(path .. "?resume=404&retry=50", 5)
+      assert_clear("interrupted", r.out, r.message, r.err)
+      assert.truthy(r.message:find("may have acted on it", 1, true), r.message)
+      assert.equal(1, calls_of(path, "hostile"))
+      assert.equal(1, #requests_of(path, "GET"))
+      assert.equal(1, state(path).initializes)
+      usable_afterwards(r.conn) -- the next call's POST is refused (404) and may be sent again
+      assert.equal(1, calls_of(path, "hostile"))
+    end)
+
+    it("reads the request and closes the connection without a byte of answer: interrupted, sent once", function()
+      local path = "/drop-after-request/a"
+      local r = hostile_call(path, 5)
+      assert_clear("interrupted", r.out, r.message, r.err)
+      assert.truthy(r.message:find("may have acted on it", 1, true), r.message)
+      assert.is_nil(r.message:find("could not be reached", 1, true), r.message)
+      assert.equal(1, calls_of(path, "hostile"))
+      usable_afterwards(r.conn)
+    end)
+
     it("forgets every session at once: one re-initialization per operation, then http_status 404", function()
       local conn <close> = connect("/session-amnesia")
       local t0 = core.now()
@@ -377,6 +415,99 @@ describe("a hostile server #integration", function()
       local seen = state("/session-amnesia")
       assert.equal(2, seen.initializes)
       assert.equal(2, #requests_of("/session-amnesia", "tools/call"))
+    end)
+  end)
+
+  describe("server requests, cancellation, sessions", function()
+    it("asks for a ping and a sampling on the response stream: both answered at once, the call goes on", function()
+      local path = "/server-requests/a"
+      local r = hostile_call(path, 5)
+      assert.equal("after the answers", assert(r.out, r.message).text)
+      assert.truthy(r.elapsed < 1, r.elapsed)
+      local answers = {}
+      for _, q in ipairs(requests_of(path, "POST")) do
+        if q.method == json.null and q.id ~= json.null then answers[q.id] = q end
+      end
+      assert.same({}, answers["srv-ping"].result)
+      assert.equal(json.null, answers["srv-ping"].error)
+      assert.equal(-32601, answers[7].error.code)
+      usable_afterwards(r.conn)
+    end)
+
+    it("stalls the notifications/cancelled POST: the caller returns within the cancel latency", function()
+      local path = "/stall-cancel/a"
+      local conn <close> = connect(path)
+      assert(conn:call_tool("echo", { text = "warm" }))
+      local t0, fired_at = core.now(), nil
+      local out, message, err = conn:call_tool("hostile", {}, { budget = 5, cancel = function()
+        if core.now() - t0 < 0.2 then return false end
+        fired_at = fired_at or core.now()
+        return true
+      end })
+      local latency = core.now() - fired_at
+      assert_clear("cancelled", out, message, err)
+      assert.is_true(err.in_flight)
+      assert.truthy(latency < 0.1, string.format("returned %.3f s after the flag", latency))
+      -- the notice reached the server all the same
+      local deadline = core.now() + 2
+      while #requests_of(path, "notifications/cancelled") == 0 and core.now() < deadline do core.sleep(0.02) end
+      assert.equal(1, #requests_of(path, "notifications/cancelled"))
+      usable_afterwards(conn, "after the cancel", true)
+    end)
+
+    it("ends the session with DELETE when the garbage collector takes a connection", function()
+      local path = "/server-requests/gc"
+      do
+        local conn = connect(path)
+        assert(conn:call_tool("echo", { text = "x" }))
+      end
+      collectgarbage()
+      collectgarbage()
+      assert.equal(1, #requests_of(path, "DELETE"))
+    end)
+
+    for _, kind in ipairs { "cr", "ctl", "del" } do
+      it("gives a session id holding a " .. kind .. " byte: malformed, and no operation raises", function()
+        local conn <close> = connect("/bad-session/" .. kind)
+        for _, op in ipairs {
+          function() return conn:ping() end,
+          function() return conn:call_tool("echo", { text = "x" }) end,
+          function() return conn:list_tools() end,
+        } do
+          local ok, out, message, err = pcall(op)
+          assert.is_true(ok, tostring(out))
+          assert_clear("malformed", out, message, err)
+          assert.truthy(message:find("session id", 1, true), message)
+        end
+      end)
+    end
+
+    it("lists 50 pages of 2 MiB of empty tools: fails at once, in a small multiple of the read cap", function()
+      local script = [[
+        package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+        package.cpath = "./build/?.so;" .. package.cpath
+        local mcp = require "mcpclient"
+        local conn = mcp.connect { url = arg[1], identifier = "hostile", health = mcp.health.discard }
+        local tools, _, err = conn:list_tools { budget = 60 }
+        local f = io.open("/proc/self/status")
+        local status = f:read("a")
+        f:close()
+        io.write(tostring(tools and #tools), " ", tostring(err and err.kind), " ", status:match("VmHWM:%s*(%d+)"))
+      ]]
+      local file = os.tmpname()
+      local f = assert(io.open(file, "w"))
+      f:write(script)
+      f:close()
+      -- a plain interpreter (no sanitizer preloaded), so its peak is the library's own
+      local pipe = assert(io.popen(string.format("env -u LD_PRELOAD lua5.4 %s %s 2>&1", file, url("/huge-list/a"))))
+      local out = pipe:read("a")
+      pipe:close()
+      os.remove(file)
+      local count, kind, peak = out:match("^(%S+) (%S+) (%d+)$")
+      assert.equal("nil", count, out)
+      assert.equal("malformed", kind, out)
+      assert.truthy(tonumber(peak) < 40 * 1024, "peak RSS " .. tostring(peak) .. " KiB")
+      assert.equal(1, #requests_of("/huge-list/a", "tools/list"))
     end)
   end)
 end)

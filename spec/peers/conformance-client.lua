@@ -44,15 +44,58 @@ local root = dir .. "/../.."
 package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
 package.cpath = root .. "/build/?.so;" .. package.cpath
 
+-- The auth/* scenarios: the suite's authorization server answers the authorization request at once
+-- with a 302 to the redirect URI (no person), so the opt-in helper that reads that redirect's Location
+-- stands in for the host's authorize callback. Credentials and keys the scenario hands over in
+-- MCP_CONFORMANCE_CONTEXT (JSON) become oauth options here; the library never reads that variable.
+-- Secrets stay references ("context:NAME") that the resolver answers from the context.
+local CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+local function oauth_options(mcp, scenario, context)
+  local oauth = {
+    authorize = mcp.oauth.follow_immediate_redirect, client_metadata_url = CIMD_URL, offline_access = true,
+    redirect_uri = "http://localhost:3000/callback", client_id = context.client_id,
+    client_secret = context.client_secret and "context:client_secret" or nil,
+  }
+  if context.idp_id_token then
+    oauth.grant = "cross_app_access"
+    oauth.idp = { token_endpoint = context.idp_token_endpoint, id_token = "context:idp_id_token",
+      client_id = context.idp_client_id }
+  elseif scenario:match("^auth/client%-credentials") then
+    oauth.grant = "client_credentials"
+    if context.private_key_pem then
+      oauth.private_key = "context:private_key_pem"
+      oauth.signing_algorithm = context.signing_algorithm
+    end
+  end
+  local resolver = function(reference)
+    local name = reference:match("^context:(.+)$")
+    return name and context[name] or nil
+  end
+  return oauth, resolver
+end
+
 local function main()
   local url = arg[#arg]
   if not url or not url:match("^https?://") then error("usage: conformance-client.lua <server url>") end
-  url = url:gsub("^(https?://)localhost([:/])", "%1127.0.0.1%2"):gsub("^(https?://)localhost$", "%1127.0.0.1")
   local scenario = os.getenv("MCP_CONFORMANCE_SCENARIO") or ""
+  local auth_scenario = scenario:match("^auth/") ~= nil
+  if not auth_scenario then
+    -- The metadata of the auth scenarios names "localhost": their URLs are kept as given, so the
+    -- resource check compares like with like.
+    url = url:gsub("^(https?://)localhost([:/])", "%1127.0.0.1%2"):gsub("^(https?://)localhost$", "%1127.0.0.1")
+  end
 
   local mcp = require "mcpclient"
-  -- Private and loopback addresses are allowed by default (DESIGN D9): 127.0.0.1 is reachable.
-  local conn = mcp.connect { url = url, identifier = "conformance", health = mcp.health.discard }
+  local options = { url = url, identifier = "conformance", health = mcp.health.discard }
+  if auth_scenario then
+    local context = {}
+    local text = os.getenv("MCP_CONFORMANCE_CONTEXT")
+    if text and text ~= "" then context = assert(mcp.json.decode(text), "MCP_CONFORMANCE_CONTEXT is not JSON") end
+    options.oauth, options.resolver = oauth_options(mcp, scenario, context)
+  end
+  -- Private and loopback addresses are allowed by default: 127.0.0.1 is reachable.
+  local conn = mcp.connect(options)
 
   local function tool_named(name)
     local tools = assert(conn:list_tools())
@@ -75,6 +118,16 @@ local function main()
     tool_named("test_reconnection")
     local out = assert(conn:call_tool("test_reconnection", {}))
     if out.is_error then error("test_reconnection answered a tool error: " .. tostring(out.text)) end
+  elseif auth_scenario then
+    -- Every auth scenario's server lists "test-tool"; calling it is what needs the widest scope.
+    local tools, message = conn:list_tools()
+    if not tools then error(message) end
+    for _, t in ipairs(tools) do
+      if t.name == "test-tool" then
+        local out, why = conn:call_tool("test-tool", {})
+        if not out then error(why) end
+      end
+    end
   else
     error(string.format("unknown scenario %q (MCP_CONFORMANCE_SCENARIO)", scenario))
   end

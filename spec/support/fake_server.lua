@@ -1,4 +1,4 @@
---- A scripted MCP server behind a fake HTTP leg (REFERENCE §12.3, "McpTestServer").
+--- A scripted MCP server behind a fake HTTP leg.
 --
 -- Injected with mcp.connect{ transport = fake }. It answers leg:send(req)
 -- exactly as the C leg's contract says, from a FIFO of scripted responses,
@@ -177,9 +177,10 @@ function Fake:send(req)
   if entry.session_id then headers["mcp-session-id"] = entry.session_id end
   local truncated = false
   if #body > req.max_bytes then body, truncated = body:sub(1, req.max_bytes), true end
+  -- the media type as the C leg reports it: before ';', trimmed of spaces and tabs, lower case
+  local media = (headers["content-type"]:match("^[^;]*") or ""):match("^[ \t]*(.-)[ \t]*$"):lower()
   local response = { status = entry.status or 200, headers = headers, body = body, duration_ms = duration * 1000,
-    streamed = false, stopped = false, truncated = truncated }
-  local media = (headers["content-type"]:match("^[^;]*") or ""):lower():gsub("%s", "")
+    media_type = media, streamed = false, stopped = false, truncated = truncated }
   if media == "text/event-stream" and req.on_stream then
     response.streamed, response.body = true, ""
     local size = entry.chunk or #body

@@ -72,6 +72,9 @@ function record(state, req, msg) {
     http: req.method,
     method: msg && typeof msg === 'object' ? msg.method ?? null : null,
     id: msg && typeof msg === 'object' ? msg.id ?? null : null,
+    name: msg && typeof msg === 'object' && msg.params ? msg.params.name ?? null : null,
+    result: msg && typeof msg === 'object' ? msg.result ?? null : null,
+    error: msg && typeof msg === 'object' ? msg.error ?? null : null,
     arguments: msg && typeof msg === 'object' && msg.params ? msg.params.arguments ?? null : null,
     session: req.headers['mcp-session-id'] ?? null,
     authorization: req.headers.authorization ?? null,
@@ -111,7 +114,8 @@ const ESCAPES = {
 };
 
 // The modes whose sessions the server keeps (and checks).
-const SESSION_MODES = new Set(['session-vanish', 'session-vanish-400', 'session-amnesia', 'priming-only']);
+const SESSION_MODES = new Set(['session-vanish', 'session-vanish-400', 'session-amnesia', 'priming-only',
+  'server-requests', 'stall-cancel', 'bad-session']);
 
 function initialize(req, res, mode, state, msg) {
   state.initializes++;
@@ -121,10 +125,21 @@ function initialize(req, res, mode, state, msg) {
     if (mode !== 'session-amnesia') state.sessions.add(id);
     headers['Mcp-Session-Id'] = id;
   }
+  if (mode === 'bad-session') return badSession(req, msg);
   const serverInfo = mode === 'terminal-escapes' ? ESCAPES : { name: 'hostile', version: '1.0' };
   const value = { protocolVersion: PROTOCOL, capabilities: { tools: {} }, serverInfo };
   if (mode === 'terminal-escapes') value.instructions = 'Use me\u001b[8m hidden \u001b[0m\r\nnow';
   return json(res, 200, result(msg.id, value), headers);
+}
+
+// An initialize answer whose session id holds a byte a header value may not carry
+// (…/bad-session/cr: a bare CR; …/bad-session/ctl: a control character; …/bad-session/del: DEL).
+function badSession(req, msg) {
+  const kind = new URL(req.url, 'http://127.0.0.1').pathname.split('/')[2];
+  const bad = { cr: 'abc\rX-Injected: 1', ctl: 'abc\u0001def', del: 'abc\u007fdef' }[kind] || 'abc\rdef';
+  const body = JSON.stringify(result(msg.id, { protocolVersion: PROTOCOL, capabilities: { tools: {} }, serverInfo: { name: 'hostile', version: '1.0' } }));
+  raw(req, `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: ${bad}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  req.socket.end(); // node's response object is never finished: the socket must not serve another request
 }
 
 // The session check of the session modes: an unknown or missing id is answered as the SDK does.
@@ -384,14 +399,37 @@ const MODES = {
     res.end(body);
   },
 
-  // A priming event (an id, empty data, retry 100 ms) and the stream closes. The GET that
-  // resumes it (…?resume=405|stream|priming) gets 405, a stream carrying the answer, or
-  // another priming-only stream.
-  'priming-only'(req, res, msg, state) {
+  // A priming event (an id, empty data, retry 100 ms or …&retry=N) and the stream closes. The
+  // GET that resumes it (…?resume=405|404|stream|priming) gets 405, 404 "session not found"
+  // (the session is forgotten), a stream carrying the answer, or another priming-only stream.
+  'priming-only'(req, res, msg, state, url) {
     state.pending = msg.id;
     sse(res);
-    res.end('id: prime-1\nretry: 100\ndata:\n\n');
+    res.end(`id: prime-1\nretry: ${Number(url.searchParams.get('retry') || 100)}\ndata:\n\n`);
   },
+
+  // The request is read, then the connection is closed without a byte of answer.
+  'drop-after-request'(req) {
+    req.socket.destroy();
+  },
+
+  // An event stream that carries server requests before the answer: a ping (id srv-ping) and a
+  // sampling request (id 7). The answer comes only once both were answered on a POST.
+  'server-requests'(req, res, msg, state) {
+    sse(res);
+    res.write(event(JSON.stringify({ jsonrpc: '2.0', id: 'srv-ping', method: 'ping' })));
+    res.write(event(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'sampling/createMessage', params: {} })));
+    res.write(event(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'x' } })));
+    state.waiting = () => {
+      const answered = state.requests.filter((r) => r.http === 'POST' && r.method === null && r.id !== null);
+      if (answered.length < 2) return;
+      state.waiting = null;
+      res.end(event(JSON.stringify(result(msg.id, text('after the answers')))));
+    };
+  },
+
+  // Never answers the call; the notifications/cancelled POST is read and never answered either.
+  'stall-cancel'() {},
 
   // The answer, then the server forgets the session: the next request gets 404 (or 400).
   'session-vanish'(req, res, msg, state) {
@@ -407,9 +445,20 @@ const MODES = {
 MODES['session-vanish-400'] = MODES['session-vanish'];
 MODES['session-amnesia'] = (req, res, msg) => json(res, 200, result(msg.id, text('never reached')));
 
+// A tools/list page of just under 2 MiB of empty tools ({},{},…), always with a next cursor.
+function hugePage(id) {
+  const head = `{"jsonrpc":"2.0","id":${id},"result":{"nextCursor":"more","tools":[`;
+  const n = Math.floor((2 * MiB - head.length - 64) / 3);
+  return `${head}${'{},'.repeat(n - 1)}{}]}}`;
+}
+
 // The GET that resumes a priming-only stream.
 function resume(req, res, state, url) {
   const how = url.searchParams.get('resume') || '405';
+  if (how === '404') {
+    state.sessions.clear();
+    return json(res, 404, { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } });
+  }
   if (how === 'stream' && state.pending !== null) {
     sse(res);
     return res.end(event(JSON.stringify(result(state.pending, text('resumed'))), 'prime-2'));
@@ -454,6 +503,13 @@ function mcp(req, res, body, url) {
     return res.end();
   }
   if (sessionRefused(req, res, mode, state, msg)) return undefined;
+  if (mode === 'stall-cancel' && msg.method === 'notifications/cancelled') return undefined;
+  if (msg.method === undefined && msg.id !== undefined) {  // the client answers a server request
+    res.writeHead(202);
+    res.end();
+    if (state.waiting) state.waiting();
+    return undefined;
+  }
   if (msg.id === undefined) {
     res.writeHead(202);
     return res.end();
@@ -464,6 +520,7 @@ function mcp(req, res, body, url) {
     case 'ping':
       return json(res, 200, result(msg.id, {}));
     case 'tools/list':
+      if (mode === 'huge-list') return json(res, 200, hugePage(msg.id));
       return json(res, 200, result(msg.id, { tools: TOOLS }));
     case 'tools/call': {
       const name = msg.params && msg.params.name;

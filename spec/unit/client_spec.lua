@@ -25,7 +25,7 @@ local function text_result(text, is_error)
 end
 
 describe("a connection", function()
-  describe("handshake and session (D1, D2)", function()
+  describe("handshake and session", function()
     it("sends initialize, initialized, then the operation; a warm call is one round trip", function()
       local fake = Fake.new():will_handshake("s-1"):will_return(page {}):will_return(text_result("one"))
       local conn = connect(fake)
@@ -165,7 +165,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("list_tools (REFERENCE §2.3)", function()
+  describe("list_tools", function()
     it("walks pages in order, without a cursor on the first", function()
       local fake = Fake.new():will_handshake():will_return(page({ "alpha" }, "p2")):will_return(page { "beta" })
       local tools = assert(connect(fake):list_tools())
@@ -203,7 +203,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("call_tool (REFERENCE §2.4)", function()
+  describe("call_tool", function()
     it("sends the name and arguments exactly, {} for none", function()
       local fake = Fake.new():will_handshake():will_return(text_result("page 3 reads: hello"))
         :will_return(text_result("ok"))
@@ -267,7 +267,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("ping (REFERENCE §2.5)", function()
+  describe("ping", function()
     it("reports the handshake: revision and server, labelled", function()
       local fake = Fake.new():will_handshake(nil, "2025-03-26", { name = "Conformance MCP", version = "9.9" })
       local report = assert(connect(fake):ping())
@@ -295,7 +295,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("one budget per operation (REFERENCE §3, D12)", function()
+  describe("one budget per operation", function()
     local function granted(durations, op)
       local fake = Fake.new():will_handshake():will_return(text_result("x")):will_return(page {})
       fake:take(table.unpack(durations))
@@ -354,7 +354,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("health (REFERENCE §9)", function()
+  describe("health", function()
     it("records one contact per completed operation with the completing leg's latency", function()
       local fake = Fake.new():will_handshake():will_return(page({ "a" }, "p2")):will_return(page { "b" })
       fake:take(0.010, 0.001, 0.030, 0.042)
@@ -396,7 +396,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("failures of the far side (REFERENCE §12.2 items 24, 26-35)", function()
+  describe("failures of the far side", function()
     local shapes = {
       { "500 JSON", function(f) f:will_return_raw("{}", 500) end, "http_status", "500" },
       { "302 JSON", function(f) f:will_return_raw("{}", 302) end, "http_status", "302" },
@@ -490,7 +490,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("cancellation (D5)", function()
+  describe("cancellation", function()
     it("aborts a call in flight, tells the server, and says the server may have acted", function()
       local fake = Fake.new():will_handshake("s"):will_hang(0.01)
       local polls = 0
@@ -536,7 +536,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("event-stream resumption (D6)", function()
+  describe("event-stream resumption", function()
     it("resumes with GET and Last-Event-ID after the retry interval, and takes the answer there", function()
       local fake = Fake.new():will_handshake("s")
         :will_stream { "id: event-1\nretry: 50\ndata:\n\n" }
@@ -555,7 +555,7 @@ describe("a connection", function()
       local fake = Fake.new():will_handshake("s")
         :will(function(req)
           req.on_stream("id: e-7\nretry: 10\ndata:\n\n")
-          return nil, "transport", "Connection reset by peer"
+          return nil, "interrupted", "Connection reset by peer"
         end)
         :will_stream { Fake.sse_result(text_result("after the reset"), "e-8") }
       local out = assert(connect(fake):call_tool("t"))
@@ -563,35 +563,38 @@ describe("a connection", function()
       assert.equal("e-7", fake.requests[4].last_event_id)
     end)
 
-    it("reports a connection that broke before any event id as a transport failure", function()
+    -- Any byte of an event stream means the server accepted the request: a
+    -- loss after it is "interrupted" (the server may have acted), never sent again.
+    it("reports a connection that broke before any event id as interrupted, and sends nothing again", function()
       local fake = Fake.new():will_handshake("s"):will(function(req)
         req.on_stream(": just a comment\n\n")
         return nil, "transport", "Connection reset by peer"
       end)
-      local ok, _, err = connect(fake):call_tool("t")
+      local ok, message, err = connect(fake):call_tool("t")
       assert.is_nil(ok)
-      assert.equal("transport", err.kind)
+      assert.equal("interrupted", err.kind)
+      assert.truthy(message:find("may have acted on it", 1, true), message)
       assert.equal(3, #fake.requests)
     end)
 
-    it("gives up after two resumptions", function()
+    it("gives up after two resumptions: interrupted", function()
       local fake = Fake.new():will_handshake("s")
       for i = 1, 4 do fake:will_stream { "id: e" .. i .. "\nretry: 1\ndata:\n\n" } end
-      local ok, message = connect(fake):call_tool("t")
+      local ok, _, err = connect(fake):call_tool("t")
       assert.is_nil(ok)
-      assert.truthy(message:find("carried no", 1, true))
+      assert.equal("interrupted", err.kind)
       assert.same({ "initialize", "notifications/initialized", "tools/call", "GET", "GET" }, fake:methods())
     end)
 
-    it("does not wait past the budget for a retry interval", function()
+    it("does not wait past the budget for a retry interval: interrupted, not 'the server was not asked'", function()
       local fake = Fake.new():will_handshake("s"):will_stream { "id: e1\nretry: 60000\ndata:\n\n" }
       local ok, _, err = connect(fake):call_tool("t", nil, { budget = 5 })
       assert.is_nil(ok)
-      assert.equal("deadline", err.kind)
+      assert.equal("interrupted", err.kind)
     end)
   end)
 
-  describe("credentials (D8)", function()
+  describe("credentials", function()
     it("resolves env: references per leg and places them as a bearer token", function()
       local fake = Fake.new():will_handshake():will_return(text_result("x"))
       local resolved = 0
@@ -644,7 +647,7 @@ describe("a connection", function()
     end)
   end)
 
-  describe("host gate (D9)", function()
+  describe("host gate", function()
     it("checks the host before any credential is resolved and pins the checked address", function()
       local fake = Fake.new { address = "169.254.169.254" }
       local resolved = 0
@@ -734,6 +737,210 @@ describe("a connection", function()
       assert.is_nil(ok)
       assert.equal("malformed", err.kind)
       assert.truthy(message:find("could not be encoded", 1, true))
+    end)
+  end)
+
+  describe("one failure value", function()
+    -- Record every err of `kind` errors.fail makes while fn runs (it hands
+    -- each new err to its kind's message builder).
+    local function made_during(kind, fn)
+      local spec = require("mcpclient.errors").KINDS[kind]
+      local original, made = spec.message, {}
+      spec.message = function(err)
+        made[#made + 1] = err
+        return original(err)
+      end
+      local ok, results = pcall(function() return table.pack(fn()) end)
+      spec.message = original
+      assert(ok, results)
+      return made, results
+    end
+
+    it("hands the cancellation made below to the caller of call_tool: the same table, made once", function()
+      local fake = Fake.new():will_handshake("s"):will_hang(0.01)
+      local n = 0
+      local conn = connect(fake)
+      local made, r = made_during("cancelled", function()
+        return conn:call_tool("t", {}, { cancel = function() n = n + 1; return n > 3 end })
+      end)
+      assert.is_nil(r[1])
+      assert.equal(1, #made)
+      assert.equal(made[1], r[3])
+      assert.same({ kind = "cancelled", server = "srv", in_flight = true, message = r[2] }, r[3])
+      assert.equal("notifications/cancelled", fake.requests[#fake.requests].method)
+    end)
+
+    it("hands a remote failure to the caller unchanged", function()
+      local fake = Fake.new():will_handshake():will_return_rpc_error(-32000, "no such page")
+      local conn = connect(fake)
+      local made, r = made_during("rpc_error", function() return conn:call_tool("t") end)
+      assert.equal(1, #made)
+      assert.equal(made[1], r[3])
+      assert.equal("rpc_error", r[3].kind)
+      assert.equal(-32000, r[3].code)
+    end)
+
+    it("gives latencies in whole milliseconds everywhere", function()
+      local fake = Fake.new():take(0.0104, 0, 0.0126, 0.0031):will_handshake("s")
+        :will_return(text_result("x")):will_return({})
+      local conn = connect(fake)
+      assert.equal(13, assert(conn:call_tool("t")).latency_ms)
+      assert.equal(3, assert(conn:ping()).latency_ms)
+      assert.equal("integer", math.type(assert(conn:ping() or { latency_ms = 0 }).latency_ms))
+    end)
+  end)
+
+  describe("nothing is sent twice once the server may have acted", function()
+    it("ends with interrupted when the resumption GET finds the session gone (404): one tools/call", function()
+      local fake = Fake.new():will_handshake("s")
+        :will_stream { "id: prime-1\nretry: 50\ndata:\n\n" }
+        :will_return_raw('{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}', 404)
+      local ok, message, err = connect(fake):call_tool("write")
+      assert.is_nil(ok)
+      assert.equal("interrupted", err.kind)
+      assert.truthy(message:find("may have acted on it", 1, true), message)
+      assert.same({ "initialize", "notifications/initialized", "tools/call", "GET" }, fake:methods())
+    end)
+
+    it("ends with interrupted when the leg lost the connection after the request left", function()
+      local fake = Fake.new():will_handshake("s"):will_fail("interrupted", "Empty reply from server")
+      local ok, message, err = connect(fake):call_tool("write")
+      assert.is_nil(ok)
+      assert.equal("interrupted", err.kind)
+      assert.is_nil(message:find("could not be reached", 1, true), message)
+      assert.same({ "initialize", "notifications/initialized", "tools/call" }, fake:methods())
+    end)
+
+    it("still re-initializes and resends when the server refused the POST itself (404)", function()
+      local fake = Fake.new():will_handshake("s")
+        :will_return_raw('{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}', 404)
+        :will_handshake("t"):will_return(text_result("ran once"))
+      assert.equal("ran once", assert(connect(fake):call_tool("write")).text)
+      assert.same({ "initialize", "notifications/initialized", "tools/call", "initialize",
+        "notifications/initialized", "tools/call" }, fake:methods())
+    end)
+  end)
+
+  describe("server requests on a response stream", function()
+    it("answers a ping with {} and any other request with method not found, at once; notifications pass", function()
+      local fake = Fake.new():will_handshake("s"):will_stream {
+        'data: {"jsonrpc":"2.0","id":"p-1","method":"ping"}\n\n',
+        'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}\n\n',
+        'data: {"jsonrpc":"2.0","id":9,"method":"roots/list"}\n\n',
+        Fake.sse_result(text_result("done")),
+      }
+      local conn = connect(fake)
+      assert.equal("done", assert(conn:call_tool("t")).text)
+      local answers = {}
+      for _, r in ipairs(fake.requests) do
+        if r.body and r.body.method == nil and r.body.id ~= nil then answers[#answers + 1] = r end
+      end
+      assert.equal(2, #answers)
+      assert.equal("p-1", answers[1].body.id)
+      assert.truthy(answers[1].raw:find('"result":{}', 1, true), answers[1].raw)
+      assert.equal("s", answers[1].session)
+      assert.equal(9, answers[2].body.id)
+      assert.equal(-32601, answers[2].body.error.code)
+    end)
+  end)
+
+  describe("messages carry no raw operator input", function()
+    it("never repeats an env: reference that is not a variable name", function()
+      local fake = Fake.new()
+      local conn = connect(fake, { auth = { credential = "env:X\n\27[31mY" } })
+      local ok, message, err = conn:ping()
+      assert.is_nil(ok)
+      assert.equal("credential", err.kind)
+      assert.is_nil(message:find("[%c\127]"), message)
+      assert.is_nil(message:find("31mY", 1, true), message)
+      assert.same({}, fake:methods())
+    end)
+  end)
+
+  describe("what a server sends never raises", function()
+    for name, id in pairs { cr = "abc\rdef", lf = "abc\nX-Injected: 1", ctl = "a\1b", del = "a\127b", space = "a b" } do
+      it("refuses a session id holding " .. name .. " at the handshake (malformed)", function()
+        local fake = Fake.new():will_handshake(id):will_handshake(id)
+        local conn = connect(fake)
+        for _ = 1, 2 do
+          local ok, out, message, err = pcall(conn.ping, conn)
+          assert.is_true(ok, tostring(out))
+          assert.is_nil(out)
+          assert.equal("malformed", err.kind)
+          assert.is_nil(message:find(id, 1, true))
+        end
+        assert.same({ "initialize", "initialize" }, fake:methods())
+      end)
+    end
+  end)
+
+  describe("an event id that cannot go back in a header", function()
+    for name, id in pairs { control = "e\1x", del = "e\127", utf8 = "é", long = string.rep("e", 1025) } do
+      it("is not resumed (" .. name .. "): interrupted, no GET, no raise", function()
+        local fake = Fake.new():will_handshake("s"):will_stream { "id: " .. id .. "\nretry: 1\ndata:\n\n" }
+        local ok, out, _, err = pcall(function() return connect(fake):call_tool("t") end)
+        assert.is_true(ok, tostring(out))
+        assert.is_nil(out)
+        assert.equal("interrupted", err.kind)
+        assert.same({ "initialize", "notifications/initialized", "tools/call" }, fake:methods())
+      end)
+    end
+  end)
+
+  describe("the tools/list walk is bounded as a whole", function()
+    local function pages_of(n_pages, per_page)
+      local fake = Fake.new():will_handshake()
+      local names = {}
+      for i = 1, per_page do names[i] = "t" .. i end
+      for p = 1, n_pages do fake:will_return(page(names, p < n_pages and ("c" .. p) or nil)) end
+      return fake
+    end
+
+    it("fails once the pages together carry more than MAX_LISTED_TOOLS entries", function()
+      local per_page = 2600
+      local fake = pages_of(4, per_page)
+      local ok, message, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal("malformed", err.kind)
+      assert.truthy(message:find("10000 tools", 1, true), message)
+      assert.equal(10000, require("mcpclient.connection").MAX_LISTED_TOOLS)
+    end)
+
+    it("fails once the pages together carry more than MAX_LISTED_BYTES", function()
+      local fake = Fake.new():will_handshake()
+      local description = string.rep("d", 1900 * 1024)
+      for p = 1, 6 do
+        fake:will_return({ tools = mcp.json.array { { name = "t" .. p, description = description } },
+          nextCursor = "c" .. p })
+      end
+      local ok, message, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal("malformed", err.kind)
+      assert.truthy(message:find("8388608 bytes", 1, true), message)
+      local lists = 0
+      for _, m in ipairs(fake:methods()) do if m == "tools/list" then lists = lists + 1 end end
+      assert.equal(5, lists) -- 5 x 1.9 MiB is the first sum over 8 MiB
+    end)
+
+    it("fails once the pages together open more than MAX_LISTED_CONTAINERS objects and arrays", function()
+      local fake = Fake.new():will_handshake()
+      local nested = mcp.json.array {}
+      for i = 1, 40000 do nested[i] = {} end
+      for p = 1, 5 do
+        fake:will_return({ tools = mcp.json.array { { name = "t" .. p, x = nested } }, nextCursor = "c" .. p })
+      end
+      local ok, message, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal("malformed", err.kind)
+      assert.truthy(message:find("objects and arrays across its pages", 1, true), message)
+      local lists = 0
+      for _, m in ipairs(fake:methods()) do if m == "tools/list" then lists = lists + 1 end end
+      assert.equal(4, lists) -- 4 x 40 004 is the first sum over 131 072
+    end)
+
+    it("lists 4 900 tools in 49 pages", function()
+      local tools = assert(connect(pages_of(49, 100)):list_tools())
+      assert.equal(4900, #tools)
     end)
   end)
 end)

@@ -105,10 +105,12 @@ describe("the single-pass decoder", function()
     }
     for _, body in ipairs(bodies) do
       for _, ordered in ipairs({ false, true }) do
-        local f = table.pack(core.rpc_classify(body, 1, ordered))
-        local s = table.pack(slow(body, 1, ordered))
-        assert.equal(s.n, f.n)
-        for i = 1, f.n do same(f[i], s[i]) end
+        for _, cap in ipairs({ false, 1, 2, 3, 65536 }) do
+          local f = table.pack(core.rpc_classify(body, 1, ordered, cap or nil))
+          local s = table.pack(slow(body, 1, ordered, cap or nil))
+          assert.equal(s.n, f.n)
+          for i = 1, f.n do same(f[i], s[i]) end
+        end
       end
     end
   end)
@@ -117,5 +119,6 @@ describe("the single-pass decoder", function()
     assert.has_error(function() json.decode(12) end)
     assert.has_error(function() core.rpc_classify("{}", "1") end)
     assert.has_error(function() core.rpc_classify("{}", 1.0) end)
+    assert.has_error(function() core.rpc_classify("{}", 1, false, "many") end)
   end)
 end)

@@ -140,8 +140,8 @@ describe("fuzz finding: the C leg and the transport read the media type differen
   -- (trimming only spaces and tabs), while transport.lua reads the header table, where the
   -- LAST Content-Type wins and Lua's %s (also \v, \f) is trimmed. When they disagree, a valid
   -- answer is lost and the failure says something false ("empty body", "carried no message").
-  -- Fixed: the transport trusts response.streamed, and decodes a kept body whose label it
-  -- reads as an event stream.
+  -- Fixed: the leg reports the media type it decided streaming by (response.media_type), and
+  -- the transport reads that instead of parsing the header again.
   it("agrees with itself on a plain event stream (the control case)", function()
     with_raw_server(function(port)
       local result = assert(call_raw(port, "/plain"))

@@ -94,6 +94,23 @@ describe("core.http_leg", function()
       assert.is_false(res.truncated)
     end)
 
+    -- The leg reads the media type once, and that reading both decides
+    -- streaming and is what the transport sees: the two never disagree.
+    it("reports the media type it read: before ';', trimmed, lower case", function()
+      assert.equal("application/json", assert(leg:send(req { url = url("/json") })).media_type)
+      local res = assert(leg:send(req { url = url("/sse"), on_stream = function() return true end }))
+      assert.equal("text/event-stream", res.media_type)
+      assert.is_true(res.streamed)
+    end)
+
+    it("stops a send_only exchange once the request is out, even when the server never answers", function()
+      local t0 = core.now()
+      local res = assert(leg:send(req { method = "POST", url = url("/hang"), body = '{"n":1}', send_only = true }))
+      assert.is_true(res.stopped)
+      assert.is_true(core.now() - t0 < 0.5, "took " .. (core.now() - t0) .. " s")
+      assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
+    end)
+
     it("keeps the last of repeated headers and trims values", function()
       local res = assert(leg:send(req { url = url("/dup") }))
       assert.equal("second", res.headers["x-dup"])
@@ -325,10 +342,12 @@ describe("core.http_leg", function()
       assert.is_true(#message > 0)
     end)
 
-    it("reports a connection reset in the middle of the body as transport", function()
+    -- The request had left: the server may have acted on it, so the kind
+    -- must not read as "never reached" (which invites a resend).
+    it("reports a connection reset in the middle of the body as interrupted", function()
       local res, kind = leg:send(req { url = url("/reset") })
       assert.is_nil(res)
-      assert.equal("transport", kind)
+      assert.equal("interrupted", kind)
     end)
 
     it("refuses schemes other than http and https", function()

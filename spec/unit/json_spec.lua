@@ -1,4 +1,4 @@
--- core.json: the one exact JSON codec (DESIGN D4). Decoding is jansson's; encoding is
+-- core.json: the one exact JSON codec (wire, storage, Lua API). Decoding is jansson's; encoding is
 -- hand-written. Integers stay exact, floats round-trip as floats, [] and {} survive,
 -- duplicate keys / invalid UTF-8 / deep nesting are refused, output is deterministic.
 local core = require "mcpclient.core"
@@ -115,6 +115,19 @@ describe("core.json", function()
     it("escapes quotes, backslashes and control characters, and nothing else", function()
       assert.equal([["a\"b\\c\b\f\n\r\t\u0001\u001f"]], json.encode('a"b\\c\b\f\n\r\t\1\31'))
       assert.equal('"/ \127 é 😀"', json.encode("/ \127 é 😀"))
+    end)
+
+    it("escapes C1 controls and bidi/invisible formatting characters, equal in value", function()
+      local hidden = "\u{9B}31m\u{9D}0;t\u{9C} \u{202E}gnp.exe\u{202C} \u{2066}\u{2067}\u{2068}\u{2069}"
+        .. " \u{61C}\u{200B}\u{200F}\u{202A}\u{2060}\u{FEFF}"
+      local text = json.encode(hidden)
+      assert.equal([["\u009b31m\u009d0;t\u009c \u202egnp.exe\u202c \u2066\u2067\u2068\u2069]]
+        .. [[ \u061c\u200b\u200f\u202a\u2060\ufeff"]], text)
+      assert.equal(hidden, json.decode(text))
+      -- their neighbours stay raw
+      assert.equal('"\u{A0}\u{200A}\u{2010}\u{2029}\u{202F}\u{206A}\u{FEFE}"',
+        json.encode("\u{A0}\u{200A}\u{2010}\u{2029}\u{202F}\u{206A}\u{FEFE}"))
+      assert.equal('{"\\u202ename":"\\u2066x"}', json.encode({ ["\u{202E}name"] = "\u{2066}x" }))
     end)
 
     it("round-trips \\u0000", function()

@@ -1,5 +1,5 @@
--- core.rpc_classify: one JSON-RPC response text classified for the client
--- (REFERENCE §1.5 steps 2-7, with DESIGN D3's real ids and D4's exact JSON).
+-- core.rpc_classify: one JSON-RPC response text classified for the client:
+-- a result or an error for our id only (ids are real integers), exact JSON.
 local core = require "mcpclient.core"
 local json = core.json
 local classify = core.rpc_classify
@@ -154,5 +154,35 @@ describe("core.rpc_classify", function()
     assert.has_error(function() classify(nil, 1) end)
     assert.has_error(function() classify(12, 1) end)
     assert.has_error(function() classify('{"id":1,"result":{}}', "1") end)
+  end)
+
+  describe("limits and messages", function()
+    it("never quotes body bytes in a parse failure", function()
+      for _, text in ipairs {
+        '{"jsonrpc":"2.0","id":1,"result":SecretTokenValue}',
+        '{"jsonrpc":"2.0","id":1,"result":{"a":"SecretTokenValue\n"}}',
+        '{"jsonrpc":"2.0","id":1} SecretTokenValue',
+      } do
+        local kind, why = classify(text, 1)
+        assert.equal("malformed", kind)
+        assert.is_nil(why:find("Secret", 1, true), why)
+        assert.truthy(why:find("^invalid JSON"), why)
+      end
+      local value, why = json.decode('{"token": SecretTokenValue}')
+      assert.is_nil(value)
+      assert.is_nil(why:find("Secret", 1, true), why)
+    end)
+
+    it("refuses a response that opens more objects and arrays than asked, before decoding it", function()
+      local text = '{"jsonrpc":"2.0","id":1,"result":{"tools":[' .. string.rep("{},", 99) .. '{}],"s":"[[[{{{"}}'
+      assert.equal("result", (classify(text, 1, false, 103))) -- the envelope, result, tools and 100 tools
+      local kind, why = classify(text, 1, false, 102)
+      assert.equal("malformed", kind)
+      assert.equal("the response holds more than 102 objects and arrays", why)
+      assert.equal("result", (classify(text, 1)))
+      -- with a limit, a result also says how many it opened (so a walk can bound its pages together)
+      assert.equal(103, select(3, classify(text, 1, false, 1000)))
+      assert.is_nil(select(3, classify(text, 1)))
+    end)
   end)
 end)

@@ -1,4 +1,5 @@
--- core.clip / label / flatten / bound / repair_utf8: REFERENCE §1.6, §2.5, §6.3, §6.4, DESIGN D13.
+-- core.clip / label / flatten / bound / repair_utf8: the text rule for far-side text (controls, C1 and
+-- bidi/invisible formatting out, clipped), content flattening with the dropped-block note, the result bound.
 local core = require "mcpclient.core"
 local json = core.json
 
@@ -30,6 +31,22 @@ describe("clip", function()
   it("treats C1 controls (U+0080..U+009F) as control characters but not U+00A0", function()
     assert.equal("a b", core.clip("a\u{85}\u{9F}\u{80}b"))
     assert.equal("a\u{A0}b", core.clip("a\u{A0}b"))
+  end)
+
+  it("treats bidi and invisible formatting characters as control characters", function()
+    for _, cp in ipairs { 0x61C, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D,
+                          0x202E, 0x2060, 0x2061, 0x2064, 0x2065, 0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF } do
+      assert.equal("a b", core.clip("a" .. utf8.char(cp) .. "b"), string.format("U+%04X", cp))
+      assert.equal("a b", core.label("a" .. utf8.char(cp) .. "b"), string.format("U+%04X", cp))
+    end
+    assert.equal("evil gnp.exe", core.clip("evil\u{202E}gnp.exe\u{202C}"))
+    assert.equal("x y", core.label("\u{2066}x\u{2069}\u{9B}\u{2067}y\u{2068}\u{FEFF}"))
+    assert.equal("ls 31m 0;title", core.clip("ls\u{9B}31m\u{9D}0;title\u{9C}"))
+    -- neighbours that are not formatting characters stay
+    for _, cp in ipairs { 0x61B, 0x200A, 0x2010, 0x2029, 0x202F, 0x206A, 0xFEFE, 0xFFFD } do
+      local s = "a" .. utf8.char(cp) .. "b"
+      assert.equal(s, core.clip(s), string.format("U+%04X", cp))
+    end
   end)
 
   it("trims spaces and control runs at both ends", function()

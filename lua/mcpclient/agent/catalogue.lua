@@ -1,4 +1,4 @@
---- Catalogue import and the tool provider (REFERENCE §10.3–§10.5, DESIGN D11).
+--- Catalogue import and the tool provider.
 --
 --   local catalogue = require "mcpclient.agent.catalogue"
 --   local report = catalogue.import(store, store:server(uid), { builtin_names = { ... } })
@@ -8,14 +8,16 @@
 --
 -- The import asks the server for its catalogue once, decides tool by tool what
 -- can be carried, and writes the outcome to the store. It always answers with
--- a report: a refusal is a report with refused = true, recorded as the
--- server's import error, and it leaves the stored catalogue as it was. The
--- provider turns stored rows into tools without touching the network.
+-- a report: a refusal is a report with refused = true (and `err`, the failure
+-- value that caused it, as the connection or the store returned it), recorded
+-- as the server's import error, and it leaves the stored catalogue as it was.
+-- The provider turns stored rows into tools without touching the network.
 local client = require "mcpclient.connection"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local errors = require "mcpclient.errors"
 local health_recorders = require "mcpclient.health"
+local default_log = require("mcpclient.log").default
 local names = require "mcpclient.agent.names"
 local policy = require "mcpclient.agent.policy"
 local tool = require "mcpclient.agent.tool"
@@ -26,7 +28,7 @@ local catalogue = {}
 
 catalogue.MAX_TOOLS = 500
 
---- The six data classes, least sensitive first (REFERENCE §7.1): the gate's list.
+--- The six data classes, least sensitive first: the gate's list.
 catalogue.DATA_CLASSES = policy.DATA_CLASSES
 local known_class = policy.DATA_CLASS_RANK
 
@@ -38,26 +40,23 @@ function catalogue.data_class(row)
   return nil
 end
 
-local function default_log(_, message) warn(message) end
-
 -- A connect() raise without the "file:line:" prefix Lua puts on it.
 local function raised(message)
   return (tostring(message):gsub("^[^:\n]*:%d+: ", ""))
 end
 
---- The `auth` option for a server row: nil when it has no credential.
--- @return auth | nil | false, message, err (false: the stored placement is not one this client offers)
-function catalogue.auth_of(row)
+-- The row's placement, "bearer" when none is stored.
+local function placement_of(row)
+  local placement = row.auth_placement
+  if placement == nil or placement == "" then return "bearer" end
+  return placement
+end
+
+-- The `auth` option for a server row: nil when it has no credential.
+local function auth_of(row)
   local credential = row.auth_credential
   if type(credential) ~= "string" or credential == "" then return nil end
-  local placement = row.auth_placement
-  if placement == nil or placement == "" then placement = "bearer" end
-  if not credentials.placements[placement] then
-    local _, message, err = errors.fail("credential", { server = row.identifier,
-      detail = string.format('its stored placement "%s" is not one this client offers', tostring(placement)) })
-    return false, message, err
-  end
-  return { placement = placement, credential = credential, header_name = row.auth_header_name }
+  return { placement = placement_of(row), credential = credential, header_name = row.auth_header_name }
 end
 
 --- A connection to the server a row describes.
@@ -68,8 +67,14 @@ end
 -- @return connection | nil, message, err
 function catalogue.connect(row, options)
   options = options or {}
-  local auth, message, err = catalogue.auth_of(row)
-  if auth == false then return nil, message, err end
+  if type(row.url) ~= "string" or row.url == "" then
+    return errors.fail("configuration", { server = row.identifier, detail = "it has no URL." })
+  end
+  local auth = auth_of(row)
+  if auth and not credentials.placements[auth.placement] then
+    return errors.fail("credential", { server = row.identifier,
+      detail = string.format('its stored placement "%s" is not one this client offers', auth.placement) })
+  end
   local health = options.health
   if health == nil and options.store then health = options.store:health_recorder(row.uid) end
   local spec = {
@@ -81,9 +86,7 @@ function catalogue.connect(row, options)
   }
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end
-  local why = raised(conn)
-  return nil, string.format('MCP server "%s" cannot be connected to: %s', tostring(row.identifier), why),
-    { kind = "configuration", server = row.identifier, message = why }
+  return errors.fail("configuration", { server = row.identifier, detail = raised(conn) })
 end
 
 ---------------------------------------------------------------------------
@@ -95,49 +98,62 @@ local function shown(remote)
   return core.clip(remote, 100)
 end
 
-local function skip_reason_for(entry, identifier, uid, seen, builtin, store)
-  local remote = entry.name
-  if type(remote) ~= "string" or remote == "" then
-    return "An advertised tool has no name and was skipped."
-  end
-  local local_name = names.local_name(identifier, remote)
+-- The skip reason for an entry whose name cannot be carried (no name, an
+-- invalid local name, a name taken here, by a builtin or by another server).
+-- @return reason | nil (the name is free) | nil, message, err (the store failed)
+local function name_refusal(remote, local_name, ctx)
   if not local_name then
     return string.format('"%s" cannot be given a valid local tool name and was skipped.', shown(remote))
   end
-  if seen[local_name] then
+  if ctx.seen[local_name] then
     return string.format('"%s" maps to a name this server already used and was skipped.', shown(remote))
   end
-  if builtin[local_name] then
+  if ctx.builtin[local_name] then
     return string.format('"%s" would collide with a builtin tool of the same name and was skipped.', shown(remote))
   end
-  -- D11: a name another server's rows hold (a deleted server's included, since the key is unique).
-  local owner, message, err = store:tool_owner(local_name)
-  if owner == nil and message then return nil, nil, message, err end
-  if owner ~= nil and owner ~= uid then
-    local other = store:server(owner)
-    local whose = other and string.format('server "%s"', other.identifier)
-      or string.format("a removed server (uid %d)", owner)
-    return string.format('"%s" maps to the name %s, which %s already owns, and was skipped.',
-      shown(remote), local_name, whose)
-  end
+  -- A name another server's rows hold (a removed server's included: the
+  -- name is a unique key, and its audit still names that server).
+  local owner, message, err = ctx.store:tool_owner(local_name)
+  if message then return nil, message, err end
+  if owner == nil or owner == ctx.row.uid then return nil end
+  local other = ctx.store:server(owner)
+  local whose = other and string.format('server "%s"', other.identifier)
+    or string.format("a removed server (uid %d)", owner)
+  return string.format('"%s" maps to the name %s, which %s already owns, and was skipped.',
+    shown(remote), local_name, whose)
+end
+
+-- The tool row for an entry whose name is free | { skip = reason }.
+local function tool_row(entry, remote, local_name)
   local schema, reason = core.normalise_schema(entry.inputSchema)
   if not schema then
-    if reason then return string.format('"%s" was skipped: %s.', shown(remote), reason) end
-    return string.format('"%s" has no usable parameter schema and was skipped.', shown(remote))
+    if reason then return { skip = string.format('"%s" was skipped: %s.', shown(remote), reason) } end
+    return { skip = string.format('"%s" has no usable parameter schema and was skipped.', shown(remote)) }
   end
   local encoded = json.try_encode(schema)
   if not encoded then
-    return string.format('"%s" has a parameter schema that could not be stored and was skipped.', shown(remote))
+    return { skip = string.format('"%s" has a parameter schema that could not be stored and was skipped.',
+      shown(remote)) }
   end
   local annotations = ""
   if type(entry.annotations) == "table" then annotations = json.try_encode(entry.annotations) or "" end
-  return nil, {
-    tool_name = local_name,
-    remote_name = remote,
+  return { tool = { tool_name = local_name, remote_name = remote,
     description = type(entry.description) == "string" and entry.description or "",
-    input_schema = encoded,
-    remote_annotations = annotations,
-  }
+    input_schema = encoded, remote_annotations = annotations } }
+end
+
+-- What to do with one advertised entry.
+-- @return { tool = row } | { skip = reason } | nil, message, err (the store failed)
+local function verdict(entry, ctx)
+  local remote = entry.name
+  if type(remote) ~= "string" or remote == "" then
+    return { skip = "An advertised tool has no name and was skipped." }
+  end
+  local local_name = names.local_name(ctx.row.identifier, remote)
+  local reason, message, err = name_refusal(remote, local_name, ctx)
+  if reason then return { skip = reason } end
+  if message then return nil, message, err end
+  return tool_row(entry, remote, local_name)
 end
 
 local function as_set(list)
@@ -149,24 +165,34 @@ local function as_set(list)
   return set
 end
 
--- Steps 1-3 of §10.3: what refuses an import before the network is asked.
-local function precondition(store, row)
-  if not catalogue.data_class(row) then
-    return "The server has no declared data class, so its tools cannot be classified."
-  end
-  if type(row.url) ~= "string" or row.url == "" then return "The server has no URL." end
-  local enabled, message = store:enabled_servers()
-  if not enabled then return message end
+--- Whether `identifier` is free among the enabled servers other than `uid`:
+--- identifiers name the imported tools, so two enabled servers cannot share one.
+-- @return true | nil, message, err (kind "conflict", or "store")
+function catalogue.identifier_free(store, uid, identifier)
+  local enabled, message, err = store:enabled_servers()
+  if not enabled then return nil, message, err end
   for _, other in ipairs(enabled) do
-    if other.uid ~= row.uid and other.identifier == row.identifier then
-      return string.format('The identifier "%s" is also used by server "%s"; identifiers must be unique because '
-        .. "they name the imported tools.", row.identifier, other.name)
+    if other.uid ~= uid and other.identifier == identifier then
+      return errors.fail("conflict", { field = "identifier", identifier = identifier, other = other.name })
     end
   end
+  return true
+end
+
+-- What refuses an import before the network is asked: no data class (its
+-- tools could not be classified), no URL, an enabled twin.
+-- @return nil | { reason [, err] }
+local function precondition(store, row)
+  if not catalogue.data_class(row) then
+    return { reason = "The server has no declared data class, so its tools cannot be classified." }
+  end
+  if type(row.url) ~= "string" or row.url == "" then return { reason = "The server has no URL." } end
+  local free, message, err = catalogue.identifier_free(store, row.uid, row.identifier)
+  if not free then return { reason = message, err = err } end
   return nil
 end
 
--- Step 4: the catalogue, one operation on a connection of its own.
+-- The catalogue, one operation on a connection of its own.
 local function fetch(row, options)
   local connect = options.connect or function(r) return catalogue.connect(r, options) end
   local conn, message, err = connect(row)
@@ -177,67 +203,76 @@ local function fetch(row, options)
   return listed, message, err
 end
 
-local function refuse(store, row, reason, now)
+-- Record a refusal and report it; `err` is the failure value behind it, when there is one.
+local function refuse(store, row, reason, now, err)
   local current = store:server(row.uid)
   local count = (current and current.tool_count) or row.tool_count or 0
   store:record_import(row.uid, { status = "error", error = reason, tool_count = count, at = now })
-  return { server_uid = row.uid, imported = 0, skipped = 0, orphaned = 0, skip_reasons = { reason }, refused = true }
+  return { server_uid = row.uid, imported = 0, skipped = 0, orphaned = 0, skip_reasons = { reason }, refused = true,
+    err = err }
 end
 
---- Import a server's catalogue (REFERENCE §10.3, in that order).
--- @param store a store (notes/store-api.md)
+-- Sort the listed entries into accepted tool rows and skip reasons.
+-- @return accepted, skips | nil, message, err (the store failed)
+local function sort_entries(listed, ctx)
+  local accepted, skips = {}, {}
+  for _, entry in ipairs(listed) do
+    local v, message, err = verdict(entry, ctx)
+    if not v then return nil, message, err end
+    if v.skip then
+      skips[#skips + 1] = v.skip
+    else
+      ctx.seen[v.tool.tool_name] = true
+      accepted[#accepted + 1] = v.tool
+    end
+  end
+  return accepted, skips
+end
+
+-- Write the accepted catalogue and the outcome; the report.
+local function record(store, row, accepted, skips, now)
+  local orphaned, message, err = store:reconcile(row, accepted, now)
+  if not orphaned then return refuse(store, row, message, now, err) end
+  store:record_import(row.uid, { status = #skips == 0 and "ok" or "partial", error = table.concat(skips, "\n"),
+    tool_count = #accepted, at = now })
+  return { server_uid = row.uid, imported = #accepted, skipped = #skips, orphaned = orphaned,
+    skip_reasons = skips, refused = false }
+end
+
+--- Import a server's catalogue: check what can be checked without the
+--- network, list the tools once, judge each, write the outcome.
+-- @param store a store (mcpclient.agent.store)
 -- @param row the server row (store:server(uid))
 -- @param options {
 --   builtin_names = set or list of local names the host's own tools use,
 --   now = unix seconds stamped on every row of this import (default os.time()),
---   connect = function(row) -> connection | nil, message (default catalogue.connect; the import
---     runs one list_tools on it and closes it),
---   log = function(level, message) (default: warn),
+--   connect = function(row) -> connection | nil, message, err (default catalogue.connect; the
+--     import runs one list_tools on it and closes it),
+--   log = function(level, message) (default: mcpclient.log's, one line on stderr),
 --   transport, clock, resolver, budget, health — passed to catalogue.connect }
--- @return report { server_uid, imported, skipped, orphaned, skip_reasons, refused }
+-- @return report { server_uid, imported, skipped, orphaned, skip_reasons, refused [, err] }
 function catalogue.import(store, row, options)
   if type(row) ~= "table" then error("import: the server row must be a table", 2) end
   options = options or {}
   local now = options.now or os.time()
-  local log = options.log or default_log
-  local connect_options = setmetatable({ store = store }, { __index = options })
+  local refusal = precondition(store, row)
+  if refusal then return refuse(store, row, refusal.reason, now, refusal.err) end
 
-  local reason = precondition(store, row)
-  if reason then return refuse(store, row, reason, now) end
-
-  local listed, message = fetch(row, connect_options)
+  local listed, message, err = fetch(row, setmetatable({ store = store }, { __index = options }))
   if not listed then
-    pcall(log, "warning", string.format('An MCP catalogue import failed for "%s": %s', row.identifier, message))
-    return refuse(store, row, message, now)
+    pcall(options.log or default_log, "warning", string.format('An MCP catalogue import failed for "%s": %s',
+      row.identifier, message))
+    return refuse(store, row, message, now, err)
   end
   if #listed > catalogue.MAX_TOOLS then
-    return refuse(store, row, string.format("The server advertises %d tools, more than the %d this extension "
+    return refuse(store, row, string.format("The server advertises %d tools, more than the %d this client "
       .. "will import.", #listed, catalogue.MAX_TOOLS), now)
   end
-
-  local builtin = as_set(options.builtin_names)
-  local accepted, skips, seen = {}, {}, {}
-  for _, entry in ipairs(listed) do
-    local skip, tool_row, failure = skip_reason_for(entry, row.identifier, row.uid, seen, builtin, store)
-    if failure then return refuse(store, row, failure, now) end
-    if skip then
-      skips[#skips + 1] = skip
-    else
-      seen[tool_row.tool_name] = true
-      accepted[#accepted + 1] = tool_row
-    end
-  end
-
-  local orphaned, failure = store:reconcile(row, accepted, now)
-  if not orphaned then return refuse(store, row, failure, now) end
-  store:record_import(row.uid, {
-    status = #skips == 0 and "ok" or "partial",
-    error = table.concat(skips, "\n"),
-    tool_count = #accepted,
-    at = now,
-  })
-  return { server_uid = row.uid, imported = #accepted, skipped = #skips, orphaned = orphaned,
-    skip_reasons = skips, refused = false }
+  local ctx = { store = store, row = row, seen = {}, builtin = as_set(options.builtin_names) }
+  local accepted, skips
+  accepted, skips, err = sort_entries(listed, ctx)
+  if not accepted then return refuse(store, row, skips, now, err) end
+  return record(store, row, accepted, skips, now)
 end
 
 ---------------------------------------------------------------------------
@@ -253,7 +288,40 @@ local function unusable(message, err)
   }
 end
 
---- The tools the store holds, as registry tools (REFERENCE §10.5). No network:
+-- The connection a server's tools share: opened on the first execution and
+-- kept in `open` (by server uid) until the provider closes. A server that
+-- cannot be connected to gives every call its failure value instead.
+local function connection_getter(open, connect, row)
+  return function()
+    local conn = open[row.uid]
+    if conn then return conn end
+    local message, err
+    conn, message, err = connect(row)
+    if not conn then return unusable(message, err) end
+    open[row.uid] = conn
+    return conn
+  end
+end
+
+-- Append the live tools of one server to `list`, sharing `getter`. A row
+-- whose stored schema no longer decodes is left out, not offered broken.
+-- → true | nil, message, err
+local function add_tools_of(store, row, getter, list)
+  local rows, message, err = store:live_tools_of(row.uid)
+  if not rows then return nil, message, err end
+  for _, t in ipairs(rows) do
+    local schema = type(t.input_schema) == "string" and core.decode_stored_schema(t.input_schema) or nil
+    if schema then
+      list[#list + 1] = tool.new {
+        server = row, local_name = t.tool_name, remote_name = t.remote_name,
+        description = t.description, parameters = schema, connection = getter,
+      }
+    end
+  end
+  return true
+end
+
+--- The tools the store holds, as registry tools. No network:
 --- connections open on a tool's first execution, one per server, shared.
 -- @param options { connect = function(row) -> connection, and catalogue.connect's options }
 -- @return provider { tools = function() -> array of tools | nil, message, err, close = function() }
@@ -264,37 +332,15 @@ function catalogue.provider(store, options)
   local open = {}
   local provider = {}
 
-  local function connection_of(row)
-    return function()
-      local conn = open[row.uid]
-      if conn then return conn end
-      local message, err
-      conn, message, err = connect(row)
-      if not conn then return unusable(message, err) end
-      open[row.uid] = conn
-      return conn
-    end
-  end
-
   function provider.tools()
     local servers, message, err = store:enabled_servers()
     if not servers then return nil, message, err end
     local list = {}
     for _, row in ipairs(servers) do
       if catalogue.data_class(row) then
-        local rows
-        rows, message, err = store:live_tools_of(row.uid)
-        if not rows then return nil, message, err end
-        local getter = connection_of(row)
-        for _, t in ipairs(rows) do
-          local schema = type(t.input_schema) == "string" and core.decode_stored_schema(t.input_schema) or nil
-          if schema then
-            list[#list + 1] = tool.new {
-              server = row, local_name = t.tool_name, remote_name = t.remote_name,
-              description = t.description, parameters = schema, connection = getter,
-            }
-          end
-        end
+        local ok
+        ok, message, err = add_tools_of(store, row, connection_getter(open, connect, row), list)
+        if not ok then return nil, message, err end
       end
     end
     return list

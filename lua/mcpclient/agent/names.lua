@@ -1,4 +1,4 @@
---- Local tool names (REFERENCE §5, DESIGN D11).
+--- Local tool names: how an imported tool is named to the model.
 --
 -- An imported tool is offered to the model as mcp_<identifier>_<remote>.
 -- Nothing is rewritten, truncated, hashed or case-folded: a remote name that
@@ -9,9 +9,10 @@ names.PREFIX = "mcp_"
 names.MAX_LENGTH = 64
 
 --- Is `name` a usable local tool name? ^[A-Za-z0-9_-]{1,64}$, nothing else.
+-- The class is spelt out: %w follows the C locale a host program may change.
 function names.valid(name)
   return type(name) == "string" and #name >= 1 and #name <= names.MAX_LENGTH
-    and name:find("^[%w_-]+$") ~= nil
+    and name:find("^[A-Za-z0-9_-]+$") ~= nil
 end
 
 --- The local name for a remote tool, or nil when it cannot be one.

@@ -1,5 +1,5 @@
---- Operator actions (REFERENCE §11, DESIGN D10): the readout, the connection
---- test, the import, and server and tool administration, usable from Lua.
+--- Operator actions: the readout, the connection test, the import, and
+--- server and tool administration, usable from Lua.
 --
 --   local operator = require "mcpclient.agent.operator"
 --   local admin = { name = "ops", admin = true }
@@ -9,12 +9,17 @@
 --
 -- Every action that changes something or reaches a server checks, first, that
 -- options.actor is an administrator, then that the server id is a real
--- positive integer naming a server that exists (the AJAX routes' 403 and 404,
--- here nil, message, err with err.kind "forbidden" or "unknown_server").
+-- positive integer naming a server that exists. A refusal is the library's
+-- one failure value, nil, message, err, with err.kind "forbidden",
+-- "unknown_server", "invalid" (err.field names the input), "conflict",
+-- "unknown_tool" or "store".
 -- Text in cards and results is as stored or as the server sent it (labels are
 -- control-stripped and clipped); whoever prints it passes it through core.clip.
 local catalogue = require "mcpclient.agent.catalogue"
+local connection = require "mcpclient.connection"
+local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
+local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local names = require "mcpclient.agent.names"
 
@@ -26,11 +31,17 @@ operator.NEVER_IMPORTED = "Never imported"
 operator.GONE = "Gone from the server"
 operator.NO_SERVERS = "No MCP server is configured. Add one with `mcpclient add`."
 operator.NO_TOOLS = "No tools imported yet."
-operator.FORBIDDEN = "This action requires administrator privileges."
-operator.UNKNOWN_SERVER = "Unknown MCP server"
 
-local function failure(kind, message)
-  return nil, message, { kind = kind, message = message }
+-- What an operator's input is trimmed of: blanks, line ends and NUL, the
+-- characters a form or a shell leaves around a value by accident.
+local function trim(text)
+  return (text:gsub("^[ \t\n\r\v%z]+", ""):gsub("[ \t\n\r\v%z]+$", ""))
+end
+
+-- Whether a credential is an environment reference: env:NAME, NAME a
+-- variable name (letters, digits and _, not starting with a digit).
+local function env_reference(credential)
+  return credential:match("^env:[A-Za-z_][A-Za-z0-9_]*$") ~= nil
 end
 
 ---------------------------------------------------------------------------
@@ -41,18 +52,37 @@ end
 -- @return true | nil, message, err (kind "forbidden")
 function operator.require_admin(actor)
   if type(actor) == "table" and actor.admin == true then return true end
-  return failure("forbidden", operator.FORBIDDEN)
+  return errors.fail("forbidden")
 end
 
--- PHP FILTER_VALIDATE_INT, as REFERENCE §11.1 uses it: surrounding whitespace,
--- an optional sign, then 0 or digits without a leading zero, within 64 bits.
+-- A server id typed as text: after trimming, an optional sign, then 0 or
+-- digits without a leading zero, within 64 bits. "01", "1.0", "1e3" and "0x1"
+-- are not ids: an id that could be read two ways is no id.
 local function strict_integer(text)
-  local sign, digits = text:match("^[ \t\n\r\v%z]*([+-]?)(%d+)[ \t\n\r\v%z]*$")
+  local sign, digits = trim(text):match("^([+-]?)(%d+)$")
   if not digits then return nil end
   if #digits > 1 and digits:sub(1, 1) == "0" then return nil end
-  local n = math.tointeger(tonumber(sign .. digits))
-  if not n then return nil end -- beyond 64 bits
-  return n
+  return math.tointeger(tonumber(sign .. digits)) -- nil beyond 64 bits
+end
+
+-- The positive integer an id stands for, or nil.
+local function id_of(value)
+  local uid
+  if math.type(value) == "integer" then
+    uid = value
+  elseif type(value) == "string" then
+    uid = strict_integer(value)
+  end
+  if uid and uid > 0 then return uid end
+  return nil
+end
+
+-- The live server row with that uid | nil, message, err.
+local function existing_server(store, uid)
+  local row, message, err = store:server(uid)
+  if message then return nil, message, err end
+  if not row then return errors.fail("unknown_server", { uid = uid }) end
+  return row
 end
 
 --- A server id as an operator or a form hands it over.
@@ -61,27 +91,22 @@ end
 -- name an existing, non-deleted server.
 -- @return uid [, row] | nil, message, err (kind "unknown_server", or "store")
 function operator.server_id(value, store)
-  local uid
-  if math.type(value) == "integer" then
-    uid = value
-  elseif type(value) == "string" then
-    uid = strict_integer(value)
-  end
-  if not uid or uid <= 0 then return failure("unknown_server", operator.UNKNOWN_SERVER) end
+  local uid = id_of(value)
+  if not uid then return errors.fail("unknown_server") end
   if store == nil then return uid end
-  local row, message, err = store:server(uid)
-  if not row then
-    if message then return nil, message, err end
-    return failure("unknown_server", operator.UNKNOWN_SERVER)
-  end
+  local row, message, err = existing_server(store, uid)
+  if not row then return nil, message, err end
   return uid, row
 end
 
--- Both gates, in the reference's order.
+-- Both gates, in that order (a stranger learns nothing about which ids exist).
+-- @return the server's row | nil, message, err
 local function admitted(store, id, options)
   local ok, message, err = operator.require_admin((options or {}).actor)
   if not ok then return nil, message, err end
-  return operator.server_id(id, store)
+  local uid = id_of(id)
+  if not uid then return errors.fail("unknown_server") end
+  return existing_server(store, uid)
 end
 
 ---------------------------------------------------------------------------
@@ -92,55 +117,62 @@ local function stamp(t)
   return os.date("%Y-%m-%d %H:%M", t)
 end
 
-local function positive(n) return math.type(n) == "integer" and n > 0 or (type(n) == "number" and n > 0) end
+local function positive(n) return math.type(n) == "integer" and n > 0 end
 
---- The last successful contact: the one line both the readout and the
---- connection test show.
-function operator.contact_line(row)
+-- The last successful contact: the one line both the readout and the
+-- connection test show.
+local function contact_line(row)
   if not positive(row.last_contact) then return operator.NEVER_REACHED end
-  return string.format("%s — Latency: %d ms", stamp(row.last_contact), math.tointeger(row.last_latency_ms) or 0)
+  return string.format("%s — Latency: %d ms", stamp(row.last_contact), row.last_latency_ms)
 end
 
---- Authentication as configured, not as resolved; the credential reference is
---- never shown.
--- @return text, warning (true when the stored placement is not one this client offers)
-function operator.authentication(row)
-  if type(row.auth_credential) ~= "string" or row.auth_credential == "" then
+-- Authentication as configured, not as resolved; the stored credential is
+-- never shown. A stored value that is not env:NAME (a resolver's key, or a
+-- secret stored before secrets were refused) is pointed out, not repeated.
+-- @return text, warning (true when the stored placement is not one this client offers, or the value
+--   is not an environment reference)
+local function authentication_line(row)
+  local credential = row.auth_credential
+  if type(credential) ~= "string" or credential == "" then
     return "None — requests are sent unauthenticated", false
   end
-  local placement = row.auth_placement
+  local placement, text = row.auth_placement
   if placement == "header" then
-    return "Secret in header " .. tostring(row.auth_header_name), false
+    text = "Secret in header " .. tostring(row.auth_header_name)
   elseif placement == "bearer" then
-    return "Bearer token from a credential reference", false
+    text = "Bearer token from a credential reference"
+  else
+    return "Stored placement, not one this client offers: " .. tostring(placement), true
   end
-  return "Stored placement, not one this client offers: " .. tostring(placement), true
+  if env_reference(credential) then return text, false end
+  return text .. " (not env:NAME: if the stored value is the secret itself, replace it with "
+    .. "`mcpclient edit <id> --credential env:NAME`)", true
 end
 
-function operator.last_import_line(row)
+local function last_import_line(row)
   if not positive(row.last_imported) then return operator.NEVER_IMPORTED end
   return string.format("%s — %s", stamp(row.last_imported), tostring(row.import_status))
 end
 
-function operator.approval_line(row)
+local function approval_line(row)
   if tostring(row.requires_approval) ~= "0" then return "A human approves every call", false end
   return "Tools run without asking", true
 end
 
-function operator.data_class_line(row)
+local function data_class_line(row)
   local class = catalogue.data_class(row)
   if class then return class, false end
   return "No data class declared — this server supplies no tools until you declare one.", true
 end
 
---- One card of the readout (REFERENCE §11.3).
+-- One card of the readout: a server as configured, its liveness and its tools.
 -- @return card | nil, message, err
-function operator.card(store, row)
+local function card_of(store, row)
   local tools, message, err = store:tools_of(row.uid)
   if not tools then return nil, message, err end
-  local authentication, auth_warning = operator.authentication(row)
-  local data_class, class_warning = operator.data_class_line(row)
-  local approval, approval_warning = operator.approval_line(row)
+  local authentication, auth_warning = authentication_line(row)
+  local data_class, class_warning = data_class_line(row)
+  local approval, approval_warning = approval_line(row)
   local card = {
     uid = row.uid, identifier = row.identifier, name = row.name, description = row.description, url = row.url,
     enabled = row.enabled == true,
@@ -150,9 +182,9 @@ function operator.card(store, row)
     authentication = authentication, authentication_warning = auth_warning,
     data_class = data_class, data_class_warning = class_warning,
     approval = approval, approval_warning = approval_warning,
-    last_import = operator.last_import_line(row),
+    last_import = last_import_line(row),
     import_status = row.import_status,
-    contact = operator.contact_line(row),
+    contact = contact_line(row),
     tool_count = row.tool_count or 0,
     import_error = row.import_error or "",
     tools = {},
@@ -164,14 +196,19 @@ function operator.card(store, row)
   return card
 end
 
---- Every non-deleted server, enabled or not, in identifier order.
+--- Every non-deleted server, enabled or not, in identifier order, as cards:
+--- { uid, identifier, name, description, url, enabled, state, never_reached, transport,
+---   authentication, authentication_warning, data_class, data_class_warning, approval,
+---   approval_warning, last_import, import_status, contact, tool_count, import_error,
+---   tools = { { tool_name, remote_name, orphaned, badge }, ... } }
+--- (a *_warning is true where the operator should look; text is as stored).
 -- @return array of cards | nil, message, err
 function operator.readout(store)
   local rows, message, err = store:servers()
   if not rows then return nil, message, err end
   local cards = {}
   for i, row in ipairs(rows) do
-    cards[i], message, err = operator.card(store, row)
+    cards[i], message, err = card_of(store, row)
     if not cards[i] then return nil, message, err end
   end
   return cards
@@ -181,11 +218,14 @@ end
 -- Connection test and import
 ---------------------------------------------------------------------------
 
---- The line a reachable server gets: `Reachable — 12 ms · Protocol 2025-06-18 · Example MCP 4.2`.
-function operator.report_line(report)
+-- The line a reachable server gets: `Reachable — 12 ms · Protocol 2025-06-18 · Example MCP 4.2`.
+-- What the server says about itself is far-side text: each part passes
+-- core.label (controls and formatting characters out, bounded).
+local function report_line(report)
   local line = string.format("Reachable — %d ms", report.latency_ms)
-  if report.protocol_version ~= "" then line = line .. " · Protocol " .. report.protocol_version end
-  local who = ((report.server_name or "") .. " " .. (report.server_version or "")):match("^%s*(.-)%s*$")
+  local protocol = core.label(report.protocol_version)
+  if protocol ~= "" then line = line .. " · Protocol " .. protocol end
+  local who = trim(core.label(report.server_name) .. " " .. core.label(report.server_version))
   if who ~= "" then line = line .. " · " .. who end
   return line
 end
@@ -196,36 +236,37 @@ local function connect_with(store, options)
   return options.connect or function(row) return catalogue.connect(row, connect_options) end
 end
 
---- Is the server there? One handshake on a fresh connection (REFERENCE §2.5).
+--- Is the server there? One handshake on a fresh connection.
 -- Stores nothing but the contact a successful handshake records; never the
 -- import columns.
 -- @param id a server id (integer or string)
 -- @param options { actor, connect = function(row) -> connection, and catalogue.connect's options }
--- @return { success = true, error = "", report, contact } | { success = false, error }
+-- @return { success = true, error = "", report, contact, reached }
+--   | { success = false, error = message, err } (the server's failure, as the connection returned it)
 --   | nil, message, err (kind "forbidden", "unknown_server", "store")
 function operator.test(store, id, options)
   options = options or {}
-  local uid, row, err = admitted(store, id, options)
-  if not uid then return nil, row, err end
-  if type(row.url) ~= "string" or row.url == "" then return { success = false, error = "The server has no URL." } end
-  local conn, message = connect_with(store, options)(row)
-  if not conn then return { success = false, error = message } end
+  local row, message, err = admitted(store, id, options)
+  if not row then return nil, message, err end
+  local conn
+  conn, message, err = connect_with(store, options)(row)
+  if not conn then return { success = false, error = message, err = err } end
   local report
-  report, message = conn:ping()
+  report, message, err = conn:ping()
   conn:close()
-  if not report then return { success = false, error = message } end
-  local fresh = store:server(uid) or row
-  return { success = true, error = "", report = operator.report_line(report), contact = operator.contact_line(fresh),
+  if not report then return { success = false, error = message, err = err } end
+  local fresh = store:server(row.uid) or row
+  return { success = true, error = "", report = report_line(report), contact = contact_line(fresh),
     reached = report }
 end
 
---- Import one server's catalogue, enabled or not (the module's button).
+--- Import one server's catalogue, enabled or not.
 -- @param options { actor, and catalogue.import's options }
 -- @return the catalogue report | nil, message, err
 function operator.import(store, id, options)
   options = options or {}
-  local uid, row, err = admitted(store, id, options)
-  if not uid then return nil, row, err end
+  local row, message, err = admitted(store, id, options)
+  if not row then return nil, message, err end
   return catalogue.import(store, row, options)
 end
 
@@ -233,175 +274,206 @@ end
 -- Server administration
 ---------------------------------------------------------------------------
 
-local FIELDS = {
-  "identifier", "name", "description", "url", "auth_credential", "auth_placement", "auth_header_name",
-  "data_class", "requires_approval", "enabled",
-}
-local field_set = {}
-for _, f in ipairs(FIELDS) do field_set[f] = true end
+-- The refusal of one field's value; `detail` says what the field must be and
+-- never repeats the value (it may be a secret typed in the wrong place).
+local function invalid(field, detail)
+  return errors.fail("invalid", { field = field, detail = detail })
+end
 
-local function trim(s) return (s:match("^%s*(.-)%s*$")) end
+-- Whether `name` is an HTTP header name, by the rule a connection applies
+-- when it attaches the credential (credentials.validate), so the operator
+-- cannot store a name a connection would refuse.
+local function header_name_ok(name)
+  return (pcall(credentials.validate, { placement = "header", credential = "env:X", header_name = name }))
+end
 
-local function invalid(message) return failure("invalid", message) end
+-- Whether a stored credential can only be a reference: "env:NAME" with a
+-- variable name, or a key the host's resolver (options.resolver, the one its
+-- connections use) resolves. Anything else may be the secret itself, which
+-- must never land in the database.
+local function reference_ok(reference, resolver)
+  if reference:find("^env:") then return env_reference(reference) end
+  if resolver == nil or reference:find("%c") then return false end
+  local ok, secret = pcall(resolver, reference)
+  return ok and type(secret) == "string" and secret ~= ""
+end
 
--- Clean one field (trim, lower-case the identifier) or say why it cannot be stored.
+local NOT_A_REFERENCE = "The credential must be a reference, never the secret itself: put the secret in an "
+  .. "environment variable and give env:NAME (letters, digits and _, not starting with a digit)."
+
+-- Clean one field (trim, lower-case the identifier) or refuse it.
+-- @return value | nil, message, err (kind "invalid")
 local checks = {
   identifier = function(v)
     v = trim(v):lower()
-    if not v:match("^[a-z0-9_-]+$") or #v > 32 then
-      return nil, "The identifier must be 1 to 32 characters of a-z, 0-9, _ and -."
+    if not connection.valid_identifier(v) then
+      return invalid("identifier", "The identifier must be " .. connection.IDENTIFIER_RULE
+        .. " (it is stored in lower case).")
     end
     return v
   end,
   name = function(v)
     v = trim(v)
-    if v == "" then return nil, "The server needs a name." end
+    if v == "" then return invalid("name", "The server needs a name.") end
     return v
   end,
   description = function(v) return v end,
   url = function(v)
     v = trim(v)
     local ok, why = hostgate.parse_url(v)
-    if not ok then return nil, "The URL is not usable: " .. why .. "." end
+    if not ok then return invalid("url", "The URL is not usable: " .. why .. ".") end
     return v
   end,
-  auth_credential = function(v)
+  auth_credential = function(v, options)
     v = trim(v)
-    if v:find("[%c]") then return nil, "The credential reference contains control characters." end
+    if v ~= "" and not reference_ok(v, options.resolver) then
+      return invalid("auth_credential", NOT_A_REFERENCE)
+    end
     return v
   end,
   auth_placement = function(v)
-    if not credentials.placements[v] then return nil, 'The placement must be "bearer" or "header".' end
+    if not credentials.placements[v] then
+      return invalid("auth_placement", 'The placement must be "bearer" or "header".')
+    end
     return v
   end,
   auth_header_name = function(v)
     v = trim(v)
-    if v ~= "" and not v:match("^[!#$%%&'*+.^_`|~%w-]+$") then
-      return nil, "The header name is not an HTTP header name."
+    if v ~= "" and not header_name_ok(v) then
+      return invalid("auth_header_name", "The header name is not an HTTP header name.")
     end
     return v
   end,
   data_class = function(v)
     if v ~= "" and not catalogue.data_class { data_class = v } then
-      return nil, "The data class must be one of " .. table.concat(catalogue.DATA_CLASSES, ", ") .. "."
+      return invalid("data_class", "The data class must be one of "
+        .. table.concat(catalogue.DATA_CLASSES, ", ") .. ".")
     end
     return v
   end,
   requires_approval = function(v)
-    if v ~= "0" and v ~= "1" then return nil, 'requires_approval is "1" or "0".' end
+    if v ~= "0" and v ~= "1" then return invalid("requires_approval", 'requires_approval is "1" or "0".') end
     return v
   end,
 }
 
-local function clean(fields)
+-- One field's cleaned value; wrong types and unknown fields are misuse.
+local function clean_field(key, value, options)
+  if checks[key] == nil and key ~= "enabled" then error(string.format("unknown server field %q", tostring(key)), 4) end
+  if key == "enabled" then
+    if type(value) ~= "boolean" then error("enabled must be a boolean", 4) end
+    return value
+  end
+  if type(value) ~= "string" then error(string.format("%s must be a string", key), 4) end
+  return checks[key](value, options)
+end
+
+-- Every given field cleaned | nil, message, err (the first refusal).
+local function clean(fields, options)
+  if type(fields) ~= "table" then error("the server fields must be a table", 3) end
   local out = {}
   for key, value in pairs(fields) do
-    if not field_set[key] then error(string.format("unknown server field %q", tostring(key)), 3) end
-    if key == "enabled" then
-      if type(value) ~= "boolean" then error("enabled must be a boolean", 3) end
-      out.enabled = value
-    else
-      if type(value) ~= "string" then error(string.format("%s must be a string", key), 3) end
-      local v, why = checks[key](value)
-      if not v then return nil, why end
-      out[key] = v
-    end
+    local v, message, err = clean_field(key, value, options)
+    if v == nil then return nil, message, err end
+    out[key] = v
   end
   return out
 end
 
+local REQUIRED = { identifier = "an identifier", name = "a name", url = "a URL" }
+
 -- What the row would look like after the change, checked as a whole.
+-- @return true | nil, message, err (kind "invalid", "conflict" or "store")
 local function coherent(store, uid, row)
-  if row.identifier == nil or row.identifier == "" then return nil, "The server needs an identifier.", "invalid" end
-  if row.name == nil or row.name == "" then return nil, "The server needs a name.", "invalid" end
-  if row.url == nil or row.url == "" then return nil, "The server needs a URL.", "invalid" end
+  for _, field in ipairs { "identifier", "name", "url" } do
+    if (row[field] or "") == "" then return invalid(field, "The server needs " .. REQUIRED[field] .. ".") end
+  end
   if row.auth_placement == "header" and (row.auth_header_name or "") == "" and (row.auth_credential or "") ~= "" then
-    return nil, "A credential placed in a header needs a header name.", "invalid"
+    return invalid("auth_header_name", "A credential placed in a header needs a header name.")
   end
-  if row.enabled then
-    local enabled, message = store:enabled_servers()
-    if not enabled then return nil, message, "store" end
-    for _, other in ipairs(enabled) do
-      if other.uid ~= uid and other.identifier == row.identifier then
-        return nil, string.format('The identifier "%s" is also used by server "%s"; identifiers must be unique '
-          .. "because they name the imported tools.", row.identifier, other.name), "conflict"
-      end
-    end
-  end
-  return true
+  if not row.enabled then return true end
+  return catalogue.identifier_free(store, uid, row.identifier)
 end
 
 --- Add a server. fields: identifier, name, url (required), description,
 --- auth_credential (a reference such as "env:NAME", never the secret),
 --- auth_placement, auth_header_name, data_class, requires_approval ("1"/"0"), enabled.
+-- @param options { actor, resolver (accept keys this credential resolver resolves) }
 -- @return uid | nil, message, err (kind "forbidden", "invalid", "conflict" (an enabled twin), "store")
 function operator.add(store, fields, options)
-  local ok, message, err = operator.require_admin((options or {}).actor)
+  options = options or {}
+  local ok, message, err = operator.require_admin(options.actor)
   if not ok then return nil, message, err end
-  local values, why = clean(fields)
-  if not values then return invalid(why) end
+  local values
+  values, message, err = clean(fields, options)
+  if not values then return nil, message, err end
   local merged = { auth_placement = "bearer", requires_approval = "1", enabled = false }
   for k, v in pairs(values) do merged[k] = v end
-  local kind
-  ok, why, kind = coherent(store, 0, merged)
-  if not ok then return failure(kind, why) end
+  ok, message, err = coherent(store, 0, merged)
+  if not ok then return nil, message, err end
   return store:add_server(values)
 end
 
---- Change a server's editable fields.
+--- Change a server's editable fields (the same checks as add).
 -- @return true | nil, message, err
 function operator.edit(store, id, fields, options)
-  local uid, row, err = admitted(store, id, options)
-  if not uid then return nil, row, err end
-  local values, why = clean(fields)
-  if not values then return invalid(why) end
+  options = options or {}
+  local row, message, err = admitted(store, id, options)
+  if not row then return nil, message, err end
+  local values
+  values, message, err = clean(fields, options)
+  if not values then return nil, message, err end
   for k, v in pairs(values) do row[k] = v end
-  local ok, kind
-  ok, why, kind = coherent(store, uid, row)
-  if not ok then return failure(kind, why) end
-  return store:update_server(uid, values)
+  local ok
+  ok, message, err = coherent(store, row.uid, row)
+  if not ok then return nil, message, err end
+  return store:update_server(row.uid, values)
 end
 
---- Remove a server (soft delete; its tool rows stay, as the reference's do).
+--- Remove a server (soft delete; its tool rows stay, so a run's audit can still name them).
 function operator.remove(store, id, options)
-  local uid, row, err = admitted(store, id, options)
-  if not uid then return nil, row, err end
-  return store:remove_server(uid)
+  local row, message, err = admitted(store, id, options)
+  if not row then return nil, message, err end
+  return store:remove_server(row.uid)
 end
 
 ---------------------------------------------------------------------------
 -- Tools
 ---------------------------------------------------------------------------
 
---- Whether a tool is switched on (REFERENCE §7.3 step 4): its group is on (no
---- row: on) and the tool is on (no row: off, as imported tools are).
-function operator.tool_enabled(store, tool_name, identifier)
+-- Whether a tool is switched on: its group is on (no row: on) and the tool
+-- is on (no row: off, as imported tools are).
+-- @return enabled, the tool's own switch (true/false/nil), the group's switch (true/false/nil)
+local function tool_enabled(store, tool_name, identifier)
   local group = store:group_enabled(names.group(identifier))
   local own = store:tool_enabled(tool_name)
   return group ~= false and own == true, own, group
 end
 
+-- The server rows `operator.tools` lists | nil, message, err.
+local function listed_servers(store, id)
+  if id == nil then return store:servers() end
+  local uid = id_of(id)
+  if not uid then return errors.fail("unknown_server") end
+  local row, message, err = existing_server(store, uid)
+  if not row then return nil, message, err end
+  return { row }
+end
+
 --- The imported tools, of one server or of all, with their state.
 -- @param id a server id, or nil for every server
 -- @return array of { server_uid, identifier, tool_name, remote_name, description, orphaned, enabled,
---   tool_state, group_state } | nil, message, err
+--   tool_state, group_state, group } | nil, message, err
 function operator.tools(store, id)
-  local rows
-  if id ~= nil then
-    local uid, row, err = operator.server_id(id, store)
-    if not uid then return nil, row, err end
-    rows = { row }
-  else
-    local message, err
-    rows, message, err = store:servers()
-    if not rows then return nil, message, err end
-  end
+  local rows, message, err = listed_servers(store, id)
+  if not rows then return nil, message, err end
   local list = {}
   for _, row in ipairs(rows) do
-    local tools, message, err = store:tools_of(row.uid)
+    local tools
+    tools, message, err = store:tools_of(row.uid)
     if not tools then return nil, message, err end
     for _, t in ipairs(tools) do
-      local enabled, own, group = operator.tool_enabled(store, t.tool_name, row.identifier)
+      local enabled, own, group = tool_enabled(store, t.tool_name, row.identifier)
       list[#list + 1] = { server_uid = row.uid, identifier = row.identifier, tool_name = t.tool_name,
         remote_name = t.remote_name, description = t.description, orphaned = t.orphaned == true,
         enabled = enabled, tool_state = own, group_state = group, group = names.group(row.identifier) }
@@ -410,41 +482,47 @@ function operator.tools(store, id)
   return list
 end
 
--- What a name refers to: a stored tool, a server's group, both or neither.
+-- What a name refers to.
+-- @return { tool = boolean, group = boolean } | nil, message, err
 local function lookup(store, name)
-  local is_tool = store:tool_owner(name) ~= nil
-  local is_group = false
-  local rows, message, err = store:servers()
+  local owner, message, err = store:tool_owner(name)
+  if message then return nil, message, err end
+  local rows
+  rows, message, err = store:servers()
   if not rows then return nil, message, err end
+  local found = { tool = owner ~= nil, group = false }
   for _, row in ipairs(rows) do
-    if names.group(row.identifier) == name then is_group = true end
+    if names.group(row.identifier) == name then found.group = true end
   end
-  return is_tool, is_group
+  return found
+end
+
+-- Which switch `name` means: options.what when it names one that exists,
+-- else the only thing the name refers to.
+-- @return "tool" | "group" | nil, message, err (kind "invalid" when it names both, "unknown_tool")
+local function target_of(store, name, what)
+  local found, message, err = lookup(store, name)
+  if not found then return nil, message, err end
+  if what == nil and found.tool and found.group then
+    return errors.fail("invalid", { field = "name", detail = string.format('"%s" names both a tool and a group; say '
+      .. "which with --tool or --group.", core.clip(name, 100)) })
+  end
+  if what == nil then what = found.tool and "tool" or found.group and "group" or nil end
+  if what == nil or not found[what] then return errors.fail("unknown_tool", { name = name }) end
+  return what
 end
 
 --- Switch a tool or a whole group on or off.
--- @param what nil (decide from the name), "tool" or "group"
--- @return "tool" | "group" | nil, message, err (kind "forbidden", "unknown_tool", "ambiguous", "store")
+-- @param options { actor, what = nil (decide from the name) | "tool" | "group" }
+-- @return "tool" | "group" | nil, message, err (kind "forbidden", "unknown_tool", "invalid", "store")
 function operator.set_enabled(store, name, enabled, options)
   options = options or {}
   local ok, message, err = operator.require_admin(options.actor)
   if not ok then return nil, message, err end
   if type(name) ~= "string" then error("the tool or group name must be a string", 2) end
-  local is_tool, is_group, lookup_err = lookup(store, name)
-  if is_tool == nil then return nil, is_group, lookup_err end
-  local what = options.what
-  if what == nil then
-    if is_tool and is_group then
-      return failure("ambiguous", string.format('"%s" names both a tool and a group; say which with --tool or '
-        .. "--group.", name))
-    end
-    what = is_tool and "tool" or is_group and "group" or nil
-  elseif (what == "tool" and not is_tool) or (what == "group" and not is_group) then
-    what = nil
-  end
-  if not what then
-    return failure("unknown_tool", string.format('No imported tool or server group is named "%s".', name))
-  end
+  local what
+  what, message, err = target_of(store, name, options.what)
+  if not what then return nil, message, err end
   if what == "tool" then
     ok, message, err = store:set_tool_enabled(name, enabled)
   else

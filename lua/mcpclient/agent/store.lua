@@ -1,18 +1,21 @@
 --- mcpclient.agent.store: the catalogue, enablement, run and governance repositories
--- over one adapter (DESIGN D7; REFERENCE §7.3, §7.6, §8, §9, §10).
+-- over one adapter.
 --
 --   local store = require "mcpclient.agent.store"
 --   local s <close> = assert(store.open("mcp.db"))
 --   local uid = assert(s:add_server{ identifier = "docs", name = "Docs", url = "https://..." })
 --
 -- Every repository method returns its value, or nil, message, err on a
--- database failure (err.kind = "store"); it never raises for one. Misuse
+-- database failure (errors.fail("store"): err.operation says what was being
+-- done, err.code is the database's result code name); it never raises for one. Misuse
 -- (wrong argument types, unknown fields, a closed store) raises. Every value
 -- reaches the database as a bound parameter; the only names spliced into SQL
 -- text are column names from the fixed lists below.
 --
 -- The repositories speak only to an adapter (see mcpclient.agent.store.sqlite for
 -- the interface); SQLite is the default one, store.open_adapter takes a host's.
+local errors = require "mcpclient.errors"
+local check_options = require("mcpclient.agent.options").check
 local migrations = require "mcpclient.agent.store.migrations"
 local sqlite = require "mcpclient.agent.store.sqlite"
 
@@ -29,10 +32,11 @@ Store.__index = Store
 -- Failures and argument checks
 ---------------------------------------------------------------------------
 
--- The failure triple for a database failure while trying to `what`.
+-- The failure value for a database failure while trying to `what`; `code` is
+-- the adapter's result code name (e.g. "SQLITE_BUSY"), kept for callers that
+-- tell a locked database from a broken one.
 local function fail(what, detail, code)
-  local message = string.format("The store could not %s: %s", what, tostring(detail))
-  return nil, message, { kind = "store", operation = what, detail = detail, code = code, message = message }
+  return errors.fail("store", { operation = what, detail = detail, code = code })
 end
 
 local function check_uid(value, name, level)
@@ -83,7 +87,8 @@ function encode.flag(value, name)
   error(string.format("%s must be a boolean", name), 4)
 end
 
--- requires_approval keeps its string form: only the literal "0" waives approval (§10.1).
+-- requires_approval keeps its string form: only the literal "0" waives
+-- approval, so any other stored value (a typo, "no", "false") fails safe.
 function encode.approval(value, name)
   if value == true then return "1" end
   if value == false then return "0" end
@@ -116,7 +121,8 @@ local function encode_fields(fields, allowed, what)
 end
 
 ---------------------------------------------------------------------------
--- Hydration: database row -> Lua row (missing columns get the §10.1 defaults)
+-- Hydration: database row -> Lua row (a missing column reads as 0, "" or
+-- false, so a host schema without a column still yields a usable row)
 ---------------------------------------------------------------------------
 
 local function as_integer(v)
@@ -252,9 +258,31 @@ local function schema_version(adapter)
   return as_integer(rows[1] and rows[1].version)
 end
 
--- Apply migrations[current+1 .. target], each in its own transaction. The
--- version is read again inside the transaction, so two processes opening a
--- fresh file at once apply each migration exactly once.
+-- Apply one migration inside its own transaction. The version is read again
+-- inside the transaction, so of two processes opening a fresh file at once
+-- only the first applies it. → true | nil, message, code
+local function apply_migration(adapter, entry, version)
+  local ok, message, code = adapter:exec("BEGIN IMMEDIATE")
+  if not ok then return nil, message, code end
+  local now
+  now, message, code = schema_version(adapter)
+  ok = now ~= nil
+  if now and now < version then
+    ok, message, code = adapter:exec(entry.sql)
+    if ok then
+      ok, message, code = adapter:exec("INSERT INTO schema_version (version, applied, description) VALUES (?, ?, ?)",
+        { version, os.time(), entry.description or "" })
+    end
+  end
+  if ok then ok, message, code = adapter:exec("COMMIT") end
+  if not ok then
+    adapter:exec("ROLLBACK")
+    return nil, message, code
+  end
+  return true
+end
+
+-- Apply migrations[current+1 .. target], each in its own transaction.
 local function migrate(adapter, list, target)
   local ok, message, code = adapter:exec("CREATE TABLE IF NOT EXISTS schema_version ("
     .. "version INTEGER PRIMARY KEY, applied INTEGER NOT NULL DEFAULT 0, description TEXT NOT NULL DEFAULT '')")
@@ -263,31 +291,14 @@ local function migrate(adapter, list, target)
   current, message, code = schema_version(adapter)
   if not current then return fail("read the schema version", message, code) end
   for version = current + 1, target do
-    local what = string.format("apply migration %d", version)
-    ok, message, code = adapter:exec("BEGIN IMMEDIATE")
-    if not ok then return fail(what, message, code) end
-    local now
-    now, message, code = schema_version(adapter)
-    if now and now < version then
-      local entry = list[version]
-      ok, message, code = adapter:exec(entry.sql)
-      if ok then
-        ok, message, code = adapter:exec("INSERT INTO schema_version (version, applied, description) VALUES (?, ?, ?)",
-          { version, os.time(), entry.description or "" })
-      end
-    elseif now then
-      ok = true
-    end
-    if ok then ok, message, code = adapter:exec("COMMIT") end
-    if not ok then
-      adapter:exec("ROLLBACK")
-      return fail(what, message, code)
-    end
+    ok, message, code = apply_migration(adapter, list[version], version)
+    if not ok then return fail(string.format("apply migration %d", version), message, code) end
   end
   return true
 end
 
-local open_keys = { migrate_to = "number", migrate = "boolean", migrations = "table" }
+local adapter_keys = { migrate_to = "integer", migrate = "boolean", migrations = "table" }
+local open_keys = { migrate_to = "integer", busy_timeout_ms = "integer", readonly = "boolean", journal_mode = "string" }
 
 --- Wrap a host adapter (see mcpclient.agent.store.sqlite for the interface).
 -- options: migrate (default true; false when the host owns the schema),
@@ -296,14 +307,10 @@ local open_keys = { migrate_to = "number", migrate = "boolean", migrations = "ta
 -- @return Store | nil, message, err
 function store.open_adapter(adapter, options)
   if type(adapter) ~= "table" and type(adapter) ~= "userdata" then error("adapter must be an object", 2) end
-  options = options or {}
-  for key, value in pairs(options) do
-    if open_keys[key] == nil then error(string.format("unknown store option %q", tostring(key)), 2) end
-    if type(value) ~= open_keys[key] then error(string.format("%s must be a %s", key, open_keys[key]), 2) end
-  end
+  options = check_options("store.open_adapter", options, adapter_keys)
   local list = options.migrations or migrations
   local target = options.migrate_to or #list
-  if math.type(target) ~= "integer" or target < 0 or target > #list then
+  if target < 0 or target > #list then
     error(string.format("migrate_to must be an integer between 0 and %d", #list), 2)
   end
   if options.migrate ~= false then
@@ -322,23 +329,13 @@ end
 -- @return Store | nil, message, err
 function store.open(path, options)
   if type(path) ~= "string" then error("store.open: path must be a string", 2) end
-  options = options or {}
-  if type(options) ~= "table" then error("store.open: options must be a table", 2) end
-  local adapter_options, store_options = {}, {}
-  for key, value in pairs(options) do
-    if key == "busy_timeout_ms" or key == "readonly" or key == "journal_mode" then
-      adapter_options[key] = value
-    elseif key == "migrate_to" then
-      store_options[key] = value
-    else
-      error(string.format("store.open: unknown option %q", tostring(key)), 2)
-    end
-  end
-  if adapter_options.busy_timeout_ms == nil then adapter_options.busy_timeout_ms = store.DEFAULT_BUSY_TIMEOUT_MS end
-  if options.readonly then store_options.migrate = false end
-  local adapter, message, code = sqlite.open(path, adapter_options)
-  if not adapter then return fail("open " .. path, message, code) end
-  return store.open_adapter(adapter, store_options)
+  options = check_options("store.open", options, open_keys)
+  local adapter, message, code = sqlite.open(path, {
+    busy_timeout_ms = options.busy_timeout_ms or store.DEFAULT_BUSY_TIMEOUT_MS,
+    readonly = options.readonly, journal_mode = options.journal_mode,
+  })
+  if not adapter then return fail("open the database", message, code) end
+  return store.open_adapter(adapter, { migrate_to = options.migrate_to, migrate = not options.readonly })
 end
 
 --- Close the adapter. Idempotent; also __gc and __close.
@@ -364,29 +361,20 @@ end
 -- Transactions
 ---------------------------------------------------------------------------
 
---- Run fn() inside BEGIN IMMEDIATE .. COMMIT (a SAVEPOINT when nested).
--- Rolls back when fn raises (the error is raised again) or returns
--- nil, message[, err] (returned as is). Returns fn's results, or true when
--- fn returned nothing.
-function Store:transaction(fn)
-  if type(fn) ~= "function" then error("transaction: fn must be a function", 2) end
-  local adapter = adapter_of(self)
-  local depth = self.depth
-  local begin, commit, rollback
-  if depth == 0 then
-    begin, commit, rollback = "BEGIN IMMEDIATE", "COMMIT", { "ROLLBACK" }
-  else
-    local name = "mcpclient_" .. depth
-    begin, commit, rollback = "SAVEPOINT " .. name, "RELEASE " .. name, { "ROLLBACK TO " .. name, "RELEASE " .. name }
-  end
-  local ok, message, code = adapter:exec(begin)
-  if not ok then return fail("begin a transaction", message, code) end
+-- The statements that open, close and undo a transaction at `depth`: the
+-- outermost is a real transaction, an inner one a savepoint.
+local function transaction_sql(depth)
+  if depth == 0 then return "BEGIN IMMEDIATE", "COMMIT", { "ROLLBACK" } end
+  local name = "mcpclient_" .. depth
+  return "SAVEPOINT " .. name, "RELEASE " .. name, { "ROLLBACK TO " .. name, "RELEASE " .. name }
+end
+
+-- End a transaction by what fn did (results: pcall's, packed): commit its
+-- results, or undo it and raise fn's error again or return its failure.
+local function settle(adapter, results, commit, rollback)
   local function undo()
     for _, sql in ipairs(rollback) do pcall(adapter.exec, adapter, sql) end
   end
-  self.depth = depth + 1
-  local results = table.pack(pcall(fn))
-  self.depth = depth
   if not results[1] then
     undo()
     error(results[2], 0)
@@ -395,7 +383,7 @@ function Store:transaction(fn)
     undo()
     return nil, results[3], results[4]
   end
-  ok, message, code = adapter:exec(commit)
+  local ok, message, code = adapter:exec(commit)
   if not ok then
     undo()
     return fail("commit a transaction", message, code)
@@ -404,8 +392,25 @@ function Store:transaction(fn)
   return table.unpack(results, 2, results.n)
 end
 
+--- Run fn() inside BEGIN IMMEDIATE .. COMMIT (a SAVEPOINT when nested).
+-- Rolls back when fn raises (the error is raised again) or returns
+-- nil, message[, err] (returned as is). Returns fn's results, or true when
+-- fn returned nothing.
+function Store:transaction(fn)
+  if type(fn) ~= "function" then error("transaction: fn must be a function", 2) end
+  local adapter = adapter_of(self)
+  local depth = self.depth
+  local begin, commit, rollback = transaction_sql(depth)
+  local ok, message, code = adapter:exec(begin)
+  if not ok then return fail("begin a transaction", message, code) end
+  self.depth = depth + 1
+  local results = table.pack(pcall(fn))
+  self.depth = depth
+  return settle(adapter, results, commit, rollback)
+end
+
 ---------------------------------------------------------------------------
--- Servers (REFERENCE §10.1, §10.5)
+-- Servers
 ---------------------------------------------------------------------------
 
 local server_fields = {
@@ -462,15 +467,19 @@ end
 -- back for the whole busy timeout of a locked database.
 store.CONTACT_BUSY_TIMEOUT_MS = 200
 
---- Liveness (§9): touches only last_contact and last_latency_ms. → true
+--- Liveness: touches only last_contact and last_latency_ms, so a contact
+--- never overwrites what an operator or an import wrote. → true
+-- @param latency_ms whole milliseconds (the connection rounds once, before it
+--   calls its recorder)
 function Store:record_contact(uid, at, latency_ms)
   check_uid(uid)
   at = check_time(at, "at")
-  if type(latency_ms) ~= "number" then error("latency_ms must be a number", 2) end
-  local latency = math.max(0, math.floor(latency_ms + 0.5))
+  if math.type(latency_ms) ~= "integer" or latency_ms < 0 then
+    error("latency_ms must be a non-negative integer", 2)
+  end
   local function stamp()
     return exec(self, "record a contact with server " .. uid,
-      "UPDATE mcp_server SET last_contact = ?, last_latency_ms = ? WHERE uid = ?", { at, latency, uid })
+      "UPDATE mcp_server SET last_contact = ?, last_latency_ms = ? WHERE uid = ?", { at, latency_ms, uid })
   end
   local adapter = adapter_of(self)
   if adapter.with_busy_timeout then return adapter:with_busy_timeout(store.CONTACT_BUSY_TIMEOUT_MS, stamp) end
@@ -479,7 +488,7 @@ end
 
 local import_statuses = { never_imported = true, ok = true, partial = true, error = true }
 
---- An import's outcome (§10.3 step 8 and refusals). → true
+--- An import's outcome, a refusal included (status "error"). → true
 function Store:record_import(uid, outcome)
   check_uid(uid)
   if type(outcome) ~= "table" then error("record_import: outcome must be a table", 2) end
@@ -496,7 +505,7 @@ function Store:record_import(uid, outcome)
       .. "WHERE uid = ?", { outcome.status, message, count, at, at, uid })
 end
 
---- A recorder for mcp.connect{ health = ... } (§9): stamps the contact and
+--- A recorder for mcp.connect{ health = ... }: stamps the contact and
 -- raises when that fails, so the client logs its warning and the operation
 -- still returns. `log`, when given, is told first as log("warning", message)
 -- (a host that keeps its own log). A uid <= 0 records nothing.
@@ -516,7 +525,7 @@ function Store:health_recorder(server_uid, log)
 end
 
 ---------------------------------------------------------------------------
--- Tools (REFERENCE §10.2, §10.4)
+-- Tools
 ---------------------------------------------------------------------------
 
 --- All tools of a server, live first, by tool_name.
@@ -533,11 +542,6 @@ function Store:live_tools_of(server_uid)
     "SELECT * FROM mcp_tool WHERE server = ? AND orphaned = 0 ORDER BY tool_name ASC", { server_uid }, hydrate_tool)
 end
 
---- Every tool row by tool_name.
-function Store:all_tools()
-  return select_rows(self, "list the tools", "SELECT * FROM mcp_tool ORDER BY tool_name ASC", {}, hydrate_tool)
-end
-
 --- The uid of the server owning a local tool name (orphaned rows count: the name stays taken), or nil.
 function Store:tool_owner(tool_name)
   if type(tool_name) ~= "string" then error("tool_name must be a string", 2) end
@@ -549,71 +553,96 @@ end
 
 local accepted_fields = { "tool_name", "remote_name", "description", "input_schema", "remote_annotations" }
 
---- Upsert the accepted catalogue and sweep the rest into orphans (§10.4), in
--- one transaction. → orphaned count (already-orphaned rows included)
-function Store:reconcile(server_row, accepted, now)
-  if type(server_row) ~= "table" then error("reconcile: server_row must be a table", 2) end
-  local server_uid = check_uid(server_row.uid, "server_row.uid")
-  local pid = server_row.pid or 0
-  check_uid(pid, "server_row.pid")
-  if type(accepted) ~= "table" then error("reconcile: accepted must be an array", 2) end
-  now = check_time(now, "now")
+-- The accepted tools as rows of values in accepted_fields order (misuse raises).
+local function accepted_values(accepted)
+  if type(accepted) ~= "table" then error("reconcile: accepted must be an array", 3) end
   local values = {}
   for i, tool in ipairs(accepted) do
-    if type(tool) ~= "table" then error(string.format("reconcile: accepted[%d] must be a table", i), 2) end
+    if type(tool) ~= "table" then error(string.format("reconcile: accepted[%d] must be a table", i), 3) end
     local row = {}
     for j, key in ipairs(accepted_fields) do
       local value = tool[key]
       if value == nil and key ~= "tool_name" then value = "" end
-      if type(value) ~= "string" then error(string.format("reconcile: accepted[%d].%s must be a string", i, key), 2) end
+      if type(value) ~= "string" then error(string.format("reconcile: accepted[%d].%s must be a string", i, key), 3) end
       row[j] = value
     end
     values[i] = row
   end
+  return values
+end
+
+-- Write one accepted tool: update its row when the server had it, insert it otherwise.
+local function upsert_tool(adapter, existing, server, v, now)
+  local row = existing[v[1]]
+  if row then
+    return adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
+      .. "input_schema = ?, remote_annotations = ?, orphaned = 0, tstamp = ? WHERE uid = ?",
+      { server.uid, server.pid, v[2], v[3], v[4], v[5], now, row.uid })
+  end
+  local uid, message, code = adapter:insert("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
+    .. "input_schema, remote_annotations, orphaned, tstamp, crdate) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+    { server.uid, server.pid, v[1], v[2], v[3], v[4], v[5], now, now })
+  if not uid then return nil, message, code end
+  existing[v[1]] = { uid = uid, tool_name = v[1], orphaned = 0 }
+  return true
+end
+
+-- Mark every row the catalogue no longer lists as orphaned (rows stay: a
+-- run's audit may name them). → how many are orphaned now, or nil, message, code
+local function sweep_orphans(adapter, existing, seen, now)
+  local orphaned = 0
+  for name, row in pairs(existing) do
+    if not seen[name] then
+      orphaned = orphaned + 1
+      if not as_boolean(row.orphaned) then
+        local ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, tstamp = ? WHERE uid = ?",
+          { now, row.uid })
+        if not ok then return nil, message, code end
+      end
+    end
+  end
+  return orphaned
+end
+
+-- The server's tool rows by tool_name.
+local function existing_tools(adapter, server_uid)
+  local rows, message, code = adapter:rows("SELECT uid, tool_name, orphaned FROM mcp_tool WHERE server = ?",
+    { server_uid })
+  if not rows then return nil, message, code end
+  local existing = {}
+  for _, row in ipairs(rows) do existing[row.tool_name] = row end
+  return existing
+end
+
+--- Upsert the accepted catalogue and sweep the rest into orphans, in one
+-- transaction. → orphaned count (already-orphaned rows included)
+function Store:reconcile(server_row, accepted, now)
+  if type(server_row) ~= "table" then error("reconcile: server_row must be a table", 2) end
+  local server = { uid = check_uid(server_row.uid, "server_row.uid"), pid = check_uid(server_row.pid or 0,
+    "server_row.pid") }
+  local values = accepted_values(accepted)
+  now = check_time(now, "now")
   local adapter = adapter_of(self)
-  local what = "reconcile the tools of server " .. server_uid
+  local what = "reconcile the tools of server " .. server.uid
   return self:transaction(function()
-    local rows, message, code = adapter:rows("SELECT uid, tool_name, orphaned FROM mcp_tool WHERE server = ?",
-      { server_uid })
-    if not rows then return fail(what, message, code) end
-    local existing = {}
-    for _, row in ipairs(rows) do existing[row.tool_name] = row end
+    local existing, message, code = existing_tools(adapter, server.uid)
+    if not existing then return fail(what, message, code) end
     local seen = {}
     for _, v in ipairs(values) do
-      local name = v[1]
-      local row = existing[name]
       local ok
-      if row then
-        ok, message, code = adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
-          .. "input_schema = ?, remote_annotations = ?, orphaned = 0, tstamp = ? WHERE uid = ?",
-          { server_uid, pid, v[2], v[3], v[4], v[5], now, row.uid })
-      else
-        ok, message, code = adapter:insert("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
-          .. "input_schema, remote_annotations, orphaned, tstamp, crdate) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
-          { server_uid, pid, name, v[2], v[3], v[4], v[5], now, now })
-        if ok then existing[name] = { uid = ok, tool_name = name, orphaned = 0 } end
-      end
+      ok, message, code = upsert_tool(adapter, existing, server, v, now)
       if not ok then return fail(what, message, code) end
-      seen[name] = true
+      seen[v[1]] = true
     end
-    local orphaned = 0
-    for name, row in pairs(existing) do
-      if not seen[name] then
-        orphaned = orphaned + 1
-        if not as_boolean(row.orphaned) then
-          local ok
-          ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, tstamp = ? WHERE uid = ?",
-            { now, row.uid })
-          if not ok then return fail(what, message, code) end
-        end
-      end
-    end
+    local orphaned
+    orphaned, message, code = sweep_orphans(adapter, existing, seen, now)
+    if not orphaned then return fail(what, message, code) end
     return orphaned
   end)
 end
 
 ---------------------------------------------------------------------------
--- Enablement (REFERENCE §7.3 step 4)
+-- Enablement: per-tool and per-group override rows the gate reads
 ---------------------------------------------------------------------------
 
 local function set_flag(self, tbl, key_column, key, enabled, what)
@@ -654,7 +683,7 @@ function Store:group_enabled(group)
 end
 
 ---------------------------------------------------------------------------
--- Runs and events (REFERENCE §8)
+-- Runs and events: the run record, its lease, and its audit stream
 ---------------------------------------------------------------------------
 
 local run_fields = {
@@ -686,8 +715,9 @@ function Store:update_run(uid, fields)
   return exec(self, "update run " .. uid, update_sql("agent_run", columns, "uid = ?"), values)
 end
 
---- The lease-fenced write (ADR-141): changes the run only while it is running
--- and claimed by owner. → rows changed (0: the lease is lost)
+--- The lease-fenced write: changes the run only while it is running and
+-- claimed by owner, so a worker that lost its lease cannot overwrite the
+-- run another worker now owns. → rows changed (0: the lease is lost)
 function Store:guarded_update_run(uid, owner, fields)
   check_uid(uid)
   if type(owner) ~= "string" then error("owner must be a string", 2) end
@@ -702,7 +732,7 @@ function Store:guarded_update_run(uid, owner, fields)
   return adapter:changes()
 end
 
---- Ask a run to stop (D5: the cancel hook polls this flag). → true
+--- Ask a run to stop (a run's cancel hook polls this flag). → true
 function Store:request_cancel(uid)
   check_uid(uid)
   return exec(self, "request the cancellation of run " .. uid,
@@ -721,7 +751,7 @@ function Store:append_event(run_uid, event)
   if type(duration) ~= "number" then error("append_event: duration_ms must be a number", 2) end
   local payload = event.payload or ""
   if type(payload) ~= "string" then error("append_event: payload must be JSON text", 2) end
-  -- decimal(10,2) in the reference
+  -- two decimals: the audit states durations to a hundredth of a millisecond
   duration = math.floor(duration * 100 + 0.5) / 100
   local what = "append an event to run " .. run_uid
   local adapter = adapter_of(self)
@@ -743,7 +773,7 @@ function Store:events(run_uid)
 end
 
 ---------------------------------------------------------------------------
--- Governance events (REFERENCE §7.6): append-only
+-- Governance events: append-only, one row per denial
 ---------------------------------------------------------------------------
 
 local governance_fields = {

@@ -5,8 +5,9 @@
 -- one. The SQL is SQLite-flavoured standard SQL; a host adapter for another
 -- database passes its own list (store.open_adapter(adapter, { migrations = ... })).
 --
--- Tables (REFERENCE §10.1, §10.2, §7.3, §7.6, §8):
---   mcp_server        operator-managed servers; credential is a reference (D8)
+-- Tables:
+--   mcp_server        operator-managed servers; the credential is a reference
+--                     (env:NAME or a resolver key), never the secret
 --   mcp_tool          machine-managed imported tools; tool_name UNIQUE
 --   tool_state        per-tool enablement override (tool_name UNIQUE)
 --   tool_group_state  per-group enablement override (group_name UNIQUE)
@@ -124,8 +125,8 @@ CREATE INDEX governance_event_run ON governance_event (agentrun_uid, crdate);
 ]],
   },
   {
-    -- Liveness came later in the reference too (ADR-154): a store from before
-    -- this migration has servers but nowhere to stamp a contact.
+    -- Liveness came in its own migration: a store from before it has servers
+    -- but nowhere to stamp a contact, and a contact must not fail a call there.
     description = "server liveness: last_contact, last_latency_ms",
     sql = [[
 ALTER TABLE mcp_server ADD COLUMN last_contact INTEGER NOT NULL DEFAULT 0;

@@ -1,4 +1,4 @@
---- The default store adapter: one SQLite connection through the C core (DESIGN D7).
+--- The default store adapter: one SQLite connection through the C core.
 --
 --   local adapter, message, code = require("mcpclient.agent.store.sqlite").open(path, options)
 --
@@ -9,13 +9,14 @@
 --                    WAL lets readers (the operator readout) run beside a writing agent
 --
 -- The adapter interface every host adapter implements (all called as methods):
---   adapter:exec(sql [, params])  -> true | nil, message      (no params: a script)
---   adapter:rows(sql, params)     -> { row, ... } | nil, message
---   adapter:insert(sql, params)   -> last row id | nil, message
+--   adapter:exec(sql [, params])  -> true | nil, message, code   (no params: a script)
+--   adapter:rows(sql, params)     -> { row, ... } | nil, message, code
+--   adapter:insert(sql, params)   -> last row id | nil, message, code
 --   adapter:changes()             -> rows changed by the last exec
 --   adapter:close()
 --   adapter:with_busy_timeout(ms, fn) -> fn()'s results, run with a shorter lock wait (optional)
 -- params is an array (json.null or nil for NULL; params.n counts trailing nils).
+local check_options = require("mcpclient.agent.options").check
 local core = require "mcpclient.core"
 
 local sqlite = {}
@@ -23,20 +24,15 @@ local sqlite = {}
 local Adapter = {}
 Adapter.__index = Adapter
 
-local option_types = { busy_timeout_ms = "number", readonly = "boolean", journal_mode = "string" }
+local option_types = { busy_timeout_ms = "integer", readonly = "boolean", journal_mode = "string" }
 local journal_modes = { wal = "WAL", delete = "DELETE", truncate = "TRUNCATE", persist = "PERSIST" }
 
 --- Open path (":memory:" works) and return the adapter, or nil, message, code.
 function sqlite.open(path, options)
   if type(path) ~= "string" then error("store path must be a string", 2) end
-  options = options or {}
-  for key, value in pairs(options) do
-    local expected = option_types[key]
-    if not expected then error(string.format("unknown sqlite adapter option %q", tostring(key)), 2) end
-    if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 2) end
-  end
+  options = check_options("sqlite.open", options, option_types)
   local timeout = options.busy_timeout_ms or 5000
-  if math.type(timeout) ~= "integer" or timeout < 0 then error("busy_timeout_ms must be a non-negative integer", 2) end
+  if timeout < 0 then error("busy_timeout_ms must be a non-negative integer", 2) end
   local mode = options.journal_mode or "wal"
   if not journal_modes[mode] then error(string.format("unknown journal_mode %q", mode), 2) end
 

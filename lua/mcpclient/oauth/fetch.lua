@@ -1,0 +1,117 @@
+--- One HTTP exchange with an authorization party (metadata, registration,
+--- token, the test authorization redirect).
+--
+-- Every URL a server or its metadata names is untrusted: it passes the same
+-- host gate as the MCP server (resolved and pinned here), must be https unless
+-- it is on loopback, and is read with the response cap and out of the
+-- operation's budget. Redirects are never followed: libcurl's leg has
+-- redirects off, and a 3xx is handed back as it is.
+local core = require "mcpclient.core"
+local errors = require "mcpclient.errors"
+local hostgate = require "mcpclient.hostgate"
+
+local fail = errors.fail
+
+local fetch = {}
+
+fetch.MAX_BYTES = 2 * 1024 * 1024
+
+local function is_loopback(target)
+  local host = target.host
+  if host == "localhost" then return true end
+  local bytes = core.address_bytes(host)
+  if not bytes then return false end
+  if #bytes == 4 then return bytes:byte(1) == 127 end
+  return bytes == core.address_bytes("::1")
+end
+
+--- Check that `url` may be asked at all; returns the parsed target.
+-- @param ctx { identifier, leg, host_gate, refuse_private }
+function fetch.target(ctx, url)
+  if type(url) ~= "string" then
+    return fail("authorization_failed", { server = ctx.identifier, detail = "an authorization URL is missing" })
+  end
+  local target, why = hostgate.parse_url(url)
+  if not target then
+    return fail("authorization_failed",
+      { server = ctx.identifier, detail = "an authorization URL is not usable: " .. why })
+  end
+  if target.scheme ~= "https" and not is_loopback(target) then
+    return fail("authorization_failed", { server = ctx.identifier,
+      detail = "an authorization URL is not https and not on loopback" })
+  end
+  if url:find("#", 1, true) then
+    return fail("authorization_failed", { server = ctx.identifier, detail = "an authorization URL carries a fragment" })
+  end
+  return target
+end
+
+--[[
+Send one request. `request` = { method, url, headers = {lines}, body, secret_header }.
+Returns the leg's response { status, headers, body } (any status), or the
+failure triple: deadline, refused_host, transport, timeout, authorization_failed.
+]]
+function fetch.send(ctx, op, request)
+  local target, message, err = fetch.target(ctx, request.url)
+  if not target then return nil, message, err end
+  local timeout_ms, connect_timeout_ms = op.deadline:leg(ctx.connect_timeout)
+  if not timeout_ms then
+    return fail("deadline", { server = ctx.identifier, budget = errors.seconds(op.deadline.total) })
+  end
+  local dial
+  dial, message, err = hostgate.admit(target, op, ctx)
+  if not dial then return nil, message, err end
+  local response, kind, detail = ctx.leg:send {
+    method = request.method, url = dial.url, headers = request.headers or {},
+    secret_header = request.secret_header, body = request.body,
+    timeout_ms = timeout_ms, connect_timeout_ms = connect_timeout_ms, max_bytes = fetch.MAX_BYTES,
+    pin = dial.pin, ca_file = ctx.tls.ca_file, client_cert = ctx.tls.client_cert, client_key = ctx.tls.client_key,
+  }
+  if response then return response end
+  if kind == "timeout" then
+    return fail("timeout", { server = ctx.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
+  end
+  return fail("transport", { server = ctx.identifier, detail = detail })
+end
+
+--- A JSON object from a 2xx answer, or nil, why (a short reason without body bytes).
+function fetch.json_object(response)
+  if response.status < 200 or response.status >= 300 then return nil, "status " .. response.status end
+  if response.truncated then return nil, "the answer exceeded " .. fetch.MAX_BYTES .. " bytes" end
+  local value = core.json.decode(response.body)
+  if type(value) ~= "table" or core.json.is_array(value) then return nil, "the answer is not a JSON object" end
+  return value
+end
+
+--- application/x-www-form-urlencoded, in the given order of { name, value } pairs.
+function fetch.form(pairs_list)
+  local parts = {}
+  for _, pair in ipairs(pairs_list) do
+    if pair[2] ~= nil then
+      parts[#parts + 1] = fetch.escape(pair[1]) .. "=" .. fetch.escape(pair[2])
+    end
+  end
+  return table.concat(parts, "&")
+end
+
+function fetch.escape(text)
+  return (tostring(text):gsub("[^%w%-._~]", function(c) return string.format("%%%02X", c:byte()) end))
+end
+
+function fetch.unescape(text)
+  return (text:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+--- The query parameters of a URL as { name = value } (first occurrence wins).
+function fetch.query(url)
+  local query = url:match("^[^?#]*%?([^#]*)") or ""
+  local params = {}
+  for part in query:gmatch("[^&]+") do
+    local name, value = part:match("^([^=]*)=?(.*)$")
+    name = fetch.unescape(name)
+    if params[name] == nil then params[name] = fetch.unescape(value) end
+  end
+  return params
+end
+
+return fetch

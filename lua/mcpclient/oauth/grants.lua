@@ -1,0 +1,192 @@
+--- Requests to the authorization server's endpoints: dynamic client
+--- registration (RFC 7591), and the token endpoint for every grant this client
+--- uses (authorization code with PKCE, refresh, client credentials, token
+--- exchange for an identity assertion, JWT bearer), with the client
+--- authentication the server supports.
+--
+-- Tokens and secrets never enter a failure: a refusal reports the OAuth error
+-- code (clipped far-side text) and the HTTP status only.
+local core = require "mcpclient.core"
+local errors = require "mcpclient.errors"
+local fetch = require "mcpclient.oauth.fetch"
+local jwt = require "mcpclient.oauth.jwt"
+
+local crypto = core.crypto
+local json = core.json
+local fail = errors.fail
+
+local grants = {}
+
+grants.ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+grants.TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+grants.JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+grants.ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
+grants.ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
+
+local function list_has(list, value)
+  if type(list) ~= "table" then return false end
+  for _, v in ipairs(list) do
+    if v == value then return true end
+  end
+  return false
+end
+grants.list_has = list_has
+
+--- A PKCE pair (RFC 7636, S256): verifier, challenge.
+function grants.pkce()
+  local verifier = crypto.base64url(crypto.random_bytes(32))
+  return verifier, crypto.base64url(crypto.sha256(verifier))
+end
+
+--- An unguessable state value.
+function grants.state()
+  return crypto.base64url(crypto.random_bytes(16))
+end
+
+-- The failure of a refused token or registration request.
+local function refused(ctx, what, response)
+  local detail = string.format("the %s was refused with HTTP status %d", what, response.status)
+  local body = core.json.decode(response.body or "")
+  if type(body) == "table" and type(body.error) == "string" then
+    detail = detail .. " (" .. body.error:sub(1, 64) .. ")"
+  end
+  return fail("authorization_failed", { server = ctx.identifier, detail = detail })
+end
+
+--[[
+Register this client dynamically. `client` = { name, redirect_uri, grant_types,
+auth_method }. Returns { client_id, client_secret, auth_method } or the
+failure triple.
+]]
+function grants.register(ctx, op, metadata, client)
+  local request = {
+    client_name = client.name, redirect_uris = json.array { client.redirect_uri },
+    grant_types = json.array(client.grant_types), response_types = json.array { "code" },
+    token_endpoint_auth_method = client.auth_method,
+  }
+  local response, message, err = fetch.send(ctx, op, {
+    method = "POST", url = metadata.registration_endpoint,
+    headers = { "Content-Type: application/json", "Accept: application/json" }, body = json.encode(request),
+  })
+  if not response then return nil, message, err end
+  local document = fetch.json_object(response)
+  if not document then return refused(ctx, "client registration", response) end
+  if type(document.client_id) ~= "string" or document.client_id == "" then
+    return fail("authorization_failed",
+      { server = ctx.identifier, detail = "the client registration gave no client_id" })
+  end
+  return {
+    client_id = document.client_id,
+    client_secret = type(document.client_secret) == "string" and document.client_secret or nil,
+    auth_method = type(document.token_endpoint_auth_method) == "string" and document.token_endpoint_auth_method
+      or nil,
+  }
+end
+
+--- How to authenticate at the token endpoint, given what the client holds
+--- and what the server lists (RFC 8414 defaults to client_secret_basic).
+function grants.auth_method(metadata, client)
+  local stated = client.auth_method
+  if stated == "none" or (stated and stated ~= "private_key_jwt" and client.client_secret) then return stated end
+  local supported = metadata.token_endpoint_auth_methods_supported
+  if client.private_key then return "private_key_jwt" end
+  if not client.client_secret then return "none" end
+  if type(supported) ~= "table" or list_has(supported, "client_secret_basic") then return "client_secret_basic" end
+  if list_has(supported, "client_secret_post") then return "client_secret_post" end
+  return "client_secret_basic"
+end
+
+-- Add client authentication to a token request: a Basic header line (a
+-- secret header, wiped after the exchange) or body fields.
+local function authenticate(ctx, form, client, discovered, wall)
+  local method = client.method
+  if method == "client_secret_basic" then
+    local pair = fetch.escape(client.client_id) .. ":" .. fetch.escape(client.client_secret)
+    return "Authorization: Basic " .. crypto.base64(pair)
+  end
+  form[#form + 1] = { "client_id", client.client_id }
+  if method == "client_secret_post" then
+    form[#form + 1] = { "client_secret", client.client_secret }
+  elseif method == "private_key_jwt" then
+    local claims = jwt.client_assertion_claims(client.client_id, discovered.issuer, wall)
+    local assertion, why = jwt.sign(client.algorithm, client.private_key, claims)
+    if not assertion then
+      return fail("credential",
+        { server = ctx.identifier, detail = "the client assertion could not be signed: " .. why })
+    end
+    form[#form + 1] = { "client_assertion_type", grants.ASSERTION_TYPE }
+    form[#form + 1] = { "client_assertion", assertion }
+  end
+  return false
+end
+
+-- Read a token response: { access_token, refresh_token, expires_in, scope }.
+local function token_of(ctx, response)
+  local document = fetch.json_object(response)
+  if not document then return refused(ctx, "token request", response) end
+  local token = document.access_token
+  if type(token) ~= "string" or token == "" or token:find("[%c ]") then
+    return fail("authorization_failed",
+      { server = ctx.identifier, detail = "the token response carries no usable access_token" })
+  end
+  local token_type = document.token_type
+  if type(token_type) == "string" and token_type:lower() ~= "bearer" and token_type ~= "N_A" then
+    return fail("authorization_failed", { server = ctx.identifier, detail = "the token is not a Bearer token" })
+  end
+  local expires_in = math.type(document.expires_in) and document.expires_in or nil
+  return {
+    access_token = token,
+    refresh_token = type(document.refresh_token) == "string" and document.refresh_token or nil,
+    expires_in = expires_in,
+    scope = type(document.scope) == "string" and document.scope or nil,
+    issued_token_type = document.issued_token_type,
+  }
+end
+
+--[[
+One token request. `form` is the grant's own fields (a list of { name, value });
+`client` = { client_id, client_secret, private_key, algorithm, method } or nil
+for a request without client authentication. Returns the token table, or the
+failure triple.
+]]
+function grants.token(ctx, op, endpoint, form, client, discovered)
+  local secret_header
+  if client then
+    local header, failure_message, failure = authenticate(ctx, form, client, discovered, os.time())
+    if header == nil then return nil, failure_message, failure end
+    secret_header = header or nil
+  end
+  local response, message, err = fetch.send(ctx, op, {
+    method = "POST", url = endpoint, secret_header = secret_header,
+    headers = { "Content-Type: application/x-www-form-urlencoded", "Accept: application/json" },
+    body = fetch.form(form),
+  })
+  if not response then return nil, message, err end
+  return token_of(ctx, response)
+end
+
+--- Resolve a secret reference (env:NAME or the host's resolver) for the
+--- authorization layer; a PEM key may span lines, a client secret may not.
+function grants.secret(ctx, reference, what, multiline)
+  local secret, reason
+  local name = reference:match("^env:(.+)$")
+  if name then
+    secret = os.getenv(name)
+    if secret == nil or secret == "" then reason = "the environment variable " .. name .. " is not set" end
+  elseif ctx.resolver then
+    local ok, value = pcall(ctx.resolver, reference)
+    if ok and type(value) == "string" and value ~= "" then secret = value
+    else reason = "the credential resolver has no such secret" end
+  else
+    reason = "no resolver was given for a reference that is not env:NAME"
+  end
+  if secret and secret:find(multiline and "%z" or "[\r\n%z]") then
+    secret, reason = nil, "the secret contains a line break or NUL"
+  end
+  if not secret then
+    return fail("credential", { server = ctx.identifier, detail = what .. ": " .. reason })
+  end
+  return secret
+end
+
+return grants

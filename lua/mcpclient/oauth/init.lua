@@ -1,0 +1,419 @@
+--- OAuth 2.1 authorization for remote MCP servers (the MCP authorization
+--- spec, 2025-11-25): the `oauth` option of connect.
+--
+-- The transport asks the provider for the secret header of every leg and,
+-- when a request is refused with 401 (or 403 insufficient_scope), hands it the
+-- response headers. The provider then discovers the authorization server,
+-- identifies the client, obtains a token and answers "retry": the refused
+-- request provably never ran, so sending it again is safe. Tokens live in
+-- memory, travel only as wiped secret headers, and never enter a message.
+local challenge = require "mcpclient.oauth.challenge"
+local discovery = require "mcpclient.oauth.discovery"
+local errors = require "mcpclient.errors"
+local fetch = require "mcpclient.oauth.fetch"
+local grants = require "mcpclient.oauth.grants"
+
+local fail = errors.fail
+
+local oauth = {}
+
+oauth.MAX_AUTHORIZATIONS = 3      -- authorization requests per operation, at most
+oauth.EXPIRY_MARGIN = 30          -- seconds before its expiry a token is no longer sent
+oauth.DEFAULT_REDIRECT_URI = "http://127.0.0.1:8765/callback"
+
+local option_types = {
+  grant = "string", authorize = "function", client_id = "string", client_secret = "string",
+  private_key = "string", signing_algorithm = "string", client_metadata_url = "string",
+  redirect_uri = "string", client_name = "string", scope = "string", offline_access = "boolean",
+  idp = "table",
+}
+local grants_known = { authorization_code = true, client_credentials = true, cross_app_access = true }
+local idp_types = { token_endpoint = "string", id_token = "string", client_id = "string", client_secret = "string" }
+
+local function check_table(options, types, prefix, level)
+  for key, value in pairs(options) do
+    local expected = types[key]
+    if not expected then error(string.format("%s: unknown option %q", prefix, tostring(key)), level) end
+    if type(value) ~= expected then
+      error(string.format("%s.%s must be a %s, not a %s", prefix, key, expected, type(value)), level)
+    end
+  end
+end
+
+-- Misuse of the option raises at connect time, never at the first request.
+local function validate(options, level)
+  if type(options) ~= "table" then error("oauth must be a table", level) end
+  check_table(options, option_types, "oauth", level + 1)
+  local grant = options.grant or "authorization_code"
+  if not grants_known[grant] then
+    error('oauth.grant must be "authorization_code", "client_credentials" or "cross_app_access"', level)
+  end
+  if grant ~= "authorization_code" and not options.client_id then
+    error("oauth.client_id is required for the " .. grant .. " grant", level)
+  end
+  if options.signing_algorithm and options.signing_algorithm ~= "ES256" and options.signing_algorithm ~= "RS256" then
+    error('oauth.signing_algorithm must be "ES256" or "RS256"', level)
+  end
+  if grant == "cross_app_access" then
+    if not options.idp then error("oauth.idp is required for the cross_app_access grant", level) end
+    check_table(options.idp, idp_types, "oauth.idp", level + 1)
+    if not (options.idp.token_endpoint and options.idp.id_token) then
+      error("oauth.idp needs token_endpoint and id_token", level)
+    end
+  end
+  if options.client_metadata_url and not options.client_metadata_url:match("^https://[^/]+/.") then
+    error("oauth.client_metadata_url must be an https URL with a path", level)
+  end
+  return grant
+end
+
+local Provider = {}
+Provider.__index = Provider
+
+--- Make the provider for a connection. `ctx` is the transport: identifier,
+--- leg, host_gate, refuse_private, connect_timeout, tls, resolver, clock.
+function oauth.provider(options, ctx, level)
+  level = (level or 1) + 1
+  local grant = validate(options, level)
+  local copy = {}   -- the host's table may change later; the connection keeps what it was given
+  for k, v in pairs(options) do copy[k] = v end
+  if options.idp then
+    copy.idp = {}
+    for k, v in pairs(options.idp) do copy.idp[k] = v end
+  end
+  return setmetatable({ options = copy, grant = grant, ctx = ctx, registrations = {} }, Provider)
+end
+
+local function now(self)
+  return (self.ctx.clock or os.time)()
+end
+
+-- The token is usable until its expiry, which `hold` set a margin early.
+local function fresh(self)
+  local token = self.token
+  return token and (not token.expires_at or now(self) < token.expires_at)
+end
+
+--- The secret header line for a leg, or false to send none. An expired
+--- token is refreshed first when a refresh token is held; a refresh that
+--- could not be asked (budget, network) is the leg's failure triple.
+function Provider:header(op)
+  if self.token and not fresh(self) then
+    local refreshed, message, err = false, nil, nil
+    if self.token.refresh_token then refreshed, message, err = self:refresh(op) end
+    if refreshed == nil then return nil, message, err end
+    if not refreshed then self.token = nil end
+  end
+  if not self.token then return false end
+  return "Authorization: Bearer " .. self.token.access_token
+end
+
+-- The per-operation bookkeeping: authorization count and challenges seen.
+local function op_state(op)
+  op.oauth = op.oauth or { authorizations = 0, seen = {} }
+  return op.oauth
+end
+
+--[[
+A request was refused with `status` (401 or 403). Returns true when a new
+token is held and the request may be sent again; false when this refusal is
+not the provider's to answer (the caller reports the status); or the failure
+triple. Bounded: never twice for the same challenge in one operation, and at
+most MAX_AUTHORIZATIONS authorization requests per operation.
+]]
+function Provider:refused(op, status, headers)
+  local parsed = challenge.parse(headers["www-authenticate"])
+  local params = parsed.params
+  if status == 403 and params.error ~= "insufficient_scope" then return false end
+  local state = op_state(op)
+  local key = table.concat({ status, params.scope or "", params.resource_metadata or "" }, "\n")
+  if state.seen[key] then return false end
+  state.seen[key] = true
+  if status == 401 and self.token and self.token.refresh_token and not state.refreshed then
+    state.refreshed = true
+    local refreshed, message, err = self:refresh(op)
+    if refreshed == nil then return nil, message, err end
+    if refreshed then return true end
+  end
+  if state.authorizations >= oauth.MAX_AUTHORIZATIONS then return false end
+  state.authorizations = state.authorizations + 1
+  local ok, message, err = self:obtain(op, params, status == 403)
+  if not ok then return nil, message, err end
+  return true
+end
+
+-- What the resource and its authorization server say, fetched once.
+function Provider:discover(op, hinted)
+  if self.discovered and self.discovered.hint == hinted then return self.discovered end
+  local found, message, err = discovery.discover(self.ctx, op, self.ctx.url, hinted)
+  if not found then return nil, message, err end
+  found.hint = hinted
+  self.discovered = found
+  return found
+end
+
+local function add_all(list, seen, items)
+  for _, scope in ipairs(items) do
+    if type(scope) == "string" and not seen[scope] then
+      seen[scope] = true
+      list[#list + 1] = scope
+    end
+  end
+end
+
+--[[
+The scopes to ask for: the challenge's scope; else the resource's
+scopes_supported; else none. A step-up keeps what was asked before. The
+host's own scope is added, and offline_access only when the host wants a
+refresh token and the authorization server offers it.
+]]
+function Provider:scopes(params, discovered, step_up)
+  local list, seen = {}, {}
+  if step_up and self.requested then add_all(list, seen, self.requested) end
+  if params.scope then add_all(list, seen, challenge.scopes(params.scope))
+  elseif discovered.scopes_supported then add_all(list, seen, discovered.scopes_supported) end
+  if self.options.scope then add_all(list, seen, challenge.scopes(self.options.scope)) end
+  if self.options.offline_access and grants.list_has(discovered.metadata.scopes_supported, "offline_access") then
+    add_all(list, seen, { "offline_access" })
+  end
+  self.requested = list
+  if #list == 0 then return nil end
+  return table.concat(list, " ")
+end
+
+-- Get a new token with the configured grant.
+function Provider:obtain(op, params, step_up)
+  local discovered, message, err = self:discover(op, params.resource_metadata)
+  if not discovered then return nil, message, err end
+  local scope = self:scopes(params, discovered, step_up)
+  local token
+  if self.grant == "client_credentials" then
+    token, message, err = self:client_credentials(op, discovered, scope)
+  elseif self.grant == "cross_app_access" then
+    token, message, err = self:cross_app_access(op, discovered, scope)
+  else
+    token, message, err = self:authorization_code(op, discovered, scope)
+  end
+  if not token then return nil, message, err end
+  self:hold(token)
+  return true
+end
+
+-- Keep a token, with its expiry on the connection's clock: EXPIRY_MARGIN
+-- early (at most half its lifetime, so a short-lived token is still used).
+function Provider:hold(token)
+  local lifetime = token.expires_in
+  token.expires_at = lifetime and (now(self) + lifetime - math.min(oauth.EXPIRY_MARGIN, lifetime / 2)) or nil
+  self.token = token
+end
+
+-- The configured client's own credentials (secret or private key), resolved now.
+function Provider:configured_client()
+  local o = self.options
+  local client = { client_id = o.client_id, algorithm = o.signing_algorithm or "ES256" }
+  local message, err
+  if o.client_secret then
+    client.client_secret, message, err = grants.secret(self.ctx, o.client_secret, "oauth.client_secret")
+    if not client.client_secret then return nil, message, err end
+  end
+  if o.private_key then
+    client.private_key, message, err = grants.secret(self.ctx, o.private_key, "oauth.private_key", true)
+    if not client.private_key then return nil, message, err end
+  end
+  return client
+end
+
+-- The registration method this client asks for, from what the server lists.
+local function registration_method(metadata)
+  local supported = metadata.token_endpoint_auth_methods_supported
+  if type(supported) ~= "table" or grants.list_has(supported, "none") then return "none" end
+  if grants.list_has(supported, "client_secret_basic") then return "client_secret_basic" end
+  if grants.list_has(supported, "client_secret_post") then return "client_secret_post" end
+  return "none"
+end
+
+--[[
+Who this client is at the authorization server, in order: pre-registered
+(client_id option), a registration made earlier with this issuer, a client ID
+metadata document URL when the server accepts one, dynamic registration.
+]]
+function Provider:client_identity(op, discovered)
+  local metadata = discovered.metadata
+  local client, message, err
+  if self.options.client_id then
+    client, message, err = self:configured_client()
+    if not client then return nil, message, err end
+  elseif self.registrations[discovered.issuer] then
+    client = self.registrations[discovered.issuer]
+  elseif self.options.client_metadata_url and metadata.client_id_metadata_document_supported == true then
+    client = { client_id = self.options.client_metadata_url, auth_method = "none" }
+  elseif type(metadata.registration_endpoint) == "string" then
+    client, message, err = grants.register(self.ctx, op, metadata, {
+      name = self.options.client_name or "mcpclient", redirect_uri = self:redirect_uri(),
+      grant_types = { "authorization_code", "refresh_token" }, auth_method = registration_method(metadata),
+    })
+    if not client then return nil, message, err end
+    self.registrations[discovered.issuer] = client
+  else
+    return fail("authorization_failed", { server = self.ctx.identifier,
+      detail = "the authorization server has no registration endpoint and no client_id is configured" })
+  end
+  client.method = grants.auth_method(metadata, client)
+  return client
+end
+
+function Provider:redirect_uri()
+  return self.options.redirect_uri or oauth.DEFAULT_REDIRECT_URI
+end
+
+-- The authorization response must come from the request made (state) and,
+-- when it names one, from the issuer asked (RFC 9207: a server that says it
+-- sends `iss` must send it), against mix-up and injected codes.
+local function check_response(self, discovered, state, returned_state, iss)
+  local why
+  if returned_state ~= nil and returned_state ~= state then
+    why = "the authorization response carries another state than the request"
+  elseif iss ~= nil and iss ~= discovered.issuer then
+    why = "the authorization response names another issuer"
+  elseif iss == nil and discovered.metadata.authorization_response_iss_parameter_supported == true then
+    why = "the authorization response names no issuer, which this authorization server promises"
+  end
+  if why then return fail("authorization_failed", { server = self.ctx.identifier, detail = why }) end
+  return true
+end
+
+-- The host's authorize callback, guarded: it gets the URL and what it needs
+-- to finish the step, and returns the code, the state and the iss it read
+-- from the redirect, or nil (and a failure triple of the library's own,
+-- which is passed on as it is).
+function Provider:ask_host(op, url, state, discovered)
+  local info = {
+    redirect_uri = self:redirect_uri(), state = state, server = self.ctx.identifier,
+    get = function(target) return fetch.send(self.ctx, op, { method = "GET", url = target }) end,
+  }
+  local ok, code, returned_state, iss = pcall(self.options.authorize, url, info)
+  if not ok then
+    return fail("authorization_failed", { server = self.ctx.identifier, detail = "the authorize callback failed" })
+  end
+  if code == nil and type(iss) == "table" and errors.KINDS[iss.kind] then return errors.pass(iss) end
+  if type(code) ~= "string" or code == "" then
+    return fail("authorization_required", { server = self.ctx.identifier })
+  end
+  local checked, message, err = check_response(self, discovered, state, returned_state, iss)
+  if not checked then return nil, message, err end
+  return code
+end
+
+-- The authorization code grant with PKCE (S256) and the resource indicator.
+function Provider:authorization_code(op, discovered, scope)
+  local metadata = discovered.metadata
+  if not self.options.authorize then return fail("authorization_required", { server = self.ctx.identifier }) end
+  if not grants.list_has(metadata.code_challenge_methods_supported, "S256") then
+    return fail("authorization_failed", { server = self.ctx.identifier,
+      detail = "the authorization server does not offer PKCE with S256" })
+  end
+  local target, message, err = fetch.target(self.ctx, metadata.authorization_endpoint)
+  if not target then return nil, message, err end
+  local client
+  client, message, err = self:client_identity(op, discovered)
+  if not client then return nil, message, err end
+  local verifier, code_challenge = grants.pkce()
+  local state = grants.state()
+  local endpoint = metadata.authorization_endpoint
+  local url = endpoint .. (endpoint:find("?", 1, true) and "&" or "?") .. fetch.form {
+    { "response_type", "code" }, { "client_id", client.client_id }, { "redirect_uri", self:redirect_uri() },
+    { "state", state }, { "code_challenge", code_challenge }, { "code_challenge_method", "S256" },
+    { "scope", scope }, { "resource", discovered.resource },
+  }
+  local code
+  code, message, err = self:ask_host(op, url, state, discovered)
+  if not code then return nil, message, err end
+  self.client = client
+  return grants.token(self.ctx, op, metadata.token_endpoint, {
+    { "grant_type", "authorization_code" }, { "code", code }, { "redirect_uri", self:redirect_uri() },
+    { "code_verifier", verifier }, { "resource", discovered.resource },
+  }, client, discovered)
+end
+
+-- The client credentials grant (machine to machine): a secret or a signed assertion.
+function Provider:client_credentials(op, discovered, scope)
+  local client, message, err = self:configured_client()
+  if not client then return nil, message, err end
+  client.method = grants.auth_method(discovered.metadata, client)
+  self.client = client
+  return grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
+    { "grant_type", "client_credentials" }, { "scope", scope }, { "resource", discovered.resource },
+  }, client, discovered)
+end
+
+--[[
+Cross-app access: the identity provider exchanges the user's ID token for an
+identity assertion grant (ID-JAG) for this authorization server and resource
+(RFC 8693), which the authorization server takes as a JWT bearer grant
+(RFC 7523) from the authenticated client.
+]]
+function Provider:cross_app_access(op, discovered, scope)
+  local idp = self.options.idp
+  local id_token, message, err = grants.secret(self.ctx, idp.id_token, "oauth.idp.id_token")
+  if not id_token then return nil, message, err end
+  local idp_client = { client_id = idp.client_id or self.options.client_id, method = "none" }
+  if idp.client_secret then
+    idp_client.client_secret, message, err = grants.secret(self.ctx, idp.client_secret, "oauth.idp.client_secret")
+    if not idp_client.client_secret then return nil, message, err end
+    idp_client.method = "client_secret_post"
+  end
+  local exchanged
+  exchanged, message, err = grants.token(self.ctx, op, idp.token_endpoint, {
+    { "grant_type", grants.TOKEN_EXCHANGE }, { "requested_token_type", grants.ID_JAG },
+    { "audience", discovered.issuer }, { "resource", discovered.resource }, { "scope", scope },
+    { "subject_token", id_token }, { "subject_token_type", grants.ID_TOKEN },
+  }, idp_client, discovered)
+  if not exchanged then return nil, message, err end
+  local client
+  client, message, err = self:configured_client()
+  if not client then return nil, message, err end
+  client.method = grants.auth_method(discovered.metadata, client)
+  self.client = client
+  return grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
+    { "grant_type", grants.JWT_BEARER }, { "assertion", exchanged.access_token }, { "scope", scope },
+  }, client, discovered)
+end
+
+-- Refresh the token: true when a new one is held; false when the server
+-- refused (the refresh token is dropped, so the next refusal starts a new
+-- authorization); the failure triple when the request could not be made.
+function Provider:refresh(op)
+  local discovered, client, token = self.discovered, self.client, self.token
+  if not (discovered and client and token and token.refresh_token) then return false end
+  local new, message, err = grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
+    { "grant_type", "refresh_token" }, { "refresh_token", token.refresh_token }, { "resource", discovered.resource },
+  }, client, discovered)
+  if not new then
+    if err.kind ~= "authorization_failed" then return nil, message, err end
+    token.refresh_token = nil
+    return false
+  end
+  new.refresh_token = new.refresh_token or token.refresh_token
+  self:hold(new)
+  return true
+end
+
+--[[
+An authorize callback for test authorization servers that answer the
+authorization request at once with a redirect to the redirect URI (no user
+step): it GETs the URL through the host gate, does NOT follow the redirect,
+and reads the code and state from its Location. Opt in explicitly; a real
+authorization server needs a person, and then a host's own callback.
+]]
+function oauth.follow_immediate_redirect(url, info)
+  local response, message, err = info.get(url)
+  if not response then return nil, message, err end
+  if response.status < 300 or response.status >= 400 then return nil end
+  local location = response.headers["location"]
+  if type(location) ~= "string" then return nil end
+  local params = fetch.query(location)
+  if params.error or not params.code then return nil end
+  return params.code, params.state, params.iss
+end
+
+return oauth

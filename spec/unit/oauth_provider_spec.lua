@@ -1,0 +1,249 @@
+-- The OAuth provider over a scripted leg (no network): the scope rules, the
+-- bounds on step-up, PKCE, registration, misuse, and what a failure carries.
+local mcp = require "mcpclient"
+local core = require "mcpclient.core"
+local fetch = require "mcpclient.oauth.fetch"
+
+local json = core.json
+local BASE = "https://mcp.example.com"
+
+-- A leg answering by path. `routes[path] = function(req, query) -> status, body, headers`.
+local function scripted(routes)
+  local leg = { sent = {}, authorizations = {} }
+  function leg.resolve() return { "203.0.113.7" } end
+  function leg.close() end
+  function leg.send(_, req)
+    local path = req.url:match("^https?://[^/]+([^?]*)")
+    leg.sent[#leg.sent + 1] = path
+    local route = routes[path]
+    if not route then return { status = 404, headers = {}, body = "{}", duration_ms = 1 } end
+    local status, body, headers = route(req, fetch.query(req.url))
+    return { status = status, headers = headers or {}, body = type(body) == "table" and json.encode(body) or body or "",
+      duration_ms = 1, truncated = (headers or {}).truncated == "yes", max_bytes = req.max_bytes }
+  end
+  return leg
+end
+
+local function form_of(req) return fetch.query("?" .. (req.body or "")) end
+
+-- A protected MCP endpoint that wants `needed` scopes; the authorization server grants what is asked.
+local function world(opts)
+  opts = opts or {}
+  local granted = {}
+  local routes = {}
+  routes["/mcp"] = function(req)
+    local token = req.secret_header and req.secret_header:match("^Authorization: Bearer (.+)$")
+    if not token or not granted[token] then
+      return 401, "{}", { ["www-authenticate"] = opts.challenge or
+        'Bearer resource_metadata="' .. BASE .. '/.well-known/oauth-protected-resource/mcp"' }
+    end
+    if opts.forbid then return opts.forbid(req, granted[token]) end
+    local msg = json.decode(req.body)
+    if msg.id == nil then return 202, "" end
+    local result = msg.method == "initialize"
+      and { protocolVersion = "2025-11-25", capabilities = {}, serverInfo = { name = "s", version = "1" } }
+      or { tools = json.array {} }
+    return 200, { jsonrpc = "2.0", id = msg.id, result = result }, { ["content-type"] = "application/json" }
+  end
+  routes["/.well-known/oauth-protected-resource/mcp"] = function()
+    return 200, { resource = BASE .. "/mcp", authorization_servers = { BASE }, scopes_supported = opts.prm_scopes }
+  end
+  routes["/.well-known/oauth-authorization-server"] = function()
+    return 200, {
+      issuer = BASE, authorization_endpoint = BASE .. "/authorize", token_endpoint = BASE .. "/token",
+      registration_endpoint = BASE .. "/register", code_challenge_methods_supported = opts.pkce or { "S256" },
+      scopes_supported = opts.as_scopes, token_endpoint_auth_methods_supported = { "none" },
+    }
+  end
+  routes["/register"] = function(req)
+    opts.registered = json.decode(req.body)
+    return 201, { client_id = "c1" }
+  end
+  local n = 0
+  routes["/token"] = function(req)
+    if opts.token_refusal then return 400, { error = "invalid_grant", error_description = "DESCRIPTION-TEXT" } end
+    n = n + 1
+    local token = "TOKEN-VALUE-" .. n
+    granted[token] = form_of(req).scope or ""
+    return 200, { access_token = token, token_type = "Bearer", expires_in = 3600 }
+  end
+  return routes, opts
+end
+
+local function connect(leg, oauth_options, extra)
+  local asked = {}
+  local oauth = {
+    authorize = function(url, info)
+      local q = fetch.query(url)
+      asked[#asked + 1] = q
+      return "the-code", info.state
+    end,
+  }
+  for k, v in pairs(oauth_options or {}) do oauth[k] = v end
+  local options = { url = BASE .. "/mcp", identifier = "srv", health = mcp.health.discard, transport = leg,
+    oauth = oauth }
+  for k, v in pairs(extra or {}) do options[k] = v end
+  return mcp.connect(options), asked
+end
+
+describe("the OAuth provider", function()
+  describe("scope selection", function()
+    it("asks for the challenge's scope first", function()
+      local routes = world { challenge = 'Bearer scope="from:header", resource_metadata="'
+        .. BASE .. '/.well-known/oauth-protected-resource/mcp"', prm_scopes = { "from:prm" } }
+      local conn, asked = connect(scripted(routes))
+      assert(conn:list_tools())
+      assert.equal("from:header", asked[1].scope)
+    end)
+
+    it("else every scope the resource lists; else none at all", function()
+      local conn, asked = connect(scripted(world { prm_scopes = { "a", "b" } }))
+      assert(conn:list_tools())
+      assert.equal("a b", asked[1].scope)
+      local conn2, asked2 = connect(scripted(world {}))
+      assert(conn2:list_tools())
+      assert.is_nil(asked2[1].scope)
+    end)
+
+    it("adds offline_access only when the host wants it and the server offers it", function()
+      local offered = { prm_scopes = { "a" }, as_scopes = { "a", "offline_access" } }
+      local c1, a1 = connect(scripted(world(offered)), { offline_access = true })
+      assert(c1:list_tools())
+      assert.equal("a offline_access", a1[1].scope)
+      local c2, a2 = connect(scripted(world(offered)))
+      assert(c2:list_tools())
+      assert.equal("a", a2[1].scope)
+      local c3, a3 = connect(scripted(world { prm_scopes = { "a" }, as_scopes = { "a" } }), { offline_access = true })
+      assert(c3:list_tools())
+      assert.equal("a", a3[1].scope)
+    end)
+  end)
+
+  it("sends PKCE S256 and the resource, and registers with refresh_token among the grant types", function()
+    local routes, opts = world {}
+    local leg = scripted(routes)
+    local conn, asked = connect(leg)
+    assert(conn:list_tools())
+    assert.equal("S256", asked[1].code_challenge_method)
+    assert.equal(43, #asked[1].code_challenge)
+    assert.equal(BASE .. "/mcp", asked[1].resource)
+    assert.same({ "authorization_code", "refresh_token" }, opts.registered.grant_types)
+  end)
+
+  it("checks the issuer of the authorization response (RFC 9207)", function()
+    local function run(iss, promised)
+      local routes = world {}
+      local metadata = routes["/.well-known/oauth-authorization-server"]
+      routes["/.well-known/oauth-authorization-server"] = function(req)
+        local status, body = metadata(req)
+        body.authorization_response_iss_parameter_supported = promised
+        return status, body
+      end
+      local conn = connect(scripted(routes), { authorize = function(_, info) return "c", info.state, iss end })
+      return conn:list_tools()
+    end
+    assert.is_table(run(BASE, true))
+    assert.is_table(run(nil, nil))
+    local _, m1, e1 = run("https://evil.example.com", nil)
+    assert.equal("authorization_failed", e1.kind, m1)
+    local _, m2, e2 = run(nil, true)
+    assert.equal("authorization_failed", e2.kind, m2)
+  end)
+
+  it("refuses an authorization server without PKCE S256 before asking the host", function()
+    local conn, asked = connect(scripted(world { pkce = { "plain" } }))
+    local ok, message, err = conn:list_tools()
+    assert.is_nil(ok)
+    assert.equal("authorization_failed", err.kind, message)
+    assert.equal(0, #asked)
+  end)
+
+  it("steps up on 403 insufficient_scope, but never twice for the same challenge", function()
+    local challenge = 'Bearer error="insufficient_scope", scope="admin", resource_metadata="'
+      .. BASE .. '/.well-known/oauth-protected-resource/mcp"'
+    local routes = world { forbid = function() return 403, "{}", { ["www-authenticate"] = challenge } end }
+    local conn, asked = connect(scripted(routes))
+    local ok, message, err = conn:list_tools()
+    assert.is_nil(ok)
+    assert.equal("http_status", err.kind, message)
+    assert.equal(403, err.status)
+    assert.equal(2, #asked)             -- the 401, then the 403 once
+    assert.equal("admin", asked[2].scope)
+  end)
+
+  it("makes at most 3 authorization requests per operation, however the challenges change", function()
+    local n = 0
+    local routes = world { forbid = function()
+      n = n + 1
+      return 403, "{}", { ["www-authenticate"] = 'Bearer error="insufficient_scope", scope="s' .. n .. '"' }
+    end }
+    local conn, asked = connect(scripted(routes))
+    assert.is_nil(conn:list_tools())
+    assert.equal(3, #asked)
+  end)
+
+  it("reads metadata under the 2 MiB cap and fails when a document breaks it", function()
+    local routes = world {}
+    local caps = {}
+    routes["/.well-known/oauth-protected-resource/mcp"] = function(req)
+      caps[#caps + 1] = req.max_bytes
+      return 200, "{", { truncated = "yes" }
+    end
+    local conn, asked = connect(scripted(routes))
+    local ok, message, err = conn:list_tools()
+    assert.is_nil(ok)
+    assert.equal("authorization_failed", err.kind)
+    assert.truthy(message:find("read cap", 1, true), message)
+    assert.same({ 2 * 1024 * 1024 }, caps)
+    assert.equal(0, #asked)
+  end)
+
+  it("leaves a 403 that is not insufficient_scope alone", function()
+    local routes = world { forbid = function() return 403, "{}", { ["www-authenticate"] = 'Bearer error="x"' } end }
+    local conn, asked = connect(scripted(routes))
+    local ok, _, err = conn:list_tools()
+    assert.is_nil(ok)
+    assert.equal(403, err.status)
+    assert.equal(1, #asked)
+  end)
+
+  it("reports a refused token request by its OAuth error code, never a token or a body", function()
+    local conn = connect(scripted(world { token_refusal = true }))
+    local ok, message, err = conn:list_tools()
+    assert.is_nil(ok)
+    assert.equal("authorization_failed", err.kind)
+    assert.truthy(message:find("invalid_grant", 1, true), message)
+    assert.is_nil(message:find("DESCRIPTION-TEXT", 1, true))
+  end)
+
+  it("sends the token only as the leg's secret header, never in a header list or a body", function()
+    local leg = scripted(world {})
+    local seen = {}
+    local send = leg.send
+    leg.send = function(self, req)
+      seen[#seen + 1] = table.concat(req.headers or {}, "\n") .. "\n" .. (req.body or "") .. "\n" .. req.url
+      return send(self, req)
+    end
+    local conn = connect(leg)
+    assert(conn:list_tools())
+    for _, text in ipairs(seen) do assert.is_nil(text:find("TOKEN-VALUE", 1, true)) end
+  end)
+
+  describe("misuse raises at connect", function()
+    local function connect_with(oauth, extra)
+      local options = { url = BASE .. "/mcp", identifier = "srv", health = mcp.health.discard, oauth = oauth }
+      for k, v in pairs(extra or {}) do options[k] = v end
+      return function() mcp.connect(options) end
+    end
+    it("for unknown keys, wrong types and impossible combinations", function()
+      assert.has_error(connect_with { colour = "red" }, "oauth: unknown option \"colour\"")
+      assert.has_error(connect_with { authorize = "yes" })
+      assert.has_error(connect_with { grant = "password" })
+      assert.has_error(connect_with { grant = "client_credentials" })
+      assert.has_error(connect_with { grant = "cross_app_access", client_id = "c" })
+      assert.has_error(connect_with { signing_algorithm = "HS256" })
+      assert.has_error(connect_with { client_metadata_url = "http://example.com/cimd.json" })
+      assert.has_error(connect_with({}, { auth = { credential = "env:X" } }))
+    end)
+  end)
+end)
