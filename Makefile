@@ -23,7 +23,7 @@ OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SOURCES))
 MODULE    = $(BUILD)/mcpclient/core.so
 
 .PHONY: all deps peers test check unit lint asan demo conformance bench soak fuzz fuzz-deps \
-        fuzz-coverage clean
+        fuzz-coverage clean docs docs-check rock
 
 all: $(MODULE)
 
@@ -45,6 +45,7 @@ peers: deps
 test: peers
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory docs-check
 	@scripts/test
 
 # The busted suite alone (unit, conformance, functional, integration against real servers).
@@ -55,8 +56,9 @@ check: peers all
 unit: all
 	$(BUSTED) --exclude-tags=integration
 
+# Colour only for a person at a terminal: logs and CI get plain text.
 lint:
-	luacheck --quiet lua bin spec examples bench fuzz scripts/*.lua scripts/demo
+	luacheck --quiet $$([ -t 1 ] || echo --no-color) lua bin spec examples bench fuzz scripts/*.lua scripts/demo
 
 # The whole suite again under AddressSanitizer + UBSan, in a separate build tree.
 # lua5.4 is not instrumented, so the runtimes are preloaded; the node peers the
@@ -81,8 +83,12 @@ conformance: peers all
 	$(BUSTED) spec/conformance
 	scripts/official-conformance
 
+# The report goes to build/bench/ (untracked); `make bench BENCH_OUT=bench/RESULTS.md`
+# replaces the published one.
+BENCH_OUT ?= build/bench/RESULTS.md
 bench: peers all
-	$(LUA) bench/run.lua
+	@mkdir -p $(dir $(BENCH_OUT))
+	BENCH_OUT=$(BENCH_OUT) $(LUA) bench/run.lua
 
 # 100 000 warm calls (SOAK_CALLS) watching RSS and descriptors, then 1 000 under valgrind
 # memcheck (scripts/soak). Not part of `make test`: it takes a minute or two.
@@ -133,6 +139,25 @@ fuzz-coverage:
 	  FUZZ_INSTRUMENT="-fprofile-instr-generate -fcoverage-mapping" \
 	  $(patsubst %,$(FUZZ_BUILD)/coverage/%_fuzz,$(FUZZ_HARNESSES))
 	@scripts/fuzz-coverage $(FUZZ_BUILD)/coverage $(FUZZ_BUILD)/corpus $(FUZZ_HARNESSES)
+
+# The API reference (LDoc, from the doc comments of lua/; config.ld) in docs/api/.
+# docs-check (part of `make test`) fails on a broken reference: an @see or @{name} that
+# LDoc cannot resolve.
+LDOC ?= ldoc
+docs:
+	$(LDOC) .
+
+docs-check:
+	@out=$$($(LDOC) --dir build/api-check . 2>&1) || { printf '%s\n' "$$out"; exit 1; }; \
+	  broken=$$(printf '%s\n' "$$out" | grep -E 'not found: ' | grep -v 'markdown not found'); \
+	  if [ -n "$$broken" ]; then printf '%s\n' "$$broken"; echo "docs-check: broken references"; exit 1; fi; \
+	  echo "docs-check: no broken references"
+
+# A source rock from this checkout (the rockspec's own source names where it is published).
+rock:
+	@mkdir -p build/rock
+	sed 's|^source = .*|source = { url = "git+file://$(CURDIR)" }|' mcpclient-scm-1.rockspec > build/rock/mcpclient-scm-1.rockspec
+	cd build/rock && luarocks pack mcpclient-scm-1.rockspec
 
 clean:
 	rm -rf build build-asan csrc/*.o mcpclient

@@ -24,6 +24,7 @@ LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   mcp_register_schema(L);
   mcp_register_sqlite(L);
   mcp_register_crypto(L);
+  mcp_register_loopback(L);
   lua_pushliteral(L, MCP_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

@@ -38,6 +38,7 @@ void mcp_register_decode(lua_State *L); /* decode.c:  single-pass core.json.deco
                                                        over json.c's (registered after json) */
 void mcp_register_crypto(lua_State *L); /* crypto.c:  core.crypto.{sha256, random_bytes, base64, base64url,
                                                         jws_sign} */
+void mcp_register_loopback(lua_State *L); /* loopback.c: core.loopback_listen() (the login redirect) */
 
 /* ==================================================================== */
 /* The clock (clock.c)                                                  */

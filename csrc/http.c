@@ -4,14 +4,21 @@
 ** send time and wiped after) and the resolver the host gate checks before it
 ** pins an address.
 **
-** A leg owns one libcurl easy handle and its own multi handle. The multi
-** handle holds the connection pool and the DNS cache, so kept-alive
-** connections and pinned addresses belong to this leg alone. We drive the
-** multi handle ourselves, which is what lets Lua run (the cancel hook, the
-** stream consumer) between libcurl calls under lua_pcall instead of inside a
-** libcurl callback: a Lua error can never longjmp through libcurl. libcurl's
-** callbacks only touch C buffers owned by the leg userdata, so a raise at any
-** point leaves nothing unowned (close/__gc frees it all).
+** One curl-multi handle per process (the engine) drives every transfer, so
+** many exchanges can be in flight at once. A leg owns one libcurl easy
+** handle; a pool (a libcurl share handle) holds the connection cache and the
+** DNS cache of the legs made from it, so kept-alive connections and pinned
+** addresses belong to one connection to one server and never cross to
+** another. We drive the multi handle ourselves, which is what lets Lua run
+** (the cancel hook, the stream consumer) between libcurl calls instead of
+** inside a libcurl callback: a Lua error can never longjmp through libcurl.
+** libcurl's callbacks only touch C buffers owned by the leg userdata, so a
+** raise at any point leaves nothing unowned (close/__gc frees it all).
+**
+** Two ways to run an exchange share that engine: leg:send(req) blocks until
+** it ends (polling the hooks under lua_pcall); leg:start(req), leg:pump(),
+** core.engine_step(ms) and leg:finish(how) let a Lua scheduler run many
+** exchanges from coroutines, each waiting without blocking the others.
 */
 #include <errno.h>
 #include <poll.h>
@@ -29,6 +36,9 @@
 
 #define LEG_MT   "mcpclient.http_leg"
 #define ADDRS_MT "mcpclient.addrinfo"
+#define POOL_MT  "mcpclient.http_pool"
+#define ENGINE_MT "mcpclient.engine"
+#define ENGINE_KEY "mcpclient.engine.instance"  /* the registry slot holding the engine */
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_BYTES          2097152
@@ -37,6 +47,12 @@
 #define KEEP_CAP                   (256 * 1024)  /* larger buffers are released after a send */
 #define MAX_BYTES_LIMIT            (1024 * 1024 * 1024)  /* the largest max_bytes accepted */
 #define MEDIA_CAP                  128           /* media type bytes reported; longer ones are cut */
+#define ENGINE_CONNECTIONS         64            /* idle connections the engine keeps, all pools */
+#define HOST_CONNECTIONS           16            /* connections to one server in one pool; more wait */
+
+/* Leg user values: the pool it dials through, and the body of the running send. */
+#define UV_POOL 1
+#define UV_BODY 2
 
 /* ===================================================================== */
 /* Request fields: one list, expanded into the enum, the names and slots  */
@@ -73,17 +89,44 @@ typedef struct Buf {
   size_t len, cap;
 } Buf;
 
+/* What the driving loop saw. */
+typedef struct Exchange {
+  int64_t t0, t1;
+  CURLcode code;
+  CURLMcode multi_code;
+  long status;
+  int done;
+} Exchange;
+
+/*
+** A pool: a share handle holding one connection cache and one DNS cache. The
+** pin loaded into that DNS cache is fixed once a transfer used the pool; a
+** leg that needs another pin moves to a fresh pool, so a kept-alive
+** connection dialled to one address is never handed to a send pinned to
+** another.
+*/
+typedef struct Pool {
+  CURLSH *share;                /* NULL once closed */
+  char *pin;                    /* the pin of its DNS cache, or NULL */
+  struct curl_slist *resolve;   /* that pin as a CURLOPT_RESOLVE list */
+  int used;                     /* a transfer ran through it: the pin is fixed */
+  int closing;                  /* close was refused while a leg used it: the last leg ends it */
+} Pool;
+
 typedef struct Leg {
   CURL *easy;                   /* NULL once closed */
-  CURLM *multi;
+  CURLM *multi;                 /* the engine while the handle is in it, else NULL */
   CURLU *parsed;                /* reused to check a pin against the url */
   struct curl_slist *headers;   /* this send's request headers; holds the credential copy */
   struct curl_slist *secret;    /* the node of headers carrying the credential */
-  struct curl_slist *resolve;   /* the last CURLOPT_RESOLVE list: libcurl may still point at it */
-  char *pin;                    /* the pin loaded into this multi handle's DNS cache, or NULL */
+  Pool *pool;                   /* the pool in user value UV_POOL */
   char *default_cainfo;         /* libcurl's built-in CA bundle, restored after a custom one */
   int custom_tls;               /* the last send set ca_file, client_cert or client_key */
   int busy;                     /* a send is running: hooks may re-enter */
+  int started;                  /* busy with a send begun by start(), driven from Lua */
+  Exchange x;                   /* the running exchange, as the engine reports it */
+  size_t body_len;              /* the running send's body length */
+  int has_body, send_only;
   curl_socket_t last_socket;    /* the socket the last exchange used, or CURL_SOCKET_BAD */
   /* per exchange, written by the libcurl callbacks */
   Buf body, stream, head;
@@ -116,15 +159,6 @@ typedef struct Request {
   int send_only;                /* stop once the request is sent: nobody waits for the answer */
   int idempotent;               /* sending it twice does no harm (initialize, GET, DELETE) */
 } Request;
-
-/* What the driving loop saw. */
-typedef struct Exchange {
-  int64_t t0, t1;
-  CURLcode code;
-  CURLMcode multi_code;
-  long status;
-  int done;
-} Exchange;
 
 /* ===================================================================== */
 /* Small helpers                                                          */
@@ -310,25 +344,25 @@ static void drop_headers(Leg *leg) {
   }
 }
 
+static void pool_release(Pool *pool);
+
 /*
 ** Release everything. Safe on a half-built leg, on a closed one, and in the
 ** middle of a send (a hook may close its own leg): the handle is taken out
 ** of the multi first, and the send loop notices easy == NULL.
 */
 static void leg_release(Leg *leg) {
-  if (leg->easy != NULL && leg->multi != NULL && leg->busy)
+  if (leg->easy != NULL && leg->multi != NULL)
     curl_multi_remove_handle(leg->multi, leg->easy);
+  leg->multi = NULL;
   drop_headers(leg);
-  if (leg->easy != NULL) curl_easy_cleanup(leg->easy);
-  if (leg->multi != NULL) curl_multi_cleanup(leg->multi);
+  if (leg->easy != NULL) curl_easy_cleanup(leg->easy);  /* leaves the pool's share too */
+  if (leg->easy != NULL && leg->pool != NULL && leg->pool->closing) pool_release(leg->pool);
   if (leg->parsed != NULL) curl_url_cleanup(leg->parsed);
   leg->easy = NULL;
-  leg->multi = NULL;
   leg->parsed = NULL;
-  curl_slist_free_all(leg->resolve);
-  leg->resolve = NULL;
-  free(leg->pin);
-  leg->pin = NULL;
+  leg->pool = NULL;
+  leg->started = 0;
   free(leg->default_cainfo);
   leg->default_cainfo = NULL;
   buf_free(&leg->body);
@@ -357,6 +391,118 @@ static void ensure_curl(lua_State *L) {
       luaL_error(L, "libcurl could not be initialised");
     ready = 1;
   }
+}
+
+typedef struct Engine {
+  CURLM *multi;
+} Engine;
+
+/* __gc: at exit, after every leg (legs are made after the engine, so they are finalized first). */
+static int engine_gc(lua_State *L) {
+  Engine *e = luaL_checkudata(L, 1, ENGINE_MT);
+  if (e->multi != NULL) curl_multi_cleanup(e->multi);
+  e->multi = NULL;
+  return 0;
+}
+
+/*
+** The engine: one multi handle for the Lua state (the process, for a host
+** with one state), made on first use and held by the registry until the
+** state closes, so no leg can outlive it. Connections are bounded per pool
+** and host; a transfer beyond the bound waits inside libcurl for a
+** connection to come free.
+*/
+static CURLM *engine(lua_State *L) {
+  Engine *e;
+  ensure_curl(L);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, ENGINE_KEY) == LUA_TUSERDATA) {
+    e = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return e->multi;
+  }
+  lua_pop(L, 1);
+  e = lua_newuserdatauv(L, sizeof *e, 0);
+  e->multi = NULL;
+  if (luaL_newmetatable(L, ENGINE_MT)) {
+    lua_pushcfunction(L, engine_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  e->multi = curl_multi_init();
+  if (e->multi == NULL) luaL_error(L, "libcurl could not create the engine's multi handle");
+  curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, (long)ENGINE_CONNECTIONS);
+  curl_multi_setopt(e->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)HOST_CONNECTIONS);
+  lua_setfield(L, LUA_REGISTRYINDEX, ENGINE_KEY);
+  return e->multi;
+}
+
+/*
+** Read the engine's completion messages into the legs they belong to. A
+** message for a leg that is not the caller's must not be lost: that leg's
+** own loop (or its coroutine) reads its outcome from the leg.
+*/
+static void engine_collect(CURLM *multi) {
+  CURLMsg *msg;
+  int queued;
+  while ((msg = curl_multi_info_read(multi, &queued)) != NULL) {
+    char *owner = NULL;
+    Leg *leg;
+    if (msg->msg != CURLMSG_DONE) continue;
+    if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &owner) != CURLE_OK || owner == NULL) continue;
+    leg = (Leg *)(void *)owner;
+    if (leg->x.done) continue;
+    leg->x.done = 1;
+    leg->x.code = msg->data.result;
+    leg->x.t1 = mcp_monotonic_ns();
+  }
+}
+
+/* ===================================================================== */
+/* Pools                                                                  */
+/* ===================================================================== */
+
+/*
+** Closes the pool's idle connections and frees it; safe on a half-built pool
+** and idempotent. libcurl refuses while a leg still uses the share (at exit
+** the collector may finalize a pool before its legs): the pool is then marked
+** closing, and the release of a leg that used it ends it.
+*/
+static void pool_release(Pool *pool) {
+  if (pool->share != NULL && curl_share_cleanup(pool->share) != CURLSHE_OK) {
+    pool->closing = 1;
+    return;
+  }
+  pool->share = NULL;
+  curl_slist_free_all(pool->resolve);
+  pool->resolve = NULL;
+  free(pool->pin);
+  pool->pin = NULL;
+}
+
+/* close() and __gc: a pool is collected only after every leg made with it (they hold it). */
+static int pool_gc(lua_State *L) {
+  pool_release(luaL_checkudata(L, 1, POOL_MT));
+  return 0;
+}
+
+/*
+** core.http_pool(): created closed, then the share handle is acquired; it
+** shares connections and DNS answers (the pin) among the legs made with it.
+*/
+static int l_http_pool(lua_State *L) {
+  Pool *pool;
+  ensure_curl(L);
+  pool = lua_newuserdatauv(L, sizeof *pool, 1);  /* its successor, once retired */
+  memset(pool, 0, sizeof *pool);
+  luaL_setmetatable(L, POOL_MT);
+  pool->share = curl_share_init();
+  if (pool->share == NULL ||
+      curl_share_setopt(pool->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
+      curl_share_setopt(pool->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK) {
+    pool_release(pool);
+    return luaL_error(L, "libcurl could not create a connection pool");
+  }
+  return 1;
 }
 
 /*
@@ -393,19 +539,30 @@ static int set_fixed_options(Leg *leg) {
   return !bad;
 }
 
-/* core.http_leg(): created closed, then the handles are acquired. */
+/*
+** core.http_leg([pool]): created closed, then the handles are acquired. Legs
+** made with one pool share its kept-alive connections (several may be open
+** at once); without one the leg gets a pool of its own.
+*/
 static int l_http_leg(lua_State *L) {
   Leg *leg;
-  ensure_curl(L);
-  leg = lua_newuserdatauv(L, sizeof *leg, 0);
+  if (lua_isnoneornil(L, 1)) {
+    lua_settop(L, 0);
+    l_http_pool(L);
+  }
+  luaL_checkudata(L, 1, POOL_MT);
+  engine(L);
+  leg = lua_newuserdatauv(L, sizeof *leg, 2);
   memset(leg, 0, sizeof *leg);
   leg->last_socket = CURL_SOCKET_BAD;
   luaL_setmetatable(L, LEG_MT);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, UV_POOL);
+  leg->pool = lua_touserdata(L, 1);
   leg->easy = curl_easy_init();
-  leg->multi = curl_multi_init();
-  if (leg->multi != NULL) curl_multi_setopt(leg->multi, CURLMOPT_MAXCONNECTS, 1L);
   leg->parsed = curl_url();
-  if (leg->easy == NULL || leg->multi == NULL || leg->parsed == NULL || !set_fixed_options(leg)) {
+  if (leg->easy == NULL || leg->parsed == NULL || !set_fixed_options(leg) ||
+      curl_easy_setopt(leg->easy, CURLOPT_PRIVATE, (void *)leg) != CURLE_OK) {
     leg_release(leg);
     return luaL_error(L, "libcurl could not create a transfer handle");
   }
@@ -582,47 +739,6 @@ static int pin_matches_url(Leg *leg, const Request *r) {
 /* ===================================================================== */
 
 /*
-** Make the DNS cache hold exactly this send's pin. A changed pin (added,
-** replaced or removed) gets a fresh multi handle: its empty pool cannot hand
-** back a kept-alive connection that was dialled to another address, and its
-** empty DNS cache forgets the old pin. An unchanged pin keeps both, so the
-** warm path stays one connection.
-*/
-static const char *apply_pin(Leg *leg, const Request *r) {
-  struct curl_slist *list = NULL;
-  CURLM *multi;
-  char *copy = NULL;
-  if (r->pin == NULL ? leg->pin == NULL : (leg->pin != NULL && strcmp(r->pin, leg->pin) == 0))
-    return NULL;
-  if (r->pin != NULL) {
-    size_t n = strlen(r->pin) + 1;
-    copy = malloc(n);
-    if (copy == NULL) return "out of memory";
-    memcpy(copy, r->pin, n);
-    list = curl_slist_append(NULL, r->pin);
-    if (list == NULL) {
-      free(copy);
-      return "out of memory";
-    }
-  }
-  multi = curl_multi_init();
-  if (multi != NULL) curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1L);
-  if (multi == NULL) {
-    free(copy);
-    curl_slist_free_all(list);
-    return "libcurl could not create a multi handle";
-  }
-  curl_multi_cleanup(leg->multi);
-  leg->multi = multi;
-  curl_easy_setopt(leg->easy, CURLOPT_RESOLVE, list);
-  curl_slist_free_all(leg->resolve);
-  leg->resolve = list;
-  free(leg->pin);
-  leg->pin = copy;
-  return NULL;
-}
-
-/*
 ** Bytes waiting on the idle kept-alive connection arrived unasked (a server
 ** writing past its Content-Length): libcurl 7.88 would read them as the next
 ** response. Such a connection is not reused.
@@ -634,6 +750,84 @@ static int idle_connection_dirty(Leg *leg) {
   p.events = POLLIN;
   p.revents = 0;
   return poll(&p, 1, 0) != 0;
+}
+
+/* Move the leg (at index 1) to the pool on top of the stack, which is popped. */
+static Pool *move_to_pool(lua_State *L, Leg *leg) {
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, 1, UV_POOL);
+  leg->pool = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return leg->pool;
+}
+
+/*
+** A pool whose idle connection was found dirty is retired: its successor (a
+** fresh pool with the same pin) takes every leg that comes to send, so no
+** leg of the connection is handed that connection again.
+*/
+static Pool *current_pool(lua_State *L, Leg *leg) {
+  lua_getiuservalue(L, 1, UV_POOL);
+  while (lua_getiuservalue(L, -1, 1) == LUA_TUSERDATA) lua_remove(L, -2);
+  lua_pop(L, 1);
+  if (lua_touserdata(L, -1) != leg->pool) return move_to_pool(L, leg);
+  lua_pop(L, 1);
+  if (idle_connection_dirty(leg)) {
+    Pool *old = leg->pool, *fresh;
+    leg->last_socket = CURL_SOCKET_BAD;
+    l_http_pool(L);
+    fresh = lua_touserdata(L, -1);
+    if (old->pin != NULL && (fresh->pin = strdup(old->pin)) == NULL) luaL_error(L, "not enough memory");
+    if (old->pin != NULL && (fresh->resolve = curl_slist_append(NULL, old->pin)) == NULL)
+      luaL_error(L, "not enough memory");
+    lua_getiuservalue(L, 1, UV_POOL);
+    lua_pushvalue(L, -2);
+    lua_setiuservalue(L, -2, 1);
+    lua_pop(L, 1);
+    return move_to_pool(L, leg);
+  }
+  return leg->pool;
+}
+
+/*
+** Make sure the leg's pool holds exactly this send's pin (may raise: it runs
+** before anything is allocated for the send). An unused pool adopts the pin;
+** a pool whose pin differs is left to the legs still using it and this leg
+** moves to a fresh pool: its empty connection cache cannot hand back a
+** connection dialled to another address, and its empty DNS cache forgets the
+** old pin. An unchanged pin keeps both, so the warm path stays one connection.
+*/
+static void choose_pool(lua_State *L, Leg *leg, const Request *r) {
+  Pool *pool = current_pool(L, leg);
+  struct curl_slist *list = NULL;
+  char *copy = NULL;
+  if (r->pin == NULL ? pool->pin == NULL : (pool->pin != NULL && strcmp(r->pin, pool->pin) == 0)) return;
+  if (pool->used || pool->share == NULL) {
+    l_http_pool(L);
+    pool = move_to_pool(L, leg);
+  }
+  if (r->pin != NULL) {
+    size_t n = strlen(r->pin) + 1;
+    if ((copy = malloc(n)) == NULL || (list = curl_slist_append(NULL, r->pin)) == NULL) {
+      free(copy);
+      luaL_error(L, "not enough memory");
+    }
+    memcpy(copy, r->pin, n);
+  }
+  curl_slist_free_all(pool->resolve);
+  pool->resolve = list;
+  free(pool->pin);
+  pool->pin = copy;
+}
+
+/* Send through the leg's pool, with the pool's pin loaded into its DNS cache. */
+static const char *apply_pool(Leg *leg) {
+  Pool *pool = leg->pool;
+  if (curl_easy_setopt(leg->easy, CURLOPT_SHARE, pool->share) != CURLE_OK ||
+      curl_easy_setopt(leg->easy, CURLOPT_RESOLVE, pool->resolve) != CURLE_OK)
+    return "libcurl could not use the connection pool";
+  pool->used = 1;
+  return NULL;
 }
 
 /* TLS files: set when given, and put back to libcurl's defaults once after. */
@@ -661,7 +855,6 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   lua_Integer i;
 
   if (curl_easy_setopt(e, CURLOPT_URL, r->url) != CURLE_OK) return "out of memory";
-  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, idle_connection_dirty(leg) ? 1L : 0L);
   if (r->method == M_POST) {
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, (char *)NULL);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? r->body_len : 0));
@@ -674,7 +867,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   }
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->timeout_ms);
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
-  if ((why = apply_pin(leg, r)) != NULL) return why;
+  if ((why = apply_pool(leg)) != NULL) return why;
   if ((why = apply_tls(leg, r)) != NULL) return why;
 
   /* The list is built node by node into the leg, so a failure part-way frees it. */
@@ -704,6 +897,9 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   leg->attempts = 0;
   leg->idempotent = r->idempotent;
   leg->errbuf[0] = '\0';
+  leg->has_body = r->body != NULL;
+  leg->body_len = r->body ? r->body_len : 0;
+  leg->send_only = r->send_only;
   return NULL;
 }
 
@@ -754,34 +950,46 @@ static int deliver(lua_State *L, Leg *leg) {
 ** the body bytes it uploaded; both are on the wire (or in the kernel's send
 ** buffer) once they are counted.
 */
-static int request_sent(Leg *leg, const Request *r) {
+static int request_sent(Leg *leg) {
   long head = 0;
   curl_off_t up = 0;
   if (curl_easy_getinfo(leg->easy, CURLINFO_REQUEST_SIZE, &head) != CURLE_OK || head <= 0) return 0;
-  if (r->body == NULL || r->body_len == 0) return 1;
-  return curl_easy_getinfo(leg->easy, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK && up >= (curl_off_t)r->body_len;
+  if (!leg->has_body || leg->body_len == 0) return 1;
+  return curl_easy_getinfo(leg->easy, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK && up >= (curl_off_t)leg->body_len;
 }
 
 /*
-** The loop: perform, note completion, deliver stream bytes, poll the cancel
-** hook, wait at most POLL_MS. A send_only exchange stops as soon as the
-** request is out. Every hook may close the leg, so the handles
-** are re-checked after each one.
+** Put the configured handle into the engine; the exchange starts now.
+*/
+static int engine_add(lua_State *L, Leg *leg) {
+  CURLM *multi = engine(L);
+  memset(&leg->x, 0, sizeof leg->x);
+  leg->x.t0 = mcp_monotonic_ns();
+  if ((leg->x.multi_code = curl_multi_add_handle(multi, leg->easy)) != CURLM_OK) return 0;
+  leg->multi = multi;
+  return 1;
+}
+
+/* One turn of the engine: let libcurl work, then route what finished. */
+static CURLMcode engine_perform(CURLM *multi) {
+  int running = 0;
+  CURLMcode code = curl_multi_perform(multi, &running);
+  engine_collect(multi);
+  return code;
+}
+
+/*
+** The blocking loop: perform, deliver stream bytes, poll the cancel hook,
+** wait at most POLL_MS. Other exchanges in the engine make progress too (their
+** outcomes wait in their own legs). A send_only exchange stops as soon as the
+** request is out. Every hook may close the leg, so the handles are re-checked
+** after each one.
 */
 static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
-  int running = 0;
-  x->t0 = mcp_monotonic_ns();
-  if ((x->multi_code = curl_multi_add_handle(leg->multi, leg->easy)) != CURLM_OK) return OUT_MULTI_FAIL;
+  CURLM *multi = leg->multi;
   for (;;) {
-    CURLMsg *msg;
-    int queued, hook;
-    if ((x->multi_code = curl_multi_perform(leg->multi, &running)) != CURLM_OK) return OUT_MULTI_FAIL;
-    while ((msg = curl_multi_info_read(leg->multi, &queued)) != NULL)
-      if (msg->msg == CURLMSG_DONE && msg->easy_handle == leg->easy) {
-        x->done = 1;
-        x->code = msg->data.result;
-      }
-    if (x->done) x->t1 = mcp_monotonic_ns();
+    int hook;
+    if ((x->multi_code = engine_perform(multi)) != CURLM_OK) return OUT_MULTI_FAIL;
     if (leg->stream.len > 0) {
       hook = deliver(L, leg);
       if (hook < 0) return OUT_RAISE;
@@ -792,7 +1000,7 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
       }
     }
     if (x->done) return OUT_DONE;
-    if (r->send_only && request_sent(leg, r)) {
+    if (r->send_only && request_sent(leg)) {
       x->t1 = mcp_monotonic_ns();
       return OUT_STOPPED;
     }
@@ -802,7 +1010,7 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
       if (leg->easy == NULL) return OUT_CLOSED;
       if (hook) return OUT_CANCELLED;
     }
-    if ((x->multi_code = curl_multi_poll(leg->multi, NULL, 0, POLL_MS, NULL)) != CURLM_OK) return OUT_MULTI_FAIL;
+    if ((x->multi_code = curl_multi_poll(multi, NULL, 0, POLL_MS, NULL)) != CURLM_OK) return OUT_MULTI_FAIL;
   }
 }
 
@@ -920,29 +1128,78 @@ static int push_outcome(lua_State *L, Leg *leg, const Exchange *x, int outcome, 
 }
 
 /*
-** leg:send(req) -> response | nil, kind, message. Everything that can raise
-** (validation, the pre-send cancel poll) happens before anything is allocated;
-** from configure() to the end of the exchange Lua runs only under lua_pcall,
-** and a hook's error is re-raised after the handle is out of the multi and
-** the credential copy is wiped.
+** Take the ended exchange out of the engine and wipe the credential copy.
+** Returns whether the request had left (the server may have acted on it).
 */
-static int leg_send(lua_State *L) {
-  Leg *leg = luaL_checkudata(L, 1, LEG_MT);
-  Request r;
-  Exchange x;
-  const char *why;
-  int outcome, results, sent;
+static int leg_settle(Leg *leg) {
+  int sent;
+  curl_easy_getinfo(leg->easy, CURLINFO_RESPONSE_CODE, &leg->x.status);
+  sent = leg->x.status > 0 || request_sent(leg);
+  if (curl_easy_getinfo(leg->easy, CURLINFO_ACTIVESOCKET, &leg->last_socket) != CURLE_OK)
+    leg->last_socket = CURL_SOCKET_BAD;
+  if (leg->multi != NULL) curl_multi_remove_handle(leg->multi, leg->easy);
+  leg->multi = NULL;
+  drop_headers(leg);
+  leg->busy = leg->started = 0;
+  return sent;
+}
 
-  if (leg->easy == NULL) return luaL_error(L, "attempt to use a closed http leg");
-  if (leg->busy) return luaL_error(L, "the http leg is busy with another send");
+/* The outcome of a settled exchange, then the buffers trimmed for the next. */
+static int leg_outcome(lua_State *L, Leg *leg, int outcome, int sent) {
+  int results = push_outcome(L, leg, &leg->x, outcome, sent);
+  buf_trim(&leg->body);
+  buf_trim(&leg->stream);
+  buf_trim(&leg->head);
+  return results;
+}
+
+/*
+** What send and start share: check the leg and read req (both may raise);
+** the pool is chosen before anything is allocated for the send.
+*/
+static Leg *leg_begin(lua_State *L, Request *r) {
+  Leg *leg = luaL_checkudata(L, 1, LEG_MT);
+  if (leg->easy == NULL) luaL_error(L, "attempt to use a closed http leg");
+  if (leg->busy) luaL_error(L, "the http leg is busy with another send");
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2);
   luaL_checkstack(L, F_COUNT + 12, "http leg send");
-  memset(&r, 0, sizeof r);
-  memset(&x, 0, sizeof x);
-  read_request(L, &r);
-  if (r.pin != NULL && pin_matches_url(leg, &r) == 0)
-    return luaL_error(L, "send: 'pin' does not name the url's host and port");
+  memset(r, 0, sizeof *r);
+  read_request(L, r);
+  if (r->pin != NULL && pin_matches_url(leg, r) == 0)
+    luaL_error(L, "send: 'pin' does not name the url's host and port");
+  choose_pool(L, leg, r);
+  return leg;
+}
+
+/*
+** Configure and hand the exchange to the engine. NULL, or the reason it could
+** not start (a "transport" failure: nothing was sent). Nothing here raises.
+*/
+static const char *leg_launch(lua_State *L, Leg *leg, const Request *r) {
+  const char *why;
+  leg->busy = 1;
+  if ((why = configure(L, leg, r)) == NULL && !engine_add(L, leg))
+    why = curl_multi_strerror(leg->x.multi_code);
+  if (why != NULL) {
+    drop_headers(leg);
+    leg->busy = 0;
+  }
+  return why;
+}
+
+/*
+** leg:send(req) -> response | nil, kind, message. Everything that can raise
+** (validation, the pre-send cancel poll) happens before anything is allocated;
+** from configure() to the end of the exchange Lua runs only under lua_pcall,
+** and a hook's error is re-raised after the handle is out of the engine and
+** the credential copy is wiped.
+*/
+static int leg_send(lua_State *L) {
+  Request r;
+  Leg *leg = leg_begin(L, &r);
+  const char *why;
+  int outcome, sent;
 
   /* A flag that is already up sends nothing (busy: the hook may not re-enter). */
   if (r.has_cancel) {
@@ -956,31 +1213,132 @@ static int leg_send(lua_State *L) {
   }
 
   /* From here until busy is cleared nothing may raise. */
-  leg->busy = 1;
-  if ((why = configure(L, leg, &r)) != NULL) {
-    drop_headers(leg);
-    leg->busy = 0;
-    return push_failure(L, "transport", why);
-  }
-  outcome = drive(L, leg, &r, &x);
+  if ((why = leg_launch(L, leg, &r)) != NULL) return push_failure(L, "transport", why);
+  outcome = drive(L, leg, &r, &leg->x);
   if (outcome == OUT_CLOSED) {  /* leg_release already removed the handle and wiped */
     leg->busy = 0;
     return luaL_error(L, "the http leg was closed during its send");
   }
-  curl_easy_getinfo(leg->easy, CURLINFO_RESPONSE_CODE, &x.status);
-  sent = x.status > 0 || request_sent(leg, &r);
-  if (curl_easy_getinfo(leg->easy, CURLINFO_ACTIVESOCKET, &leg->last_socket) != CURLE_OK)
-    leg->last_socket = CURL_SOCKET_BAD;
-  curl_multi_remove_handle(leg->multi, leg->easy);
-  drop_headers(leg);
-  leg->busy = 0;
-
+  sent = leg_settle(leg);
   if (outcome == OUT_RAISE) return lua_error(L);
-  results = push_outcome(L, leg, &x, outcome, sent);
-  buf_trim(&leg->body);
-  buf_trim(&leg->stream);
-  buf_trim(&leg->head);
-  return results;
+  return leg_outcome(L, leg, outcome, sent);
+}
+
+/*
+** leg:start(req) -> true | nil, "transport", message. Begins the exchange in
+** the engine and returns at once; the caller drives it with core.engine_step
+** and leg:pump, and ends it with leg:finish. The 'cancel' and 'on_stream'
+** fields are the caller's to apply (pump hands stream bytes back to it). The
+** body is anchored in the leg while libcurl points at it.
+*/
+static int leg_start(lua_State *L) {
+  Request r;
+  Leg *leg = leg_begin(L, &r);
+  const char *why;
+  lua_pushvalue(L, SLOT(F_BODY));
+  lua_setiuservalue(L, 1, UV_BODY);
+  leg->want_stream = lua_isfunction(L, SLOT(F_ON_STREAM));
+  if ((why = leg_launch(L, leg, &r)) != NULL) {
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, UV_BODY);
+    return push_failure(L, "transport", why);
+  }
+  leg->started = 1;
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* The leg of a started exchange; misuse (none started) raises. */
+static Leg *started_leg(lua_State *L) {
+  Leg *leg = luaL_checkudata(L, 1, LEG_MT);
+  if (leg->easy == NULL) luaL_error(L, "attempt to use a closed http leg");
+  if (!leg->started) luaL_error(L, "the http leg has no started exchange");
+  return leg;
+}
+
+/*
+** leg:pump() -> "chunk", bytes | "done" | "sent" | "wait": what the started
+** exchange has for its driver since the last engine step. Stream bytes come
+** first; "sent" means a send_only request is out.
+*/
+static int leg_pump(lua_State *L) {
+  Leg *leg = started_leg(L);
+  if (leg->stream.len > 0) {
+    lua_pushliteral(L, "chunk");
+    lua_pushlstring(L, leg->stream.p, leg->stream.len);
+    leg->stream.len = 0;
+    return 2;
+  }
+  if (leg->x.done) lua_pushliteral(L, "done");
+  else if (leg->send_only && request_sent(leg)) lua_pushliteral(L, "sent");
+  else lua_pushliteral(L, "wait");
+  return 1;
+}
+
+/*
+** leg:status() -> the status code of the started exchange's response once
+** its whole head has arrived, else 0: the server has answered the request,
+** though its body may still be coming (a long-lived event stream).
+*/
+static int leg_status(lua_State *L) {
+  Leg *leg = started_leg(L);
+  long status = 0;
+  if (!leg->in_head && leg->head.len > 0) curl_easy_getinfo(leg->easy, CURLINFO_RESPONSE_CODE, &status);
+  lua_pushinteger(L, status);
+  return 1;
+}
+
+/*
+** leg:finish(how) -> response | nil, kind, message, where how is "done" (the
+** transfer ended), "stopped" (the driver stopped it: the answer is in, or the
+** request is out) or "cancelled".
+*/
+static int leg_finish(lua_State *L) {
+  static const char *const hows[] = {"done", "stopped", "cancelled", NULL};
+  static const int outcomes[] = {OUT_DONE, OUT_STOPPED, OUT_CANCELLED};
+  Leg *leg = started_leg(L);
+  int outcome = outcomes[luaL_checkoption(L, 2, NULL, hows)], sent;
+  if (outcome == OUT_DONE && !leg->x.done) return luaL_error(L, "finish: the exchange has not ended");
+  if (outcome != OUT_DONE && !leg->x.done) leg->x.t1 = mcp_monotonic_ns();
+  sent = leg_settle(leg);
+  lua_pushnil(L);
+  lua_setiuservalue(L, 1, UV_BODY);
+  return leg_outcome(L, leg, outcome, sent);
+}
+
+/*
+** leg:abort(): drop a started exchange without an outcome (its driver was
+** abandoned or raised). Idempotent; never raises on a leg.
+*/
+static int leg_abort(lua_State *L) {
+  Leg *leg = luaL_checkudata(L, 1, LEG_MT);
+  if (leg->easy != NULL && leg->started) {
+    leg_settle(leg);
+    buf_trim(&leg->body);
+    buf_trim(&leg->stream);
+    buf_trim(&leg->head);
+  }
+  lua_pushnil(L);
+  lua_setiuservalue(L, 1, UV_BODY);
+  return 0;
+}
+
+/*
+** core.engine_step(ms): wait up to ms milliseconds for any transfer of the
+** engine to have something, then let libcurl work. Returns the number of
+** transfers in the engine.
+*/
+static int l_engine_step(lua_State *L) {
+  lua_Integer ms = luaL_checkinteger(L, 1);
+  CURLM *multi = engine(L);
+  int running = 0;
+  CURLMcode code = CURLM_OK;
+  if (ms > 0) code = curl_multi_poll(multi, NULL, 0, ms > 1000 ? 1000 : (int)ms, NULL);
+  if (code == CURLM_OK) code = curl_multi_perform(multi, &running);
+  engine_collect(multi);
+  if (code != CURLM_OK) return luaL_error(L, "the engine failed: %s", curl_multi_strerror(code));
+  lua_pushinteger(L, running);
+  return 1;
 }
 
 /* ===================================================================== */
@@ -1070,8 +1428,12 @@ static int l_resolve(lua_State *L) {
 ** first time (busted reopens the module per spec file).
 */
 void mcp_register_http(lua_State *L) {
-  static const luaL_Reg methods[] = {{"send", leg_send}, {"close", leg_close}, {NULL, NULL}};
-  static const luaL_Reg fns[] = {{"http_leg", l_http_leg}, {"resolve", l_resolve}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"send", leg_send}, {"start", leg_start}, {"pump", leg_pump},
+                                     {"finish", leg_finish}, {"abort", leg_abort},
+                                     {"status", leg_status}, {"close", leg_close},
+                                     {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"http_leg", l_http_leg}, {"http_pool", l_http_pool},
+                                 {"engine_step", l_engine_step}, {"resolve", l_resolve}, {NULL, NULL}};
   if (luaL_newmetatable(L, LEG_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");
@@ -1081,6 +1443,15 @@ void mcp_register_http(lua_State *L) {
     lua_setfield(L, -2, "__close");
     lua_pushcfunction(L, leg_tostring);
     lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, POOL_MT)) {
+    lua_pushcfunction(L, pool_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, pool_gc);
+    lua_setfield(L, -2, "close");
+    lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);
   if (luaL_newmetatable(L, ADDRS_MT)) {

@@ -51,6 +51,17 @@ static const char *const refused[] = {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Why a kept value has the wrong shape; each names the key, so the operator
+** knows what to ask the server's author to fix. */
+enum shape { BAD_DESCRIPTION, BAD_ADDITIONAL, BAD_REQUIRED, BAD_PROPERTIES, UNENCODABLE };
+static const char *const shape_reasons[] = {
+  "its \"description\" is not a string",
+  "its \"additionalProperties\" is a schema (only true, false or {} is carried)",
+  "its \"required\" is not a list of strings",
+  "its \"properties\" is not an object of schemas",
+  "it holds a value JSON cannot carry",
+};
+
 enum verdict { ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG };
 
 /*
@@ -68,7 +79,7 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
                       "rejects",
                       refused[keyword]);
       break;
-    case MALFORMED: lua_pushliteral(L, "its properties or required list are not well formed"); break;
+    case MALFORMED: lua_pushstring(L, shape_reasons[keyword]); break;
     case TOO_DEEP: lua_pushfstring(L, "it nests deeper than %d levels", MAX_DEPTH); break;
     case BAD_UTF8: lua_pushliteral(L, "it contains bytes that are not valid UTF-8"); break;
     case TOO_BIG: lua_pushfstring(L, "it exceeds %d bytes once stored", MAX_ENCODED_BYTES); break;
@@ -141,16 +152,42 @@ static int rawfield(lua_State *L, int t, const char *k) {
 }
 
 /*
+** 1 when additionalProperties at idx is carried as it is (a boolean), or
+** is the empty schema {}, which accepts every value exactly as true does:
+** then the filtered table at f holds true instead (the same constraint in
+** its boolean spelling, so nothing is widened). The official SDK's zod
+** .passthrough() emits {}.
+*/
+static int additional_ok(lua_State *L, int f, int idx) {
+  int empty;
+  if (lua_type(L, idx) == LUA_TBOOLEAN) return 1;
+  if (!is_object(L, idx)) return 0;
+  lua_pushnil(L);
+  empty = lua_next(L, idx) == 0;
+  if (!empty) lua_pop(L, 2);
+  if (empty) {
+    lua_pushliteral(L, "additionalProperties");
+    lua_pushboolean(L, 1);
+    lua_rawset(L, f);
+  }
+  return empty;
+}
+
+/*
 ** Step 5 on the filtered table at f: the retained values a model will be
 ** shown must have the shapes JSON Schema gives them. allOf/anyOf/oneOf/not
 ** are carried verbatim and not checked here (the walk still inspects them).
+** Returns 0, or 1 + the enum shape of the first value that is wrong.
 */
 static int well_formed(lua_State *L, int f) {
-  int ok = 1, p;
-  if (rawfield(L, f, "description") != LUA_TNIL) ok = lua_type(L, -1) == LUA_TSTRING;
-  if (ok && rawfield(L, f, "additionalProperties") != LUA_TNIL) ok = lua_type(L, -1) == LUA_TBOOLEAN;
-  if (ok && rawfield(L, f, "required") != LUA_TNIL) ok = is_string_list(L, lua_gettop(L));
-  if (ok && rawfield(L, f, "properties") != LUA_TNIL) {
+  int bad = 0, p;
+  if (rawfield(L, f, "description") != LUA_TNIL && lua_type(L, -1) != LUA_TSTRING) bad = 1 + BAD_DESCRIPTION;
+  if (!bad && rawfield(L, f, "additionalProperties") != LUA_TNIL && !additional_ok(L, f, lua_gettop(L))) {
+    bad = 1 + BAD_ADDITIONAL;
+  }
+  if (!bad && rawfield(L, f, "required") != LUA_TNIL && !is_string_list(L, lua_gettop(L))) bad = 1 + BAD_REQUIRED;
+  if (!bad && rawfield(L, f, "properties") != LUA_TNIL) {
+    int ok;
     p = lua_gettop(L);
     ok = is_object(L, p);
     lua_pushnil(L);
@@ -158,9 +195,10 @@ static int well_formed(lua_State *L, int f) {
       ok = is_object(L, lua_gettop(L));
       lua_pop(L, ok ? 1 : 2);
     }
+    if (!ok) bad = 1 + BAD_PROPERTIES;
   }
   lua_settop(L, f);
-  return ok;
+  return bad;
 }
 
 /* ==================================================================== */
@@ -359,7 +397,10 @@ static enum verdict exact_measure(lua_State *L, int f, int *keyword, size_t *len
   }
   if (st.too_deep) return TOO_DEEP;
   if (st.bad_utf8) return BAD_UTF8;
-  if (st.unencodable || mcp_json_encode(L, f, MCP_JSON_ASCII) != NULL) return MALFORMED;
+  if (st.unencodable || mcp_json_encode(L, f, MCP_JSON_ASCII) != NULL) {
+    *keyword = UNENCODABLE;
+    return MALFORMED;
+  }
   *len = lua_rawlen(L, -1);
   lua_pop(L, 1);
   return ACCEPTED;
@@ -371,7 +412,7 @@ static enum verdict exact_measure(lua_State *L, int f, int *keyword, size_t *len
 ** verdict (and the keyword's index for KEYWORD).
 */
 static enum verdict normalise(lua_State *L, int *keyword) {
-  int f, o, n = 0;
+  int f, o, n = 0, bad;
   size_t k, len;
   if (lua_type(L, 1) != LUA_TTABLE || mcp_json_is_null(L, 1)) return NO_SCHEMA;
   if (rawfield(L, 1, "type") != LUA_TSTRING || (lua_tolstring(L, -1, &len), len != 6) ||
@@ -406,8 +447,9 @@ static enum verdict normalise(lua_State *L, int *keyword) {
   }
   mcp_json_set_key_order(L, f, o);
   lua_pop(L, 1);
-  if (!well_formed(L, f)) {
+  if ((bad = well_formed(L, f)) != 0) {
     lua_pop(L, 1);
+    *keyword = bad - 1;
     return MALFORMED;
   }
   len = mcp_schema_measure(L, f, MAX_DEPTH, MAX_VISITS, refused_index);

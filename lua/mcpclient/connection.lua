@@ -1,6 +1,11 @@
---- A connection to one MCP server: handshake, session, operations.
+--- A connection to one MCP server: the era, handshake, session, operations.
 --
--- The connection initializes once and reuses its session. Each public
+-- The first operation finds the server's protocol era once (option
+-- `protocol`, "auto" by default): a 2026-07-28 server/discover first; a
+-- result or a recognised modern error means the modern era (no handshake, no
+-- session: every request carries its own metadata, see modern.lua); any
+-- other refusal means a 2025-era server, which gets initialize. In the 2025
+-- era the connection initializes once and reuses its session. Each public
 -- operation (list_tools, call_tool, ping) opens one deadline that every leg
 -- of it spends — a re-initialization included — and records at most one
 -- health contact, when it completes. A failure of any leg arrives from the
@@ -8,9 +13,12 @@
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
+local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local log = require "mcpclient.log"
+local modern = require "mcpclient.modern"
+local trace = require "mcpclient.trace"
 local Transport = require "mcpclient.transport"
 
 local json = core.json
@@ -20,6 +28,9 @@ local client = {}
 
 client.PROTOCOL_VERSION = "2025-11-25"
 client.SUPPORTED_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
+-- The `protocol` option: find the era (server/discover, then initialize if
+-- the server is not modern), or pin one of them.
+client.PROTOCOLS = { auto = true, [modern.VERSION] = true, [client.PROTOCOL_VERSION] = true }
 client.MAX_PAGES = 50
 -- The whole tools/list walk, all pages together: entries as the server sent
 -- them, response bytes, and objects and arrays decoded (each a Lua table).
@@ -53,7 +64,8 @@ local option_types = {
   url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
-  transport = "table", clock = "function", log = "function",
+  transport = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
+  on_elicitation = "function",
 }
 
 local function check_type(key, value, expected)
@@ -86,6 +98,9 @@ local function validate(options)
   if options.health == nil then
     error("connect: health is required (a recorder, or mcp.health.discard to say none)", 3)
   end
+  if options.protocol ~= nil and not client.PROTOCOLS[options.protocol] then
+    error(string.format('connect: protocol must be "auto", "%s" or "%s"', modern.VERSION, client.PROTOCOL_VERSION), 3)
+  end
   if not client.valid_identifier(options.identifier) then
     error("connect: identifier must be " .. client.IDENTIFIER_RULE, 3)
   end
@@ -106,7 +121,10 @@ local function transport_config(options, checked)
     url = options.url,
     target = checked.target,
     leg = checked.leg,
-    spawn_leg = not options.transport and core.http_leg or nil,
+    pool = checked.pool,
+    -- more legs on the same pool: several requests in flight at once
+    spawn_leg = checked.pool and function() return core.http_leg(checked.pool) end or nil,
+    on_elicitation = options.on_elicitation,
     auth = checked.auth,
     resolver = options.resolver,
     host_gate = options.host_gate or hostgate.default,
@@ -128,7 +146,8 @@ function client.connect(options)
   -- The leg exists before the connection is given its finalizer: Lua runs
   -- finalizers in the reverse order objects were marked, so a collected
   -- connection still finds its leg open and can end its session (DELETE).
-  checked.leg = options.transport or core.http_leg()
+  checked.pool = not options.transport and core.http_pool() or nil
+  checked.leg = options.transport or core.http_leg(checked.pool)
   local self = setmetatable({
     identifier = options.identifier,
     name = options.name or options.identifier,
@@ -137,10 +156,13 @@ function client.connect(options)
     clock = checked.clock,
     record_contact = record,
     log = options.log or log.default,
+    protocol = options.protocol or "auto",
     session = nil,
     closed = false,
   }, Connection)
   self.transport = Transport.new(transport_config(options, checked))
+  self.transport.legacy_versions = self.protocol ~= modern.VERSION and client.SUPPORTED_VERSIONS or {}
+  if trace.enabled(options.trace) then trace.wrap(self.transport, self.identifier, self.clock) end
   if options.oauth then
     if options.auth then error("connect: give either auth or oauth, not both", 2) end
     self.transport.oauth = require("mcpclient.oauth").provider(options.oauth, self.transport, 2)
@@ -152,7 +174,7 @@ end
 -- Operations: one deadline each
 ---------------------------------------------------------------------------
 
-local op_keys = { budget = "number", cancel = "function" }
+local op_keys = { budget = "number", cancel = "function", on_progress = "function" }
 
 function Connection:open_operation(opts)
   if self.closed then error("the connection is closed", 3) end
@@ -164,7 +186,7 @@ function Connection:open_operation(opts)
     if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 3) end
   end
   local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
-  return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel }
+  return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel, on_progress = opts.on_progress }
 end
 
 -- One health contact (latency in whole milliseconds); a recorder that fails
@@ -208,7 +230,8 @@ end
 function Connection:handshake(op)
   local params = {
     protocolVersion = client.PROTOCOL_VERSION,
-    capabilities = {},
+    -- a capability only for a handler the host gave
+    capabilities = self.transport.on_elicitation and { elicitation = {} } or {},
     clientInfo = { name = "mcpclient", version = core.version },
   }
   local result, info, err = self.transport:request(op, nil, "initialize", params)
@@ -230,21 +253,142 @@ function Connection:handshake(op)
   return session, info
 end
 
--- A request inside an operation, initializing first when there is no session.
+---------------------------------------------------------------------------
+-- The era: found once per connection
+---------------------------------------------------------------------------
+
+-- Does this failure of the server/discover probe say the server is of the
+-- 2025 era? A refusal with a 4xx status whose body is no recognised modern
+-- error, or a JSON-RPC error that is none, says so. A credential refusal
+-- (401, 403), a rate limit and every failure of the network, the budget or
+-- the cancel hook says nothing about the era: it is returned as it is.
+local NOT_ERA_EVIDENCE = { [401] = true, [403] = true, [407] = true, [408] = true, [429] = true }
+local function legacy_evidence(err)
+  if modern.recognised(err.code) then return false end
+  if err.kind == "rpc_error" then return true end
+  return err.kind == "http_status" and err.status >= 400 and err.status < 500 and not NOT_ERA_EVIDENCE[err.status]
+end
+
+local NO_VERSIONS = "the server/discover result names no supportedVersions"
+
+-- The modern "session": no id, no handshake, only what discovery learned.
+local function modern_session(version, found)
+  return { modern = true, version = version, server_info = found.server_info, capabilities = found.capabilities,
+    instructions = found.instructions, hint = found.hint }
+end
+
+-- server/discover with `version` in the envelope.
+-- @return found (modern.discovery) , info | nil, message, err | false (not a discover result)
+function Connection:probe(op, version)
+  local result, info, err = self.transport:request(op, { modern = true, version = version }, "server/discover", {})
+  if not result then return errors.pass(err) end
+  local ok, message
+  ok, message, err = modern.complete(result, self.identifier, "server/discover")
+  if not ok then return nil, message, err end
+  local found = modern.discovery(result)
+  if not found then return false end
+  return found, info
+end
+
+-- What the server names in common with what this client speaks: a modern
+-- revision (discover again with it), a 2025 one (initialize, when allowed),
+-- or a failure naming both sides.
+function Connection:common_version(offered, err)
+  local version = modern.common(modern.VERSIONS, offered)
+  if version then return version, "modern" end
+  if self.protocol == "auto" then
+    version = modern.common(client.SUPPORTED_VERSIONS, offered)
+    if version then return version, "legacy" end
+  end
+  return errors.pass(err)
+end
+
+-- The failure when the server's discovery names no revision of ours.
+function Connection:no_common_version(version, offered)
+  return fail("protocol_version", { server = self.identifier, requested = version,
+    offered = table.concat(offered, ", "), offered_list = offered, supported = table.concat(modern.VERSIONS, ", ") })
+end
+
+-- Discovery: the modern probe, its one retry with a version the server
+-- names, and the verdict. Returns session, info | nil, message, err |
+-- false, err (or false, nil) when the answer says the server is of the
+-- 2025 era.
+function Connection:discover(op)
+  local version = modern.VERSION
+  for _ = 1, 2 do
+    local found, info, err = self:probe(op, version)
+    if found and modern.common({ version }, found.supported) then return modern_session(version, found), info end
+    if found == false then return false, nil end
+    local offered = found and found.supported or (err.kind == "protocol_version" and err.offered_list)
+    if not offered then
+      if legacy_evidence(err) then return false, err end
+      return errors.pass(err)
+    end
+    if found then _, _, err = self:no_common_version(version, offered) end
+    local next_version, era = self:common_version(offered, err)
+    if not next_version or next_version == version then return errors.pass(err) end
+    if era == "legacy" then return false, err end
+    version = next_version
+  end
+  return fail("malformed", { server = self.identifier, detail = "server/discover named a revision, then refused it" })
+end
+
+-- Find the era and open it: the modern probe first (unless the 2025 era is
+-- pinned), initialize when the server turned out to be of the 2025 era.
+-- Once found, the era holds for the connection.
+function Connection:establish(op)
+  if self.protocol == client.PROTOCOL_VERSION then return self:handshake(op) end
+  local session, info, err = self:discover(op)
+  if session then
+    self.session = session
+    return session, info
+  end
+  if session == nil then return nil, info, err end
+  if self.protocol == modern.VERSION then
+    if info then return errors.pass(info) end
+    return fail("malformed", { server = self.identifier, detail = NO_VERSIONS })
+  end
+  return self:handshake(op)
+end
+
+-- The era and its session, found once per connection even when several
+-- tasks of gather need a session at once: the first establishes it, the
+-- others wait for it and use its session (or, if it failed, try their own).
+-- `open` is how: establish (find the era) by default, or handshake when the
+-- era is known and only the 2025 session was lost.
+-- → true [, info of the first leg when this call ran it] | nil, message, err
+function Connection:ensure_session(op, open)
+  engine.wait_until(function() return not self.handshaking end)
+  if self.session then return true end
+  self.handshaking = true
+  local ok, session, message, err = pcall(open or self.establish, self, op)
+  self.handshaking = nil
+  if not ok then error(session, 0) end
+  if not session then return nil, message, err end
+  return true, message
+end
+
+-- A request inside an operation, establishing the era first when there is no session.
 -- When the server refused the POST itself because the session is gone (404,
 -- or 400 naming the session), it never ran the request: initialize again and
 -- send it once more. Any other failure — above all one after the server
 -- accepted the request — is returned as it is, never sent again.
 function Connection:request(op, method, params, ordered)
   if not self.session then
-    local ok, message, err = self:handshake(op)
+    local ok, message, err = self:ensure_session(op)
     if not ok then return nil, message, err end
   end
-  local result, info, err = self.transport:request(op, self.session, method, params, ordered)
+  local session = self.session
+  local result, info, err = self.transport:request(op, session, method, params, ordered)
+  if result and session.modern then
+    local ok, message
+    ok, message, err = modern.complete(result, self.identifier, method)
+    if not ok then return nil, message, err end
+  end
   if not result and err.session_lost and not op.reinitialized then
     op.reinitialized = true
-    self.session = nil
-    local ok, message, handshake_err = self:handshake(op)
+    if self.session == session then self.session = nil end  -- another task may have renewed it already
+    local ok, message, handshake_err = self:ensure_session(op, self.handshake)
     if not ok then return nil, message, handshake_err end
     return self.transport:request(op, self.session, method, params, ordered)
   end
@@ -273,11 +417,23 @@ function Connection:take_page(walk, result, info)
   return true
 end
 
+-- The freshness of a walk is that of its stalest page: the smallest ttlMs,
+-- and "private" if any page is private.
+local function merge_hint(walk, result)
+  local hint = modern.cache_hint(result)
+  local seen = walk.listing
+  seen.ttl_ms = seen.ttl_ms and math.min(seen.ttl_ms, hint.ttl_ms) or hint.ttl_ms
+  if seen.cache_scope ~= "private" then seen.cache_scope = hint.cache_scope or seen.cache_scope end
+end
+
 --- The whole catalogue: every page, in order, within the walk's bounds.
--- @return array of tool tables (as the server sent them) | nil, message, err
+-- @return array of tool tables (as the server sent them), listing
+--   { era, ttl_ms, cache_scope } (the freshness hint of the 2026-07-28 era:
+--   how many milliseconds the listing may be taken as fresh; nil in the 2025
+--   era) | nil, message, err
 function Connection:list_tools(opts)
   local op = self:open_operation(opts)
-  local walk = { tools = json.array {}, entries = 0, bytes = 0, containers = 0 }
+  local walk = { tools = json.array {}, entries = 0, bytes = 0, containers = 0, listing = {} }
   local params = {}
   for _ = 1, client.MAX_PAGES do
     local result, info, err = self:request(op, "tools/list", params, true)
@@ -285,10 +441,12 @@ function Connection:list_tools(opts)
     local ok, message
     ok, message, err = self:take_page(walk, result, info)
     if not ok then return nil, message, err end
+    if self.session.modern then merge_hint(walk, result) end
     local cursor = result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
       self:contact(info.duration_ms)
-      return walk.tools
+      walk.listing.era = self.session.modern and "modern" or "legacy"
+      return walk.tools, walk.listing
     end
     params = { cursor = cursor }
   end
@@ -320,7 +478,8 @@ end
 --- Call a tool by its name on the server.
 -- @param name the server's name for the tool
 -- @param arguments a table (encoded as a JSON object; nil means {})
--- @param opts { budget = seconds, cancel = function -> truthy to stop }
+-- @param opts { budget = seconds, cancel = function -> truthy to stop,
+--   on_progress = function(progress, total, message) (asks the server for progress) }
 -- @return outcome { text, is_error, note, content, structured, latency_ms } | nil, message, err
 function Connection:call_tool(name, arguments, opts)
   if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
@@ -334,16 +493,34 @@ function Connection:call_tool(name, arguments, opts)
   return outcome_of(result, info.duration_ms)
 end
 
---- Is the server there? A handshake if there is no session yet, else an MCP
---- ping on the session.
--- @return report { reachable, latency_ms, protocol_version, server_name, server_version } | nil, message, err
+-- The 2026-07-28 era has no ping: server/discover is the cheapest request a
+-- modern server must answer, and it refreshes what the connection knows.
+function Connection:rediscover(op)
+  local result, info, err = self:request(op, "server/discover", {})
+  if not result then return errors.pass(err) end
+  local found = modern.discovery(result)
+  if not found then
+    return fail("malformed", { server = self.identifier, detail = NO_VERSIONS })
+  end
+  self.session = modern_session(self.session.version, found)
+  return true, info
+end
+
+--- Is the server there? Finding the era if it is not known yet, else an MCP
+--- ping (2025 era) or server/discover (2026-07-28 era).
+-- @return report { reachable, latency_ms, era ("modern" | "legacy"), protocol_version, server_name,
+--   server_version } | nil, message, err
 function Connection:ping(opts)
   local op = self:open_operation(opts)
   local answered, info, err
-  if self.session then
-    answered, info, err = self:request(op, "ping", {})
-  else
-    answered, info, err = self:handshake(op)
+  if not self.session then answered, info, err = self:ensure_session(op) end
+  if self.session and not info then
+    -- the 2026-07-28 revision has no ping: discovery answers instead
+    if self.session.modern then
+      answered, info, err = self:rediscover(op)
+    else
+      answered, info, err = self:request(op, "ping", {})
+    end
   end
   if not answered then return errors.pass(err) end
   self:contact(info.duration_ms)
@@ -351,19 +528,20 @@ function Connection:ping(opts)
   return {
     reachable = true,
     latency_ms = info.duration_ms,
+    era = self.session.modern and "modern" or "legacy",
     protocol_version = core.label(self.session.version),
     server_name = core.label(server.name),
     server_version = core.label(server.version),
   }
 end
 
---- What the handshake learned: { protocol_version, server_info, capabilities,
---- instructions }, or nil before the first operation.
+--- What the handshake (or discovery) learned: { era, protocol_version,
+--- server_info, capabilities, instructions }, or nil before the first operation.
 function Connection:server()
   local s = self.session
   if not s then return nil end
-  return { protocol_version = s.version, server_info = s.server_info, capabilities = s.capabilities,
-    instructions = s.instructions }
+  return { era = s.modern and "modern" or "legacy", protocol_version = s.version, server_info = s.server_info,
+    capabilities = s.capabilities, instructions = s.instructions }
 end
 
 --- End the session (DELETE, bounded by 2 s) and release the connection.

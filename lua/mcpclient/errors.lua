@@ -84,7 +84,13 @@ errors.KINDS = {
   http_status = {
     cause = "the server answered with a non-2xx HTTP status (err.status; err.code when the body was JSON-RPC)",
     action = "look at the server or the credential; 401/403 usually mean the credential",
-    message = function(f) return string.format("%s answered with HTTP status %d.", on(f), f.status) end,
+    message = function(f)
+      if math.type(f.code) == "integer" then
+        return string.format("%s answered with HTTP status %d and JSON-RPC error %d: %s", on(f), f.status, f.code,
+          clip(f.detail or "no message"))
+      end
+      return string.format("%s answered with HTTP status %d.", on(f), f.status)
+    end,
   },
   content_type = {
     cause = "the answer was neither application/json nor text/event-stream",
@@ -109,9 +115,13 @@ errors.KINDS = {
     end,
   },
   protocol_version = {
-    cause = "the server speaks no protocol revision this client speaks",
-    action = "upgrade the client or the server",
+    cause = "the server speaks no protocol revision this client speaks (err.offered: what it named, when it did)",
+    action = "upgrade the client or the server, or pin the connection's protocol option",
     message = function(f)
+      if f.requested then
+        return string.format('%s does not speak protocol revision "%s"; it names %s, and this client speaks %s.',
+          on(f), clip(f.requested), f.offered and f.offered ~= "" and clip(f.offered) or "no revision", f.supported)
+      end
       return string.format('%s chose protocol revision "%s", which this client does not speak (it speaks %s).',
         on(f), clip(f.version), f.supported)
     end,
@@ -202,6 +212,15 @@ errors.KINDS = {
     action = "list the tools (mcpclient tools) and use one of their names",
     message = function(f)
       return string.format('No imported tool or server group is named "%s".', clip(f.name or ""))
+    end,
+  },
+  input_required = {
+    cause = "the server asked for input mid-request (elicitation, sampling or roots: err.asked) and no handler "
+      .. "for it was given",
+    action = "give the connection a handler for that input, or use a tool that needs none; nothing was sent again",
+    message = function(f)
+      return string.format("%s needs input to complete %s%s, and this client has no handler for it.", on(f),
+        clip(f.method or "the request"), f.asked and (" (it asked for " .. clip(f.asked) .. ")") or "")
     end,
   },
 }

@@ -9,10 +9,16 @@
 -- err (err.kind is a fixed string; see README "Errors"); misuse raises.
 local core = require "mcpclient.core"
 local connection = require "mcpclient.connection"
+local engine = require "mcpclient.engine"
 
 local mcp = {
   version = core.version,
   connect = connection.connect,
+  -- Seconds on the monotonic clock the library measures with (fractional):
+  -- for deadlines in cancel hooks, e.g. `cancel = function() return mcp.now() > stop_at end`.
+  now = core.now,
+  -- run functions at once: mcp.gather{ fn, ... } -> { table.pack(fn()) or { n = 0, error = e }, ... }
+  gather = engine.gather,
   PROTOCOL_VERSION = connection.PROTOCOL_VERSION,
   SUPPORTED_VERSIONS = connection.SUPPORTED_VERSIONS,
 }

@@ -1,10 +1,13 @@
 --- Streamable HTTP: one JSON-RPC message per HTTP exchange.
 --
--- A Transport belongs to one connection. It owns the HTTP leg (libcurl in C,
+-- A Transport belongs to one connection. It owns the HTTP legs (libcurl in C,
 -- or a fake a spec injects), the pinned address, the credential reference and
--- the request ids. Every leg runs the same gauntlet, in this order: cancel
--- flag, operation budget, host gate, credential, send, status, media type,
--- body. Session state belongs to the caller and is passed in per request.
+-- the request ids. Each exchange takes a free leg of the connection's pool,
+-- so inside mcp.gather several requests are in flight at once, each on its
+-- own kept-alive connection; outside gather every exchange blocks. Every
+-- leg runs the same gauntlet, in this order: cancel flag, operation budget,
+-- host gate, credential, send, status, media type, body. Session state
+-- belongs to the caller and is passed in per request.
 --
 -- This is the one place where a failure of the leg becomes the library's
 -- failure value (errors.fail); everything above passes that `err` on.
@@ -18,8 +21,10 @@
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
+local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
+local modern = require "mcpclient.modern"
 
 local json = core.json
 local fail = errors.fail
@@ -37,6 +42,10 @@ local MAX_EVENT_ID_BYTES = 1024       -- an event id goes back as Last-Event-ID:
 local NOTICE_SECONDS = 0.25
 local METHOD_NOT_FOUND = -32601
 local ACCEPT_BOTH = "Accept: application/json, text/event-stream"
+-- Requests that cannot act on anything: the opening of either era. Losing
+-- one is a failure to reach the server, never "the server may have acted".
+local NEVER_ACTS = { initialize = true, ["server/discover"] = true }
+
 -- Where a stream that broke after an event id stands in for a response.
 local BROKEN_STREAM = { stopped = false, truncated = false, duration_ms = 0 }
 
@@ -48,30 +57,53 @@ local function whole_ms(ms)
   return math.max(0, math.floor(ms + 0.5))
 end
 
---- @param config { identifier, url, target (parsed url), leg, spawn_leg (makes a second leg, or nil
----   to reuse `leg`), auth, resolver, host_gate, refuse_private, connect_timeout, tls, clock }
+--- @param config { identifier, url, target (parsed url), leg, spawn_leg (makes another leg on the
+---   same connection pool, or nil to reuse `leg`), auth, resolver, host_gate, refuse_private,
+---   connect_timeout, tls, clock, on_elicitation }
 function Transport.new(config)
   local self = setmetatable({}, Transport)
   for k, v in pairs(config) do self[k] = v end
   self.last_id = 0
+  self.spare = {}       -- legs free for the next exchange besides `leg`
+  self.spawned = {}     -- every leg made here, closed with the transport
   return self
 end
 
+-- Close every leg, then the pool: its kept-alive connections close now, not
+-- whenever the collector runs.
 function Transport:close()
-  if self.side_leg and self.side_leg ~= self.leg then self.side_leg:close() end
+  for _, leg in ipairs(self.spawned) do leg:close() end
   if self.leg then self.leg:close() end
+  if self.pool then self.pool:close() end
+end
+
+-- A free leg for one exchange. Exchanges run at once inside gather, each on
+-- its own leg (and so on its own kept-alive connection of the same pool);
+-- without spawn_leg (an injected fake) the one leg serves them all.
+function Transport:take_leg()
+  if not self.leg_busy then
+    self.leg_busy = true
+    return self.leg
+  end
+  local leg = table.remove(self.spare)
+  if leg then return leg end
+  if not self.spawn_leg then return self.leg end
+  leg = self.spawn_leg()
+  self.spawned[#self.spawned + 1] = leg
+  return leg
+end
+
+function Transport:give_leg(leg)
+  if leg == self.leg then
+    self.leg_busy = false
+  else
+    self.spare[#self.spare + 1] = leg
+  end
 end
 
 function Transport:next_id()
   self.last_id = self.last_id + 1
   return self.last_id
-end
-
--- The leg for answers to server requests that arrive while the main leg is
--- busy reading the stream they came on.
-function Transport:side()
-  if not self.side_leg then self.side_leg = self.spawn_leg and self.spawn_leg() or self.leg end
-  return self.side_leg
 end
 
 -- The address to dial, checked once per connection and then pinned. The
@@ -99,7 +131,8 @@ end
 
 --[[
 A Send describes one exchange: { method, headers, body, on_stream, leg,
-cancellable, send_only, call }. Only the POST of a JSON-RPC request other
+cancellable, send_only, call, on_open (called once the response head is in,
+inside a task only) }. Only the POST of a JSON-RPC request other
 than initialize is "at most once" in the leg: nothing else can run a tool. `call` (the JSON-RPC request it belongs to,
 if any) says whether a cancellation is in flight, who to notify, and
 whether the server has already accepted the request.
@@ -160,7 +193,7 @@ function Transport:leg_failure(op, send, kind, detail)
   if kind == "timeout" then
     return fail("timeout", { server = self.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
   end
-  local could_act = call ~= nil and call.method ~= "initialize"
+  local could_act = call ~= nil and not NEVER_ACTS[call.method]
   if could_act and (kind == "interrupted" or accepted(call)) then
     return fail("interrupted", { server = self.identifier, detail = detail })
   end
@@ -172,7 +205,8 @@ end
 function Transport:exchange(op, send)
   local timeout_ms, connect_timeout_ms, secret_header = self:before_send(op, send.call)
   if not timeout_ms then return nil, connect_timeout_ms, secret_header end
-  local response, kind, detail = (send.leg or self.leg):send {
+  local leg = send.leg or self:take_leg()
+  local ok, response, kind, detail = pcall(engine.send, leg, {
     method = send.method,
     url = self.dial.url or self.url,
     headers = send.headers,
@@ -187,9 +221,11 @@ function Transport:exchange(op, send)
     send_only = send.send_only,
     -- libcurl may resend it on a fresh connection when a reused one died:
     -- only where a second copy can do no harm
-    idempotent = send.method ~= "POST" or not send.call or send.call.method == "initialize",
+    idempotent = send.method ~= "POST" or not send.call or NEVER_ACTS[send.call.method] == true,
     ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
-  }
+  }, send.on_open)
+  if not send.leg then self:give_leg(leg) end
+  if not ok then error(response, 0) end  -- a hook raised: the leg is free again, the raise goes on
   if response then return self:authorized(op, response, send) end
   return self:leg_failure(op, send, kind, detail)
 end
@@ -212,9 +248,34 @@ local function session_lost(response, session)
   return response.status == 400 and (response.body or ""):lower():find("session", 1, true) ~= nil
 end
 
+-- The JSON-RPC error a refusal carries in its body, if it is one: its code,
+-- its message (clipped where the failure value is made) and the revisions
+-- an unsupported-version error names. Only a kept JSON body is read.
+local function error_body(response)
+  local media = response.media_type or ""
+  if response.streamed or (media ~= "" and media ~= "application/json") then return nil end
+  local body = json.decode(response.body or "")
+  local e = type(body) == "table" and body.error
+  if type(e) ~= "table" or math.type(e.code) ~= "integer" then return nil end
+  local data = type(e.data) == "table" and e.data or {}
+  return e.code, type(e.message) == "string" and e.message or nil, modern.versions_of(data.supported),
+    type(data.requested) == "string" and data.requested or nil
+end
+
 -- The server refused a POST with a non-2xx status: it did not act on it.
+-- An unsupported revision is its own kind, naming what the server speaks.
 function Transport:refused(response, session)
-  local _, message, err = fail("http_status", { server = self.identifier, status = response.status })
+  local code, detail, offered, requested = error_body(response)
+  if code == modern.UNSUPPORTED_VERSION then
+    local ours = {}
+    for _, v in ipairs(modern.VERSIONS) do ours[#ours + 1] = v end
+    for _, v in ipairs(self.legacy_versions or {}) do ours[#ours + 1] = v end
+    return fail("protocol_version", { server = self.identifier, status = response.status, code = code,
+      requested = core.label(requested or (session and session.version) or "?"),
+      offered = table.concat(offered, ", "), offered_list = offered, supported = table.concat(ours, ", ") })
+  end
+  local _, message, err = fail("http_status", { server = self.identifier, status = response.status,
+    code = code, detail = code and (detail or "no message") or nil })
   err.session_lost = session_lost(response, session) or nil
   return nil, message, err
 end
@@ -240,17 +301,40 @@ request found on the stream (a message with a method and an id).
 local Reader = {}
 Reader.__index = Reader
 
-function Reader.new(id, ordered, on_request)
-  return setmetatable({ id = id, ordered = ordered, on_request = on_request, messages = 0, bytes = 0 }, Reader)
+function Reader.new(id, ordered, on_request, on_progress)
+  return setmetatable({ id = id, ordered = ordered, on_request = on_request, on_progress = on_progress,
+    messages = 0, bytes = 0 }, Reader)
 end
 
--- A message that is not ours: a server request gets its answer at once,
--- notifications and anything unreadable are passed over.
+-- A number a progress notification may carry, or nil.
+local function finite(value)
+  if math.type(value) == "integer" then return value end
+  if type(value) == "number" and value == value and value ~= math.huge and value ~= -math.huge then return value end
+  return nil
+end
+
+-- A progress notification for this request: its numbers, and its message
+-- under the text rule (a server wrote it).
+function Reader:progress(params)
+  if type(params) ~= "table" or params.progressToken ~= self.id then return end
+  local progress = finite(params.progress)
+  if progress == nil then return end
+  local message = type(params.message) == "string" and core.clip(params.message, 500) or nil
+  self.on_progress(progress, finite(params.total), message)
+end
+
+-- A message that is not ours: a server request gets its answer at once, a
+-- progress notification for this request goes to the operation's callback,
+-- other notifications and anything unreadable are passed over.
 function Reader:other(data)
-  local message = json.decode(data)
-  if type(message) ~= "table" or type(message.method) ~= "string" then return end
+  local ok, message = pcall(json.decode, data)
+  if not ok or type(message) ~= "table" or type(message.method) ~= "string" then return end
   local id = message.id
-  if math.type(id) == "integer" or type(id) == "string" then self.on_request(id, message.method) end
+  if math.type(id) == "integer" or type(id) == "string" then
+    self.on_request(id, message.method, message.params)
+  elseif message.method == "notifications/progress" and self.on_progress then
+    self:progress(message.params)
+  end
 end
 
 -- Look at decoded events; true once the answer is among them.
@@ -262,7 +346,7 @@ function Reader:take(events)
       self.answer = { kind, a, b }
       return true
     end
-    if kind == "other" and self.on_request then self:other(event.data) end
+    if kind == "other" and (self.on_request or self.on_progress) then self:other(event.data) end
   end
   return false
 end
@@ -302,16 +386,11 @@ function Reader:finish()
   self.decoder = nil
 end
 
--- Wait before a resumption, in slices so a cancel flag is still honoured.
--- Counted in slices rather than read off the connection's clock, which a
--- host (or a spec) may drive by hand.
+-- Wait before a resumption so a cancel flag is still honoured (and, inside
+-- gather, the other tasks run). Timed by the process's monotonic clock rather
+-- than the connection's clock, which a host (or a spec) may drive by hand.
 local function wait(op, seconds)
-  local slices = math.max(1, math.ceil(seconds / 0.02))
-  for _ = 1, slices do
-    if op.cancel and op.cancel() then return false end
-    core.sleep(seconds / slices)
-  end
-  return true
+  return engine.sleep(seconds, op.cancel)
 end
 
 ---------------------------------------------------------------------------
@@ -323,18 +402,36 @@ A Call is one JSON-RPC request in flight: { op, session, id, method,
 ordered, reader, accepted, resumptions }. `accepted` turns true once the
 server answered the POST with a 2xx status or any byte of an event stream.
 ]]
+-- The params with a progress token in _meta: the token is the request id
+-- (unique per connection), sent only when someone listens for progress.
+local function with_progress_token(params, id)
+  local copy, meta = {}, {}
+  for k, v in pairs(params) do copy[k] = v end
+  if type(params._meta) == "table" then
+    for k, v in pairs(params._meta) do meta[k] = v end
+  end
+  meta.progressToken = id
+  copy._meta = meta
+  return copy
+end
+
 function Transport:open_call(op, session, method, params, ordered)
-  local encoded, why = json.try_encode(params)
+  local is_modern = session ~= nil and session.modern
+  local id = self:next_id()
+  if op.on_progress then params = with_progress_token(params, id) end
+  local encoded, why = json.try_encode(is_modern and modern.envelope(params, session.version) or params)
   if not encoded then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
-  local call = { op = op, session = session, id = self:next_id(), method = method, ordered = ordered,
+  local call = { op = op, session = session, id = id, method = method, ordered = ordered,
     resumptions = 0, accepted = false }
   call.body = '{"jsonrpc":"2.0","id":' .. call.id .. ',"method":' .. json.encode(method)
     .. ',"params":' .. encoded .. '}'
-  call.reader = Reader.new(call.id, ordered, function(id, request_method)
-    self:answer_server(call, id, request_method)
-  end)
+  -- A modern server sends no requests of its own on a response stream; one
+  -- that does gets no answer.
+  call.reader = Reader.new(call.id, ordered, not is_modern and function(id_, request_method, request_params)
+    self:answer_server(call, id_, request_method, request_params)
+  end or nil, op.on_progress)
   return call
 end
 
@@ -348,19 +445,83 @@ local function info_of(call, response)
   }
 end
 
+-- How long a request waits for the standalone GET stream to open before it
+-- is sent anyway (a server that never answers the GET delays nothing more).
+local LISTEN_OPEN_SECONDS = 1
+local LISTEN_RETRY_SECONDS = 0.02
+
+-- The standalone GET stream of a session, held open while one request is in
+-- flight: server requests that arrive on it (an elicitation the server could
+-- not tie to a request) are answered like those on a POST stream. It ends
+-- when `state.done` turns true; whatever ends it is no failure of the request.
+function Transport:listen(op, session, state)
+  local call = { op = op, session = session }
+  local decoder = core.sse_decoder()
+  local listener = { on_request = function(id, method, params) self:answer_server(call, id, method, params) end }
+  local on_stream = function(chunk)
+    for _, event in ipairs(decoder:feed(chunk)) do Reader.other(listener, event.data) end
+    return false
+  end
+  local listening = { deadline = op.deadline, cancel = function() return state.done end }
+  local limit = core.monotonic_ns() + LISTEN_OPEN_SECONDS * 1e9
+  repeat
+    local response = self:exchange(listening, {
+      method = "GET", cancellable = true, on_stream = on_stream,
+      headers = session_headers({ "Accept: text/event-stream" }, session),
+      on_open = function(status) if status < 300 then state.open = true end end,
+    })
+    -- 409: the server still holds the stream of our previous request (it has
+    -- not yet seen it close), and allows one per session: ask again shortly.
+    local again = response and response.status == 409 and not state.done and core.monotonic_ns() < limit
+  until not (again and engine.sleep(LISTEN_RETRY_SECONDS, listening.cancel))
+  decoder:close()
+  state.open = true
+end
+
+-- A request sent while the standalone GET stream is open: the two run as
+-- tasks of one gather (inside an outer gather they are its tasks' tasks).
+function Transport:request_listening(op, session, method, params, ordered)
+  local state = { open = false, done = false }
+  local results = engine.gather {
+    function()
+      local limit = core.monotonic_ns() + LISTEN_OPEN_SECONDS * 1e9
+      engine.wait_until(function() return state.open or core.monotonic_ns() > limit end)
+      local answer = table.pack(pcall(self.post_request, self, op, session, method, params, ordered))
+      state.done = true
+      if not answer[1] then error(answer[2], 0) end
+      return table.unpack(answer, 2, answer.n)
+    end,
+    function() self:listen(op, session, state) end,
+  }
+  local posted, listened = results[1], results[2]
+  if posted.n == 0 and posted.error ~= nil then error(posted.error, 0) end
+  if listened.n == 0 and listened.error ~= nil then error(listened.error, 0) end  -- the host's handler raised
+  return table.unpack(posted, 1, posted.n)
+end
+
 --- Send a JSON-RPC request and return its result (a table) and the leg's
 --- info { duration_ms (integer), session_id, bytes, containers (objects and
---- arrays the answer opened) } | nil, message, err.
+--- arrays the answer opened) } | nil, message, err. With an elicitation
+--- handler and a session, the session's GET stream is open meanwhile.
 function Transport:request(op, session, method, params, ordered)
+  if self.on_elicitation and session and session.id and self.spawn_leg then
+    return self:request_listening(op, session, method, params, ordered)
+  end
+  return self:post_request(op, session, method, params, ordered)
+end
+
+function Transport:post_request(op, session, method, params, ordered)
   local call, message, err = self:open_call(op, session, method, params, ordered)
   if not call then return nil, message, err end
+  local headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session)
+  if session and session.modern then modern.headers(headers, method, params) end
   local response
   response, message, err = self:exchange(op, {
     method = "POST", body = call.body, call = call, cancellable = true, on_stream = call.reader:hook(),
-    headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session),
+    headers = headers,
   })
   if not response then
-    if err.kind == "interrupted" and method ~= "initialize" and call.reader:broke_after_event() then
+    if err.kind == "interrupted" and not NEVER_ACTS[method] and call.reader:broke_after_event() then
       call.accepted = true
       return self:finish_stream(call, BROKEN_STREAM, info_of(call, BROKEN_STREAM))
     end
@@ -422,6 +583,10 @@ function Transport:resumable(call, response)
       or "the event stream carried no response to the request"
     return fail("malformed", { server = self.identifier, detail = detail })
   end
+  if call.session and call.session.modern then
+    return fail("interrupted", { server = self.identifier,
+      detail = "the event stream ended before the response, and streams of this revision cannot be resumed" })
+  end
   if #reader.last_event_id > MAX_EVENT_ID_BYTES or reader.last_event_id:find("[^\32-\126]") then
     return fail("interrupted", { server = self.identifier,
       detail = "the event stream's id cannot be sent back in a header, so it cannot be resumed" })
@@ -464,10 +629,12 @@ function Transport:resume(call)
 end
 
 -- The cancel flag fired during a request: tell the server (never for the
--- handshake, fire and forget) and report the cancellation.
+-- handshake, fire and forget) and report the cancellation. In the modern
+-- era the closed response stream is the signal and no notice is sent.
 function Transport:cancelled(call)
   local method = call and call.method
-  if method and method ~= "initialize" then
+  local notice = method and not NEVER_ACTS[method] and not (call.session and call.session.modern)
+  if notice then
     local params = json.encode { requestId = call.id, reason = "cancelled by the client" }
     self:exchange({ deadline = Deadline.open(NOTICE_SECONDS, self.clock) }, {
       method = "POST", send_only = true,
@@ -478,18 +645,56 @@ function Transport:cancelled(call)
   return fail("cancelled", { server = self.identifier, in_flight = method == "tools/call" })
 end
 
--- A server request arrived on the stream of `call`: a ping is answered with
--- {} at once, anything else with "method not found", so no server waits on
--- a handler this client does not have. Sent on the side leg (the main one
--- is busy reading the stream). The leg stops once the answer is sent (the
--- stream it was asked on must not wait for the server's reply); connecting
--- and sending may take what is left of the operation's budget, since a
--- server may wait for this answer before it answers the call.
-function Transport:answer_server(call, id, method)
-  local reply = method == "ping" and '"result":{}'
-    or ('"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}')
+local ACTIONS = { accept = true, decline = true, cancel = true }
+
+-- The host's answer to an elicitation request, as the result to send back.
+-- The request's message is far-side text: the handler gets it under the text
+-- rule. A handler that returns no valid answer is a host bug: it raises.
+local function elicited(handler, params)
+  local request = {}
+  for k, v in pairs(type(params) == "table" and params or {}) do request[k] = v end
+  if type(request.message) == "string" then request.message = core.clip(request.message, 2000) end
+  local answer = handler(request)
+  if type(answer) ~= "table" or not ACTIONS[answer.action] then
+    error("on_elicitation must return { action = \"accept\"|\"decline\"|\"cancel\", content = ... }", 0)
+  end
+  if answer.content ~= nil and (type(answer.content) ~= "table" or json.is_array(answer.content)) then
+    error("on_elicitation: content must be a table of named values", 0)
+  end
+  local result = { action = answer.action }
+  if answer.action == "accept" then result.content = answer.content or {} end
+  return result
+end
+
+--- The host's answer to an elicitation request's params, as the result the
+--- server gets ({ action [, content] }); nil when the host gave no handler.
+--- Any era that carries elicitation (a request on a stream, or a retry that
+--- supplies the answers) asks here.
+function Transport:elicit(params)
+  if not self.on_elicitation then return nil end
+  return elicited(self.on_elicitation, params)
+end
+
+-- The answer body to a server request: a ping gets {}, an elicitation the
+-- host's handler's answer when there is one, anything else "method not
+-- found", so no server ever waits on a handler this client does not have.
+function Transport:reply_to(method, params)
+  if method == "ping" then return '"result":{}' end
+  local elicitation = method == "elicitation/create" and self:elicit(params)
+  if elicitation then return '"result":' .. json.encode(elicitation) end
+  return '"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}'
+end
+
+-- A server request arrived on a stream of `call` (its POST stream or the
+-- standalone GET stream): answer it on another leg (the one it came on is
+-- busy reading). The leg stops once the answer is sent (the stream it was
+-- asked on must not wait for the server's reply); connecting and sending may
+-- take what is left of the operation's budget, since a server may wait for
+-- this answer before it answers the call.
+function Transport:answer_server(call, id, method, params)
+  local reply = self:reply_to(method, params)
   self:exchange({ deadline = call.op.deadline }, {
-    method = "POST", leg = self:side(), send_only = true,
+    method = "POST", send_only = true,
     body = '{"jsonrpc":"2.0","id":' .. json.encode(id) .. ',' .. reply .. '}',
     headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, call.session),
   })

@@ -22,6 +22,7 @@ local policy = require "mcpclient.agent.policy"
 local tool = require "mcpclient.agent.tool"
 local Fake = require "support.fake_server"
 local profiles = require "conformance.profiles"
+local modern = require "mcpclient.modern"
 
 local json = core.json
 
@@ -40,7 +41,8 @@ Harness.__index = Harness
 function checks.harness(profile)
   return setmetatable({
     profile = profile,
-    fake = Fake.new(),
+    modern = profile.era == "modern",
+    fake = Fake.new { modern = profile.era == "modern" },
     id = profile.identifier,
     quoted = '"' .. profile.identifier .. '"',
     session = profile.session_id or "",
@@ -62,8 +64,20 @@ function Harness:will_answer(result)
   return self
 end
 
---- The initialize answer, framed by the profile, issuing its session (if any).
+--- The era's opening answer, framed by the profile: the initialize answer
+--- issuing its session (if any), or in the modern era the server/discover
+--- answer (naming 2026-07-28 unless `version` is no 2025 revision).
 function Harness:will_handshake(version, server_info, capabilities)
+  if self.modern then
+    local named = version and not version:match("^2025%-") and not version:match("^2024%-") and version
+    self.profile.frame(self.fake, result_message {
+      supportedVersions = json.array { named or modern.VERSION },
+      capabilities = capabilities or { tools = {} },
+      resultType = "complete", ttlMs = 0, cacheScope = "private",
+      _meta = { ["io.modelcontextprotocol/serverInfo"] = server_info or { name = "Conformance MCP", version = "1.0" } },
+    })
+    return self
+  end
   self.profile.frame(self.fake, result_message {
     protocolVersion = version or "2025-11-25",
     capabilities = capabilities or { tools = {} },
@@ -116,7 +130,38 @@ function Harness:tool(conn, entry)
 end
 
 function Harness:methods() return self.fake:methods() end
+
+--- The methods the era opens a connection with, followed by `rest`.
+function Harness:opening(rest)
+  local list = self.modern and { "server/discover" } or { "initialize", "notifications/initialized" }
+  for _, m in ipairs(rest or {}) do list[#list + 1] = m end
+  return list
+end
+
+--- Leg durations (see Fake:take) for the opening's legs, then the rest: the
+--- 2025 opening has two legs (initialize, initialized), the modern one a
+--- single server/discover, which takes `first` and skips `second`.
+function Harness:take_opening(first, second, ...)
+  if self.modern then return self:take(first, ...) end
+  return self:take(first, second, ...)
+end
+
+--- `legacy` in the 2025 era, `modern` in the 2026-07-28 era.
+function Harness:per_era(legacy, modern_value)
+  return self.modern and modern_value or legacy
+end
+
+--- The position of the first leg after the opening.
+function Harness:first_leg()
+  return #self:opening() + 1
+end
+
+--- The revision a connection settles on when the server's opening answer names `version`.
+function Harness:revision(version)
+  return self.modern and modern.VERSION or version
+end
 function Harness:requests() return self.fake.requests end
+function Harness:probes() return self.fake.probes end
 
 -- Requests whose JSON-RPC method (or HTTP method, for GET/DELETE) is `method`.
 function Harness:count(method)
@@ -176,8 +221,9 @@ local function strings_in(value, out)
   return out
 end
 
-local function check(name, run)
-  checks.list[#checks.list + 1] = { name = name, run = run }
+-- `era` ("legacy" or "modern") limits a check to the profiles of that era.
+local function check(name, run, era)
+  checks.list[#checks.list + 1] = { name = name, run = run, era = era }
 end
 
 ---------------------------------------------------------------------------
@@ -186,10 +232,10 @@ end
 
 -- fails if: initialize/initialized/tools/list are skipped or reordered, or an empty catalogue is not an empty array
 -- proven red by the mutant(s): no-initialized
-check("01 connect: initialize, notifications/initialized, tools/list on an empty catalogue", function(h)
+check("01 connect: the era's opening (initialize + initialized, or server/discover), tools/list", function(h)
   h:will_handshake():will_answer(page {})
   local tools = assert(h:connect():list_tools())
-  assert.same({ "initialize", "notifications/initialized", "tools/list" }, h:methods())
+  assert.same(h:opening { "tools/list" }, h:methods())
   assert.equal(0, #tools)
   assert.is_true(json.is_array(tools))
 end)
@@ -202,7 +248,7 @@ check("02 session carried: no session on initialize, the profile's session on ev
   assert(conn:list_tools())
   assert(conn:call_tool("t"))
   local requests = h:requests()
-  assert.equal(4, #requests)
+  assert.equal(#h:opening {} + 2, #requests)
   assert.equal("", requests[1].session)
   for i = 2, #requests do
     assert.equal(h.session, requests[i].session, "leg " .. i .. " (" .. tostring(requests[i].method) .. ")")
@@ -219,7 +265,7 @@ check("02b session reuse: a warm call is one round trip", function(h)
   assert.equal("one", assert(conn:call_tool("t")).text)
   assert.equal(before + 1, #h:requests())
   assert.equal("two", assert(conn:call_tool("t")).text)
-  assert.same({ "initialize", "notifications/initialized", "tools/list", "tools/call", "tools/call" }, h:methods())
+  assert.same(h:opening { "tools/list", "tools/call", "tools/call" }, h:methods())
 end)
 
 -- fails if: the version header is missing, sent on initialize, or names the offered revision, not the chosen one
@@ -235,7 +281,22 @@ check("02c MCP-Protocol-Version: the negotiated revision on every leg after the 
   for i = 2, #requests do
     assert.equal("2025-06-18", requests[i].protocol, "leg " .. i)
   end
-end)
+end, "legacy")
+
+-- fails if: a modern leg lacks the revision header, Mcp-Method, Mcp-Name on a call, or the _meta envelope
+-- proven red by: the connection before the 2026-07-28 era (it sends initialize and no envelope)
+check("02c-m 2026-07-28 request metadata: revision, Mcp-Method, Mcp-Name and the envelope on every leg", function(h)
+  h:will_handshake():will_answer(page {}):will_answer(text_answer("x"))
+  local conn = h:connect()
+  assert(conn:list_tools())
+  assert(conn:call_tool("t"))
+  for i, r in ipairs(h:requests()) do
+    assert.equal(modern.VERSION, r.protocol, "leg " .. i)
+    assert.equal(r.method, Fake.header(r, "Mcp-Method"), "leg " .. i)
+    assert.equal(modern.VERSION, r.body.params._meta["io.modelcontextprotocol/protocolVersion"], "leg " .. i)
+  end
+  assert.equal("t", Fake.header(h:requests()[3], "Mcp-Name"))
+end, "modern")
 
 -- fails if: a 404 on a carried session is not followed by one re-initialization, or a sessionless 404 is retried
 -- proven red by the mutant(s): no-reinit
@@ -260,7 +321,7 @@ check("02d re-initialization after a lost session (404)", function(h)
     assert.equal("http_status", err.kind)
     contains(message, h.quoted, "message")
     contains(message, "404", "message")
-    assert.same({ "initialize", "notifications/initialized", "tools/list", "tools/call" }, h:methods())
+    assert.same(h:opening { "tools/list", "tools/call" }, h:methods())
     assert.equal(1, #h.contacts)
   end
 end)
@@ -278,7 +339,7 @@ check("02e close ends the session the server issued, and only that", function(h)
     assert.equal("DELETE", last.http_method)
     assert.equal(h.session, last.session)
   else
-    assert.equal(3, #h:requests())
+    assert.equal(#h:opening { "tools/list" }, #h:requests())
     assert.equal("tools/list", last.method)
   end
   assert.is_true(h.fake.closed)
@@ -313,13 +374,14 @@ check("03 capabilities both ways: none declared, the server's read and reported"
   h:will_handshake("2025-03-26", { name = "Conformance MCP", version = "9.9" }, { tools = { listChanged = true } })
   local conn = h:connect()
   local report = assert(conn:ping())
-  assert.truthy(h:requests()[1].raw:find('"capabilities":{}', 1, true))
+  local declared = h.modern and '"io.modelcontextprotocol/clientCapabilities":{}' or '"capabilities":{}'
+  assert.truthy(h:requests()[1].raw:find(declared, 1, true))
   assert.is_true(report.reachable)
-  assert.equal("2025-03-26", report.protocol_version)
+  assert.equal(h:revision("2025-03-26"), report.protocol_version)
   assert.equal("Conformance MCP", report.server_name)
   assert.equal("9.9", report.server_version)
   assert.is_true(conn:server().capabilities.tools.listChanged)
-  assert.same({ "initialize", "notifications/initialized" }, h:methods())
+  assert.same(h:opening(), h:methods())
   assert.equal(1, #h.contacts)
 end)
 
@@ -334,7 +396,21 @@ check("03b protocol revision: an unknown choice fails the handshake, naming it",
   contains(message, h.quoted, "message")
   assert.same({ "initialize" }, h:methods())
   assert.equal(0, #h.contacts)
-end)
+end, "legacy")
+
+-- fails if: a discovery naming no revision in common is accepted, retried, or taken for a 2025 server
+-- proven red by: the connection before the 2026-07-28 era (it sends initialize)
+check("03b-m protocol revision: discovery naming no revision in common fails, naming both sides", function(h)
+  h:will_handshake("2099-01-01"):will_answer(page {})
+  local out, message, err = h:connect():list_tools()
+  assert.is_nil(out)
+  assert.equal("protocol_version", err.kind)
+  contains(message, "2099-01-01", "message")
+  contains(message, '"' .. modern.VERSION .. '"', "message")
+  contains(message, h.quoted, "message")
+  assert.same({ "server/discover" }, h:methods())
+  assert.equal(0, #h.contacts)
+end, "modern")
 
 ---------------------------------------------------------------------------
 -- Discovery and schemas (items 4–15)
@@ -347,8 +423,8 @@ check("04 paged discovery: resumed from the cursor", function(h)
   local tools = assert(h:connect():list_tools())
   assert.same({ "alpha", "beta" }, { tools[1].name, tools[2].name })
   assert.equal(2, #tools)
-  assert.is_nil(h:requests()[3].body.params.cursor)
-  assert.equal("p2", h:requests()[4].body.params.cursor)
+  assert.is_nil(h:requests()[h:first_leg()].body.params.cursor)
+  assert.equal("p2", h:requests()[h:first_leg() + 1].body.params.cursor)
 end)
 
 -- fails if: a cursor that never resolves is followed past 50 pages, or half a walk is stamped as a contact
@@ -459,7 +535,7 @@ check("16 execute under the remote name; the local name is what the gate and the
   local t = h:tool(h:connect(), READ_PAGE)
   local result = t:execute({ uid = 3 })
   assert.same({ text = "page 3 reads: hello", is_error = false }, result)
-  local call = h:requests()[3]
+  local call = h:requests()[h:first_leg()]
   assert.equal("tools/call", call.method)
   assert.equal("read_page", call.body.params.name)
   assert.truthy(call.raw:find('"arguments":{"uid":3}', 1, true))
@@ -528,22 +604,23 @@ check("20 finite timeout on every leg; a silent server is an error result", func
     assert.equal("integer", math.type(r.connect_timeout_ms), "leg " .. i)
     assert.is_true(r.connect_timeout_ms > 0 and r.connect_timeout_ms <= r.timeout_ms, "leg " .. i)
   end
-  assert.same({ 20000, 8000, 8000 }, h.fake:granted_timeouts())
+  assert.same(h:per_era({ 20000, 8000, 8000 }, { 20000, 8000 }), h.fake:granted_timeouts())
   assert.equal(0, #h.contacts)
 end)
 
 -- fails if: each leg gets a fresh budget instead of what the operation has left
 -- proven red by the mutant(s): fresh-budget-per-leg
 check("21 one budget across legs: 5, 1, 2 s -> 20000, 15000, 14000 ms", function(h)
-  h:will_handshake():will_answer(text_answer("x")):take(5, 1, 2)
+  h:will_handshake():will_answer(text_answer("x")):take_opening(5, 1, 2)
   assert(h:connect():call_tool("t"))
-  assert.same({ 20000, 15000, 14000 }, h.fake:granted_timeouts())
+  assert.same(h:per_era({ 20000, 15000, 14000 }, { 20000, 15000 }), h.fake:granted_timeouts())
 end)
 
 -- fails if: a leg is sent on a spent budget, or the outcome is a timeout/cancellation or blames the server
 -- proven red by the mutant(s): no-deadline-check
 check("22 an exhausted budget is its own outcome: 11, 10 s", function(h)
-  h:will_handshake():will_answer(text_answer("x")):take(11, 10)
+  h:will_handshake():will_answer(text_answer("x"))
+  h:take(table.unpack(h:per_era({ 11, 10 }, { 21 })))
   local conn = h:connect()
   local out, message, err = conn:call_tool("t")
   assert.is_nil(out)
@@ -552,18 +629,19 @@ check("22 an exhausted budget is its own outcome: 11, 10 s", function(h)
   contains(message, h.quoted, "message")
   contains(message, "not a server that did not answer", "message")
   lacks(message:lower(), "cancel", "message")
-  assert.same({ "initialize", "notifications/initialized" }, h:methods())
-  assert.same({ 20000, 9000 }, h.fake:granted_timeouts())
+  assert.same(h:opening(), h:methods())
+  assert.same(h:per_era({ 20000, 9000 }, { 20000 }), h.fake:granted_timeouts())
   assert.equal(0, #h.contacts)
 end)
 
 -- fails if: a remainder under a second is rounded to 0 or to whole seconds (whole seconds would give 20000, 2000, 1000)
 -- proven red by the mutant(s): whole-second-floor
 check("23 never a zero timeout: 18.5, 1.2 s -> 20000, 1500, 300 ms", function(h)
-  h:will_handshake():will_answer(text_answer("x")):take(18.5, 1.2)
+  h:will_handshake():will_answer(text_answer("x"))
+  h:take(table.unpack(h:per_era({ 18.5, 1.2 }, { 19.7 })))
   assert(h:connect():call_tool("t"))
   local granted = h.fake:granted_timeouts()
-  assert.same({ 20000, 1500, 300 }, granted)
+  assert.same(h:per_era({ 20000, 1500, 300 }, { 20000, 300 }), granted)
   for _, t in ipairs(granted) do assert.is_true(t > 0) end
 end)
 
@@ -626,7 +704,19 @@ check("25b cancellation: notifications/cancelled on the wire for that request id
   assert.equal("string", type(notice.body.params.reason))
   assert.equal(h.session, notice.session)
   assert.equal("2025-11-25", notice.protocol)
-end)
+end, "legacy")
+
+-- fails if: a modern cancellation sends a notice (closing the stream is the signal) or is not reported in flight
+-- proven red by: the connection before the 2026-07-28 era (it posts notifications/cancelled)
+check("25b-m cancellation: closing the stream is the signal, no notice is sent", function(h)
+  h:will_handshake():will_hang(0.01)
+  local hook = flag_after(h, 6)
+  local out, _, err = h:connect():call_tool("slow", { n = 1 }, { cancel = hook.fn })
+  assert.is_nil(out)
+  assert.equal("cancelled", err.kind)
+  assert.is_true(err.in_flight)
+  assert.same({ "server/discover", "tools/call" }, h:methods())
+end, "modern")
 
 -- fails if: a cancelled initialize is announced (the protocol forbids it), or a raised flag still sends
 -- proven red by the mutant(s): cancel-for-initialize
@@ -637,7 +727,7 @@ check("25c cancellation: never announced for initialize; a raised flag sends not
   assert.is_nil(out)
   assert.equal("cancelled", err.kind)
   contains(message, h.quoted, "message")
-  assert.same({ "initialize" }, h:methods())
+  assert.same({ h:opening()[1] }, h:methods())
 
   local fresh = checks.harness(h.profile)
   fresh:will_handshake():will_answer(text_answer("x"))
@@ -653,11 +743,12 @@ check("25d cancellation: nothing retried, no contact, the connection still serve
   local conn = h:connect()
   local hook = flag_after(h, 5)
   assert.is_nil((conn:call_tool("write", { n = 1 }, { cancel = hook.fn })))
-  assert.same({ "initialize", "notifications/initialized", "tools/call", "notifications/cancelled" }, h:methods())
+  local notice = h:per_era({ "notifications/cancelled" }, {})
+  assert.same(h:opening { "tools/call", table.unpack(notice) }, h:methods())
   assert.equal(0, #h.contacts)
   assert.equal("next", assert(conn:call_tool("write", { n = 2 })).text)
   assert.equal(2, h:count("tools/call"))
-  assert.equal(1, h:count("initialize"))
+  assert.equal(1, h:count(h:opening()[1]))
   assert.equal(1, #h.contacts)
 end)
 
@@ -796,7 +887,7 @@ end)
 check("39 health: one contact per completed operation, none for a failed one", function(h)
   h:will_handshake():will_answer(page({ "a" }, "p2")):will_answer(page { "b" })
     :will_answer { ["no tools key"] = true }:will_answer(text_answer("ok")):will_raw("{}", 500)
-  h:take(0.010, 0.001, 0.030, 0.042, 0.005, 0.017)
+  h:take_opening(0.010, 0.001, 0.030, 0.042, 0.005, 0.017)
   local conn = h:connect()
   assert.equal(2, #assert(conn:list_tools()))
   assert.same({ { identifier = h.id, latency_ms = 42 } }, { table.unpack(h.contacts) })
@@ -823,7 +914,7 @@ check("E1 exact JSON through a call", function(h)
   local conn = h:connect()
   local result = h:tool(conn, READ_PAGE):execute({ big = BIG, list = json.array {}, obj = {} })
   assert.is_false(result.is_error)
-  local raw = h:requests()[3].raw
+  local raw = h:requests()[h:first_leg()].raw
   contains(raw, '"big":1234567890123456789', "wire")
   contains(raw, '"list":[]', "wire")
   contains(raw, '"obj":{}', "wire")
@@ -849,7 +940,7 @@ check("E2 credentials are never in a message", function(h)
     end }
   h:will_handshake():will_answer(text_answer("ok"))
   assert(h:connect(auth):call_tool("t"))
-  assert.equal(3, resolved)
+  assert.equal(#h:opening() + 1 + h:probes(), resolved) -- once per leg, the era probe included
   for _, r in ipairs(h:requests()) do
     assert.equal("Authorization: Bearer " .. SECRET, r.secret_header)
     for _, line in ipairs(r.headers) do lacks(line, SECRET, "header") end
@@ -929,6 +1020,20 @@ check("E4 SSE resumption: a priming-only stream is resumed with GET and Last-Eve
   assert.equal("2025-11-25", get.protocol)
   assert.is_nil(get.raw)
   assert.equal(1, #h.contacts)
-end)
+end, "legacy")
+
+-- fails if: a modern stream that ends after an event id is resumed (this revision has no resumption) or sent again
+-- proven red by: the connection before the 2026-07-28 era (it resumes with GET)
+check("E4-m no resumption in the 2026-07-28 era: a priming-only stream is an interrupted call", function(h)
+  h:will_handshake()
+    :will_stream { "id: ev-1\nretry: 1\ndata:\n\n" }
+    :will_stream { Fake.sse_result(text_answer("resumed"), "ev-2") }
+  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  is_result(result, true)
+  assert.equal("interrupted", result.err.kind)
+  contains(result.text, "may have acted", "result")
+  assert.same({ "server/discover", "tools/call" }, h:methods())
+  assert.equal(0, #h.contacts)
+end, "modern")
 
 return checks

@@ -1,5 +1,7 @@
 --- The connections the conformance suite holds this client to: stateless with JSON answers,
---- and with a session and event-stream answers, under different operator settings.
+--- and with a session and event-stream answers (the 2025 era), and the 2026-07-28 era (no
+--- handshake, no session: server/discover, then per-request metadata), under different operator
+--- settings.
 --
 -- A profile carries only what legitimately differs between two servers this
 -- client speaks to: what the operator configured (identifier, data class,
@@ -35,7 +37,7 @@ end
 --- profile cannot grow a script of its own.
 profiles.KEYS = {
   identifier = true, description = true, session_id = true, frame = true,
-  data_class = true, requires_approval = true,
+  data_class = true, requires_approval = true, era = true,
 }
 
 profiles.list = {
@@ -54,6 +56,15 @@ profiles.list = {
     frame = framing.event_stream,
     data_class = "internalConfiguration",
     requires_approval = "0",
+  },
+  {
+    identifier = "modern",
+    description = "2026-07-28, no session, event-stream answers",
+    era = "modern",                        -- server/discover answers; initialize is never sent
+    session_id = nil,
+    frame = framing.event_stream,
+    data_class = "sourceCode",
+    requires_approval = "1",
   },
 }
 

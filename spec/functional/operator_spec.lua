@@ -146,7 +146,7 @@ describe("the readout", function()
       assert(operator.import(store, uid, { actor = ADMIN, now = now, transport = fake, clock = fake.clock }))
     end
     local card = assert(operator.readout(store))[1]
-    assert.equal("2025-03-04 05:06 — partial", card.last_import)
+    assert.equal("2025-03-04 05:06 UTC — partial", card.last_import)
     assert.equal("partial", card.import_status)
     assert.equal('"bad name" cannot be given a valid local tool name and was skipped.', card.import_error)
     assert.equal(1, card.tool_count)
@@ -161,7 +161,7 @@ describe("the readout", function()
     assert.equal("Never reached", assert(operator.readout(store))[1].contact)
     local at = os.time { year = 2024, month = 12, day = 31, hour = 23, min = 59, sec = 30 }
     assert(store:record_contact(uid, at, 0))
-    assert.equal("2024-12-31 23:59 — Latency: 0 ms", assert(operator.readout(store))[1].contact)
+    assert.equal("2024-12-31 23:59 UTC — Latency: 0 ms", assert(operator.readout(store))[1].contact)
     local fake = Fake.new():will_handshake():take(0.004)
     local result = assert(operator.test(store, uid, { actor = ADMIN, transport = fake, clock = fake.clock }))
     assert.equal(assert(operator.readout(store))[1].contact, result.contact)
@@ -271,9 +271,21 @@ describe("server administration", function()
     assert.has_error(function() operator.add(store, with { colour = "red" }, { actor = ADMIN }) end)
   end)
 
+  it("refuses a duplicate identifier at add, enabled or not", function()
+    assert(operator.add(store, with { enabled = false }, { actor = ADMIN }))
+    local ok, message, err = operator.add(store, with { name = "Twin" }, { actor = ADMIN })
+    assert.is_nil(ok)
+    assert.equal("conflict", err.kind)
+    assert.equal("identifier", err.field)
+    assert.equal('The identifier "docs" is also used by server "Docs"; identifiers must be unique because they name '
+      .. "the imported tools.", message)
+    assert.equal(1, #store:servers())
+  end)
+
   it("keeps identifiers unique among enabled servers", function()
     assert(operator.add(store, with { enabled = true }, { actor = ADMIN }))
-    local twin = assert(operator.add(store, with { name = "Twin" }, { actor = ADMIN }))
+    -- a twin stored before add refused duplicates
+    local twin = assert(store:add_server(with { identifier = "docs", name = "Twin" }))
     local ok, message, err = operator.edit(store, twin, { enabled = true }, { actor = ADMIN })
     assert.is_nil(ok)
     assert.equal("conflict", err.kind)
@@ -367,7 +379,9 @@ describe("the command over an injected store", function()
     local code, out, err = run({ "import", "docs" }, { transport = fake, clock = fake.clock })
     assert.equal(0, code)
     assert.equal('docs: 1 imported, 1 skipped, 0 orphaned\n'
-      .. '    skipped: "bad name" cannot be given a valid local tool name and was skipped.\n', out)
+      .. '    skipped: "bad name" cannot be given a valid local tool name and was skipped.\n'
+      .. "Imported tools start switched off: `mcpclient enable <tool>` switches one on, `mcpclient enable mcp_docs` "
+      .. "all of this server's (see `mcpclient tools docs`).\n", out)
     assert.equal("", err)
     assert.equal("partial", store:server(uid).import_status)
   end)
@@ -378,9 +392,9 @@ describe("the command over an injected store", function()
     local fake = catalogue_of {}
     local code, out, err = run({ "import", "--all" }, { transport = fake, clock = fake.clock })
     assert.equal(1, code)
+    assert.equal("bb: 0 imported, 0 skipped, 0 orphaned\n", out)
     assert.equal("aa: refused — The server has no declared data class, so its tools cannot be classified.\n"
-      .. "bb: 0 imported, 0 skipped, 0 orphaned\n", out)
-    assert.equal("1 of 2 server(s) refused the import.\n", err)
+      .. "1 of 2 server(s) refused the import.\n", err)
   end)
 
   it("says so when there is nothing to import, and exits 0", function()
@@ -391,17 +405,28 @@ describe("the command over an injected store", function()
     assert.equal("No enabled MCP server to import.\n", err)
   end)
 
-  it("exits 1 for an identifier no enabled server has, or that several share", function()
-    add(store, { identifier = "off", enabled = false })
-    local code, _, err = run { "import", "off" }
+  it("exits 1 for a name no server has, or that several share, echoing it and how to list them", function()
+    local code, _, err = run { "import", "nosuch" }
     assert.equal(1, code)
-    assert.equal('No enabled MCP server has the identifier "off".\n', err)
+    assert.equal('No MCP server is named "nosuch" (by identifier or id). List them with `mcpclient servers`.\n', err)
+    code, _, err = run { "test", "42" }
+    assert.equal(1, code)
+    assert.equal('No MCP server is named "42" (by identifier or id). List them with `mcpclient servers`.\n', err)
     add(store, { identifier = "dup" })
-    add(store, { identifier = "dup" })
+    add(store, { identifier = "dup", enabled = false })
     code, _, err = run { "import", "dup" }
     assert.equal(1, code)
-    assert.equal('2 enabled servers share the identifier "dup". Identifiers name the imported tools, so they must be '
-      .. "unique among enabled servers.\n", err)
+    assert.equal('2 servers have the identifier "dup" (ids 1, 2): name one by its id.\n', err)
+  end)
+
+  it("prints a refusal once, not again as a warning", function()
+    add(store, { identifier = "off", url = "http://unreachable.invalid/mcp" })
+    local code, out, err = run { "import", "off" }
+    assert.equal(1, code)
+    assert.equal("", out)
+    local _, count = err:gsub("could not be reached", "")
+    assert.equal(1, count, err)
+    assert.truthy(err:find("^off: refused — "), err)
   end)
 
   it("exits 2 on usage errors", function()
@@ -409,21 +434,34 @@ describe("the command over an injected store", function()
       local code, out, err = run(argv)
       assert.equal(2, code, table.concat(argv, " "))
       assert.equal("", out)
-      assert.equal(first_line .. "\nRun `mcpclient help` for usage.\n", err)
+      local command = argv[1] and argv[1]:sub(1, 1) ~= "-" and argv[1] ~= "frobnicate" and argv[1] ~= "imprt"
+      local hint = command and ("Run `mcpclient " .. argv[1] .. " --help` for its usage.")
+        or "Run `mcpclient help` for usage."
+      if first_line:find("^Unknown") or first_line:find("needs a value") or first_line:find("has no option")
+          or first_line:find("^Name a command") then
+        hint = "Run `mcpclient help` for usage."
+      end
+      assert.equal(first_line .. "\n" .. hint .. "\n", err)
     end
-    usage({ "import", "docs", "--all" }, "Pass either an identifier or --all, not both.")
-    usage({ "import" }, "Name a server identifier, or pass --all to import every enabled server.")
-    usage({ "import", "" }, "Name a server identifier, or pass --all to import every enabled server.")
+    usage({ "import", "docs", "--all" }, "Pass either a server or --all, not both.")
+    usage({ "import" }, "Name a server (identifier or id), or pass --all to import every enabled one.")
+    usage({ "import", "" }, "Name a server (identifier or id), or pass --all to import every enabled one.")
     usage({}, "Name a command.")
     usage({ "frobnicate" }, 'Unknown command "frobnicate".')
-    usage({ "test" }, '"test" needs a server id (see `mcpclient servers`).')
-    usage({ "servers", "--all" }, '"servers" does not take the option --all.')
+    usage({ "imprt" }, 'Unknown command "imprt". Did you mean "import"?')
+    usage({ "--jsno", "servers" }, 'Unknown option --jsno. Did you mean "--json"?')
+    usage({ "test" }, '"test" needs a server: an identifier or an id (see `mcpclient servers`).')
+    usage({ "servers", "--all" }, '"servers" has no option --all.')
+    usage({ "import", "--al" }, '"import" has no option --al. Did you mean "--all"?')
+    usage({ "--budget", "0", "servers" }, "--budget is a positive number of seconds.")
+    usage({ "add", "--identifier", "x", "--name", "X", "--url", "http://h/", "--credential", "" },
+      "An empty --credential names nothing: leave it out for a server without a credential.")
     usage({ "add", "--name", "x" }, '"add" needs --identifier.')
     usage({ "add", "--identifier", "x", "--name", "X", "--url", "http://h/", "--approval", "maybe" },
       "--approval is yes or no.")
     usage({ "add", "--identifier", "x y", "--name", "X", "--url", "http://h/" },
       "The identifier must be 1 to 32 characters of A-Z, a-z, 0-9, _ and - (it is stored in lower case).")
-    usage({ "--db" }, "--db needs a path.")
+    usage({ "--db" }, "--db needs a value.")
   end)
 
   it("shows a progress line on a terminal only, and erases it", function()

@@ -10,8 +10,9 @@ local shell = require "support.shell"
 local quote, read_all = shell.quote, shell.read_all
 
 -- Run `lua5.4 bin/mcpclient --db <db> <args...>`; returns exit code, stdout, stderr.
+-- XDG_DATA_HOME points at a directory that never exists, so a spec that forgets --db fails loudly.
 local function mcpclient(db, ...)
-  local args = { "lua5.4", quote(peers.root .. "/bin/mcpclient") }
+  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "lua5.4", quote(peers.root .. "/bin/mcpclient") }
   if db then args[#args + 1] = "--db " .. quote(db) end
   for _, a in ipairs { ... } do args[#args + 1] = quote(a) end
   local errfile = os.tmpname()
@@ -96,11 +97,13 @@ describe("the mcpclient command #integration", function()
     local code, out, err = mcpclient(db, "add", "--identifier", "sdk", "--name", "SDK peer", "--url", sdk.url,
       "--data-class", "publicContent", "--approval", "no", "--enabled")
     assert.equal(0, code, err)
-    assert.equal("Added server 1 (sdk).\n", out)
+    assert.equal("Added server 1 (sdk).\nNext: `mcpclient import sdk` fetches its tools.\n", out)
 
     code, out, err = mcpclient(db, "import", "sdk")
     assert.equal(0, code, err)
     local imported, skipped, orphaned = out:match("^sdk: (%d+) imported, (%d+) skipped, (%d+) orphaned\n")
+    assert.truthy(out:find("\nImported tools start switched off: `mcpclient enable <tool>` switches one on, "
+      .. "`mcpclient enable mcp_sdk` all of this server's (see `mcpclient tools sdk`).\n", 1, true), out)
     assert.truthy(imported, out)
     assert.equal(7, tonumber(imported) + tonumber(skipped), out)
     assert.is_true(tonumber(imported) >= 6)
@@ -117,36 +120,128 @@ describe("the mcpclient command #integration", function()
     assert.truthy(out:find("Transport:        HTTP (JSON-RPC)", 1, true), out)
     assert.truthy(out:find("Authentication:   None — requests are sent unauthenticated", 1, true), out)
     assert.truthy(out:find("Approval:         ! Tools run without asking", 1, true), out)
-    assert.truthy(out:find("Last import:      %d%d%d%d%-%d%d%-%d%d %d%d:%d%d — ok") or
-      out:find("Last import:      %d%d%d%d%-%d%d%-%d%d %d%d:%d%d — partial"), out)
+    assert.truthy(out:find("Last import:      %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC — ok") or
+      out:find("Last import:      %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC — partial"), out)
     assert.truthy(out:find("Tools discovered: " .. imported, 1, true), out)
     assert.truthy(out:find("    mcp_sdk_echo  (echo)\n", 1, true), out)
-    assert.truthy(out:find("Last contact:     %d%d%d%d%-%d%d%-%d%d %d%d:%d%d — Latency: %d+ ms"), out)
+    assert.truthy(out:find("Last contact:     %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC — Latency: %d+ ms"), out)
 
     code, out = mcpclient(db, "--json", "servers")
     assert.equal(0, code)
     local cards = assert(json.decode(out))
     assert.equal("sdk", cards[1].identifier)
+    assert.equal(1, cards[1].id)
     assert.equal(tonumber(imported), #cards[1].tools)
+    assert.equal(tonumber(imported), cards[1].tool_count)
+    assert.equal("publicContent", cards[1].data_class)
+    assert.is_false(cards[1].requires_approval)
+    assert.equal("none", cards[1].authentication)
+    assert.equal("integer", math.type(cards[1].latency_ms))
+    assert.truthy(cards[1].last_contact:find("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"), cards[1].last_contact)
+    assert.truthy(cards[1].last_import:find("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"), cards[1].last_import)
 
-    code, out, err = mcpclient(db, "test", "1")
-    assert.equal(0, code, err)
-    assert.truthy(out:find("^Reachable — %d+ ms · Protocol 2025%-11%-25 · mcpclient%-sdk%-peer 1%.0%.0\n"), out)
-    assert.truthy(out:find("\nLast contact: %d%d%d%d%-%d%d%-%d%d %d%d:%d%d — Latency: %d+ ms\n$"), out)
+    -- the same server by id and by identifier
+    for _, name in ipairs { "1", "sdk" } do
+      code, out, err = mcpclient(db, "test", name)
+      assert.equal(0, code, err)
+      assert.truthy(out:find("^Reachable — %d+ ms · Protocol 2025%-11%-25 · mcpclient%-sdk%-peer 1%.0%.0\n"), out)
+      assert.truthy(out:find("\nLast contact: %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC — Latency: %d+ ms\n$"), out)
+    end
 
     code, out = mcpclient(db, "--json", "test", " 1")
     assert.equal(0, code)
     local result = json.decode(out)
-    assert.is_true(result.success)
-    assert.equal("", result.error)
+    assert.is_true(result.reachable)
+    assert.equal(json.null, result.error)
+    assert.equal("integer", math.type(result.latency_ms))
+    assert.equal("2025-11-25", result.protocol_version)
+    assert.equal("mcpclient-sdk-peer", result.server_name)
+    assert.truthy(result.last_contact:find("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"))
 
     code, out = mcpclient(db, "enable", "mcp_sdk_echo")
     assert.equal(0, code)
     assert.equal("Tool mcp_sdk_echo on.\n", out)
-    code, out = mcpclient(db, "tools", "1")
+    code, out = mcpclient(db, "tools", "sdk")
     assert.equal(0, code)
-    assert.truthy(out:find("mcp_sdk_echo%s+on%s+sdk%s+%(echo%)"), out)
+    -- aligned columns: every row's second column starts where the header's does
+    local header = out:match("^([^\n]*)\n")
+    local column = header:find("STATE", 1, true)
+    for line in out:gmatch("[^\n]+") do
+      assert.truthy(line:sub(column):find("^%S"), line)
+      assert.equal(" ", line:sub(column - 1, column - 1), line)
+    end
+    assert.truthy(out:find("mcp_sdk_echo%s+on%s+sdk%s+echo"), out)
     assert.truthy(out:find("mcp_sdk_add%s+off"), out)
+
+    code, out = mcpclient(db, "--json", "enable", "mcp_sdk")
+    assert.equal(0, code)
+    result = json.decode(out)
+    assert.equal("group", result.switch)
+    assert.equal(tonumber(imported), result.tools_switched_on)
+    out = select(2, mcpclient(db, "--json", "tools", "sdk"))
+    for _, t in ipairs(json.decode(out)) do assert.is_true(t.enabled, t.tool_name) end
+  end)
+
+  it("runs the live conformance checks against the official SDK server and server-everything", function()
+    local kinds = { { "sdk-session", { "--call", "echo", "--arguments", '{"message":"hi"}' } },
+      { "sdk-stateless", {} }, { "everything", {} } }
+    for i, case in ipairs(kinds) do
+      local peer = start(case[1])
+      local id = "peer" .. i
+      assert.equal(0, (mcpclient(db, "add", "--identifier", id, "--name", case[1], "--url", peer.url)))
+      local code, out, err = mcpclient(db, "check", id, table.unpack(case[2]))
+      local lines = {}
+      for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+      local statuses = {}
+      for _, line in ipairs(lines) do
+        local status, check = line:match("^(%a[%a ]-)%s%s+(%S+)")
+        if status then statuses[check] = status end
+      end
+      for _, always in ipairs { "handshake", "session", "capabilities", "discovery", "error-shape", "budget",
+        "cancel", "health" } do
+        assert.equal("passed", statuses[always], case[1] .. " " .. always .. "\n" .. out .. err)
+      end
+      -- a call only when named or declared read-only; server-everything declares one
+      assert.equal(case[1] == "sdk-stateless" and "not applicable" or "passed", statuses.call, out)
+      -- the SDK's passthrough schema ({"additionalProperties": {}}) is read as true
+      assert.equal("passed", statuses.schemas, out)
+      assert.equal(0, code, out .. err)
+      assert.truthy(lines[#lines]:find("^" .. id .. ": %d+ passed, %d+ failed, %d+ not applicable$"), out)
+
+      code, out = mcpclient(db, "--json", "check", id, table.unpack(case[2]))
+      local report = assert(json.decode(out))
+      assert.equal(id, report.server)
+      assert.equal(report.failed == 0, report.ok)
+      assert.equal(report.ok and 0 or 1, code)
+      assert.equal(#lines - 1, #report.checks)
+      for _, c in ipairs(report.checks) do
+        assert.equal(statuses[c.id], c.status)
+        assert.is_string(c.detail)
+      end
+    end
+  end)
+
+  it("runs the live checks against a server that does not answer: the handshake fails, the rest is not applicable",
+    function()
+      local port = peers.free_port()
+      assert.equal(0, (mcpclient(db, "add", "--identifier", "dead", "--name", "Dead", "--url",
+        "http://127.0.0.1:" .. port .. "/mcp")))
+      local code, out = mcpclient(db, "check", "dead")
+      assert.equal(1, code)
+      assert.truthy(out:find("^failed%s+handshake%s+MCP server \"dead\" could not be reached"), out)
+      assert.truthy(out:find('\nnot applicable  discovery%s+the "handshake" check did not pass'), out)
+    end)
+
+  it("bounds every operation by --budget", function()
+    local sdk = start("sdk-session")
+    assert.equal(0, (mcpclient(db, "add", "--identifier", "sdk", "--name", "SDK", "--url", sdk.url)))
+    local code, out = mcpclient(db, "--json", "--budget", "0.001", "test", "sdk")
+    assert.equal(1, code)
+    local result = json.decode(out)
+    assert.is_false(result.reachable)
+    assert.truthy(result.kind == "deadline" or result.kind == "timeout", out)
+    code = mcpclient(db, "--budget", "5", "test", "sdk")
+    assert.equal(0, code)
   end)
 
   it("imports server-everything", function()
@@ -159,30 +254,31 @@ describe("the mcpclient command #integration", function()
     assert.truthy(imported and imported > 0, out)
   end)
 
-  it("refuses to import a disabled server whose identifier an enabled one uses", function()
+  it("refuses a duplicate identifier at add, and says what a new server still needs", function()
     local sdk = start("sdk-stateless")
-    assert.equal(0, (mcpclient(db, "add", "--identifier", "docs", "--name", "Docs", "--url", sdk.url,
-      "--data-class", "publicContent", "--enabled")))
-    local code, out, err = mcpclient(db, "add", "--identifier", "docs", "--name", "Twin", "--url", sdk.url,
-      "--data-class", "publicContent")
+    local code, out, err = mcpclient(db, "add", "--identifier", "docs", "--name", "Docs", "--url", sdk.url)
     assert.equal(0, code, err)
-    assert.equal("Added server 2 (docs).\n", out)
-    code, out, err = mcpclient(db, "import", "--server", "2")
+    assert.equal("Added server 1 (docs).\nNot usable yet:\n"
+      .. "  - no data class is declared, so no tool of it is offered: `mcpclient edit docs --data-class "
+      .. "publicContent|editorContent|sourceCode|internalConfiguration|systemDiagnostics|secretAdjacent`\n"
+      .. "  - it is disabled: `mcpclient edit docs --enabled`\n", out)
+    code, out, err = mcpclient(db, "add", "--identifier", "docs", "--name", "Twin", "--url", sdk.url,
+      "--data-class", "publicContent")
     assert.equal(1, code)
-    assert.equal('docs: refused — The identifier "docs" is also used by server "Docs"; identifiers must be unique '
-      .. "because they name the imported tools.\n", out)
-    assert.equal("1 of 1 server(s) refused the import.\n", err)
-    -- the refusal is recorded on the twin; nothing of it was imported
-    code, out = mcpclient(db, "--json", "servers")
-    assert.equal(0, code)
-    local cards = json.decode(out)
-    assert.equal("error", cards[2].import_status)
-    assert.equal(0, #cards[2].tools)
-    -- and the twin cannot be enabled beside it
-    code, out, err = mcpclient(db, "edit", "2", "--enabled")
     assert.equal("", out)
+    assert.equal('The identifier "docs" is also used by server "Docs"; identifiers must be unique '
+      .. "because they name the imported tools.\n", err)
+    code, out = mcpclient(db, "--json", "add", "--identifier", "two", "--name", "Two", "--url", sdk.url,
+      "--enabled")
+    assert.equal(0, code)
+    local added = json.decode(out)
+    assert.equal(2, added.id)
+    assert.is_false(added.usable)
+    assert.equal("data_class", added.missing[1].field)
+    assert.truthy(added.missing[1].fix:find("^mcpclient edit two %-%-data%-class "))
+    code, out = mcpclient(db, "--json", "add", "--identifier", "two", "--name", "Two", "--url", sdk.url)
     assert.equal(1, code)
-    assert.truthy(err:find('is also used by server "Docs"', 1, true))
+    assert.equal("conflict", json.decode(out).kind)
   end)
 
   it("reports a server that does not answer, exit 1", function()
@@ -195,35 +291,90 @@ describe("the mcpclient command #integration", function()
     assert.truthy(err:find('"dead"', 1, true), err)
     code, out, err = mcpclient(db, "import", "dead")
     assert.equal(1, code)
-    assert.truthy(out:find('^dead: refused — MCP server "dead" could not be reached'), out)
-    assert.truthy(err:find("An MCP catalogue import failed", 1, true), err)
-    assert.truthy(err:find("1 of 1 server(s) refused the import.\n", 1, true), err)
+    assert.equal("", out)
+    -- printed once: no warning repeating it
+    assert.truthy(err:find('^dead: refused — MCP server "dead" could not be reached'), err)
+    assert.falsy(err:find("An MCP catalogue import failed", 1, true), err)
+    assert.equal(1, select(2, err:gsub("\n", "")), err)
   end)
 
   it("exits 2 on usage errors and 1 on an unknown server", function()
     local cases = {
-      { { "import", "docs", "--all" }, "Pass either an identifier or --all, not both." },
-      { { "import" }, "Name a server identifier, or pass --all to import every enabled server." },
+      { { "import", "docs", "--all" }, "Pass either a server or --all, not both.", "import" },
+      { { "import" }, "Name a server (identifier or id), or pass --all to import every enabled one.", "import" },
       { { "bogus" }, 'Unknown command "bogus".' },
-      { { "test" }, '"test" needs a server id (see `mcpclient servers`).' },
-      { { "add", "--identifier", "x" }, '"add" needs --name.' },
-      { { "servers", "--frob" }, '"servers" does not take the option --frob.' },
+      { { "tset", "1" }, 'Unknown command "tset". Did you mean "test"?' },
+      { { "--verison" }, 'Unknown option --verison. Did you mean "--version"?' },
+      { { "test" }, '"test" needs a server: an identifier or an id (see `mcpclient servers`).', "test" },
+      { { "add", "--identifier", "x" }, '"add" needs --name.', "add" },
+      { { "servers", "--frob" }, '"servers" has no option --frob.' },
+      { { "import", "--al" }, '"import" has no option --al. Did you mean "--all"?' },
+      { { "check", "x", "--call", "echo", "--arguments", "[1]" },
+        "--arguments is a JSON object, such as '{\"message\": \"hi\"}'.", "check" },
     }
+    assert.equal(0, (mcpclient(db, "add", "--identifier", "one", "--name", "One", "--url", "http://127.0.0.1:9/")))
     for _, case in ipairs(cases) do
       local code, out, err = mcpclient(db, table.unpack(case[1]))
       assert.equal(2, code, table.concat(case[1], " "))
       assert.equal("", out)
-      assert.equal(case[2] .. "\nRun `mcpclient help` for usage.\n", err)
+      local hint = case[3] and ("Run `mcpclient " .. case[3] .. " --help` for its usage.")
+        or "Run `mcpclient help` for usage."
+      assert.equal(case[2] .. "\n" .. hint .. "\n", err)
     end
     for _, id in ipairs { "4711", "first", "1.9", "1e3" } do
       local code, out, err = mcpclient(db, "test", id)
       assert.equal(1, code)
       assert.equal("", out)
-      assert.equal(id == "4711" and "Unknown MCP server (id 4711).\n" or "Unknown MCP server.\n", err)
+      assert.equal('No MCP server is named "' .. id .. '" (by identifier or id). List them with `mcpclient servers`.\n',
+        err)
+      code, out = mcpclient(db, "--json", "test", id)
+      assert.equal(1, code)
+      assert.equal("unknown_server", json.decode(out).kind)
     end
     local code, out = mcpclient(nil, "help")
     assert.equal(0, code)
     assert.truthy(out:find("^usage: mcpclient"))
+    for _, argv in ipairs { { "check", "--help" }, { "help", "check" }, { "--help", "check" } } do
+      code, out = mcpclient(nil, table.unpack(argv))
+      assert.equal(0, code)
+      assert.truthy(out:find("^usage: mcpclient check <server>"), out)
+    end
+    code, out = mcpclient(nil, "--version")
+    assert.equal(0, code)
+    assert.truthy(out:find("^mcpclient %d+%.%d+%.%d+\n$"), out)
+  end)
+
+  it("keeps its database in the XDG data directory, and never creates one to read", function()
+    local home = os.tmpname()
+    os.remove(home)
+    assert(os.execute("mkdir -p " .. quote(home)))
+    local function run(...)
+      local args = { "cd /tmp && HOME=" .. quote(home), "XDG_DATA_HOME=", "MCPCLIENT_DB=", "lua5.4",
+        quote(peers.root .. "/bin/mcpclient") }
+      for _, a in ipairs { ... } do args[#args + 1] = quote(a) end
+      local pipe = assert(io.popen(table.concat(args, " ") .. " 2>&1"))
+      local out = pipe:read("a")
+      local _, _, code = pipe:close()
+      return code, out
+    end
+    local path = home .. "/.local/share/mcpclient/mcpclient.db"
+    for _, argv in ipairs { { "servers" }, { "--json", "tools" }, { "test", "x" }, { "check", "x" } } do
+      run(table.unpack(argv))
+      assert.is_nil(io.open(path, "r"), table.concat(argv, " "))
+    end
+    local code, out = run("servers")
+    assert.equal(0, code)
+    assert.equal("No MCP server is configured. Add one with `mcpclient add`.\n", out)
+    code, out = run("test", "x")
+    assert.equal(1, code)
+    assert.truthy(out:find('^No database at "' .. home .. '/.local/share/mcpclient/mcpclient.db" yet'), out)
+    code = run("add", "--identifier", "x", "--name", "X", "--url", "http://127.0.0.1:9/")
+    assert.equal(0, code)
+    assert.truthy(io.open(path, "r"))
+    local pipe = assert(io.popen("stat -c %a " .. quote(home .. "/.local/share/mcpclient")))
+    assert.equal("700", pipe:read("l"))
+    pipe:close()
+    os.execute("rm -rf " .. quote(home))
   end)
 
   it("takes the database from MCPCLIENT_DB when --db is not given", function()
@@ -231,7 +382,7 @@ describe("the mcpclient command #integration", function()
       .. quote(peers.root .. "/bin/mcpclient") .. " add --identifier envdb --name E --url http://127.0.0.1:9/"))
     local out = pipe:read("a")
     assert.is_true((pipe:close()))
-    assert.equal("Added server 1 (envdb).\n", out)
+    assert.truthy(out:find("^Added server 1 %(envdb%)%.\nNot usable yet:\n"), out)
     local code, listed = mcpclient(db, "servers")
     assert.equal(0, code)
     assert.truthy(listed:find("^envdb  E"))
@@ -261,6 +412,7 @@ describe("the mcpclient command #integration", function()
     no_escapes(out)
     assert.truthy(out:find("^evil: 2 imported, 2 skipped, 0 orphaned\n"
       .. '    skipped: "bad %[2Jname" cannot be given a valid local tool name and was skipped.\n'), out)
+    assert.truthy(out:find("\nImported tools start switched off", 1, true), out)
 
     code, out = mcpclient(db, "servers")
     assert.equal(0, code)
@@ -272,7 +424,7 @@ describe("the mcpclient command #integration", function()
     assert.equal(0, code)
     no_escapes(out)
     assert.truthy(out:find("Reads ]0;pwned  things X-Injected: description", 1, true), out)
-    assert.equal(2, select(2, out:gsub("\n", "")))
+    assert.equal(3, select(2, out:gsub("\n", "")))   -- the header and two tools
 
     code, out = mcpclient(db, "--json", "tools")
     assert.equal(0, code)

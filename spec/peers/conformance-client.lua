@@ -35,6 +35,11 @@
 --               a GET came; the last GET came 450..700 ms after the close (700..1000 = WARNING,
 --               which fails the run; earlier or later = FAILURE); the first Last-Event-ID seen is
 --               present. Notifications get 202; DELETE gets 405 text/plain.
+--   elicitation-sep1034-client-defaults  URL http://localhost:<port>/mcp. An SDK session server; its
+--               tool test_client_elicitation_defaults sends elicitation/create on the standalone GET
+--               stream (tied to no request) while the tools/call waits. The checks pass when the
+--               answer is "accept" with every field of the requested schema that has a default
+--               filled with it. We supply a handler that does exactly that.
 --
 -- The harness servers listen on 127.0.0.1 only (scripts/official-conformance loads the loopback
 -- preload), but their URLs say "localhost": we dial 127.0.0.1 so a resolver that puts ::1 first
@@ -94,6 +99,17 @@ local function main()
     if text and text ~= "" then context = assert(mcp.json.decode(text), "MCP_CONFORMANCE_CONTEXT is not JSON") end
     options.oauth, options.resolver = oauth_options(mcp, scenario, context)
   end
+  if scenario == "elicitation-sep1034-client-defaults" then
+    -- The "user" accepts every default the requested schema offers.
+    options.on_elicitation = function(request)
+      local content = {}
+      local schema = type(request.requestedSchema) == "table" and request.requestedSchema or {}
+      for name, property in pairs(type(schema.properties) == "table" and schema.properties or {}) do
+        if type(property) == "table" and property.default ~= nil then content[name] = property.default end
+      end
+      return { action = "accept", content = content }
+    end
+  end
   -- Private and loopback addresses are allowed by default: 127.0.0.1 is reachable.
   local conn = mcp.connect(options)
 
@@ -118,6 +134,12 @@ local function main()
     tool_named("test_reconnection")
     local out = assert(conn:call_tool("test_reconnection", {}))
     if out.is_error then error("test_reconnection answered a tool error: " .. tostring(out.text)) end
+  elseif scenario == "elicitation-sep1034-client-defaults" then
+    tool_named("test_client_elicitation_defaults")
+    local out = assert(conn:call_tool("test_client_elicitation_defaults", {}))
+    if out.is_error or not tostring(out.text):find("Elicitation completed", 1, true) then
+      error("the elicitation was not completed: " .. tostring(out.text))
+    end
   elseif auth_scenario then
     -- Every auth scenario's server lists "test-tool"; calling it is what needs the widest scope.
     local tools, message = conn:list_tools()

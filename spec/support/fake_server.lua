@@ -6,6 +6,13 @@
 -- media-type handling, the handshake order, event-stream decoding — runs for
 -- real. A request without an id (a notification), or any request when the
 -- queue is empty, gets 202 with an empty body and consumes nothing.
+--
+-- A fake is a server of the 2025 era unless made with { modern = true }: it
+-- answers the client's server/discover probe by itself, as the official
+-- 2025 SDK does (400, a JSON-RPC error that is no modern one), without
+-- recording it, consuming a script entry or advancing the clock (see
+-- `probes`). A modern fake records and scripts server/discover like any
+-- other request.
 local json = require "mcpclient.json"
 
 local Fake = {}
@@ -23,6 +30,8 @@ function Fake.new(options)
     -- what the host name resolves to; a documentation address passes the default gate
     addresses = options.addresses or { options.address or "203.0.113.10" },
     resolved = {},
+    modern = options.modern or false,
+    probes = 0,
   }, Fake)
   self.clock = function() return self.now end
   return self
@@ -123,8 +132,16 @@ end
 
 function Fake:close() self.closed = true end
 
+local LEGACY_PROBE_ANSWER = '{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},'
+  .. '"id":null}'
+
 function Fake:send(req)
   local decoded = req.body and json.decode(req.body) or nil
+  if not self.modern and type(decoded) == "table" and decoded.method == "server/discover" then
+    self.probes = self.probes + 1
+    return { status = 400, headers = { ["content-type"] = "application/json" }, body = LEGACY_PROBE_ANSWER,
+      duration_ms = 0, media_type = "application/json", streamed = false, stopped = false, truncated = false }
+  end
   local record = {
     http_method = req.method,
     method = type(decoded) == "table" and decoded.method or nil,

@@ -11,6 +11,9 @@
 --   "sdk-stateless"  spec/peers/sdk-server.mjs --mode stateless-json  (JSON answers, no session)
 --   "sdk-session"    spec/peers/sdk-server.mjs --mode session-sse     (event-stream answers, session)
 --   "everything"     @modelcontextprotocol/server-everything streamableHttp (PORT env)
+--   "sdk2-default"   spec/peers/sdk2-server.mjs --mode default       (SDK v2: 2026-07-28, 2025 stateless)
+--   "sdk2-modern"    spec/peers/sdk2-server.mjs --mode modern-only   (SDK v2: 2026-07-28 only)
+--   "sdk2-session"   spec/peers/sdk2-server.mjs --mode session-2025  (SDK v2: sessionful 2025 only)
 -- opts (all optional):
 --   log      true (a fresh temp file) or a path: the SDK server's per-message log (sdk kinds only)
 --   port     a fixed port (default: ephemeral)
@@ -167,6 +170,10 @@ Peer.__close = Peer.stop
 local KINDS = {
   ["sdk-stateless"] = { mode = "stateless-json" },
   ["sdk-session"] = { mode = "session-sse" },
+  -- the SDK v2 (2026-07-28): its default handler, modern-only, and a sessionful 2025 server
+  ["sdk2-default"] = { mode = "default", script = "sdk2-server.mjs" },
+  ["sdk2-modern"] = { mode = "modern-only", script = "sdk2-server.mjs" },
+  ["sdk2-session"] = { mode = "session-2025", script = "sdk2-server.mjs" },
   everything = {},
 }
 
@@ -176,6 +183,10 @@ function peers.start(kind, opts)
   local k = KINDS[kind]
   if not k then error("unknown peer kind " .. tostring(kind), 2) end
   if not peers.available() then error(MISSING, 2) end
+  local v2 = peers.node_modules .. "/@modelcontextprotocol/server/package.json"
+  if k.script == "sdk2-server.mjs" and not exists(v2) then
+    error(MISSING:gsub("is missing", "lacks the SDK v2 packages"), 2)
+  end
   local node = opts.node or "node"
   local timeout = opts.timeout or 15
   local stdout, stderr = os.tmpname(), os.tmpname()
@@ -189,7 +200,7 @@ function peers.start(kind, opts)
       log = opts.log
     end
     cmd = "exec " .. quote(node) .. " --import " .. quote(peers.loopback) .. " "
-      .. quote(peers.dir .. "/sdk-server.mjs") .. " --mode " .. k.mode .. " --port " .. (port or 0)
+      .. quote(peers.dir .. "/" .. (k.script or "sdk-server.mjs")) .. " --mode " .. k.mode .. " --port " .. (port or 0)
       .. (log and (" --log " .. quote(log)) or "")
   else
     if opts.log then error("the everything server has no message log", 2) end

@@ -601,7 +601,7 @@ describe("a connection", function()
       local conn = connect(fake, { auth = { credential = "vault:docs" },
         resolver = function(ref) resolved = resolved + 1; return ref == "vault:docs" and "s3cr3t" or nil end })
       assert(conn:call_tool("t"))
-      assert.equal(3, resolved)
+      assert.equal(3 + fake.probes, resolved) -- once per leg, the era probe included
       for _, r in ipairs(fake.requests) do
         assert.equal("Authorization: Bearer s3cr3t", r.secret_header)
         for _, h in ipairs(r.headers) do assert.falsy(h:find("s3cr3t", 1, true)) end
@@ -761,7 +761,8 @@ describe("a connection", function()
       local n = 0
       local conn = connect(fake)
       local made, r = made_during("cancelled", function()
-        return conn:call_tool("t", {}, { cancel = function() n = n + 1; return n > 3 end })
+        -- polled before the era probe, initialize, initialized and the call, then while it hangs
+        return conn:call_tool("t", {}, { cancel = function() n = n + 1; return n > 4 end })
       end)
       assert.is_nil(r[1])
       assert.equal(1, #made)
@@ -878,11 +879,14 @@ describe("a connection", function()
     for name, id in pairs { control = "e\1x", del = "e\127", utf8 = "é", long = string.rep("e", 1025) } do
       it("is not resumed (" .. name .. "): interrupted, no GET, no raise", function()
         local fake = Fake.new():will_handshake("s"):will_stream { "id: " .. id .. "\nretry: 1\ndata:\n\n" }
-        local ok, out, _, err = pcall(function() return connect(fake):call_tool("t") end)
+        -- held until the wire is read: a connection the collector takes ends its session (DELETE)
+        local conn = connect(fake)
+        local ok, out, _, err = pcall(function() return conn:call_tool("t") end)
         assert.is_true(ok, tostring(out))
         assert.is_nil(out)
         assert.equal("interrupted", err.kind)
         assert.same({ "initialize", "notifications/initialized", "tools/call" }, fake:methods())
+        conn:close()
       end)
     end
   end)

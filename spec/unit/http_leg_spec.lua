@@ -536,6 +536,86 @@ describe("core.http_leg", function()
       assert.is_nil(message:find("t0ken", 1, true))
     end)
   end)
+
+  -- Exchanges started from Lua and driven by the one engine, as gather's tasks do.
+  describe("started exchanges", function()
+    -- Drive the engine until every leg has ended; -> the responses, in order.
+    local function drive(legs)
+      local out, left = {}, #legs
+      while left > 0 do
+        core.engine_step(10)
+        for i, l in ipairs(legs) do
+          if not out[i] and l:pump() == "done" then
+            out[i] = { l:finish("done") }
+            left = left - 1
+          end
+        end
+      end
+      return out
+    end
+
+    it("runs two exchanges of one pool at once, each on its own connection", function()
+      local pool = core.http_pool()
+      local a, b = core.http_leg(pool), core.http_leg(pool)
+      local t0 = core.now()
+      assert(a:start(req { url = url("/slow?ms=400") }))
+      assert(b:start(req { url = url("/slow?ms=400") }))
+      local out = drive { a, b }
+      assert.equal("slow", out[1][1].body)
+      assert.equal("slow", out[2][1].body)
+      assert.is_true(core.now() - t0 < 0.75, "took " .. (core.now() - t0) .. " s")
+      -- both kept-alive connections stay in the pool for the next exchanges
+      assert(a:start(req { url = url("/slow?ms=100") }))
+      assert(b:start(req { url = url("/slow?ms=100") }))
+      local again = drive { a, b }
+      assert.are_not.equal(again[1][1].headers["x-conn-id"], again[2][1].headers["x-conn-id"])
+      for i = 1, 2 do
+        local first = out[i][1].headers["x-conn-id"]
+        assert.truthy(first == again[1][1].headers["x-conn-id"] or first == again[2][1].headers["x-conn-id"])
+      end
+      a:close()
+      b:close()
+      pool:close()
+    end)
+
+    it("hands event-stream bytes to its driver and stops when told", function()
+      assert(leg:start(req { url = url("/sse"), on_stream = function() end }))
+      local state, chunk
+      repeat
+        core.engine_step(10)
+        state, chunk = leg:pump()
+      until state ~= "wait"
+      assert.equal("chunk", state)
+      assert.truthy(chunk:find("data:", 1, true))
+      assert.equal(200, leg:status())
+      local res = assert(leg:finish("stopped"))
+      assert.is_true(res.stopped)
+      assert.is_true(res.streamed)
+    end)
+
+    it("reports a cancellation, and an aborted exchange leaves nothing in the engine", function()
+      assert(leg:start(req { url = url("/hang") }))
+      core.engine_step(10)
+      local res, kind = leg:finish("cancelled")
+      assert.is_nil(res)
+      assert.equal("cancelled", kind)
+      assert(leg:start(req { url = url("/hang") }))
+      core.engine_step(10)
+      leg:abort()
+      leg:abort()
+      assert.equal(0, core.engine_step(0))
+      assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
+    end)
+
+    it("raises on misuse", function()
+      assert.has_error(function() leg:pump() end, "the http leg has no started exchange")
+      assert(leg:start(req { url = url("/slow?ms=200") }))
+      assert.has_error(function() leg:send(req { url = url("/json") }) end, "the http leg is busy with another send")
+      assert.has_error(function() leg:finish("done") end, "finish: the exchange has not ended")
+      assert.has_error(function() leg:finish("later") end)
+      leg:abort()
+    end)
+  end)
 end)
 
 describe("core.resolve", function()

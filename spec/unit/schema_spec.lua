@@ -15,7 +15,14 @@ end
 
 local NO_SCHEMA = "the server advertised no parameter schema"
 local NOT_OBJECT = 'its top-level type is not "object"'
-local MALFORMED = "its properties or required list are not well formed"
+-- Each shape refusal names the key that caused it.
+local BAD = {
+  description = 'its "description" is not a string',
+  additionalProperties = 'its "additionalProperties" is a schema (only true, false or {} is carried)',
+  required = 'its "required" is not a list of strings',
+  properties = 'its "properties" is not an object of schemas',
+  unencodable = "it holds a value JSON cannot carry",
+}
 local TOO_DEEP = "it nests deeper than 12 levels"
 local BAD_UTF8 = "it contains bytes that are not valid UTF-8"
 local TOO_BIG = "it exceeds 16384 bytes once stored"
@@ -101,7 +108,7 @@ describe("normalise_schema", function()
     local schema = accepted(decode('{"type":"object","allOf":null}'))
     assert.equal(json.null, schema.allOf)
     assert.equal('{"type":"object","allOf":null}', json.encode(schema))
-    refused(decode('{"type":"object","description":null}'), MALFORMED)
+    refused(decode('{"type":"object","description":null}'), BAD.description)
   end)
 
   it("keeps {} an object and [] an array through encode, decode and normalise again", function()
@@ -215,35 +222,45 @@ describe("normalise_schema", function()
 
   describe("step 5: well-formedness", function()
     local cases = {
-      '{"type":"object","description":5}',
-      '{"type":"object","additionalProperties":{"type":"string"}}',
-      '{"type":"object","additionalProperties":"false"}',
-      '{"type":"object","properties":"x"}',
-      '{"type":"object","properties":["a"]}',
-      '{"type":"object","properties":[]}',
-      '{"type":"object","properties":{"a":true}}',
-      '{"type":"object","properties":{"a":[]}}',
-      '{"type":"object","properties":{"a":null}}',
-      '{"type":"object","properties":{"a":"string"}}',
-      '{"type":"object","required":"query"}',
-      '{"type":"object","required":{"0":"q","2":"r"}}',
-      '{"type":"object","required":["q",7]}',
-      '{"type":"object","required":[null]}',
-      '{"type":"object","required":{}}',
+      { '{"type":"object","description":5}', "description" },
+      { '{"type":"object","additionalProperties":{"type":"string"}}', "additionalProperties" },
+      { '{"type":"object","additionalProperties":[]}', "additionalProperties" },
+      { '{"type":"object","additionalProperties":"false"}', "additionalProperties" },
+      { '{"type":"object","properties":"x"}', "properties" },
+      { '{"type":"object","properties":["a"]}', "properties" },
+      { '{"type":"object","properties":[]}', "properties" },
+      { '{"type":"object","properties":{"a":true}}', "properties" },
+      { '{"type":"object","properties":{"a":[]}}', "properties" },
+      { '{"type":"object","properties":{"a":null}}', "properties" },
+      { '{"type":"object","properties":{"a":"string"}}', "properties" },
+      { '{"type":"object","required":"query"}', "required" },
+      { '{"type":"object","required":{"0":"q","2":"r"}}', "required" },
+      { '{"type":"object","required":["q",7]}', "required" },
+      { '{"type":"object","required":[null]}', "required" },
+      { '{"type":"object","required":{}}', "required" },
     }
-    for _, text in ipairs(cases) do
-      it("refuses " .. text, function()
-        refused(decode(text), MALFORMED)
+    for _, case in ipairs(cases) do
+      it("refuses " .. case[1] .. ", naming " .. case[2], function()
+        refused(decode(case[1]), BAD[case[2]])
       end)
     end
 
     it("refuses Lua tables that are not the right JSON shape", function()
-      refused({ type = "object", properties = { { type = "string" } } }, MALFORMED)
-      refused({ type = "object", properties = { q = { "string" } } }, MALFORMED)
-      refused({ type = "object", required = {} }, MALFORMED)
-      refused({ type = "object", required = { "a", [3] = "c" } }, MALFORMED)
-      refused({ type = "object", required = { "a", x = "b" } }, MALFORMED)
-      refused({ type = "object", properties = { q = { type = "string" } }, allOf = { print } }, MALFORMED)
+      refused({ type = "object", properties = { { type = "string" } } }, BAD.properties)
+      refused({ type = "object", properties = { q = { "string" } } }, BAD.properties)
+      refused({ type = "object", required = {} }, BAD.required)
+      refused({ type = "object", required = { "a", [3] = "c" } }, BAD.required)
+      refused({ type = "object", required = { "a", x = "b" } }, BAD.required)
+      refused({ type = "object", properties = { q = { type = "string" } }, allOf = { print } }, BAD.unencodable)
+    end)
+
+    -- The official SDK's zod .passthrough() emits {}: the schema that accepts every value, exactly as true.
+    it('reads "additionalProperties": {} as true, the same constraint spelled as a boolean', function()
+      local schema = accepted(decode('{"type":"object","properties":{"tag":{"type":"string"}},'
+        .. '"additionalProperties":{}}'))
+      assert.is_true(schema.additionalProperties)
+      assert.equal('{"type":"object","properties":{"tag":{"type":"string"}},"additionalProperties":true}',
+        json.encode(schema))
     end)
 
     it("accepts booleans for additionalProperties and an empty required array", function()

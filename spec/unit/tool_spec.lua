@@ -157,7 +157,8 @@ describe("an imported tool", function()
   it("carries the cancel hook and the budget through", function()
     local fake = Fake.new():will_handshake():will_hang(0.01)
     local n = 0
-    local result = make(fake):execute({}, { cancel = function() n = n + 1; return n > 3 end, budget = 7 })
+    -- polled before the era probe, initialize, initialized and the call, then while it hangs
+    local result = make(fake):execute({}, { cancel = function() n = n + 1; return n > 4 end, budget = 7 })
     assert.is_true(result.is_error)
     assert.truthy(result.text:find("cancelled in flight", 1, true))
     assert.truthy(result.text:find("may already have acted", 1, true))

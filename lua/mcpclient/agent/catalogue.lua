@@ -15,6 +15,7 @@
 local client = require "mcpclient.connection"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
+local grants = require "mcpclient.agent.grants"
 local errors = require "mcpclient.errors"
 local health_recorders = require "mcpclient.health"
 local default_log = require("mcpclient.log").default
@@ -83,6 +84,8 @@ function catalogue.connect(row, options)
     health = health or health_recorders.discard,
     transport = options.transport, clock = options.clock, resolver = options.resolver, budget = options.budget,
     log = options.log, host_gate = options.host_gate, refuse_private = options.refuse_private,
+    -- a grant `mcpclient login` stored for this server is shared with every connection to it
+    oauth = options.store and grants.oauth_option(options.store, row) or nil,
   }
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end

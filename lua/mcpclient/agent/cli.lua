@@ -1,64 +1,31 @@
 --- The operator command, `mcpclient`: the readout, the connection test, the
---- import, tool switches and server administration over one database.
+--- live conformance run, the import, tool switches and server administration
+--- over one database. `mcpclient help` and docs/CLI.md describe it.
 --
 -- Whoever can run the command and open its database is the local operator,
 -- an administrator: running it is the admin check. The operator API beneath
 -- (mcpclient.agent.operator) still takes an actor, and this module passes one.
 --
--- Exit codes: 0 done, 1 failed (or an import was refused), 2 usage.
--- Everything printed that a server wrote or that came from the database
--- (server names and versions, tool names, descriptions, skip reasons, error
--- messages) passes core.clip or core.label: control, C1 and bidi/invisible
--- formatting characters become spaces, so no escape sequence, line break or
--- reordering mark from a server reaches the terminal. --json output goes
--- through the library's JSON encoder, which escapes the same characters.
+-- Exit codes: 0 done, 1 failed (or an import was refused, or a check failed), 2 usage.
+-- A refusal is printed once: on stderr as text, or with --json as one JSON
+-- object { error, kind } on stdout.
 local core = require "mcpclient.core"
+local engine = require "mcpclient.engine"
+local grants = require "mcpclient.agent.grants"
+local help = require "mcpclient.agent.cli.help"
+local login = require "mcpclient.agent.login"
 local operator = require "mcpclient.agent.operator"
+local render = require "mcpclient.agent.cli.render"
 
 local json = core.json
+local inert, list, maybe, iso = render.inert, render.list, render.maybe, render.iso
 
 local cli = {}
 
 cli.OK, cli.FAILED, cli.USAGE = 0, 1, 2
 
-local USAGE_TEXT = [[
-usage: mcpclient [--db PATH] [--json] <command> [arguments]
-
-  servers                         every server, as the operator readout shows it
-  test <server-id>                is the server there? (one handshake; stores only the contact)
-  import <identifier> | --all     import the catalogue of an enabled server, or of every one
-  import --server <server-id>     import one server by id, enabled or not
-  tools [<server-id>]             the imported tools and whether each is switched on
-  enable <tool-name|group>        switch a tool (or every tool of mcp_<identifier>) on
-  disable <tool-name|group>       ... or off    (--tool / --group when a name is both)
-  add --identifier ID --name NAME --url URL [server flags]
-  edit <server-id> [server flags]
-  remove <server-id>
-  help
-
-server flags:
-  --identifier ID          1-32 of a-z 0-9 _ - (names the tools: mcp_<ID>_<remote name>)
-  --name NAME              --description TEXT         --url URL (http or https)
-  --credential REF         a reference such as env:NAME, never the secret itself ("" for none)
-  --placement bearer|header                          --header-name NAME
-  --data-class CLASS       publicContent editorContent sourceCode internalConfiguration
-                           systemDiagnostics secretAdjacent ("" to withdraw it)
-  --approval yes|no        whether a human approves every call (default yes)
-  --enabled / --disabled
-
-The database is --db, else $MCPCLIENT_DB, else ./mcpclient.db. --json prints
-JSON on every read command. Exit status: 0 done, 1 failed, 2 usage.
-Whoever can run this command on the database acts as its administrator: access
-to the command and the database file is the admin check.
-]]
-
 -- The local operator (see the module comment).
 local ACTOR = { name = "local operator", admin = true }
-
-local function inert(text, limit)
-  if text == nil then return "" end
-  return core.clip(tostring(text), limit or 1000)
-end
 
 -- Raised by the parsers; main() turns it into exit code 2.
 local Usage = {}
@@ -76,29 +43,62 @@ local SERVER_FLAGS = {
 }
 
 local COMMAND_FLAGS = {
-  servers = {}, test = {}, tools = {}, remove = {}, help = {},
+  servers = {}, test = { ["--all"] = "flag", ["-a"] = "flag" }, tools = {}, remove = {}, help = {},
+  check = { ["--call"] = "value", ["--arguments"] = "value" },
+  login = { ["--wait"] = "value" }, logout = {},
   import = { ["--all"] = "flag", ["-a"] = "flag", ["--server"] = "value" },
   enable = { ["--tool"] = "flag", ["--group"] = "flag" },
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
   add = SERVER_FLAGS, edit = SERVER_FLAGS,
 }
 
--- Take the global options (--db, --json, --help) out of argv, wherever they
--- stand; the rest, in order, is the command and its own arguments.
+local GLOBAL_FLAGS = { "--db", "--json", "--budget", "--version", "--help" }
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+-- " Did you mean X?" when `word` is a likely typo of a candidate, else "".
+local function did_you_mean(word, candidates)
+  local guess = help.suggest(word, candidates)
+  return guess and string.format(' Did you mean "%s"?', guess) or ""
+end
+
+-- A global option's value: the next argument, or the text after "=".
+local function global_value(argv, i, name)
+  local inline = argv[i]:match("^" .. name:gsub("%-", "%%-") .. "=(.*)$")
+  if inline then return inline, i end
+  if i == #argv then usage(name .. " needs a value.") end
+  return argv[i + 1], i + 1
+end
+
+local function budget_of(text)
+  local n = tonumber(text)
+  if not n or n ~= n or n <= 0 or n == math.huge then usage("--budget is a positive number of seconds.") end
+  return n
+end
+
+-- Take the global options out of argv, wherever they stand; the rest, in
+-- order, is the command and its own arguments.
 local function parse_globals(argv, parsed)
   local rest, i = {}, 1
   while i <= #argv do
     local a = argv[i]
-    if a == "--db" then
-      if i == #argv then usage("--db needs a path.") end
-      parsed.db = argv[i + 1]
-      i = i + 1
-    elseif a:match("^%-%-db=") then
-      parsed.db = a:sub(6)
+    if a == "--db" or a:match("^%-%-db=") then
+      parsed.db, i = global_value(argv, i, "--db")
+    elseif a == "--budget" or a:match("^%-%-budget=") then
+      local text
+      text, i = global_value(argv, i, "--budget")
+      parsed.budget = budget_of(text)
     elseif a == "--json" then
       parsed.json = true
+    elseif a == "--version" then
+      parsed.version = true
     elseif a == "--help" or a == "-h" then
-      parsed.command = "help"
+      parsed.help = true
     else
       rest[#rest + 1] = a
     end
@@ -113,7 +113,12 @@ local function parse_flag(rest, i, accepted, parsed)
   local name, inline = a:match("^(%-%-[^=]+)=(.*)$")
   name = name or a
   local kind = accepted[name]
-  if not kind then usage(string.format('"%s" does not take the option %s.', parsed.command, inert(name, 64))) end
+  if not kind then
+    local shown = inert(name, 64)
+    local candidates = sorted_keys(accepted)
+    for _, g in ipairs(GLOBAL_FLAGS) do candidates[#candidates + 1] = g end
+    usage(string.format('"%s" has no option %s.%s', parsed.command, shown, did_you_mean(name, candidates)))
+  end
   if parsed.flags[name] ~= nil then usage(string.format("%s is given twice.", inert(name, 64))) end
   if kind == "flag" then
     if inline then usage(string.format("%s takes no value.", name)) end
@@ -128,16 +133,27 @@ local function parse_flag(rest, i, accepted, parsed)
   return i + 2
 end
 
+-- The command word, checked: an option where a command belongs is named as an option.
+local function command_of(rest)
+  local word = table.remove(rest, 1)
+  if word == nil then usage("Name a command.") end
+  if COMMAND_FLAGS[word] then return word end
+  if word:sub(1, 1) == "-" and #word > 1 then
+    usage(string.format("Unknown option %s.%s", inert(word, 64), did_you_mean(word, GLOBAL_FLAGS)))
+  end
+  usage(string.format('Unknown command "%s".%s', inert(word, 64), did_you_mean(word, sorted_keys(COMMAND_FLAGS))))
+end
+
 -- Split argv into global options, the command, its flags and its positional arguments.
--- @return { db, json, command, flags = {name -> value|true}, args = {...} } (raises Usage)
+-- @return { db, json, budget, version, help, command, flags = {name -> value|true}, args = {...} }
+--   (raises Usage)
 local function parse(argv)
   local parsed = { flags = {}, args = {} }
   local rest = parse_globals(argv, parsed)
-  if parsed.command == "help" then return parsed end
-  parsed.command = table.remove(rest, 1)
-  if parsed.command == nil then usage("Name a command.") end
+  if parsed.version or (parsed.help and #rest == 0) then return parsed end
+  parsed.command = command_of(rest)
+  if parsed.help then return parsed end
   local accepted = COMMAND_FLAGS[parsed.command]
-  if not accepted then usage(string.format('Unknown command "%s".', inert(parsed.command, 64))) end
   local i, only_positional = 1, false
   while i <= #rest do
     local a = rest[i]
@@ -199,104 +215,19 @@ Out.__index = Out
 function Out:line(text) self.stdout:write(text or "", "\n") end
 -- A message on stderr: failure messages quote server text, so they pass the text rule too.
 function Out:err(text) self.stderr:write(inert(text, 2000), "\n") end
+-- A failure message about to be shown: a library warning repeating it is not printed again.
+function Out:said(message) self.refusals[#self.refusals + 1] = inert(message, 2000) end
 function Out:json(value) self.stdout:write(json.encode(value), "\n") end
 
--- A list as JSON sees it ([] when empty, not {}).
-local function list(t) return json.array(t) end
-
--- The card's labelled lines: a "!" marks what the operator should look at.
-local function print_fields(out, card)
-  local function row(label, value, warning)
-    out:line(string.format("  %-18s%s%s", label .. ":", warning and "! " or "", inert(value, 2048)))
-  end
-  if card.description and card.description ~= "" then row("Description", inert(card.description, 500)) end
-  row("Endpoint", card.url)
-  row("Transport", card.transport)
-  row("Authentication", inert(card.authentication, 300), card.authentication_warning)
-  row("Data class", card.data_class, card.data_class_warning)
-  row("Approval", card.approval, card.approval_warning)
-  row("Last import", card.last_import)
-  row("Last contact", card.contact)
-  row("Tools discovered", tostring(card.tool_count))
-end
-
--- The last import's error, one clipped line per stored line.
-local function print_import_error(out, card)
-  if card.import_error == "" then return end
-  out:line("  ! Last import error:")
-  for text in (card.import_error .. "\n"):gmatch("(.-)\n") do out:line("      " .. inert(text)) end
-end
-
-local function print_card(out, card)
-  local badges = { "[" .. card.state .. "]" }
-  if card.never_reached then badges[#badges + 1] = "[Never reached]" end
-  out:line(string.format("%s  %s (id %d)  %s", inert(card.identifier, 64), inert(card.name, 255), card.uid,
-    table.concat(badges, " ")))
-  print_fields(out, card)
-  print_import_error(out, card)
-  if #card.tools == 0 then
-    out:line("  " .. operator.NO_TOOLS)
-    return
-  end
-  out:line("  Imported tools:")
-  for _, t in ipairs(card.tools) do
-    out:line(string.format("    %s  (%s)%s", inert(t.tool_name, 64), inert(t.remote_name, 190),
-      t.badge and ("  [" .. t.badge .. "]") or ""))
-  end
-end
-
----------------------------------------------------------------------------
--- Commands
----------------------------------------------------------------------------
-
-local commands = {}
-
-function commands.help(_, out)
-  out:line(USAGE_TEXT:sub(1, -2))
-  return cli.OK
-end
-
-function commands.servers(ctx, out, parsed)
-  no_more_than(parsed, 0)
-  local cards, message = operator.readout(ctx.store)
-  if not cards then out:err(message); return cli.FAILED end
+-- A refusal, printed once: text on stderr, or { error, kind } on stdout with --json.
+local function refuse(out, parsed, message, err)
+  out:said(message)
   if parsed.json then
-    for _, card in ipairs(cards) do card.tools = list(card.tools) end
-    out:json(list(cards))
-    return cli.OK
-  end
-  if #cards == 0 then out:line(operator.NO_SERVERS); return cli.OK end
-  for i, card in ipairs(cards) do
-    if i > 1 then out:line() end
-    print_card(out, card)
-  end
-  return cli.OK
-end
-
-local function need_server_id(parsed)
-  if #parsed.args == 0 then
-    usage(string.format('"%s" needs a server id (see `mcpclient servers`).', parsed.command))
-  end
-  no_more_than(parsed, 1)
-  return parsed.args[1]
-end
-
-function commands.test(ctx, out, parsed)
-  local id = need_server_id(parsed)
-  local result, message, err = operator.test(ctx.store, id, ctx.options)
-  if not result then
-    result = { success = false, error = message, err = err }
-  end
-  if parsed.json then
-    out:json { success = result.success, error = result.error, kind = result.err and result.err.kind or nil,
-      report = result.report, contact = result.contact }
-  elseif result.success then
-    out:line(inert(result.report))
-    out:line("Last contact: " .. result.contact)
+    out:json { error = inert(message, 2000), kind = maybe(err and err.kind) }
   else
-    out:err(result.error)
+    out:err(message)
   end
-  return result.success and cli.OK or cli.FAILED
+  return cli.FAILED
 end
 
 -- A progress line, only for a person watching (stderr is a terminal).
@@ -309,6 +240,208 @@ local function progress(ctx)
   end
 end
 
+-- Servers contacted at once by test --all and import --all.
+local FAN_OUT = 4
+
+-- Run work(item) for every item, at most FAN_OUT at once (each a task of
+-- the engine, so a silent server holds up only its own worker); results in
+-- the items' order. on_start(item, i) as each one begins.
+local function fan_out(items, work, on_start)
+  local results, taken = {}, 0
+  local function worker()
+    while taken < #items do
+      taken = taken + 1
+      local i = taken
+      on_start(items[i], i)
+      results[i] = work(items[i])
+    end
+  end
+  local workers = {}
+  for w = 1, math.min(FAN_OUT, #items) do workers[w] = worker end
+  for _, outcome in ipairs(engine.gather(workers)) do
+    if outcome.n == 0 and outcome.error ~= nil then error(outcome.error, 0) end
+  end
+  return results
+end
+
+---------------------------------------------------------------------------
+-- Naming a server
+---------------------------------------------------------------------------
+
+-- The server `given` names (identifier or id) | nil, message, err. An
+-- unknown name is echoed (clipped) with the way to list the servers.
+local function server_named(ctx, given)
+  local row, message, err = operator.find_server(ctx.store, given)
+  if row then return row end
+  if err.kind ~= "unknown_server" then return nil, message, err end
+  local shown = inert(given, 64)
+  if err.matches then
+    local ids = {}
+    for i, uid in ipairs(err.matches) do ids[i] = tostring(uid) end
+    message = string.format('%d servers have the identifier "%s" (ids %s): name one by its id.', #ids, shown,
+      table.concat(ids, ", "))
+  else
+    message = string.format('No MCP server is named "%s" (by identifier or id). List them with `mcpclient servers`.',
+      shown)
+  end
+  return nil, message, err
+end
+
+local function need_server(parsed)
+  if #parsed.args == 0 then
+    usage(string.format('"%s" needs a server: an identifier or an id (see `mcpclient servers`).', parsed.command))
+  end
+  no_more_than(parsed, 1)
+  return parsed.args[1]
+end
+
+---------------------------------------------------------------------------
+-- Commands
+---------------------------------------------------------------------------
+
+local commands = {}
+
+function commands.servers(ctx, out, parsed)
+  no_more_than(parsed, 0)
+  local cards, message, err = operator.readout(ctx.store)
+  if not cards then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    local shown = {}
+    for i, card in ipairs(cards) do shown[i] = render.card_json(card) end
+    out:json(list(shown))
+    return cli.OK
+  end
+  if #cards == 0 then out:line(operator.NO_SERVERS); return cli.OK end
+  for i, card in ipairs(cards) do
+    if i > 1 then out:line() end
+    render.card(out, card)
+  end
+  return cli.OK
+end
+
+-- After a refusal that asks for authorization: how to give it.
+local function oauth_hint(out, err, row)
+  if type(err) ~= "table" then return end
+  if err.kind == "authorization_required" or (err.kind == "http_status" and err.status == 401) then
+    out:err(string.format("If the server uses OAuth, log in first: `mcpclient login %s`.", inert(row.identifier, 64)))
+  end
+end
+
+-- The connection test's data (see docs/CLI.md).
+local function test_json(row, result)
+  local reached = result.reached or {}
+  local fresh = result.row or row
+  return {
+    server = row.identifier, id = row.uid, reachable = result.success == true,
+    latency_ms = maybe(reached.latency_ms), protocol_version = maybe(reached.protocol_version),
+    server_name = maybe(reached.server_name), server_version = maybe(reached.server_version),
+    last_contact = iso(fresh.last_contact),
+    error = result.success and json.null or inert(result.error, 2000),
+    kind = maybe(result.err and result.err.kind),
+  }
+end
+
+-- One server's test: the operator's result, with the row as it stands after it.
+local function test_one(ctx, row)
+  local result, message, err = operator.test(ctx.store, row.uid, ctx.options)
+  if not result then result = { success = false, error = message, err = err } end
+  result.row = ctx.store:server(row.uid)
+  return result
+end
+
+-- test --all: every enabled server, FAN_OUT at once; one line (or JSON object) each.
+local function test_all(ctx, out, parsed)
+  no_more_than(parsed, 0)
+  local rows, message, err = ctx.store:enabled_servers()
+  if not rows then return refuse(out, parsed, message, err) end
+  local show = progress(ctx)
+  local results = fan_out(rows, function(row) return test_one(ctx, row) end,
+    function(row, i) show(string.format("testing %s (%d of %d)…", inert(row.identifier, 64), i, #rows)) end)
+  show()
+  local failed, shown = 0, {}
+  for i, result in ipairs(results) do
+    local who = inert(rows[i].identifier, 64)
+    if not result.success then failed = failed + 1 end
+    if parsed.json then
+      shown[i] = test_json(rows[i], result)
+    else
+      out:line(string.format("%s: %s", who, inert(result.success and result.report or result.error)))
+    end
+  end
+  if parsed.json then out:json(list(shown)) end
+  return failed == 0 and cli.OK or cli.FAILED
+end
+
+function commands.test(ctx, out, parsed)
+  if parsed.flags["--all"] or parsed.flags["-a"] then return test_all(ctx, out, parsed) end
+  local row, message, err = server_named(ctx, need_server(parsed))
+  if not row then return refuse(out, parsed, message, err) end
+  local show = progress(ctx)
+  show(string.format("testing %s…", inert(row.identifier, 64)))
+  local result
+  result, message, err = operator.test(ctx.store, row.uid, ctx.options)
+  show()
+  if not result then return refuse(out, parsed, message, err) end
+  result.row = ctx.store:server(row.uid)
+  if parsed.json then
+    out:json(test_json(row, result))
+  elseif result.success then
+    out:line(inert(result.report))
+    out:line("Last contact: " .. result.contact)
+  else
+    out:err(result.error)
+    oauth_hint(out, result.err, row)
+  end
+  return result.success and cli.OK or cli.FAILED
+end
+
+-- The tool `check` may call, from --call and --arguments.
+local function call_of(flags)
+  local name, text = flags["--call"], flags["--arguments"]
+  if name == nil then
+    if text ~= nil then usage("--arguments goes with --call TOOL.") end
+    return nil
+  end
+  if name == "" then usage("--call needs a tool name as the server lists it.") end
+  local arguments = {}
+  if text ~= nil then
+    local ok, value = pcall(json.decode, text)
+    if not ok or type(value) ~= "table" or json.is_array(value) or value == json.null then
+      usage("--arguments is a JSON object, such as '{\"message\": \"hi\"}'.")
+    end
+    arguments = value
+  end
+  return { name = name, arguments = arguments }
+end
+
+local STATUS_WIDTH = #"not applicable"
+
+function commands.check(ctx, out, parsed)
+  local given = need_server(parsed)
+  local call = call_of(parsed.flags)
+  local row, message, err = server_named(ctx, given)
+  if not row then return refuse(out, parsed, message, err) end
+  local show = progress(ctx)
+  local options = setmetatable({ call = call, progress = show }, { __index = ctx.options })
+  local results, summary
+  results, summary, err = operator.check(ctx.store, row.uid, options)
+  show()
+  if not results then return refuse(out, parsed, summary, err) end
+  if parsed.json then
+    out:json { server = row.identifier, id = row.uid, ok = summary.ok, passed = summary.passed,
+      failed = summary.failed, not_applicable = summary.not_applicable, checks = list(results) }
+  else
+    local rows = {}
+    for i, r in ipairs(results) do
+      rows[i] = { r.status .. string.rep(" ", STATUS_WIDTH - #r.status), r.id, inert(r.detail) }
+    end
+    render.columns(out, rows)
+    out:line(string.format("%s: %d passed, %d failed, %d not applicable", inert(row.identifier, 64), summary.passed,
+      summary.failed, summary.not_applicable))
+  end
+  return summary.ok and cli.OK or cli.FAILED
+end
+
 local function import_one(ctx, row)
   local report, message, err = operator.import(ctx.store, row.uid, ctx.options)
   if not report then
@@ -319,50 +452,32 @@ local function import_one(ctx, row)
   return report
 end
 
--- The one enabled server with that identifier | nil, message.
-local function enabled_by_identifier(enabled, identifier)
-  local targets = {}
-  for _, row in ipairs(enabled) do
-    if row.identifier == identifier then targets[#targets + 1] = row end
-  end
-  if #targets == 1 then return targets[1] end
-  if #targets == 0 then
-    return nil, string.format('No enabled MCP server has the identifier "%s".', inert(identifier, 64))
-  end
-  return nil, string.format('%d enabled servers share the identifier "%s". Identifiers name the imported tools, '
-    .. "so they must be unique among enabled servers.", #targets, inert(identifier, 64))
-end
-
--- Which servers `import` means: by id, every enabled one, or one by identifier.
--- @return rows | nil, message
+-- Which servers `import` means: every enabled one (--all), or the one named.
+-- @return rows | nil, message, err
 local function import_targets(ctx, parsed)
-  local all, by_id = parsed.flags["--all"] or parsed.flags["-a"], parsed.flags["--server"]
+  local all, named = parsed.flags["--all"] or parsed.flags["-a"], parsed.flags["--server"]
   no_more_than(parsed, 1)
-  local identifier = parsed.args[1] ~= "" and parsed.args[1] or nil
-  local given = (all and 1 or 0) + (by_id and 1 or 0) + (identifier and 1 or 0)
-  if given > 1 then
-    usage(by_id and "Pass one of an identifier, --all or --server, not more." or
-      "Pass either an identifier or --all, not both.")
+  if parsed.args[1] and parsed.args[1] ~= "" then
+    if named then usage("Name the server once: as the argument, or with --server.") end
+    named = parsed.args[1]
   end
-  if given == 0 then usage("Name a server identifier, or pass --all to import every enabled server.") end
-  if by_id then
-    local uid, row, err = operator.server_id(by_id, ctx.store)
-    if not uid then return nil, row, err end
-    return { row }
+  if all and named then usage("Pass either a server or --all, not both.") end
+  if not all and not named then
+    usage("Name a server (identifier or id), or pass --all to import every enabled one.")
   end
-  local enabled, message, err = ctx.store:enabled_servers()
-  if not enabled or all then return enabled, message, err end
-  local row
-  row, message = enabled_by_identifier(enabled, identifier)
-  return row and { row }, message
+  if all then return ctx.store:enabled_servers() end
+  local row, message, err = server_named(ctx, named)
+  if not row then return nil, message, err end
+  return { row }
 end
 
--- One server's outcome as people read it.
+-- One server's outcome as people read it; a refusal goes to stderr, once.
 local function print_report(out, report)
   local who = inert(report.identifier, 64)
   if report.refused then
     local reason = report.skip_reasons[1]
-    out:line(string.format("%s: refused — %s", who, (reason and reason ~= "") and inert(reason) or "no reason given"))
+    out:said(reason)
+    out:err(string.format("%s: refused — %s", who, (reason and reason ~= "") and inert(reason) or "no reason given"))
     return
   end
   out:line(string.format("%s: %d imported, %d skipped, %d orphaned", who, report.imported, report.skipped,
@@ -370,55 +485,93 @@ local function print_report(out, report)
   for _, reason in ipairs(report.skip_reasons) do out:line("    skipped: " .. inert(reason)) end
 end
 
--- The reports as JSON: the failure value is reduced to its kind (its
+-- The reports as data: the failure value is reduced to its kind (its
 -- message is the first skip reason already).
 local function json_reports(out, reports)
+  local shown = {}
   for i, r in ipairs(reports) do
-    reports[i] = { server_uid = r.server_uid, identifier = r.identifier, imported = r.imported, skipped = r.skipped,
-      orphaned = r.orphaned, skip_reasons = list(r.skip_reasons), refused = r.refused,
-      kind = r.err and r.err.kind or nil }
+    shown[i] = { id = r.server_uid, server = r.identifier, imported = r.imported, skipped = r.skipped,
+      orphaned = r.orphaned, skip_reasons = list(r.skip_reasons), refused = r.refused == true,
+      kind = maybe(r.err and r.err.kind) }
   end
-  out:json(list(reports))
+  out:json(list(shown))
+end
+
+-- After an import that brought tools in: where they stand and how to switch them on.
+local function switch_hint(out, reports)
+  for _, r in ipairs(reports) do
+    if not r.refused and r.imported > 0 then
+      out:line(string.format("Imported tools start switched off: `mcpclient enable <tool>` switches one on, "
+        .. "`mcpclient enable mcp_%s` all of this server's (see `mcpclient tools %s`).", inert(r.identifier, 64),
+        inert(r.identifier, 64)))
+    end
+  end
 end
 
 function commands.import(ctx, out, parsed)
-  local targets, message = import_targets(ctx, parsed)
-  if not targets then out:err(message); return cli.FAILED end
+  local targets, message, err = import_targets(ctx, parsed)
+  if not targets then return refuse(out, parsed, message, err) end
   if #targets == 0 then
-    if parsed.json then out:json(list {}) end
-    out:err("No enabled MCP server to import.")
+    if parsed.json then out:json(list {}) else out:err("No enabled MCP server to import.") end
     return cli.OK
   end
   local show = progress(ctx)
-  local reports, refused = {}, 0
-  for i, row in ipairs(targets) do
-    show(string.format("importing %s (%d of %d)…", inert(row.identifier, 64), i, #targets))
-    reports[i] = import_one(ctx, row)
-    show()
-    if reports[i].refused then refused = refused + 1 end
-    if not parsed.json then print_report(out, reports[i]) end
+  local reports = fan_out(targets, function(row) return import_one(ctx, row) end,
+    function(row, i) show(string.format("importing %s (%d of %d)…", inert(row.identifier, 64), i, #targets)) end)
+  show()
+  local refused = 0
+  for _, report in ipairs(reports) do
+    if report.refused then refused = refused + 1 end
+    if not parsed.json then print_report(out, report) end
   end
-  if parsed.json then json_reports(out, reports) end
-  if refused > 0 then
-    out:err(string.format("%d of %d server(s) refused the import.", refused, #targets))
-    return cli.FAILED
+  if parsed.json then
+    json_reports(out, reports)
+  else
+    switch_hint(out, reports)
+    if refused > 0 and #targets > 1 then
+      out:err(string.format("%d of %d server(s) refused the import.", refused, #targets))
+    end
   end
-  return cli.OK
+  return refused > 0 and cli.FAILED or cli.OK
 end
 
 function commands.tools(ctx, out, parsed)
   no_more_than(parsed, 1)
-  local tools, message = operator.tools(ctx.store, parsed.args[1])
-  if not tools then out:err(message); return cli.FAILED end
-  if parsed.json then out:json(list(tools)); return cli.OK end
-  if #tools == 0 then out:line(operator.NO_TOOLS); return cli.OK end
-  for _, t in ipairs(tools) do
-    local description = inert(t.description, 100)
-    out:line(string.format("%-40s %-3s  %s  (%s)%s%s", inert(t.tool_name, 64), t.enabled and "on" or "off",
-      inert(t.identifier, 64), inert(t.remote_name, 190), t.orphaned and ("  [" .. operator.GONE .. "]") or "",
-      description ~= "" and ("  " .. description) or ""))
+  local uid
+  if parsed.args[1] then
+    local row, message, err = server_named(ctx, parsed.args[1])
+    if not row then return refuse(out, parsed, message, err) end
+    uid = row.uid
   end
+  local tools, message, err = operator.tools(ctx.store, uid)
+  if not tools then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    local shown = {}
+    for i, t in ipairs(tools) do shown[i] = render.tool_json(t) end
+    out:json(list(shown))
+    return cli.OK
+  end
+  if #tools == 0 then out:line(operator.NO_TOOLS); return cli.OK end
+  render.tools(out, tools)
   return cli.OK
+end
+
+-- Switch every tool of a group on, after the group itself.
+-- @return the number switched | nil, message, err
+local function group_tools_on(ctx, group)
+  local tools, message, err = operator.tools(ctx.store)
+  if not tools then return nil, message, err end
+  local count = 0
+  for _, t in ipairs(tools) do
+    if t.group == group and not t.orphaned then
+      local ok
+      ok, message, err = operator.set_enabled(ctx.store, t.tool_name, true,
+        setmetatable({ what = "tool" }, { __index = ctx.options }))
+      if not ok then return nil, message, err end
+      count = count + 1
+    end
+  end
+  return count
 end
 
 local function switch(enabled)
@@ -429,10 +582,23 @@ local function switch(enabled)
     local what = parsed.flags["--tool"] and "tool" or parsed.flags["--group"] and "group" or nil
     local options = setmetatable({ what = what }, { __index = ctx.options })
     local name = parsed.args[1]
-    local done, message = operator.set_enabled(ctx.store, name, enabled, options)
-    if not done then out:err(message); return cli.FAILED end
-    out:line(string.format("%s %s %s.", done == "tool" and "Tool" or "Group", inert(name, 64),
-      enabled and "on" or "off"))
+    local done, message, err = operator.set_enabled(ctx.store, name, enabled, options)
+    if not done then return refuse(out, parsed, message, err) end
+    local count
+    if done == "group" and enabled then
+      count, message, err = group_tools_on(ctx, name)
+      if not count then return refuse(out, parsed, message, err) end
+    end
+    if parsed.json then
+      out:json { name = name, switch = done, enabled = enabled, tools_switched_on = maybe(count) }
+    elseif done == "tool" then
+      out:line(string.format("Tool %s %s.", inert(name, 64), enabled and "on" or "off"))
+    elseif enabled then
+      out:line(string.format("Group %s on, and its %d tool(s) on.", inert(name, 64), count))
+    else
+      out:line(string.format("Group %s off: none of its tools is offered until the group is on again.",
+        inert(name, 64)))
+    end
     return cli.OK
   end
 end
@@ -440,10 +606,23 @@ commands.enable = switch(true)
 commands.disable = switch(false)
 
 -- A value the store cannot take is a usage error; a conflict with other rows is a failure.
-local function refused_edit(out, message, err)
+local function refused_edit(out, parsed, message, err)
   if err.kind == "invalid" then usage(message) end
-  out:err(message)
-  return cli.FAILED
+  return refuse(out, parsed, message, err)
+end
+
+-- What a just-added server still needs, and the commands that fix it.
+local function after_add(out, row)
+  local who = inert(row.identifier, 64)
+  local missing = operator.missing(row)
+  if #missing == 0 then
+    out:line(string.format("Next: `mcpclient import %s` fetches its tools.", who))
+    return
+  end
+  out:line("Not usable yet:")
+  for _, m in ipairs(missing) do
+    out:line(string.format("  - %s: `mcpclient edit %s %s`", m.text, who, m.flags))
+  end
 end
 
 function commands.add(ctx, out, parsed)
@@ -452,29 +631,176 @@ function commands.add(ctx, out, parsed)
   for _, required in ipairs { "identifier", "name", "url" } do
     if fields[required] == nil then usage(string.format('"add" needs --%s.', required)) end
   end
+  if fields.auth_credential == "" then
+    usage("An empty --credential names nothing: leave it out for a server without a credential.")
+  end
   local uid, message, err = operator.add(ctx.store, fields, ctx.options)
-  if not uid then return refused_edit(out, message, err) end
+  if not uid then return refused_edit(out, parsed, message, err) end
   local row = ctx.store:server(uid)
+  if parsed.json then
+    local missing = {}
+    for i, m in ipairs(operator.missing(row)) do
+      missing[i] = { field = m.field, text = m.text,
+        fix = string.format("mcpclient edit %s %s", row.identifier, m.flags) }
+    end
+    out:json { id = uid, identifier = row.identifier, usable = #missing == 0, missing = list(missing) }
+    return cli.OK
+  end
   out:line(string.format("Added server %d (%s).", uid, inert(row and row.identifier, 64)))
+  after_add(out, row)
   return cli.OK
 end
 
 function commands.edit(ctx, out, parsed)
-  local id = need_server_id(parsed)
+  local given = need_server(parsed)
   local fields = server_fields(parsed.flags)
-  if next(fields) == nil then usage('"edit" needs at least one server flag.') end
-  local ok, message, err = operator.edit(ctx.store, id, fields, ctx.options)
-  if not ok then return refused_edit(out, message, err) end
-  out:line(string.format("Updated server %s.", inert(id, 32)))
+  if next(fields) == nil then usage('"edit" needs at least one server flag (see `mcpclient edit --help`).') end
+  local row, message, err = server_named(ctx, given)
+  if not row then return refuse(out, parsed, message, err) end
+  local ok
+  ok, message, err = operator.edit(ctx.store, row.uid, fields, ctx.options)
+  if not ok then return refused_edit(out, parsed, message, err) end
+  if parsed.json then
+    out:json { id = row.uid, identifier = (ctx.store:server(row.uid) or row).identifier, updated = true }
+  else
+    out:line(string.format("Updated server %d (%s).", row.uid, inert(row.identifier, 64)))
+  end
   return cli.OK
 end
 
 function commands.remove(ctx, out, parsed)
-  local id = need_server_id(parsed)
-  local ok, message = operator.remove(ctx.store, id, ctx.options)
-  if not ok then out:err(message); return cli.FAILED end
-  out:line(string.format("Removed server %s.", inert(id, 32)))
+  local row, message, err = server_named(ctx, need_server(parsed))
+  if not row then return refuse(out, parsed, message, err) end
+  local ok
+  ok, message, err = operator.remove(ctx.store, row.uid, ctx.options)
+  if not ok then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    out:json { id = row.uid, identifier = row.identifier, removed = true }
+  else
+    out:line(string.format("Removed server %d (%s).", row.uid, inert(row.identifier, 64)))
+  end
   return cli.OK
+end
+
+-- Where the person goes: the authorization URL, and where the browser comes back to.
+local function announcer(out, parsed, row, wait)
+  return function(url, port)
+    local stream = parsed.json and out.err or out.line
+    stream(out, string.format("To log in to %s, open this URL in a browser:", inert(row.identifier, 64)))
+    stream(out, "  " .. inert(url, 4000))
+    stream(out, string.format("Waiting up to %d s for the redirect to http://127.0.0.1:%d/callback …", wait, port))
+    -- a person (or a script) reads this while the command waits: no buffering
+    if out.stdout.flush then out.stdout:flush() end
+    if out.stderr.flush then out.stderr:flush() end
+  end
+end
+
+function commands.login(ctx, out, parsed)
+  local row, message, err = server_named(ctx, need_server(parsed))
+  if not row then return refuse(out, parsed, message, err) end
+  local wait = tonumber(parsed.flags["--wait"] or login.DEFAULT_WAIT)
+  if not wait or wait <= 0 or wait > 3600 then usage("--wait is a number of seconds up to 3600.") end
+  local options = setmetatable({ wait = wait, announce = announcer(out, parsed, row, wait) }, { __index = ctx.options })
+  local status
+  status, message, err = login.run(ctx.store, row, options)
+  grants.protect(ctx.path)
+  if not status then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    out:json { server = row.identifier, id = row.uid, authorization = render.grant_json(status) }
+  else
+    local card = operator.readout(ctx.store)
+    for _, c in ipairs(card or {}) do
+      if c.uid == row.uid and c.authorization then out:line("Logged in: " .. inert(c.authorization, 300)) end
+    end
+  end
+  return cli.OK
+end
+
+function commands.logout(ctx, out, parsed)
+  local row, message, err = server_named(ctx, need_server(parsed))
+  if not row then return refuse(out, parsed, message, err) end
+  local removed
+  removed, message, err = grants.forget(ctx.store, row.identifier)
+  if not removed then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    out:json { server = row.identifier, id = row.uid, grants_removed = removed }
+  elseif removed == 0 then
+    out:line(string.format("%s had no stored authorization.", inert(row.identifier, 64)))
+  else
+    out:line(string.format("Logged out of %s: its stored authorization is removed.", inert(row.identifier, 64)))
+  end
+  return cli.OK
+end
+
+---------------------------------------------------------------------------
+-- The database
+---------------------------------------------------------------------------
+
+-- Commands that may create the database; every other one only reads an existing one.
+local CREATES = { add = true }
+-- Commands whose answer, without a database, is an empty list.
+local EMPTY_WITHOUT = { servers = function(out, parsed)
+  if parsed.json then out:json(list {}) else out:line(operator.NO_SERVERS) end
+end, tools = function(out, parsed)
+  if parsed.json then out:json(list {}) else out:line(operator.NO_TOOLS) end
+end }
+
+-- A shell word for `text` (single-quoted).
+local function quoted(text)
+  return "'" .. text:gsub("'", "'\\''") .. "'"
+end
+
+--- The database the command works on: --db, else $MCPCLIENT_DB, else the
+--- XDG data directory ($XDG_DATA_HOME, else ~/.local/share)/mcpclient/mcpclient.db.
+-- @return path | nil, message
+function cli.database_path(parsed, getenv)
+  local path = parsed.db or getenv("MCPCLIENT_DB")
+  if path and path ~= "" then return path end
+  local base = getenv("XDG_DATA_HOME")
+  if not base or base:sub(1, 1) ~= "/" then
+    local home = getenv("HOME")
+    if not home or home == "" then return nil, "Neither XDG_DATA_HOME nor HOME is set: name the database with --db." end
+    base = home .. "/.local/share"
+  end
+  return base .. "/mcpclient/mcpclient.db"
+end
+
+-- A URL (postgresql://...) goes to store.open unchanged; a file path may be missing.
+local function is_file_path(path)
+  return path:match("^%a[%w+.-]*://") == nil
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close(); return true end
+  return false
+end
+
+-- Make the directory a new database file goes in (private to the user).
+local function make_directory(path)
+  local dir = path:match("^(.*)/[^/]+$")
+  if not dir or dir == "" or exists(dir) then return true end
+  return os.execute("mkdir -p -m 700 " .. quoted(dir) .. " 2>/dev/null") == true
+end
+
+-- Open the store | nil, message; or false when the database is missing and this command only reads.
+local function open_database(env, parsed)
+  local getenv = env.getenv or os.getenv
+  local path, why = cli.database_path(parsed, getenv)
+  if not path then return nil, why end
+  if is_file_path(path) and not exists(path) then
+    if not CREATES[parsed.command] then return false, path end
+    if not make_directory(path) then
+      return nil, string.format('The directory for the database "%s" cannot be made.', inert(path, 300))
+    end
+  end
+  local open = env.open_store or function(p) return require("mcpclient.agent.store").open(p) end
+  local store, message = open(path)
+  if store then
+    grants.protect(path)   -- it may hold OAuth tokens: owner only
+    return store, path
+  end
+  return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300), tostring(message))
 end
 
 ---------------------------------------------------------------------------
@@ -483,32 +809,69 @@ end
 
 -- A usage error raised while parsing or running: exit code 2. Anything
 -- else raised is a bug and goes on up.
-local function usage_failed(out, raised)
+local function usage_failed(out, raised, command)
   if getmetatable(raised) ~= Usage then error(raised, 0) end
   out:err(raised.message)
-  out:err("Run `mcpclient help` for usage.")
+  out:err(command and string.format("Run `mcpclient %s --help` for its usage.", command)
+    or "Run `mcpclient help` for usage.")
   return cli.USAGE
 end
 
--- The database the command works on: --db, else $MCPCLIENT_DB, else ./mcpclient.db.
--- @return store | nil, message
-local function open_database(env, parsed)
-  local path = parsed.db or (env.getenv or os.getenv)("MCPCLIENT_DB") or "./mcpclient.db"
-  if path == "" then path = "./mcpclient.db" end
-  local open = env.open_store or function(p) return require("mcpclient.agent.store").open(p) end
-  local store, message = open(path)
-  if store then return store end
-  return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300), tostring(message))
+-- `help`, `help <command>`, `<command> --help`, `--version`.
+local function informational(out, parsed)
+  if parsed.version then out:line("mcpclient " .. tostring(core.version)); return cli.OK end
+  local topic = parsed.help and parsed.command or (parsed.command == "help" and parsed.args[1]) or nil
+  if parsed.help or parsed.command == "help" then
+    if topic and not help.COMMANDS[topic] then
+      usage(string.format('No help on "%s".%s', inert(topic, 64),
+        did_you_mean(topic, sorted_keys(COMMAND_FLAGS))))
+    end
+    out:line(topic and help.COMMANDS[topic] or help.OVERVIEW)
+    return cli.OK
+  end
+  return nil
 end
 
 -- What every command gets: the store, the operator options (the local
--- operator as actor; warnings to stderr unless the embedder logs them).
-local function context(env, store, out)
-  local options = setmetatable({ actor = ACTOR }, { __index = env.options or {} })
+-- operator as actor, the budget; warnings to stderr unless the embedder logs them).
+local function context(env, store, out, parsed, path)
+  local options = setmetatable({ actor = ACTOR, budget = parsed.budget }, { __index = env.options or {} })
   if options.log == nil then
-    options.log = function(_, message) out:err("warning: " .. tostring(message)) end
+    options.log = function(_, message) out.warnings[#out.warnings + 1] = tostring(message) end
   end
-  return { store = store, options = options, stderr = out.stderr, progress = env.progress }
+  return { store = store, options = options, stderr = out.stderr, progress = env.progress, path = path }
+end
+
+-- The library's warnings, after the command's own output, without those that
+-- only repeat a failure the command printed (a refusal is printed once).
+local function flush_warnings(out)
+  for _, warning in ipairs(out.warnings) do
+    local shown = inert(warning, 2000)
+    local repeated = false
+    for _, said in ipairs(out.refusals) do
+      if said ~= "" and shown:find(said, 1, true) then repeated = true end
+    end
+    if not repeated then out:err("warning: " .. shown) end
+  end
+end
+
+-- Open the database and run the parsed command on it.
+local function run(env, out, parsed)
+  local store, path = env.store, nil
+  if not store then
+    store, path = open_database(env, parsed)
+    if store == false then
+      if EMPTY_WITHOUT[parsed.command] then EMPTY_WITHOUT[parsed.command](out, parsed); return cli.OK end
+      return refuse(out, parsed, string.format('No database at "%s" yet: nothing is configured. Add a server with '
+        .. "`mcpclient add` (it creates the database), or name another with --db.", inert(path, 300)))
+    end
+    if not store then return refuse(out, parsed, path) end
+  end
+  local ran, code = pcall(commands[parsed.command], context(env, store, out, parsed, path), out, parsed)
+  if store ~= env.store then store:close() end
+  flush_warnings(out)
+  if not ran then return usage_failed(out, code, parsed.command) end
+  return code
 end
 
 --- Run the command.
@@ -519,22 +882,17 @@ end
 -- @return exit code
 function cli.main(argv, env)
   env = env or {}
-  local out = setmetatable({ stdout = env.stdout or io.stdout, stderr = env.stderr or io.stderr }, Out)
+  local out = setmetatable({ stdout = env.stdout or io.stdout, stderr = env.stderr or io.stderr, warnings = {},
+    refusals = {} }, Out)
   local args = {}
   for i = 1, #(argv or {}) do args[i] = argv[i] end
   local ok, parsed = pcall(parse, args)
   if not ok then return usage_failed(out, parsed) end
-  if parsed.command == "help" then return commands.help(nil, out) end
-  local store = env.store
-  if not store then
-    local message
-    store, message = open_database(env, parsed)
-    if not store then out:err(message); return cli.FAILED end
-  end
-  local ran, code = pcall(commands[parsed.command], context(env, store, out), out, parsed)
-  if store ~= env.store then store:close() end
-  if not ran then return usage_failed(out, code) end
-  return code
+  local shown
+  ok, shown = pcall(informational, out, parsed)
+  if not ok then return usage_failed(out, shown) end
+  if shown then return shown end
+  return run(env, out, parsed)
 end
 
 return cli

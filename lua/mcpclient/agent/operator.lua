@@ -16,6 +16,8 @@
 -- Text in cards and results is as stored or as the server sent it (labels are
 -- control-stripped and clipped); whoever prints it passes it through core.clip.
 local catalogue = require "mcpclient.agent.catalogue"
+local check = require "mcpclient.agent.check"
+local grants = require "mcpclient.agent.grants"
 local connection = require "mcpclient.connection"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
@@ -99,6 +101,26 @@ function operator.server_id(value, store)
   return uid, row
 end
 
+--- The server an operator names: a numeric id, or an identifier (compared
+--- in lower case, as identifiers are stored).
+-- @return row | nil, message, err (kind "unknown_server"; err.given is the name, clipped;
+--   err.matches lists the ids when several servers share the identifier; or "store")
+function operator.find_server(store, given)
+  if type(given) ~= "string" and math.type(given) ~= "integer" then return errors.fail("unknown_server") end
+  local uid = id_of(given)
+  if uid then return existing_server(store, uid) end
+  local rows, message, err = store:servers()
+  if not rows then return nil, message, err end
+  local wanted, found = trim(given):lower(), {}
+  for _, row in ipairs(rows) do
+    if row.identifier == wanted then found[#found + 1] = row end
+  end
+  if #found == 1 then return found[1] end
+  local matches = {}
+  for i, row in ipairs(found) do matches[i] = row.uid end
+  return errors.fail("unknown_server", { given = core.clip(given, 64), matches = #found > 1 and matches or nil })
+end
+
 -- Both gates, in that order (a stranger learns nothing about which ids exist).
 -- @return the server's row | nil, message, err
 local function admitted(store, id, options)
@@ -113,8 +135,10 @@ end
 -- Readout
 ---------------------------------------------------------------------------
 
+-- Timestamps as people read them: UTC, and saying so, so two operators in
+-- different zones read the same line the same way.
 local function stamp(t)
-  return os.date("%Y-%m-%d %H:%M", t)
+  return os.date("!%Y-%m-%d %H:%M UTC", t)
 end
 
 local function positive(n) return math.type(n) == "integer" and n > 0 end
@@ -159,6 +183,19 @@ local function approval_line(row)
   return "Tools run without asking", true
 end
 
+-- The OAuth grant `mcpclient login` stored, as the readout shows it (never the token):
+-- "authorized (scope ..., expires ...)" or "needs login"; nil when the server has none.
+local function authorization_line(store, row)
+  local status = grants.status(store, row.identifier)
+  if not status then return nil end
+  if not status.usable then return "needs login (the grant expired): `mcpclient login " .. row.identifier .. "`", true,
+    status end
+  local scope = (status.scope and status.scope ~= "") and ("scope " .. status.scope) or "no scope named"
+  local expiry = status.expires_at and ("expires " .. stamp(status.expires_at)) or "no expiry named"
+  if status.refreshable then expiry = expiry .. ", refreshed as needed" end
+  return string.format("authorized (%s, %s)", scope, expiry), false, status
+end
+
 local function data_class_line(row)
   local class = catalogue.data_class(row)
   if class then return class, false end
@@ -173,6 +210,7 @@ local function card_of(store, row)
   local authentication, auth_warning = authentication_line(row)
   local data_class, class_warning = data_class_line(row)
   local approval, approval_warning = approval_line(row)
+  local authorization, authorization_warning, grant = authorization_line(store, row)
   local card = {
     uid = row.uid, identifier = row.identifier, name = row.name, description = row.description, url = row.url,
     enabled = row.enabled == true,
@@ -188,6 +226,16 @@ local function card_of(store, row)
     tool_count = row.tool_count or 0,
     import_error = row.import_error or "",
     tools = {},
+    authorization = authorization, authorization_warning = authorization_warning, grant = grant,
+    -- The same facts as data, for machine readers (--json): unix seconds,
+    -- integer milliseconds, booleans; nil where there is nothing yet.
+    last_contact_at = positive(row.last_contact) and row.last_contact or nil,
+    latency_ms = positive(row.last_contact) and math.tointeger(row.last_latency_ms) or nil,
+    last_imported_at = positive(row.last_imported) and row.last_imported or nil,
+    requires_approval = tostring(row.requires_approval) ~= "0",
+    declared_data_class = catalogue.data_class(row),
+    auth_placement = (type(row.auth_credential) == "string" and row.auth_credential ~= "")
+      and row.auth_placement or nil,
   }
   for i, t in ipairs(tools) do
     card.tools[i] = { tool_name = t.tool_name, remote_name = t.remote_name, orphaned = t.orphaned == true,
@@ -268,6 +316,21 @@ function operator.import(store, id, options)
   local row, message, err = admitted(store, id, options)
   if not row then return nil, message, err end
   return catalogue.import(store, row, options)
+end
+
+--- The live conformance run (mcpclient.agent.check) against one server, on
+--- connections of its own that record no contact in the store.
+-- @param options { actor, call = { name, arguments }, budget, progress, and catalogue.connect's options }
+-- @return results, summary (see check.run) | nil, message, err (kind "forbidden", "unknown_server", "store")
+function operator.check(store, id, options)
+  options = options or {}
+  local row, message, err = admitted(store, id, options)
+  if not row then return nil, message, err end
+  local function open(recorder, budget)
+    local connect_options = setmetatable({ health = recorder, budget = budget, store = store }, { __index = options })
+    return catalogue.connect(row, connect_options)
+  end
+  return check.run(open, { call = options.call, budget = options.budget, progress = options.progress })
 end
 
 ---------------------------------------------------------------------------
@@ -395,11 +458,25 @@ local function coherent(store, uid, row)
   return catalogue.identifier_free(store, uid, row.identifier)
 end
 
+-- A new server's identifier must be free among all servers, enabled or not:
+-- a disabled twin would otherwise be refused only later, when it is enabled.
+local function identifier_unused(store, identifier)
+  local rows, message, err = store:servers()
+  if not rows then return nil, message, err end
+  for _, other in ipairs(rows) do
+    if other.identifier == identifier then
+      return errors.fail("conflict", { field = "identifier", identifier = identifier, other = other.name })
+    end
+  end
+  return true
+end
+
 --- Add a server. fields: identifier, name, url (required), description,
 --- auth_credential (a reference such as "env:NAME", never the secret),
 --- auth_placement, auth_header_name, data_class, requires_approval ("1"/"0"), enabled.
 -- @param options { actor, resolver (accept keys this credential resolver resolves) }
--- @return uid | nil, message, err (kind "forbidden", "invalid", "conflict" (an enabled twin), "store")
+-- @return uid | nil, message, err (kind "forbidden", "invalid", "conflict" (any server with that
+--   identifier, enabled or not), "store")
 function operator.add(store, fields, options)
   options = options or {}
   local ok, message, err = operator.require_admin(options.actor)
@@ -411,7 +488,23 @@ function operator.add(store, fields, options)
   for k, v in pairs(values) do merged[k] = v end
   ok, message, err = coherent(store, 0, merged)
   if not ok then return nil, message, err end
+  ok, message, err = identifier_unused(store, merged.identifier)
+  if not ok then return nil, message, err end
   return store:add_server(values)
+end
+
+--- What keeps a server from supplying tools to a run, each with the server
+--- flags that fix it: [{ field, text, flags }] (empty when it is usable).
+function operator.missing(row)
+  local missing = {}
+  if not catalogue.data_class(row) then
+    missing[#missing + 1] = { field = "data_class", text = "no data class is declared, so no tool of it is offered",
+      flags = "--data-class " .. table.concat(catalogue.DATA_CLASSES, "|") }
+  end
+  if row.enabled ~= true then
+    missing[#missing + 1] = { field = "enabled", text = "it is disabled", flags = "--enabled" }
+  end
+  return missing
 end
 
 --- Change a server's editable fields (the same checks as add).

@@ -14,6 +14,12 @@
 -- cancel hook → the result bounded → the TOOL event recorded (fail-closed for
 -- writes) → the fence cleared and the lease renewed.
 --
+-- A turn's admitted calls execute at once (each a task of mcp.gather, each
+-- with its own budget and the same cancel hook); their TOOL events are then
+-- recorded in the model's order of calls, whatever order they finished in,
+-- and the fence is cleared only once every write of the turn is recorded. A
+-- call that was in flight when another ended the run is still recorded.
+--
 -- Results, one per call: { text, is_error [, err] [, suspended] [, stopped] }.
 --   text, is_error  what the model reads.
 --   err             the library's failure value (see mcpclient.errors), present
@@ -57,6 +63,7 @@
 -- acted). That step is recorded, never retried, and the run ends "cancelled".
 local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
+local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local policy = require "mcpclient.agent.policy"
 local tool_module = require "mcpclient.agent.tool"
@@ -632,8 +639,9 @@ end
 
 -- After the call: nothing with a side effect runs unrecorded (the fence stays
 -- stamped: the effect happened and its record is missing), a cancellation
--- ends the run, and otherwise the fence is cleared and the lease renewed.
-local function settle_call(self, rec, recorded, store_error)
+-- ends the run, and otherwise the lease is renewed and the fence cleared —
+-- once no write of the turn is left unrecorded (`last_write`).
+local function settle_call(self, rec, recorded, store_error, last_write)
   local write = is_write(rec.tool)
   if not recorded and write then
     local err = fail(self, "audit_persistence_failed", string.format('The step of tool "%s" could not be recorded '
@@ -648,7 +656,7 @@ local function settle_call(self, rec, recorded, store_error)
   end
   if not self.persisted then return end
   local fields = { lease_expires = lease_until(self) }
-  if write then fields.pending_effect = "" end
+  if write and last_write then fields.pending_effect = "" end
   local ok, lease_err = under_lease(self, fields)
   if not ok then
     lease_lost(self, nil, lease_err)
@@ -656,13 +664,29 @@ local function settle_call(self, rec, recorded, store_error)
   end
 end
 
-local function execute(self, turn, rec)
-  if not ready_to_send(self, rec) then return end
-  local result, duration_ms = call_tool(self, rec)
-  rec.state, rec.result = DONE, result
+-- Record an executed call's step, then settle it. A call that ran after the
+-- run ended (it was in flight with others) is still recorded: it happened.
+local function record_call(self, turn, rec, last_write)
+  local result = rec.result
   local recorded, store_error = record_step(self, { round = turn.round, name = rec.call.name,
-    arguments = rec.call.arguments, text = result.text, is_error = result.is_error, duration_ms = duration_ms })
-  settle_call(self, rec, recorded, store_error)
+    arguments = rec.call.arguments, text = result.text, is_error = result.is_error, duration_ms = rec.duration_ms })
+  if self.status == run.RUNNING then
+    settle_call(self, rec, recorded, store_error, last_write)
+  else
+    rec.stopped = true
+  end
+end
+
+-- Run the calls that are ready, all at once (one of them blocks as before).
+local function execute_all(self, ready)
+  if #ready == 1 then
+    ready[1].result, ready[1].duration_ms = call_tool(self, ready[1])
+  else
+    local tasks = {}
+    for i, rec in ipairs(ready) do tasks[i] = function() return call_tool(self, rec) end end
+    for i, answer in ipairs(engine.gather(tasks)) do ready[i].result, ready[i].duration_ms = answer[1], answer[2] end
+  end
+  for _, rec in ipairs(ready) do rec.state = DONE end
 end
 
 ---------------------------------------------------------------------------
@@ -728,22 +752,43 @@ local function suspend(self, turn)
   return results_of(turn)
 end
 
--- Admit every call of the turn, then execute in order — or suspend the whole
--- turn when one admitted call needs an approval it does not have.
+-- Ready every admitted call in the model's order (the cancel flag, the fence
+-- stamped for writes); → the calls to execute, and the last write among them.
+local function ready_all(self, turn)
+  local ready, last_write = {}, nil
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTED then
+      if self.status == run.RUNNING and ready_to_send(self, rec) then
+        ready[#ready + 1] = rec
+        if is_write(rec.tool) then last_write = rec end
+      elseif rec.state == ADMITTED then
+        not_called(self, rec)
+      end
+    end
+  end
+  return ready, last_write
+end
+
+-- Admit every call of the turn — or suspend the whole turn when one admitted
+-- call needs an approval it does not have — then execute the admitted calls
+-- at once and record every step in the model's order, whatever order the
+-- calls finished in.
 local function play(self, turn, approved)
   admit_all(self, turn)
   if not approved and awaits_approval(self, turn) then return suspend(self, turn) end
+  local ready, last_write = ready_all(self, turn)
+  execute_all(self, ready)
   for _, rec in ipairs(turn.records) do
     if rec.state == REFUSED then
       settle_refusal(self, turn, rec)
-    elseif rec.state == ADMITTED then
-      if self.status == run.RUNNING then execute(self, turn, rec) else not_called(self, rec) end
+    elseif rec.result and rec.duration_ms then
+      record_call(self, turn, rec, rec == last_write)
     end
   end
   return results_of(turn)
 end
 
---- One model turn: its tool calls, admitted together, then executed in order.
+--- One model turn: its tool calls, admitted together, then executed at once (the trail keeps their order).
 -- @param calls { { name = "<tool>", arguments = { ... } }, ... }
 -- @return results, one per call: { text, is_error [, err] [, suspended] [, stopped] }
 function Run:turn(calls)

@@ -12,6 +12,7 @@ local discovery = require "mcpclient.oauth.discovery"
 local errors = require "mcpclient.errors"
 local fetch = require "mcpclient.oauth.fetch"
 local grants = require "mcpclient.oauth.grants"
+local stored = require "mcpclient.oauth.stored"
 
 local fail = errors.fail
 
@@ -25,7 +26,7 @@ local option_types = {
   grant = "string", authorize = "function", client_id = "string", client_secret = "string",
   private_key = "string", signing_algorithm = "string", client_metadata_url = "string",
   redirect_uri = "string", client_name = "string", scope = "string", offline_access = "boolean",
-  idp = "table",
+  idp = "table", grants = "table",
 }
 local grants_known = { authorization_code = true, client_credentials = true, cross_app_access = true }
 local idp_types = { token_endpoint = "string", id_token = "string", client_id = "string", client_secret = "string" }
@@ -98,6 +99,7 @@ end
 --- token is refreshed first when a refresh token is held; a refresh that
 --- could not be asked (budget, network) is the leg's failure triple.
 function Provider:header(op)
+  stored.restore(self)   -- a grant kept by an earlier process (oauth.grants), once
   if self.token and not fresh(self) then
     local refreshed, message, err = false, nil, nil
     if self.token.refresh_token then refreshed, message, err = self:refresh(op) end
@@ -205,7 +207,11 @@ function Provider:hold(token)
   local lifetime = token.expires_in
   token.expires_at = lifetime and (now(self) + lifetime - math.min(oauth.EXPIRY_MARGIN, lifetime / 2)) or nil
   self.token = token
+  stored.keep(self)
 end
+
+-- The connection's clock, for the grant hook's wall-clock conversion.
+function Provider:clock_now() return now(self) end
 
 -- The configured client's own credentials (secret or private key), resolved now.
 function Provider:configured_client()

@@ -1,0 +1,162 @@
+--- The operator command's words: the overview, one help page per command,
+--- and "did you mean" for a mistyped command or option.
+local help = {}
+
+help.OVERVIEW = [==[
+usage: mcpclient [--db PATH] [--json] [--budget SECONDS] <command> [arguments]
+
+Servers are named by identifier or by numeric id, in every command.
+
+  servers                      every server: configuration, liveness, tools
+  add --identifier ID --name NAME --url URL [server flags]
+                               configure a server (says what it still needs)
+  edit <server> [server flags] change a server
+  remove <server>              remove a server (its tool records stay for the audit)
+  test <server> | --all        is the server there? one handshake, records the contact
+  check <server>               the live conformance run: every check that applies
+  import <server> | --all      import the tool catalogue (tools start switched off)
+  tools [<server>]             the imported tools and whether each is on
+  login <server>               OAuth: authorize in a browser, keep the grant for every later connection
+  logout <server>              forget the server's stored OAuth grant
+  enable <tool|group>          switch a tool on, or a server's group and all its tools
+  disable <tool|group>         switch a tool or a whole group off
+  help [<command>]             this text, or one command's
+
+global options:
+  --db PATH           the database: a file path, or a postgresql:// URL
+                      (default $MCPCLIENT_DB, else $XDG_DATA_HOME/mcpclient/mcpclient.db,
+                      XDG_DATA_HOME defaulting to ~/.local/share). Only `add` creates it.
+  --json              print JSON (schema: docs/CLI.md)
+  --budget SECONDS    the time one operation on a server may take (default 20)
+  --version           print the version
+  -h, --help          help; after a command, that command's help
+
+Exit status: 0 done, 1 failed, 2 usage. Whoever can run this command on the database acts as its
+administrator: access to the command and the database file is the admin check.]==]
+
+local SERVER_FLAGS = [==[
+server flags:
+  --identifier ID        1-32 of a-z 0-9 _ - (names the tools: mcp_<ID>_<remote name>)
+  --name NAME            --description TEXT
+  --url URL              http or https (http only for loopback in practice)
+  --credential REF       a reference such as env:NAME, never the secret itself ("" withdraws it, edit only)
+  --placement bearer|header                --header-name NAME (with header)
+  --data-class CLASS     publicContent editorContent sourceCode internalConfiguration
+                         systemDiagnostics secretAdjacent ("" withdraws it)
+  --approval yes|no      whether a human approves every call (default yes)
+  --enabled | --disabled (add: default disabled)]==]
+
+help.COMMANDS = {
+  servers = [==[
+usage: mcpclient servers [--json]
+
+Every server, enabled or not, with its configuration, last contact (UTC) and latency,
+last import, and imported tools. Lines marked "!" need the operator's attention.
+Reads only: a missing database is reported, never created.]==],
+  add = [==[
+usage: mcpclient add --identifier ID --name NAME --url URL [server flags]
+
+Configures a server. A duplicate identifier is refused. When the server cannot yet
+supply tools (no data class, disabled), the command says what is missing and the
+`mcpclient edit` that fixes it; then `mcpclient import <server>`.
+
+]==] .. SERVER_FLAGS,
+  edit = [==[
+usage: mcpclient edit <server> [server flags]
+
+Changes the given fields of a server (named by identifier or id).
+
+]==] .. SERVER_FLAGS,
+  remove = [==[
+usage: mcpclient remove <server>
+
+Removes a server. Its tool records stay, so past runs can still be audited.]==],
+  test = [==[
+usage: mcpclient test <server> [--json]
+       mcpclient test --all [--json]
+
+One handshake on a fresh connection: reachable or not, the latency, the protocol
+revision and what the server calls itself. Records the contact in the database.
+--all tests every enabled server, up to four at once, one line (or JSON object) each.]==],
+  check = [==[
+usage: mcpclient check <server> [--call TOOL [--arguments JSON]] [--json]
+
+The live conformance run: every check of the per-connection suite that a real server
+can answer (handshake, session, capabilities, paged discovery, schema normalisation of
+the real catalogue, a call, error shapes, the budget, cancellation, the health stamp),
+through the whole client. One line per check: passed, failed or not applicable, and why.
+Exit 0 when every applicable check passed, 1 otherwise.
+
+A tool is called only when the server declares it read-only and it needs no argument,
+or when you name one with --call (and its arguments as a JSON object with --arguments).
+Nothing is stored.]==],
+  import = [==[
+usage: mcpclient import <server> | --all [--json]
+
+Imports the tool catalogue of one server (enabled or not), or of every enabled server.
+Imported tools start switched off: switch one on with `mcpclient enable <tool>`, or
+every tool of a server with `mcpclient enable mcp_<identifier>`.]==],
+  tools = [==[
+usage: mcpclient tools [<server>] [--json]
+
+The imported tools, of one server or of all, and whether each is switched on.]==],
+  enable = [==[
+usage: mcpclient enable <tool|group> [--tool | --group]
+
+A tool name (mcp_<identifier>_<remote>) switches that tool on. A group name
+(mcp_<identifier>) switches the server's group on and every tool of it on.
+--tool / --group say which is meant when a name is both.]==],
+  disable = [==[
+usage: mcpclient disable <tool|group> [--tool | --group]
+
+A tool name switches that tool off. A group name switches the whole group off: no
+tool of it is offered, whatever its own switch; `enable` on the group turns it back on.]==],
+  login = [==[
+usage: mcpclient login <server> [--wait SECONDS] [--json]
+
+For a server behind OAuth (and without a static --credential): prints the authorization
+URL to open in a browser, waits (default 300 s) for the redirect on a one-shot listener
+at http://127.0.0.1:<port>/callback, and keeps the grant (tokens, refresh token) in the
+database, readable by its owner only. Every later connection to the server, the command's
+and an agent loop's on the same database, uses and refreshes it. `servers` shows
+"authorized (scope, expiry)" or "needs login"; tokens are never printed.]==],
+  logout = [==[
+usage: mcpclient logout <server> [--json]
+
+Forgets the server's stored OAuth grant.]==],
+  help = [==[
+usage: mcpclient help [<command>]]==],
+}
+
+-- The edit distance between two short words, a swap of neighbours counting
+-- as one edit (optimal string alignment): "tset" is one typo from "test".
+local function distance(a, b)
+  local d = {}
+  for i = 0, #a do d[i] = { [0] = i } end
+  for j = 0, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:sub(i, i) == b:sub(j - 1, j - 1) and a:sub(i - 1, i - 1) == b:sub(j, j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
+    end
+  end
+  return d[#a][#b]
+end
+
+--- The closest of `candidates` to `word`, when it is close enough to be a typo.
+function help.suggest(word, candidates)
+  local best, best_distance
+  for _, candidate in ipairs(candidates) do
+    local d = distance(word, candidate)
+    if best_distance == nil or d < best_distance or (d == best_distance and candidate < best) then
+      best, best_distance = candidate, d
+    end
+  end
+  if best and best_distance <= math.max(1, #word // 3) then return best end
+  return nil
+end
+
+return help

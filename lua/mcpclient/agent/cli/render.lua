@@ -1,0 +1,155 @@
+--- How the operator command shows things: the readout's cards and the
+--- tools table as text, and every command's data as JSON (docs/CLI.md is the
+--- schema: numbers as numbers, timestamps as ISO 8601 UTC, booleans, null
+--- where there is nothing yet).
+--
+-- Everything printed that a server wrote or that came from the database
+-- passes core.clip or core.label: control, C1 and bidi/invisible formatting
+-- characters become spaces, so no escape sequence, line break or reordering
+-- mark from a server reaches the terminal. JSON goes through the library's
+-- encoder, which escapes the same characters.
+local core = require "mcpclient.core"
+local operator = require "mcpclient.agent.operator"
+
+local json = core.json
+
+local render = {}
+
+--- Text made inert and bounded.
+function render.inert(text, limit)
+  if text == nil then return "" end
+  return core.clip(tostring(text), limit or 1000)
+end
+local inert = render.inert
+
+--- Unix seconds as ISO 8601 UTC, or JSON null.
+function render.iso(t)
+  if math.type(t) ~= "integer" or t <= 0 then return json.null end
+  return os.date("!%Y-%m-%dT%H:%M:%SZ", t)
+end
+
+--- A list as JSON sees it ([] when empty, not {}).
+function render.list(t) return json.array(t or {}) end
+
+-- A value, or JSON null for nil.
+local function maybe(v)
+  if v == nil then return json.null end
+  return v
+end
+render.maybe = maybe
+
+---------------------------------------------------------------------------
+-- The readout
+---------------------------------------------------------------------------
+
+-- The card's labelled lines: a "!" marks what the operator should look at.
+local function print_fields(out, card)
+  local function row(label, value, warning)
+    out:line(string.format("  %-18s%s%s", label .. ":", warning and "! " or "", inert(value, 2048)))
+  end
+  if card.description and card.description ~= "" then row("Description", inert(card.description, 500)) end
+  row("Endpoint", card.url)
+  row("Transport", card.transport)
+  row("Authentication", inert(card.authentication, 300), card.authentication_warning)
+  if card.authorization then row("OAuth", inert(card.authorization, 300), card.authorization_warning) end
+  row("Data class", card.data_class, card.data_class_warning)
+  row("Approval", card.approval, card.approval_warning)
+  row("Last import", card.last_import)
+  row("Last contact", card.contact)
+  row("Tools discovered", tostring(card.tool_count))
+end
+
+-- The last import's error, one clipped line per stored line.
+local function print_import_error(out, card)
+  if card.import_error == "" then return end
+  out:line("  ! Last import error:")
+  for text in (card.import_error .. "\n"):gmatch("(.-)\n") do out:line("      " .. inert(text)) end
+end
+
+--- One server's card as text.
+function render.card(out, card)
+  local badges = { "[" .. card.state .. "]" }
+  if card.never_reached then badges[#badges + 1] = "[Never reached]" end
+  out:line(string.format("%s  %s (id %d)  %s", inert(card.identifier, 64), inert(card.name, 255), card.uid,
+    table.concat(badges, " ")))
+  print_fields(out, card)
+  print_import_error(out, card)
+  if #card.tools == 0 then
+    out:line("  " .. operator.NO_TOOLS)
+    return
+  end
+  out:line("  Imported tools:")
+  for _, t in ipairs(card.tools) do
+    out:line(string.format("    %s  (%s)%s", inert(t.tool_name, 64), inert(t.remote_name, 190),
+      t.badge and ("  [" .. t.badge .. "]") or ""))
+  end
+end
+
+--- A stored OAuth grant as data (never the token), or JSON null.
+function render.grant_json(grant)
+  if not grant then return json.null end
+  return { state = grant.usable and "authorized" or "needs_login", scope = maybe(grant.scope),
+    expires_at = render.iso(grant.expires_at), refreshable = grant.refreshable }
+end
+
+--- One server's card as data.
+function render.card_json(card)
+  local tools = {}
+  for i, t in ipairs(card.tools) do
+    tools[i] = { tool_name = t.tool_name, remote_name = t.remote_name, orphaned = t.orphaned }
+  end
+  return {
+    id = card.uid, identifier = card.identifier, name = card.name, description = card.description or "",
+    url = card.url, enabled = card.enabled, transport = "http",
+    authentication = card.auth_placement or "none", authentication_warning = card.authentication_warning,
+    data_class = maybe(card.declared_data_class), requires_approval = card.requires_approval,
+    last_contact = render.iso(card.last_contact_at), latency_ms = maybe(card.latency_ms),
+    last_import = render.iso(card.last_imported_at), import_status = maybe(card.import_status),
+    import_error = card.import_error, tool_count = card.tool_count, tools = render.list(tools),
+    authorization = render.grant_json(card.grant),
+  }
+end
+
+---------------------------------------------------------------------------
+-- Tables
+---------------------------------------------------------------------------
+
+--- Rows of cells as aligned columns (two spaces apart; the last column is
+--- not padded). Cells are inert already.
+function render.columns(out, rows)
+  local widths = {}
+  for _, row in ipairs(rows) do
+    for i, cell in ipairs(row) do
+      widths[i] = math.max(widths[i] or 0, utf8.len(cell) or #cell)
+    end
+  end
+  for _, row in ipairs(rows) do
+    local cells = {}
+    for i, cell in ipairs(row) do
+      local pad = i < #row and (widths[i] - (utf8.len(cell) or #cell)) or 0
+      cells[i] = cell .. string.rep(" ", pad)
+    end
+    out:line((table.concat(cells, "  "):gsub("%s+$", "")))
+  end
+end
+
+--- The tools list as a table with a header.
+function render.tools(out, tools)
+  local rows = { { "TOOL", "STATE", "SERVER", "REMOTE NAME", "DESCRIPTION" } }
+  for _, t in ipairs(tools) do
+    local state = t.enabled and "on" or "off"
+    if t.orphaned then state = state .. " (gone)" end
+    rows[#rows + 1] = { inert(t.tool_name, 64), state, inert(t.identifier, 64), inert(t.remote_name, 64),
+      inert(t.description, 80) }
+  end
+  render.columns(out, rows)
+end
+
+--- A tool as data.
+function render.tool_json(t)
+  return { server_id = t.server_uid, server = t.identifier, tool_name = t.tool_name, remote_name = t.remote_name,
+    description = t.description or "", enabled = t.enabled, orphaned = t.orphaned, group = t.group,
+    tool_switch = maybe(t.tool_state), group_switch = maybe(t.group_state) }
+end
+
+return render

@@ -1,0 +1,61 @@
+--- The trace switch: one line on stderr per exchange of a connection (the
+--- method, the outcome with the HTTP status when there was one, the time
+--- taken, the bytes received), for an operator asking "what did it send?".
+--
+-- On with connect's `trace = true`, or MCPCLIENT_TRACE=1 in the environment
+-- when the option is not given. A line carries no body, no header, no session
+-- id and no credential: the method names are this client's own, the
+-- identifier is the operator's, and the outcome is an err.kind.
+--
+--   mcpclient trace "docs": initialize ok 41 ms 512 bytes
+--   mcpclient trace "docs": tools/call failed http_status 404 3 ms
+local core = require "mcpclient.core"
+
+local trace = {}
+
+--- Whether tracing is on: the option when given, else MCPCLIENT_TRACE=1.
+function trace.enabled(option, getenv)
+  if option ~= nil then return option end
+  return (getenv or os.getenv)("MCPCLIENT_TRACE") == "1"
+end
+
+-- The outcome part of a line: "ok", or "failed <kind>[ <status>]".
+local function outcome(ok, err)
+  if ok then return "ok" end
+  if type(err) ~= "table" then return "failed" end
+  local status = math.type(err.status) == "integer" and (" " .. err.status) or ""
+  return "failed " .. tostring(err.kind) .. status
+end
+
+-- One line, inert, on `write`.
+local function emit(write, identifier, method, ok, err, ms, bytes)
+  local line = string.format('mcpclient trace "%s": %s %s %d ms%s', identifier, method, outcome(ok, err), ms,
+    math.type(bytes) == "integer" and string.format(" %d bytes", bytes) or "")
+  write(core.clip(line, 500) .. "\n")
+end
+
+--- Wrap a transport's exchanges (request, notify, delete) so each writes its line.
+-- @param transport the connection's transport
+-- @param identifier the server identifier
+-- @param clock seconds (the connection's clock)
+-- @param write function(text), default io.stderr:write
+function trace.wrap(transport, identifier, clock, write)
+  write = write or function(text) io.stderr:write(text) end
+  local function timed(name, method_of)
+    local original = transport[name]
+    transport[name] = function(self, op, session, ...)
+      local started = clock()
+      local a, b, c = original(self, op, session, ...)
+      local ms = math.floor((clock() - started) * 1000 + 0.5)
+      local info = a and type(b) == "table" and b or nil
+      emit(write, identifier, method_of(...), a ~= nil and a ~= false, c, ms, info and info.bytes)
+      return a, b, c
+    end
+  end
+  timed("request", function(method) return method end)
+  timed("notify", function(method) return method end)
+  timed("delete", function() return "DELETE" end)
+  return transport
+end
+
+return trace

@@ -1,0 +1,381 @@
+-- The 2026-07-28 era over the fake leg: era negotiation (discover, the modern retry, the fallback to
+-- initialize), the wire of a modern request (headers, envelope), resultType, the freshness hint,
+-- error bodies, ping in both eras, cancellation without a notice, no resumption.
+local mcp = require "mcpclient"
+local Fake = require "support.fake_server"
+local modern = require "mcpclient.modern"
+local core = require "mcpclient.core"
+
+local function connect(fake, extra)
+  local options = {
+    url = "https://mcp.example.com/rpc", identifier = "srv",
+    transport = fake, clock = fake.clock, health = mcp.health.memory(),
+  }
+  for k, v in pairs(extra or {}) do options[k] = v end
+  return mcp.connect(options)
+end
+
+local META = {
+  ["io.modelcontextprotocol/serverInfo"] = { name = "Modern Fake", version = "2.0" },
+}
+
+local function discovered(versions)
+  return { supportedVersions = mcp.json.array(versions or { "2026-07-28" }), capabilities = { tools = {} },
+    resultType = "complete", ttlMs = 60000, cacheScope = "public", _meta = META }
+end
+
+local function page(names, extra)
+  local tools = mcp.json.array {}
+  for i, name in ipairs(names) do tools[i] = { name = name, inputSchema = { type = "object" } } end
+  local result = { tools = tools, resultType = "complete" }
+  for k, v in pairs(extra or {}) do result[k] = v end
+  return result
+end
+
+local function text_result(text)
+  return { content = { { type = "text", text = text } }, resultType = "complete" }
+end
+
+-- A 4xx JSON-RPC error body, as the official v2 SDK sends it.
+local function refusal(status, code, message, data)
+  return mcp.json.encode { jsonrpc = "2.0", id = 1, error = { code = code, message = message, data = data } }, status
+end
+
+local function header(r, name) return Fake.header(r, name) end
+
+describe("the 2026-07-28 era", function()
+  describe("negotiation", function()
+    it("discovers first, then speaks modern with no initialize, no session and no DELETE", function()
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_return(page { "a" })
+        :will_return(text_result("one"))
+      local conn = connect(fake)
+      assert.equal(1, #assert(conn:list_tools()))
+      assert(conn:call_tool("a", {}))
+      assert.same({ era = "modern", protocol_version = "2026-07-28", capabilities = { tools = {} },
+        server_info = META["io.modelcontextprotocol/serverInfo"] }, conn:server())
+      conn:close()
+      assert.same({ "server/discover", "tools/list", "tools/call" }, fake:methods())
+    end)
+
+    it("falls back to initialize when the probe's 400 carries no modern error", function()
+      local fake = Fake.new():will_handshake("s-1"):will_return { tools = mcp.json.array {} }
+      local conn = connect(fake)
+      local tools, listing = assert(conn:list_tools())
+      assert.same({}, tools)
+      assert.equal(1, fake.probes)
+      assert.same({ "initialize", "notifications/initialized", "tools/list" }, fake:methods())
+      assert.same({ era = "legacy" }, listing)
+      assert.equal("legacy", conn:server().era)
+    end)
+
+    it("falls back on a JSON-RPC error that is no modern one (method not found, status 200)", function()
+      local fake = Fake.new { modern = true }:will_return_rpc_error(-32601, "Method not found")
+        :will_handshake():will_return { tools = mcp.json.array {} }
+      assert(connect(fake):list_tools())
+      assert.same({ "server/discover", "initialize", "notifications/initialized", "tools/list" }, fake:methods())
+    end)
+
+    it("finds the era once per connection", function()
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_return(text_result("1"))
+        :will_return(text_result("2"))
+      local conn = connect(fake)
+      assert(conn:call_tool("a"))
+      assert(conn:call_tool("a"))
+      assert.same({ "server/discover", "tools/call", "tools/call" }, fake:methods())
+    end)
+
+    it("a recognised modern error means modern: it is not taken for a 2025 server", function()
+      local fake = Fake.new { modern = true }:will_return_raw(refusal(400, -32020, "Header mismatch"))
+      local ok, message, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal("http_status", err.kind)
+      assert.equal(-32020, err.code)
+      assert.equal("Header mismatch", err.detail)
+      assert.truthy(message:find("JSON-RPC error -32020: Header mismatch", 1, true), message)
+      assert.same({ "server/discover" }, fake:methods())
+    end)
+
+    it("an unsupported version naming a 2025 revision leads to initialize (auto)", function()
+      local fake = Fake.new { modern = true }
+        :will_return_raw(refusal(400, -32022, "Unsupported protocol version",
+          { supported = mcp.json.array { "2025-11-25" }, requested = "2026-07-28" }))
+        :will_handshake():will_return { tools = mcp.json.array {} }
+      assert(connect(fake):list_tools())
+      assert.same({ "server/discover", "initialize", "notifications/initialized", "tools/list" }, fake:methods())
+    end)
+
+    it("a supported list with nothing in common is a clear failure, nothing retried", function()
+      local fake = Fake.new { modern = true }
+        :will_return_raw(refusal(400, -32022, "Unsupported protocol version",
+          { supported = mcp.json.array { "2030-01-01", "1999-01-01" }, requested = "2026-07-28" }))
+      local ok, message, err = connect(fake):call_tool("a")
+      assert.is_nil(ok)
+      assert.equal("protocol_version", err.kind)
+      assert.equal("2026-07-28", err.requested)
+      assert.equal("2030-01-01, 1999-01-01", err.offered)
+      assert.equal(-32022, err.code)
+      assert.truthy(message:find('does not speak protocol revision "2026-07-28"; it names 2030-01-01, 1999-01-01',
+        1, true), message)
+      assert.same({ "server/discover" }, fake:methods())
+    end)
+
+    it("strips control characters from the revisions a server names before they reach err or a message", function()
+      local fake = Fake.new { modern = true }
+        :will_return_raw(refusal(400, -32022, "Unsupported protocol version",
+          { supported = mcp.json.array { "2030\27[31m-01-01" }, requested = "2026\27]0;x\7-07-28" }))
+      local _, message, err = connect(fake):call_tool("a")
+      assert.equal("protocol_version", err.kind)
+      for _, text in ipairs { message, err.offered, err.requested, err.offered_list[1] } do
+        assert.is_nil(text:find("[%c]"), text)
+      end
+    end)
+
+    it("a discover result naming no revision in common is a clear failure", function()
+      local fake = Fake.new { modern = true }:will_return(discovered { "2031-02-02" })
+      local ok, _, err = connect(fake, { protocol = "2026-07-28" }):ping()
+      assert.is_nil(ok)
+      assert.equal("protocol_version", err.kind)
+      assert.equal("2031-02-02", err.offered)
+      assert.same({ "server/discover" }, fake:methods())
+    end)
+
+    it("pinned to 2026-07-28, a 2025 server is a failure, not a fallback", function()
+      local fake = Fake.new { modern = true }:will_return_raw(refusal(400, -32000, "Server not initialized"))
+      local ok, _, err = connect(fake, { protocol = "2026-07-28" }):list_tools()
+      assert.is_nil(ok)
+      assert.equal("http_status", err.kind)
+      assert.equal(400, err.status)
+      assert.same({ "server/discover" }, fake:methods())
+    end)
+
+    it("pinned to 2025-11-25, never probes", function()
+      local fake = Fake.new { modern = true }:will_handshake():will_return { tools = mcp.json.array {} }
+      assert(connect(fake, { protocol = "2025-11-25" }):list_tools())
+      assert.same({ "initialize", "notifications/initialized", "tools/list" }, fake:methods())
+    end)
+
+    it("pinned to 2025-11-25 against a modern-only server: protocol_version naming what it supports", function()
+      local fake = Fake.new { modern = true }:will_return_raw(refusal(400, -32022, "Unsupported protocol version",
+        { supported = mcp.json.array { "2026-07-28" }, requested = "2025-11-25" }))
+      local ok, message, err = connect(fake, { protocol = "2025-11-25" }):list_tools()
+      assert.is_nil(ok)
+      assert.equal("protocol_version", err.kind)
+      assert.equal("2026-07-28", err.offered)
+      assert.truthy(message:find('does not speak protocol revision "2025-11-25"; it names 2026-07-28', 1, true))
+    end)
+
+    it("does not take a network or credential failure of the probe for the 2025 era", function()
+      local fake = Fake.new { modern = true }:will_fail("transport", "Connection refused")
+      local ok, _, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal("transport", err.kind)
+      fake = Fake.new { modern = true }:will_return_raw('{"error":"no"}', 401)
+      ok, _, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal(401, err.status)
+      assert.same({ "server/discover" }, fake:methods())
+    end)
+
+    it("a probe lost on the wire is a failure to reach the server: discovery never acts", function()
+      local fake = Fake.new { modern = true }:will_fail("interrupted", "closed after sending")
+      local ok, _, err = connect(fake):list_tools()
+      assert.is_nil(ok)
+      assert.equal("transport", err.kind)
+      assert.same({ "server/discover" }, fake:methods())
+    end)
+
+    it("refuses an unknown protocol option", function()
+      assert.has_error(function() connect(Fake.new(), { protocol = "2024-11-05" }) end,
+        'connect: protocol must be "auto", "2026-07-28" or "2025-11-25"')
+    end)
+  end)
+
+  describe("the wire", function()
+    it("mirrors revision, method and name into headers and carries the envelope in every body", function()
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_return(text_result("x"))
+      assert(connect(fake):call_tool("get_weather", { city = "Graz" }))
+      for _, r in ipairs(fake.requests) do
+        assert.equal("2026-07-28", r.protocol)
+        assert.equal(r.method, header(r, "Mcp-Method"))
+        assert.equal("", r.session)
+        local meta = r.body.params._meta
+        assert.equal("2026-07-28", meta["io.modelcontextprotocol/protocolVersion"])
+        assert.same({}, meta["io.modelcontextprotocol/clientCapabilities"])
+        assert.equal("mcpclient", meta["io.modelcontextprotocol/clientInfo"].name)
+        assert.equal(mcp.version, meta["io.modelcontextprotocol/clientInfo"].version)
+      end
+      assert.is_nil(header(fake.requests[1], "Mcp-Name"))
+      assert.equal("get_weather", header(fake.requests[2], "Mcp-Name"))
+      assert.same({ city = "Graz" }, fake.requests[2].body.params.arguments)
+    end)
+
+    it("carries a name outside plain ASCII as =?base64?...?=", function()
+      assert.equal("get_weather", modern.header_value("get_weather"))
+      assert.equal("=?base64?SGVsbG8sIOS4lueVjA==?=", modern.header_value("Hello, 世界"))
+      assert.equal("=?base64?IHBhZGRlZCA=?=", modern.header_value(" padded "))
+      assert.equal("=?base64?bGluZTEKbGluZTI=?=", modern.header_value("line1\nline2"))
+      assert.equal("=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=", modern.header_value("=?base64?literal?="))
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_return(text_result("x"))
+      assert(connect(fake):call_tool("grüße"))
+      assert.equal("=?base64?Z3LDvMOfZQ==?=", header(fake.requests[2], "Mcp-Name"))
+    end)
+
+    it("reads serverInfo from the result's _meta and reports the era in ping", function()
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_return(discovered())
+      local conn = connect(fake)
+      local report = assert(conn:ping())
+      assert.equal("modern", report.era)
+      assert.equal("2026-07-28", report.protocol_version)
+      assert.equal("Modern Fake", report.server_name)
+      report = assert(conn:ping())
+      assert.equal("modern", report.era)
+      assert.same({ "server/discover", "server/discover" }, fake:methods())
+    end)
+
+    it("pings a 2025 server with ping and reports the legacy era", function()
+      local fake = Fake.new():will_handshake("s"):will_return {}
+      local conn = connect(fake)
+      assert.equal("legacy", assert(conn:ping()).era)
+      assert.equal("legacy", assert(conn:ping()).era)
+      assert.same({ "initialize", "notifications/initialized", "ping" }, fake:methods())
+    end)
+  end)
+
+  describe("results", function()
+    it("keeps the smallest ttlMs of a listing's pages and its cache scope", function()
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_return(page({ "a" }, { nextCursor = "p2", ttlMs = 30000, cacheScope = "public" }))
+        :will_return(page({ "b" }, { ttlMs = 5000, cacheScope = "public" }))
+      local tools, listing = assert(connect(fake):list_tools())
+      assert.equal(2, #tools)
+      assert.same({ era = "modern", ttl_ms = 5000, cache_scope = "public" }, listing)
+    end)
+
+    it("reads a missing or negative ttlMs as 0 (stale at once)", function()
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_return(page({}, { ttlMs = -5 }))
+      local _, listing = assert(connect(fake):list_tools())
+      assert.same({ era = "modern", ttl_ms = 0 }, listing)
+    end)
+
+    it("takes a missing resultType as complete", function()
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_return { content = { { type = "text", text = "ok" } } }
+      assert.equal("ok", assert(connect(fake):call_tool("a")).text)
+    end)
+
+    it("refuses a garbage resultType, sending nothing again", function()
+      for _, garbage in ipairs { "partial", 7 } do
+        local fake = Fake.new { modern = true }:will_return(discovered())
+          :will_return { resultType = garbage, content = mcp.json.array {} }
+        local ok, message, err = connect(fake):call_tool("a")
+        assert.is_nil(ok)
+        assert.equal("malformed", err.kind)
+        assert.truthy(message:find("resultType", 1, true), message)
+        assert.same({ "server/discover", "tools/call" }, fake:methods())
+      end
+    end)
+
+    it("fails clearly on input_required without a handler, sending nothing again", function()
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_return {
+        resultType = "input_required",
+        inputRequests = { login = { method = "elicitation/create", params = { message = "who?" } } },
+      }
+      local ok, message, err = connect(fake):call_tool("a")
+      assert.is_nil(ok)
+      assert.equal("input_required", err.kind)
+      assert.equal("elicitation/create", err.asked)
+      assert.equal("tools/call", err.method)
+      assert.truthy(message:find("no handler", 1, true), message)
+      assert.same({ "server/discover", "tools/call" }, fake:methods())
+    end)
+
+    it("fails clearly when the server says the envelope is missing, sending nothing again", function()
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_return_raw(refusal(400, -32602, "Invalid params: missing _meta envelope"))
+      local ok, _, err = connect(fake):call_tool("a")
+      assert.is_nil(ok)
+      assert.equal("http_status", err.kind)
+      assert.equal(-32602, err.code)
+      assert.equal("Invalid params: missing _meta envelope", err.detail)
+      assert.same({ "server/discover", "tools/call" }, fake:methods())
+    end)
+
+    it("clips the error body's message and never copies other body bytes", function()
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_return_raw(refusal(400, -32602, "bad\27[31m " .. string.rep("x", 5000), { secret = "s3cr3t" }))
+      local _, message, err = connect(fake):call_tool("a")
+      assert.is_nil(err.detail:find("\27", 1, true))
+      assert.is_true(#err.detail < 1000)
+      assert.is_nil(message:find("s3cr3t", 1, true))
+    end)
+  end)
+
+  describe("cancellation and streams", function()
+    it("closes the stream to cancel and sends no notice", function()
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_hang(0.01)
+      local n = 0
+      local ok, _, err = connect(fake):call_tool("slow", {}, { cancel = function() n = n + 1; return n > 3 end })
+      assert.is_nil(ok)
+      assert.equal("cancelled", err.kind)
+      assert.is_true(err.in_flight)
+      assert.same({ "server/discover", "tools/call" }, fake:methods())
+    end)
+
+    it("does not resume a stream that ended before the answer", function()
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_stream { "id: e-1\nretry: 10\ndata: \n\n" }
+      local ok, _, err = connect(fake):call_tool("a")
+      assert.is_nil(ok)
+      assert.equal("interrupted", err.kind)
+      assert.truthy(err.detail:find("cannot be resumed", 1, true))
+      assert.same({ "server/discover", "tools/call" }, fake:methods())
+    end)
+
+    it("reads an event-stream answer", function()
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_stream { Fake.sse_result(text_result("streamed")) }
+      assert.equal("streamed", assert(connect(fake):call_tool("a")).text)
+    end)
+  end)
+end)
+
+describe("2026-07-28 schema rules", function()
+  local function refused(schema, reason)
+    local out, why = modern.normalise_schema(schema)
+    assert.is_nil(out)
+    assert.equal(reason, why)
+  end
+
+  it("carries every 2020-12 keyword whole: $defs, local $ref, conditionals, pattern keys", function()
+    local text = '{"type":"object","$defs":{"n":{"type":"integer"}},"properties":{"a":{"$ref":"#/$defs/n"},'
+      .. '"b":{"type":"string"}},"if":{"required":["a"]},"then":{"required":["b"]},'
+      .. '"patternProperties":{"^x-":{"type":"string"}},"unevaluatedProperties":false,"additionalProperties":{}}'
+    local schema = mcp.json.decode(text)
+    assert.equal(schema, modern.normalise_schema(schema))
+    -- the 2025 rules refuse the same schema, naming the first keyword they cannot carry
+    local _, why = core.normalise_schema(schema)
+    assert.truthy(why:find('"$defs"', 1, true), why)
+  end)
+
+  it("never dereferences a network $ref: the tool is refused, naming the key", function()
+    refused(mcp.json.decode('{"type":"object","properties":{"a":{"$ref":"https://evil.example/s.json"}}}'),
+      'its "$ref" points outside the schema (https://evil.example/s.json), and references are never fetched')
+    refused(mcp.json.decode('{"type":"object","$dynamicRef":"other.json#meta"}'),
+      'its "$dynamicRef" points outside the schema (other.json#meta), and references are never fetched')
+  end)
+
+  it("keeps the caps: top-level object, 12 levels, 16384 bytes", function()
+    refused(mcp.json.decode('{"type":"string"}'), 'its top-level type is not "object"')
+    refused(nil, "the server advertised no parameter schema")
+    local deep = { type = "object" }
+    local at = deep
+    for _ = 1, 12 do at.properties = { x = {} }; at = at.properties.x end
+    refused(deep, "it nests deeper than 12 levels")
+    refused({ type = "object", description = string.rep("d", 17000) }, "it exceeds 16384 bytes once stored")
+  end)
+
+  it("picks the rule by the listing's era", function()
+    assert.equal(modern.normalise_schema, modern.schema_for("modern"))
+    assert.equal(core.normalise_schema, modern.schema_for("legacy"))
+  end)
+end)
