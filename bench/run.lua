@@ -488,7 +488,8 @@ local function build_report(m, started_at, elapsed)
     command_line())
   w("- **Machine:** %s CPUs, %s%s, %s MiB RAM; %s; %s", m.nproc, m.cpu, m.mhz and (" @ " .. m.mhz .. " MHz") or "",
     m.mem and math.floor(tonumber(m.mem) / 1024) or "?", m.os, m.kernel)
-  w("- **Software:** %s; Node %s; %s; @modelcontextprotocol/sdk 1.32.2; mcpclient %s at %s%s",
+  w("- **Software:** %s; Node %s; %s; @modelcontextprotocol/sdk 1.32.2 (the v1 client; the v2 client,"
+    .. " `@modelcontextprotocol/client`, is not installed here and not measured); mcpclient %s at %s%s",
     m.lua, m.node, m.curl, core.version, m.commit,
     m.dirty ~= "0" and " (with uncommitted changes outside bench/)" or "")
   w("- **Settings:** %d runs; %d warm calls per run after %d untimed; %d cold calls per run; %d listings of a"
@@ -524,6 +525,10 @@ local function build_report(m, started_at, elapsed)
   local cps_f = median(values("warm", "fast-json", "floor", "ops_per_s"))
   local list_m = median(values("list", "fast-json", "mcpclient", "p50_ms"))
   local list_s = median(values("list", "fast-json", "sdk", "p50_ms"))
+  local list_cpu_m = median(values("list", "fast-json", "mcpclient", "cpu_per_op_us"))
+  local list_cpu_s = median(values("list", "fast-json", "sdk", "cpu_per_op_us"))
+  local list_rss_m = median(values("list", "fast-json", "mcpclient", "peak_rss_kb"))
+  local list_rss_s = median(values("list", "fast-json", "sdk", "peak_rss_kb"))
   local rt_j = roundtrips["fast-json"] and roundtrips["fast-json"].mcpclient
   local rt_s = roundtrips["fast-sse"] and roundtrips["fast-sse"].mcpclient
   local cpu_m2 = median(values("warm-same", "fast-json", "mcpclient", "cpu_per_op_us"))
@@ -570,6 +575,14 @@ local function build_report(m, started_at, elapsed)
   w("| listing + normalising %d tools ≥ 5× faster than the SDK client's listing | %s ms vs %s ms = %s | %s |",
     config.tools, num(list_m), num(list_s), r_list and string.format("%.2f×", r_list) or "–",
     verdict(r_list, r_list and r_list >= 5))
+  local r_list_cpu, r_list_rss = ratio(list_cpu_s, list_cpu_m), ratio(list_rss_m, list_rss_s)
+  w("| … the same in client CPU per listing | %s ms vs %s ms = %s | %s |",
+    num(list_cpu_m and list_cpu_m / 1000), num(list_cpu_s and list_cpu_s / 1000),
+    r_list_cpu and string.format("%.2f×", r_list_cpu) or "–", verdict(r_list_cpu, r_list_cpu and r_list_cpu >= 5))
+  w("| peak RSS while listing ≤ 1/10 of the SDK client's | %s MiB vs %s MiB = %s | %s |",
+    num(list_rss_m and list_rss_m / 1024), num(list_rss_s and list_rss_s / 1024),
+    r_list_rss and string.format("1/%.1f", 1 / r_list_rss) or "–",
+    verdict(r_list_rss, r_list_rss and r_list_rss <= 0.1))
   w("| cancel p99 ≤ 50 ms (flag → return; all runs pooled) | fast-json: p50 %s, p99 %s, max %s ms (%d cancels);"
     .. " fast-sse: p50 %s, p99 %s, max %s ms (%d) | %s |",
     num(cancel_j.p50), num(cancel_j.p99), num(cancel_j.max), cancel_j.n, num(cancel_s.p50), num(cancel_s.p99),

@@ -35,6 +35,8 @@ void mcp_register_text(lua_State *L);   /* text.c:    core.clip(), core.label(),
 void mcp_register_schema(lua_State *L); /* schema.c:  core.normalise_schema(), core.decode_stored_schema() */
 void mcp_register_sqlite(lua_State *L); /* sqlite.c:  core.sqlite_open(), core.sqlite_version */
 void mcp_register_pg(lua_State *L);     /* pg.c:      core.pg_connect(), core.pg_version */
+void mcp_register_decode(lua_State *L); /* decode.c:  single-pass core.json.decode and core.rpc_classify
+                                                       over json.c's (registered after json) */
 void mcp_register_crypto(lua_State *L); /* crypto.c:  core.crypto.{sha256, random_bytes, base64, base64url,
                                                         jws_sign} */
 void mcp_register_loopback(lua_State *L); /* loopback.c: core.loopback_listen() (the login redirect) */
@@ -75,6 +77,26 @@ void mcp_json_push_null(lua_State *L);
 int mcp_json_is_null(lua_State *L, int idx);
 int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
+
+/*
+** decode.c's single-pass decoder, jansson's equal in verdict and value:
+** pushes the value (returns 1) or nothing (returns 0, where jansson refuses;
+** mcp_json_decode then gives the message). Raises only on memory or stack.
+*/
+int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
+
+/* ==================================================================== */
+/* The schema measure (measure.c)                                       */
+/* ==================================================================== */
+
+/*
+** The stored (ASCII-form) length of the kept schema at t in one pass, or 0
+** when it is not clean (a refused keyword, a container deeper than
+** max_depth or past max_visits, invalid UTF-8, a shape or value the encoder
+** refuses): the normaliser then takes its exact path for the reason.
+*/
+typedef int (*mcp_refused_fn)(const char *key, size_t len); /* >= 0: a refused keyword */
+size_t mcp_schema_measure(lua_State *L, int t, int max_depth, long max_visits, mcp_refused_fn refused);
 
 /* ==================================================================== */
 /* UTF-8 (text.c)                                                       */

@@ -382,6 +382,31 @@ static int walk(lua_State *L, int t, int level, walk_state *st) {
 /* ==================================================================== */
 
 /*
+** Steps 6 and 7 the exact way, for a kept table f the one-pass measure
+** (measure.c) did not find clean: the ordered walk names the first refused
+** keyword a reader would meet, then the encoding gives the size. Returns
+** the verdict (ACCEPTED with *len set); the stack is left as it was.
+*/
+static enum verdict exact_measure(lua_State *L, int f, int *keyword, size_t *len) {
+  walk_state st = {-1, 0, 0, 0, 0, 0};
+  walk(L, f, 1, &st);
+  if (st.overflow) return TOO_BIG;
+  if (st.keyword >= 0) {
+    *keyword = st.keyword;
+    return KEYWORD;
+  }
+  if (st.too_deep) return TOO_DEEP;
+  if (st.bad_utf8) return BAD_UTF8;
+  if (st.unencodable || mcp_json_encode(L, f, MCP_JSON_ASCII) != NULL) {
+    *keyword = UNENCODABLE;
+    return MALFORMED;
+  }
+  *len = lua_rawlen(L, -1);
+  lua_pop(L, 1);
+  return ACCEPTED;
+}
+
+/*
 ** Run steps 1-8 on the value at index 1. Accepted: pushes the new
 ** filtered table and returns ACCEPTED. Refused: pushes nothing, returns the
 ** verdict (and the keyword's index for KEYWORD).
@@ -389,8 +414,6 @@ static int walk(lua_State *L, int t, int level, walk_state *st) {
 static enum verdict normalise(lua_State *L, int *keyword) {
   int f, o, n = 0, bad;
   size_t k, len;
-  walk_state st = {-1, 0, 0, 0, 0, 0};
-  const char *err;
   if (lua_type(L, 1) != LUA_TTABLE || mcp_json_is_null(L, 1)) return NO_SCHEMA;
   if (rawfield(L, 1, "type") != LUA_TSTRING || (lua_tolstring(L, -1, &len), len != 6) ||
       memcmp(lua_tostring(L, -1), "object", 6) != 0) {
@@ -429,26 +452,14 @@ static enum verdict normalise(lua_State *L, int *keyword) {
     *keyword = bad - 1;
     return MALFORMED;
   }
-  walk(L, f, 1, &st);
-  if (st.overflow || st.keyword >= 0 || st.too_deep || st.bad_utf8 || st.unencodable) {
-    lua_pop(L, 1);
-    if (st.overflow) return TOO_BIG;
-    if (st.keyword >= 0) {
-      *keyword = st.keyword;
-      return KEYWORD;
+  len = mcp_schema_measure(L, f, MAX_DEPTH, MAX_VISITS, refused_index);
+  if (len == 0) {
+    enum verdict v = exact_measure(L, f, keyword, &len);
+    if (v != ACCEPTED) {
+      lua_pop(L, 1);
+      return v;
     }
-    if (st.too_deep) return TOO_DEEP;
-    *keyword = UNENCODABLE;
-    return st.bad_utf8 ? BAD_UTF8 : MALFORMED;
   }
-  err = mcp_json_encode(L, f, MCP_JSON_ASCII);
-  if (err != NULL) {
-    lua_pop(L, 1);
-    *keyword = UNENCODABLE;
-    return MALFORMED;
-  }
-  len = lua_rawlen(L, -1);
-  lua_pop(L, 1);
   if (len > MAX_ENCODED_BYTES) {
     lua_pop(L, 1);
     return TOO_BIG;

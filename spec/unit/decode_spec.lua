@@ -1,0 +1,124 @@
+-- The single-pass decoder (csrc/decode.c) behind core.json.decode and core.rpc_classify:
+-- jansson's verdict and value on every input (fuzz/decode_fuzz.c checks that at scale; these are
+-- the edges named in its promise), jansson's message on every refusal.
+local core = require "mcpclient.core"
+local json = core.json
+
+-- The jansson functions the fast ones keep for refusals.
+local function reference(f)
+  local _, slow = debug.getupvalue(f, 3)
+  return slow
+end
+
+local same
+
+local function same_table(a, b)
+  assert.equal(getmetatable(b), getmetatable(a))
+  local n = 0
+  for k, v in pairs(a) do
+    n = n + 1
+    same(v, rawget(b, k))
+  end
+  for _ in pairs(b) do n = n - 1 end
+  assert.equal(0, n)
+  assert.same(json.key_order(b), json.key_order(a))
+end
+
+function same(a, b)
+  assert.equal(type(b), type(a))
+  if type(a) == "table" then return same_table(a, b) end
+  if type(a) == "number" then
+    assert.equal(math.type(b), math.type(a))
+    assert.is_true(a == b and (a ~= 0 or 1 / a == 1 / b))
+    return
+  end
+  assert.equal(b, a)
+end
+
+local EDGES = {
+  '{"a":[],"b":{},"c":null,"d":true,"e":false}', '[1,-0,-0.0,1.5e3,1E-400,0.1]', "9223372036854775807",
+  "-9223372036854775808", "9223372036854775808", "-9223372036854775809", "1e400", "-1e400", "01", "1.",
+  ".5", "-", "1e", "1e+", '"\\u00e9\\ud83d\\ude00\\/\\b\\f\\n\\r\\t\\"\\\\"', '"\\ud800"', '"\\udc00"',
+  '"\\ud800\\u0041"', '"\\u0000"', '{"a\\u0000":1}', '"\\U0041"', '"\\x"', '"a\0b"', '"\t"', '"\127"',
+  '"\xc3\xa9"', '"\xc3"', '"\xed\xa0\x80"', '"\xf4\x90\x80\x80"', '"\xc0\xaf"', '{"a":1,"a":2}',
+  '{"b":1,"a":2,"c":{"z":1,"y":2}}', "", " ", "\t\n\r 1 \t\n\r", "1 x", "{}\0", "\0", "truex", "[true1]",
+  "nul", "10\0", "\r10\0", "1.5\0", "true\0", "[null\0]", '{"a":1\0}', "10\0\0", "1 \0", "12\0abc",
+  '"a"\0', "[1]\0", "1\0.5", "[1,]", "[,1]", '{"a":1,}', '{"a" 1}', '{a:1}', "\xef\xbb\xbf{}", string.rep("[", 512) ..
+  string.rep("]", 512), string.rep("[", 513) .. string.rep("]", 513), '{"jsonrpc":"2.0","id":1,"result":{}}',
+}
+
+describe("the single-pass decoder", function()
+  it("stands in front of jansson in json.decode and rpc_classify", function()
+    assert.equal("function", type(reference(json.decode)))
+    assert.equal("function", type(reference(core.rpc_classify)))
+    assert.are_not.equal(reference(json.decode), json.decode)
+  end)
+
+  it("decodes every edge as jansson does, plain and key-ordered, messages included", function()
+    local slow = reference(json.decode)
+    -- a spy in jansson's place: the fast path hands it only what it refuses
+    local handed
+    debug.setupvalue(json.decode, 3, function(...)
+      handed = true
+      return slow(...)
+    end)
+    local ok, err = pcall(function()
+      for _, text in ipairs(EDGES) do
+        for _, ordered in ipairs({ false, true }) do
+          handed = false
+          local fv, fm = json.decode(text, ordered)
+          local sv, sm = slow(text, ordered)
+          assert.equal(sm, fm)
+          if sv ~= nil then
+            assert.is_false(handed, string.format("the fast path refused %q, which jansson accepts", text))
+            same(fv, sv)
+          else
+            assert.is_nil(fv)
+          end
+        end
+      end
+    end)
+    debug.setupvalue(json.decode, 3, slow)
+    assert(ok, err)
+  end)
+
+  it("records key order only on non-empty objects, in text order", function()
+    local v = json.decode('{"b":1,"a":{},"c":{"z":1,"y":2}}', true)
+    assert.same({ "b", "a", "c" }, json.key_order(v))
+    assert.is_nil(json.key_order(v.a))
+    assert.same({ "z", "y" }, json.key_order(v.c))
+    assert.is_nil(json.key_order(json.decode('{"b":1,"a":2}')))
+  end)
+
+  it("classifies every response shape as jansson's classifier does", function()
+    local slow = reference(core.rpc_classify)
+    local bodies = {
+      '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}],"nextCursor":"x"}}',
+      '{"jsonrpc":"2.0","id":2,"result":{}}', '{"jsonrpc":"2.0","id":1.0,"result":{}}',
+      '{"jsonrpc":"2.0","id":"1","result":{}}', '{"jsonrpc":"2.0","id":1,"result":[]}',
+      '{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}',
+      '{"jsonrpc":"2.0","id":null,"error":{"code":1.5}}', '{"jsonrpc":"2.0","id":7,"error":{"message":3}}',
+      '{"jsonrpc":"2.0","id":1,"error":"x","result":{"a":1}}', '{"jsonrpc":"2.0","method":"ping","id":1}',
+      '[{"jsonrpc":"2.0","id":1,"result":{}}]', '{"jsonrpc":"2.0","id":1}', "", " \0\v", "{", "null",
+      '{"id":1,"result":' .. string.rep("[", 511) .. string.rep("]", 511) .. "}",
+      '{"id":1,"result":{"a":' .. string.rep("[", 511) .. string.rep("]", 511) .. "}}",
+    }
+    for _, body in ipairs(bodies) do
+      for _, ordered in ipairs({ false, true }) do
+        for _, cap in ipairs({ false, 1, 2, 3, 65536 }) do
+          local f = table.pack(core.rpc_classify(body, 1, ordered, cap or nil))
+          local s = table.pack(slow(body, 1, ordered, cap or nil))
+          assert.equal(s.n, f.n)
+          for i = 1, f.n do same(f[i], s[i]) end
+        end
+      end
+    end
+  end)
+
+  it("raises on misuse as jansson's entry points do", function()
+    assert.has_error(function() json.decode(12) end)
+    assert.has_error(function() core.rpc_classify("{}", "1") end)
+    assert.has_error(function() core.rpc_classify("{}", 1.0) end)
+    assert.has_error(function() core.rpc_classify("{}", 1, false, "many") end)
+  end)
+end)
