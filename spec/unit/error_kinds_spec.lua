@@ -73,3 +73,15 @@ describe("docs/ERRORS.md", function()
     end
   end)
 end)
+
+describe("README.md", function()
+  it("lists every kind of errors.KINDS in its Errors table, and no other", function()
+    local file = assert(io.open("README.md", "r"))
+    local text = file:read("a")
+    file:close()
+    local section = assert(text:match("\n## Errors\n(.-)\n## "), "README.md has no Errors section")
+    local listed = {}
+    for kind in section:gmatch("\n| `([%w_]+)` |") do listed[kind] = true end
+    assert.same(sorted(errors.KINDS), sorted(listed))
+  end)
+end)

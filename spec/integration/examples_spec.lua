@@ -1,0 +1,69 @@
+-- The examples run as written: each against server-everything on 127.0.0.1, as a process, the way
+-- their header says to run them. An example that stops working is a broken promise of the README.
+local peers = require "support.peers"
+local shell = require "support.shell"
+
+local ENV = "LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='./build/?.so;;' "
+
+-- Run a command line from the project root; its exit code, stdout and stderr.
+local function run(command)
+  local dir = shell.tmpdir()
+  local out, err = dir .. "/out", dir .. "/err"
+  local ok, _, code = os.execute(ENV .. command .. " >" .. out .. " 2>" .. err)
+  local result = { ok = ok, code = code, out = shell.read_all(out), err = shell.read_all(err) }
+  os.execute("rm -rf " .. shell.quote(dir))
+  return result
+end
+
+describe("the examples #integration", function()
+  local peer
+  setup(function()
+    peers.require_available()
+    peer = peers.start("everything")
+  end)
+  teardown(function() if peer then peer.stop() end end)
+
+  it("demo.lua lists the tools and calls one", function()
+    local r = run("lua5.4 examples/demo.lua " .. shell.quote(peer.url))
+    assert.is_true(r.ok, r.err)
+    assert.truthy(r.out:find("echo", 1, true), r.out)
+  end)
+
+  it("headless_agent.lua lists the catalogue and calls a tool", function()
+    local r = run("lua5.4 examples/headless_agent.lua " .. shell.quote(peer.url) .. " echo '{\"message\":\"hi\"}'")
+    assert.is_true(r.ok, r.err)
+    assert.truthy(r.out:find('"get-sum"', 1, true), r.out)
+    assert.truthy(r.out:find("answer:\tEcho: hi", 1, true), r.out)
+  end)
+
+  it("concurrent_calls.lua makes five one-second calls at once", function()
+    local r = run("lua5.4 examples/concurrent_calls.lua " .. shell.quote(peer.url)
+      .. " trigger-long-running-operation '{\"duration\":1,\"steps\":2}' 5")
+    assert.is_true(r.ok, r.err)
+    local answers = select(2, r.out:gsub("answer:\tLong running operation completed", ""))
+    assert.equal(5, answers, r.out)
+    local seconds = tonumber(r.out:match("5 calls in ([%d.]+) s"))
+    assert.truthy(seconds, r.out)
+    assert.is_true(seconds < 3, "five one-second calls took " .. seconds .. " s") -- one after another: 5 s
+  end)
+
+  it("check_my_server.lua passes every applicable check", function()
+    local r = run("lua5.4 examples/check_my_server.lua " .. shell.quote(peer.url))
+    assert.is_true(r.ok, r.out .. r.err)
+    assert.truthy(r.out:find("passed", 1, true), r.out)
+  end)
+
+  it("agent_loop.lua runs a whole loop: store, import, gate, run, audit", function()
+    local dir = shell.tmpdir()
+    local r = run("lua5.4 examples/agent_loop.lua " .. shell.quote(peer.url) .. " " .. shell.quote(dir .. "/agent.db"))
+    os.execute("rm -rf " .. shell.quote(dir))
+    assert.is_true(r.ok, r.out .. r.err)
+  end)
+
+  it("operator_setup.sh sets a server up from the command line", function()
+    local dir = shell.tmpdir()
+    local r = run("sh examples/operator_setup.sh " .. shell.quote(peer.url) .. " " .. shell.quote(dir .. "/ops.db"))
+    os.execute("rm -rf " .. shell.quote(dir))
+    assert.is_true(r.ok, r.out .. r.err)
+  end)
+end)
