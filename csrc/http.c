@@ -1,8 +1,8 @@
 /*
 ** http.c: the HTTP leg (one exchange: no redirects, TLS verified, the read
 ** cap, millisecond timeouts, a polled cancel hook, the credential injected at
-** send time and wiped after) and the resolver the host gate checks before it
-** pins an address.
+** send time and wiped after). Names are resolved by the host gate
+** (address.c), which pins what it allowed.
 **
 ** One curl-multi handle per process (the engine) drives every transfer, so
 ** many exchanges can be in flight at once. A leg owns one libcurl easy
@@ -35,7 +35,6 @@
 #include "core.h"
 
 #define LEG_MT   "mcpclient.http_leg"
-#define ADDRS_MT "mcpclient.addrinfo"
 #define POOL_MT  "mcpclient.http_pool"
 #define ENGINE_MT "mcpclient.engine"
 #define ENGINE_KEY "mcpclient.engine.instance"  /* the registry slot holding the engine */
@@ -1342,89 +1341,11 @@ static int l_engine_step(lua_State *L) {
 }
 
 /* ===================================================================== */
-/* core.resolve(host)                                                     */
-/* ===================================================================== */
-
-/* The getaddrinfo list lives in a box so a raise while it is read cannot leak it. */
-typedef struct AddrBox {
-  struct addrinfo *list;
-} AddrBox;
-
-/* Frees the list if resolve() was interrupted by a raise while reading it. */
-static int addrbox_gc(lua_State *L) {
-  AddrBox *box = luaL_checkudata(L, 1, ADDRS_MT);
-  if (box->list != NULL) freeaddrinfo(box->list);
-  box->list = NULL;
-  return 0;
-}
-
-/*
-** resolve(host) -> { numeric addresses } in getaddrinfo order, duplicates
-** removed; an IP literal (brackets allowed) comes back as itself. Failures
-** return nil, message. It blocks for as long as the system resolver does.
-*/
-static int l_resolve(lua_State *L) {
-  size_t len;
-  const char *host = luaL_checklstring(L, 1, &len);
-  char name[256];
-  struct addrinfo hints, *ai;
-  AddrBox *box;
-  lua_Integer n = 0;
-  int rc;
-  if (len >= 2 && host[0] == '[' && host[len - 1] == ']') {
-    host++;
-    len -= 2;
-  }
-  if (len == 0 || len >= sizeof name || memchr(host, '\0', len) != NULL) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "the host name is empty, too long or contains NUL");
-    return 2;
-  }
-  memcpy(name, host, len);
-  name[len] = '\0';
-  box = lua_newuserdatauv(L, sizeof *box, 0);
-  box->list = NULL;
-  luaL_setmetatable(L, ADDRS_MT);
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  rc = getaddrinfo(name, NULL, &hints, &box->list);
-  if (rc != 0) {
-    lua_pushnil(L);
-    lua_pushstring(L, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
-    return 2;
-  }
-  lua_newtable(L);
-  for (ai = box->list; ai != NULL; ai = ai->ai_next) {
-    char text[256];
-    lua_Integer j;
-    int seen = 0;
-    if (getnameinfo(ai->ai_addr, ai->ai_addrlen, text, sizeof text, NULL, 0, NI_NUMERICHOST) != 0) continue;
-    for (j = 1; j <= n && !seen; j++) {
-      lua_rawgeti(L, -1, j);
-      seen = strcmp(lua_tostring(L, -1), text) == 0;
-      lua_pop(L, 1);
-    }
-    if (seen) continue;
-    lua_pushstring(L, text);
-    lua_rawseti(L, -2, ++n);
-  }
-  freeaddrinfo(box->list);
-  box->list = NULL;
-  if (n == 0) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "the host name resolved to no address");
-    return 2;
-  }
-  return 1;
-}
-
-/* ===================================================================== */
 /* Registration                                                           */
 /* ===================================================================== */
 
 /*
-** Adds http_leg and resolve to the module table. Metatables are made only the
+** Adds http_leg, http_pool and engine_step to the module table. Metatables are made only the
 ** first time (busted reopens the module per spec file).
 */
 void mcp_register_http(lua_State *L) {
@@ -1433,7 +1354,7 @@ void mcp_register_http(lua_State *L) {
                                      {"status", leg_status}, {"close", leg_close},
                                      {NULL, NULL}};
   static const luaL_Reg fns[] = {{"http_leg", l_http_leg}, {"http_pool", l_http_pool},
-                                 {"engine_step", l_engine_step}, {"resolve", l_resolve}, {NULL, NULL}};
+                                 {"engine_step", l_engine_step}, {NULL, NULL}};
   if (luaL_newmetatable(L, LEG_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");
@@ -1452,11 +1373,6 @@ void mcp_register_http(lua_State *L) {
     lua_pushcfunction(L, pool_gc);
     lua_setfield(L, -2, "close");
     lua_setfield(L, -2, "__index");
-  }
-  lua_pop(L, 1);
-  if (luaL_newmetatable(L, ADDRS_MT)) {
-    lua_pushcfunction(L, addrbox_gc);
-    lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);
   luaL_setfuncs(L, fns, 0);

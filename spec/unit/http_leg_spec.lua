@@ -617,34 +617,3 @@ describe("core.http_leg", function()
     end)
   end)
 end)
-
-describe("core.resolve", function()
-  it("returns an IP literal as itself", function()
-    assert.same({ "127.0.0.1" }, core.resolve("127.0.0.1"))
-    assert.same({ "::1" }, core.resolve("::1"))
-    assert.same({ "::1" }, core.resolve("[::1]"))
-  end)
-
-  it("resolves a name to distinct numeric addresses", function()
-    local addresses = assert(core.resolve("localhost"))
-    assert.is_true(#addresses >= 1)
-    local seen = {}
-    for _, a in ipairs(addresses) do
-      assert.is_nil(seen[a])
-      seen[a] = true
-      assert.truthy(a:match("^[%x:.]+$"))
-    end
-    assert.is_true(seen["127.0.0.1"] or seen["::1"])
-  end)
-
-  it("returns nil and a message for a name that does not resolve", function()
-    local res, message = core.resolve("no-such-host.invalid")
-    assert.is_nil(res)
-    assert.is_string(message)
-    assert.is_nil(core.resolve(""))
-  end)
-
-  it("raises on a non-string host", function()
-    assert.has_error(function() core.resolve(nil) end)
-  end)
-end)
