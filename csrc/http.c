@@ -20,10 +20,8 @@
 ** core.engine_step(ms) and leg:finish(how) let a Lua scheduler run many
 ** exchanges from coroutines, each waiting without blocking the others.
 */
-#include <errno.h>
 #include <poll.h>
 #include <limits.h>
-#include <netdb.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
