@@ -159,7 +159,7 @@ function client.connect(options)
     protocol = options.protocol or "auto",
     session = nil,
     closed = false,
-    mirrored = {},  -- tool name -> its x-mcp-header parameters, from the last modern listing
+    mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
   }, Connection)
   self.transport = Transport.new(transport_config(options, checked))
   self.transport.legacy_versions = self.protocol ~= modern.VERSION and client.SUPPORTED_VERSIONS or {}
@@ -436,18 +436,24 @@ function Connection:list_tools(opts)
   return self:walk_tools(self:open_operation(opts))
 end
 
--- What a modern listing says each tool mirrors into headers: its
--- parameters, or the reason its markings refuse it. The map is replaced
--- whole, so a tool that left the listing is forgotten.
+-- Keep each listed tool's schema for the headers its calls mirror. The map
+-- is replaced whole, so a tool that left the listing is forgotten; a schema
+-- is read only when its tool is called (a listing stays as cheap as before).
 function Connection:learn_headers(tools)
   local map = {}
   for _, tool in ipairs(tools) do
-    if type(tool.name) == "string" then
-      local params, why = modern.header_params(tool.inputSchema)
-      map[tool.name] = params or { refused = why }
-    end
+    if type(tool.name) == "string" then map[tool.name] = { schema = tool.inputSchema } end
   end
   self.mirrored = map
+end
+
+-- A listed tool's markings, read once: { params } or { refused = reason }.
+local function markings(entry)
+  if entry and entry.schema ~= nil then
+    entry.params, entry.refused = modern.header_params(entry.schema)
+    entry.schema = nil
+  end
+  return entry
 end
 
 function Connection:walk_tools(op)
@@ -495,11 +501,12 @@ local function outcome_of(result, latency_ms)
 end
 
 -- The parameters a tool mirrors, as a comparable text ("" when none).
-local function mirror_key(params)
-  if not params then return "" end
-  if params.refused then return "!" .. params.refused end
+local function mirror_key(entry)
+  entry = markings(entry)
+  if not entry then return "" end
+  if entry.refused then return "!" .. entry.refused end
   local parts = {}
-  for i, p in ipairs(params) do parts[i] = p.name .. "=" .. table.concat(p.path, "\0") end
+  for i, p in ipairs(entry.params or {}) do parts[i] = p.name .. "=" .. table.concat(p.path, "\0") end
   return table.concat(parts, "\n")
 end
 
@@ -514,12 +521,12 @@ function Connection:send_call(op, params)
   end
   op.mirrored = nil
   if self.session.modern then
-    local marked = self.mirrored[params.name]
+    local marked = markings(self.mirrored[params.name])
     local lines, why
     if marked and marked.refused then
       why = "the server's definition of the tool is refused: " .. marked.refused
     else
-      lines, why = modern.param_headers({}, marked, params.arguments)
+      lines, why = modern.param_headers({}, marked and marked.params, params.arguments)
     end
     if not lines then
       return fail("malformed", { server = self.identifier, detail = "the tool call was not sent: " .. why })

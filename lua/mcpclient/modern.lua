@@ -200,6 +200,16 @@ function visit(node, path, reachable, depth, scan)
   return nil
 end
 
+-- Does the schema hold the marking key anywhere (data keywords aside)? Most
+-- schemas do not, and this pass is much cheaper than the ordered walk.
+local function carries_marking(node, depth)
+  if node[HEADER_KEY] ~= nil or depth > MAX_DEPTH_MARKINGS then return true end
+  for k, v in pairs(node) do
+    if type(v) == "table" and not DATA[k] and carries_marking(v, depth + 1) then return true end
+  end
+  return false
+end
+
 --- The parameters a tool's inputSchema mirrors into headers: a list of
 --- { name, path (property names from the root), type }, in a stable order
 --- (empty when nothing is marked). A marking that breaks a rule (a header
@@ -208,6 +218,7 @@ end
 --- alone) refuses the tool, naming the property.
 -- @return list | nil, reason
 function modern.header_params(schema)
+  if type(schema) ~= "table" or not carries_marking(schema, 1) then return {} end
   local scan = { found = {}, seen = {} }
   local why = visit(schema, {}, true, 1, scan)
   if why then return nil, why end
