@@ -491,6 +491,19 @@ describe("x-mcp-header: tool parameters mirrored into Mcp-Param-<Name> headers",
     assert.same({ "server/discover", "tools/call", "tools/list", "tools/call" }, fake:methods())
   end)
 
+  it("copes with a listed tool that has no schema: no header, and a -32020 relist compares safely", function()
+    local bare = { tools = mcp.json.array { { name = "sql" } }, resultType = "complete" }
+    local fake = Fake.new { modern = true }:will_return(discovered()):will_return(bare)
+      :will_return_raw(refusal(400, -32020, "disagree")):will_return(bare)
+    local conn = connect(fake)
+    assert(conn:list_tools())
+    local ok, _, err = conn:call_tool("sql", { region = "x" })
+    assert.is_nil(ok)
+    assert.equal(-32020, err.code)
+    assert.same({}, params_of(fake.requests[3]))
+    assert.same({ "server/discover", "tools/list", "tools/call", "tools/list" }, fake:methods())
+  end)
+
   it("leaves other refusals alone: a 400 without -32020 is not relisted", function()
     local fake = Fake.new { modern = true }:will_return(discovered())
       :will_return_raw(refusal(400, -32602, "Invalid params"))
