@@ -159,6 +159,7 @@ function client.connect(options)
     protocol = options.protocol or "auto",
     session = nil,
     closed = false,
+    mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
   }, Connection)
   self.transport = Transport.new(transport_config(options, checked))
   self.transport.legacy_versions = self.protocol ~= modern.VERSION and client.SUPPORTED_VERSIONS or {}
@@ -432,7 +433,30 @@ end
 --   how many milliseconds the listing may be taken as fresh; nil in the 2025
 --   era) | nil, message, err
 function Connection:list_tools(opts)
-  local op = self:open_operation(opts)
+  return self:walk_tools(self:open_operation(opts))
+end
+
+-- Keep each listed tool's schema for the headers its calls mirror. The map
+-- is replaced whole, so a tool that left the listing is forgotten; a schema
+-- is read only when its tool is called (a listing stays as cheap as before).
+function Connection:learn_headers(tools)
+  local map = {}
+  for _, tool in ipairs(tools) do
+    if type(tool.name) == "string" then map[tool.name] = { schema = tool.inputSchema } end
+  end
+  self.mirrored = map
+end
+
+-- A listed tool's markings, read once: { params } or { refused = reason }.
+local function markings(entry)
+  if entry and entry.schema ~= nil then
+    entry.params, entry.refused = modern.header_params(entry.schema)
+    entry.schema = nil
+  end
+  return entry
+end
+
+function Connection:walk_tools(op)
   local walk = { tools = json.array {}, entries = 0, bytes = 0, containers = 0, listing = {} }
   local params = {}
   for _ = 1, client.MAX_PAGES do
@@ -446,6 +470,7 @@ function Connection:list_tools(opts)
     if type(cursor) ~= "string" or cursor == "" then
       self:contact(info.duration_ms)
       walk.listing.era = self.session.modern and "modern" or "legacy"
+      if self.session.modern then self:learn_headers(walk.tools) end
       return walk.tools, walk.listing
     end
     params = { cursor = cursor }
@@ -475,11 +500,69 @@ local function outcome_of(result, latency_ms)
   }
 end
 
+-- The parameters a tool mirrors, as a comparable text ("" when none).
+local function mirror_key(entry)
+  entry = markings(entry)
+  if not entry then return "" end
+  if entry.refused then return "!" .. entry.refused end
+  local parts = {}
+  for i, p in ipairs(entry.params or {}) do parts[i] = p.name .. "=" .. table.concat(p.path, "\0") end
+  return table.concat(parts, "\n")
+end
+
+-- One tools/call. In the 2026-07-28 era the arguments its listed schema
+-- marks with x-mcp-header travel in Mcp-Param-<Name> headers too; a tool
+-- whose markings were refused, or a value no header can carry, fails here
+-- with nothing sent.
+function Connection:send_call(op, params)
+  if not self.session then
+    local ok, message, err = self:ensure_session(op)
+    if not ok then return nil, message, err end
+  end
+  op.mirrored = nil
+  if self.session.modern then
+    local marked = markings(self.mirrored[params.name])
+    local lines, why
+    if marked and marked.refused then
+      why = "the server's definition of the tool is refused: " .. marked.refused
+    else
+      lines, why = modern.param_headers({}, marked and marked.params, params.arguments)
+    end
+    if not lines then
+      return fail("malformed", { server = self.identifier, detail = "the tool call was not sent: " .. why })
+    end
+    op.mirrored = lines
+  end
+  return self:request(op, "tools/call", params)
+end
+
+-- Refused with HeaderMismatch (-32020): the server checked the mirrored
+-- headers against the body before acting and found them wrong or missing,
+-- most often because this connection has not listed the tool (or its schema
+-- changed). List once more; true when the tool's markings changed, so the
+-- call may go out once more. Otherwise the refusal stands.
+function Connection:relist_for(op, err, name)
+  if op.relisted or err.kind ~= "http_status" or err.code ~= modern.HEADER_MISMATCH
+    or not (self.session and self.session.modern) then
+    return false
+  end
+  op.relisted = true
+  local before = mirror_key(self.mirrored[name])
+  if not self:walk_tools(op) then return false end
+  return mirror_key(self.mirrored[name]) ~= before
+end
+
 --- Call a tool by its name on the server.
 -- @param name the server's name for the tool
 -- @param arguments a table (encoded as a JSON object; nil means {})
 -- @param opts { budget = seconds, cancel = function -> truthy to stop,
 --   on_progress = function(progress, total, message) (asks the server for progress) }
+-- In the 2026-07-28 era the arguments the tool's schema marks with
+-- x-mcp-header also travel in Mcp-Param-<Name> headers. The markings come
+-- from this connection's last list_tools; called before any listing, the
+-- call goes without them, and a server that insists refuses it (-32020)
+-- before acting: then the tools are listed once and the call is sent once
+-- more if that tool's markings turned out different.
 -- @return outcome { text, is_error, note, content, structured, latency_ms } | nil, message, err
 function Connection:call_tool(name, arguments, opts)
   if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
@@ -487,7 +570,9 @@ function Connection:call_tool(name, arguments, opts)
     error("call_tool: arguments must be a table of named arguments", 2)
   end
   local op = self:open_operation(opts)
-  local result, info, err = self:request(op, "tools/call", { name = name, arguments = arguments or {} })
+  local params = { name = name, arguments = arguments or {} }
+  local result, info, err = self:send_call(op, params)
+  if not result and self:relist_for(op, err, name) then result, info, err = self:send_call(op, params) end
   if not result then return errors.pass(err) end
   self:contact(info.duration_ms)
   return outcome_of(result, info.duration_ms)

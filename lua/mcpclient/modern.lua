@@ -29,6 +29,7 @@ local KEY_SERVER = PREFIX .. "serverInfo"
 -- defines in this revision. A body carrying one of them comes from a modern
 -- server: the era is known, whatever else went wrong.
 modern.UNSUPPORTED_VERSION = -32022
+modern.HEADER_MISMATCH = -32020
 local RECOGNISED = { [-32020] = true, [-32021] = true, [-32022] = true }
 
 function modern.recognised(code)
@@ -81,13 +82,195 @@ end
 -- Methods whose target is named in Mcp-Name, and the parameter naming it.
 local NAMED = { ["tools/call"] = "name", ["prompts/get"] = "name", ["resources/read"] = "uri" }
 
---- Append the request metadata headers (Mcp-Method, Mcp-Name) to `list`.
---- The revision header comes with the session (every era sends it).
-function modern.headers(list, method, params)
+--- Append the request metadata headers (Mcp-Method, Mcp-Name) to `list`,
+--- and for tools/call the `mirrored` lines (modern.param_headers). The
+--- revision header comes with the session (every era sends it).
+function modern.headers(list, method, params, mirrored)
   list[#list + 1] = "Mcp-Method: " .. modern.header_value(method)
   local key = NAMED[method]
   local name = key and params and params[key]
   if type(name) == "string" then list[#list + 1] = "Mcp-Name: " .. modern.header_value(name) end
+  if method == "tools/call" then
+    for _, line in ipairs(mirrored or {}) do list[#list + 1] = line end
+  end
+  return list
+end
+
+---------------------------------------------------------------------------
+-- Tool parameters mirrored into headers (x-mcp-header)
+---------------------------------------------------------------------------
+
+-- A tool's inputSchema may mark a property with "x-mcp-header": <Name>; a
+-- tools/call then carries that argument's value in Mcp-Param-<Name> as well,
+-- so intermediaries can route on it, and the server checks that both agree.
+-- A marking that breaks the rules makes the whole tool unusable: it is
+-- refused at listing, never called with a guessed header.
+local HEADER_KEY = "x-mcp-header"
+-- How deep the marking walk goes (it also runs on schemas not yet checked).
+local MAX_DEPTH_MARKINGS = 64
+local PARAM_PREFIX = "Mcp-Param-"
+-- HTTP field-name token characters (1*tchar): no space, no control, no delimiter.
+local TOKEN = "^[!#$%%&'*+%-%.%^_`|~0-9A-Za-z]+$"
+local MIRRORED_TYPES = { string = true, integer = true, boolean = true }
+-- The largest integer a double-precision number holds exactly (2^53 - 1):
+-- a peer reading numbers as doubles must see the same value in both places.
+local SAFE_INTEGER = 9007199254740991
+-- Keywords holding a map of name -> subschema, and keywords holding data
+-- (whose objects are values, not schemas, so a key there marks nothing).
+local SCHEMA_MAPS = { patternProperties = true, dependentSchemas = true, ["$defs"] = true, definitions = true }
+local DATA = { const = true, enum = true, default = true, examples = true }
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do if type(k) == "string" then keys[#keys + 1] = k end end
+  table.sort(keys)
+  return keys
+end
+
+local function path_name(path)
+  local shown = {}
+  for i, key in ipairs(path) do shown[i] = core.label(key) end
+  return #shown > 0 and table.concat(shown, ".") or "the schema root"
+end
+
+-- Check the marking of one property reached by `path`; record it in `scan`.
+local function take_marking(node, path, reachable, scan)
+  local name = node[HEADER_KEY]
+  local where = string.format('its x-mcp-header on "%s"', path_name(path))
+  if not reachable or #path == 0 then
+    return where .. " is not reachable from the root through properties alone"
+  end
+  if type(name) ~= "string" or not name:find(TOKEN) then
+    return where .. " is not an HTTP header name token"
+  end
+  if not MIRRORED_TYPES[node.type] then
+    return where .. ' marks a property whose type is not "string", "integer" or "boolean"'
+  end
+  local lower = name:lower()
+  if scan.seen[lower] then return string.format('%s repeats the header name "%s"', where, core.label(name)) end
+  scan.seen[lower] = true
+  local copy = {}
+  for i, key in ipairs(path) do copy[i] = key end
+  scan.found[#scan.found + 1] = { name = name, path = copy, type = node.type }
+  return nil
+end
+
+local visit
+
+-- The subschemas of a map keyword (properties, $defs, ...), by name.
+local function visit_map(map, path, reachable, depth, scan)
+  if type(map) ~= "table" or json.is_array(map) then return nil end
+  for _, key in ipairs(sorted_keys(map)) do
+    path[#path + 1] = key
+    local why = visit(map[key], path, reachable, depth + 1, scan)
+    path[#path] = nil
+    if why then return why end
+  end
+  return nil
+end
+
+-- Walk a (sub)schema: only a chain of "properties" keys keeps a property
+-- reachable; anything under items, composition, conditionals or $defs is not.
+function visit(node, path, reachable, depth, scan)
+  if type(node) ~= "table" then return nil end
+  if depth > MAX_DEPTH_MARKINGS then return "it nests too deep to look for x-mcp-header markings" end
+  if json.is_array(node) then
+    for _, branch in ipairs(node) do
+      local why = visit(branch, path, false, depth + 1, scan)
+      if why then return why end
+    end
+    return nil
+  end
+  if node[HEADER_KEY] ~= nil then
+    local why = take_marking(node, path, reachable, scan)
+    if why then return why end
+  end
+  for _, key in ipairs(sorted_keys(node)) do
+    local why
+    if key == "properties" then
+      why = visit_map(node[key], path, reachable, depth, scan)
+    elseif not DATA[key] then
+      path[#path + 1] = "<" .. key .. ">"  -- named in a refusal, never a property
+      if SCHEMA_MAPS[key] then why = visit_map(node[key], path, false, depth, scan)
+      else why = visit(node[key], path, false, depth + 1, scan) end
+      path[#path] = nil
+    end
+    if why then return why end
+  end
+  return nil
+end
+
+-- Does the schema hold the marking key anywhere (data keywords aside)? Most
+-- schemas do not, and this pass is much cheaper than the ordered walk.
+local function carries_marking(node, depth)
+  if node[HEADER_KEY] ~= nil or depth > MAX_DEPTH_MARKINGS then return true end
+  for k, v in pairs(node) do
+    if type(v) == "table" and not DATA[k] and carries_marking(v, depth + 1) then return true end
+  end
+  return false
+end
+
+--- The parameters a tool's inputSchema mirrors into headers: a list of
+--- { name, path (property names from the root), type }, in a stable order
+--- (empty when nothing is marked). A marking that breaks a rule (a header
+--- name that is no token or repeats another case-insensitively, a type other
+--- than string/integer/boolean, a place not reached through "properties"
+--- alone) refuses the tool, naming the property.
+-- @return list | nil, reason
+function modern.header_params(schema)
+  if type(schema) ~= "table" or not carries_marking(schema, 1) then return {} end
+  local scan = { found = {}, seen = {} }
+  local why = visit(schema, {}, true, 1, scan)
+  if why then return nil, why end
+  return scan.found
+end
+
+-- The header text of one argument value: strings as they are, integers in
+-- decimal, booleans as true/false | nil, why it cannot be sent.
+local function header_text(value)
+  if type(value) == "string" then return value end
+  if type(value) == "boolean" then return value and "true" or "false" end
+  if type(value) == "number" then
+    local n = math.tointeger(value)
+    if not n then return nil, "it is a number with a fraction (only integers are mirrored)" end
+    if n > SAFE_INTEGER or n < -SAFE_INTEGER then
+      return nil, "it is an integer outside +-(2^53-1), which a peer may not read exactly"
+    end
+    return string.format("%d", n)
+  end
+  return nil, "it is an object or an array, not a string, integer or boolean"
+end
+
+-- The value at `path` inside the arguments, or nil when there is none.
+local function value_at(arguments, path)
+  local node = arguments
+  for _, key in ipairs(path) do
+    if type(node) ~= "table" or node == json.null then return nil end
+    node = node[key]
+  end
+  if node == json.null then return nil end
+  return node
+end
+
+--- The Mcp-Param-<Name> header lines for a tools/call with `arguments`,
+--- appended to `list`. An argument the call does not carry (or carries as
+--- null) sends no header; a value is encoded like every header value (the
+--- base64 form for anything not plain visible ASCII, so CR, LF and other
+--- controls never reach the wire as they are). A value that cannot be
+--- mirrored refuses the call before anything is sent.
+-- @return list | nil, reason
+function modern.param_headers(list, params, arguments)
+  for _, param in ipairs(params or {}) do
+    local value = value_at(arguments, param.path)
+    if value ~= nil then
+      local text, why = header_text(value)
+      if not text then
+        return nil, string.format('the argument "%s" cannot be sent in the %s%s header: %s', path_name(param.path),
+          PARAM_PREFIX, param.name, why)
+      end
+      list[#list + 1] = PARAM_PREFIX .. param.name .. ": " .. modern.header_value(text)
+    end
+  end
   return list
 end
 
@@ -204,8 +387,9 @@ end
 --- keyword included, so nothing is dropped and nothing widened. Refused
 --- (never repaired), with the reason naming what caused it: no schema, a
 --- top-level type other than "object", nesting deeper than 12 levels, a
---- $ref/$dynamicRef leaving the schema, more than 16384 bytes once
---- encoded, or a value JSON cannot carry.
+--- $ref/$dynamicRef leaving the schema, an x-mcp-header marking that breaks
+--- its rules (modern.header_params), more than 16384 bytes once encoded, or
+--- a value JSON cannot carry.
 -- @return the schema (the caller's table) | nil, reason
 function modern.normalise_schema(schema)
   if type(schema) ~= "table" or schema == json.null or json.is_array(schema) then
@@ -213,6 +397,8 @@ function modern.normalise_schema(schema)
   end
   if schema.type ~= "object" then return nil, 'its top-level type is not "object"' end
   local why = walk(schema, 1)
+  if why then return nil, why end
+  why = select(2, modern.header_params(schema))
   if why then return nil, why end
   local encoded, reason = json.try_encode(schema)
   if not encoded then return nil, "it holds a value JSON cannot carry (" .. core.clip(reason) .. ")" end

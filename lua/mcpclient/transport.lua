@@ -514,7 +514,7 @@ function Transport:post_request(op, session, method, params, ordered)
   local call, message, err = self:open_call(op, session, method, params, ordered)
   if not call then return nil, message, err end
   local headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session)
-  if session and session.modern then modern.headers(headers, method, params) end
+  if session and session.modern then modern.headers(headers, method, params, op.mirrored) end
   local response
   response, message, err = self:exchange(op, {
     method = "POST", body = call.body, call = call, cancellable = true, on_stream = call.reader:hook(),

@@ -96,6 +96,19 @@ for _, kind in ipairs { "sdk2-default", "sdk2-modern" } do
       end
     end)
 
+    it("mirrors x-mcp-header arguments into Mcp-Param headers, which the SDK checks against the body", function()
+      local conn <close> = connect(peer.url)
+      assert(conn:list_tools())
+      assert.equal("routed us-west1/7", assert(conn:call_tool("route", { region = "us-west1", shard = 7 })).text)
+      assert.equal("routed Zürich\r\nX: 1/-", assert(conn:call_tool("route", { region = "Zürich\r\nX: 1" })).text)
+      -- a connection that never listed: the SDK refuses (-32020) before acting, one listing, one resend
+      local fresh <close> = connect(peer.url)
+      local before = #methods(peer)
+      assert.equal("routed eu/-", assert(fresh:call_tool("route", { region = "eu" })).text)
+      local seen = methods(peer)
+      assert.same({ "server/discover", "tools/call", "tools/list", "tools/call" }, { table.unpack(seen, before + 1) })
+    end)
+
     it("pings with server/discover and reports the era", function()
       local conn <close> = connect(peer.url)
       local report = assert(conn:ping())

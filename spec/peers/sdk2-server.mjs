@@ -80,6 +80,13 @@ function newServer() {
     description: 'A name outside plain ASCII (Mcp-Name travels base64-encoded).',
     inputSchema: z.object({}),
   }, async () => ({ content: [text('hallo')] }));
+  server.registerTool('route', {
+    description: 'Mirrors region and shard into Mcp-Param-Region / Mcp-Param-Shard (x-mcp-header).',
+    inputSchema: z.object({
+      region: z.string().meta({ 'x-mcp-header': 'Region' }),
+      shard: z.number().int().optional().meta({ 'x-mcp-header': 'Shard' }),
+    }),
+  }, async ({ region, shard }) => ({ content: [text(`routed ${region}/${shard ?? '-'}`)] }));
   server.registerTool('passthrough', {
     description: 'Any object; its schema carries "additionalProperties": {}.',
     inputSchema: z.object({ tag: z.string().optional() }).passthrough(),

@@ -379,3 +379,195 @@ describe("2026-07-28 schema rules", function()
     assert.equal(core.normalise_schema, modern.schema_for("legacy"))
   end)
 end)
+
+describe("x-mcp-header: tool parameters mirrored into Mcp-Param-<Name> headers", function()
+  local SCHEMA = '{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},'
+    .. '"opts":{"type":"object","properties":{"shard":{"type":"integer","x-mcp-header":"Shard"},'
+    .. '"dry":{"type":"boolean","x-mcp-header":"Dry-Run"}}},"query":{"type":"string"}}}'
+
+  local function listing(schema_text)
+    return { tools = mcp.json.array { { name = "sql", inputSchema = mcp.json.decode(schema_text or SCHEMA) } },
+      resultType = "complete" }
+  end
+
+  local function params_of(r)
+    local out = {}
+    for _, line in ipairs(r.headers or {}) do
+      if line:lower():find("^mcp%-param%-") then out[#out + 1] = line end
+    end
+    table.sort(out)
+    return out
+  end
+
+  local function listed(schema_text)
+    local fake = Fake.new { modern = true }:will_return(discovered()):will_return(listing(schema_text))
+    local conn = connect(fake)
+    assert(conn:list_tools())
+    return fake, conn
+  end
+
+  it("mirrors string, integer and boolean arguments at their property paths, as the spec's example", function()
+    local fake, conn = listed()
+    fake:will_return(text_result("ok"))
+    assert(conn:call_tool("sql", { region = "us-west1", query = "SELECT 1", opts = { shard = -7, dry = false } }))
+    local call = fake.requests[3]
+    assert.equal("tools/call", call.method)
+    assert.same({ "Mcp-Param-Dry-Run: false", "Mcp-Param-Region: us-west1", "Mcp-Param-Shard: -7" }, params_of(call))
+    assert.equal("sql", header(call, "Mcp-Name"))
+  end)
+
+  it("omits the header of an argument that is absent or null; an integral float goes as an integer", function()
+    local fake, conn = listed()
+    fake:will_return(text_result("ok"))
+    assert(conn:call_tool("sql", { region = mcp.json.null, opts = { shard = 42.0 } }))
+    assert.same({ "Mcp-Param-Shard: 42" }, params_of(fake.requests[3]))
+  end)
+
+  it("sends a value outside plain ASCII in the base64 form: no CR, LF or control reaches a header", function()
+    local fake, conn = listed()
+    fake:will_return(text_result("ok")):will_return(text_result("ok"))
+    assert(conn:call_tool("sql", { region = "eu\r\nX-Injected: 1" }))
+    assert(conn:call_tool("sql", { region = "Hello, 世界" }))
+    assert.same({ "Mcp-Param-Region: =?base64?ZXUNClgtSW5qZWN0ZWQ6IDE=?=" }, params_of(fake.requests[3]))
+    assert.same({ "Mcp-Param-Region: =?base64?SGVsbG8sIOS4lueVjA==?=" }, params_of(fake.requests[4]))
+    for _, r in ipairs(fake.requests) do
+      for _, line in ipairs(r.headers) do assert.is_nil(line:find("[%c\128-\255]"), line) end
+      assert.is_nil(header(r, "X-Injected"))
+    end
+  end)
+
+  it("refuses a value no header can carry before anything is sent", function()
+    for _, case in ipairs {
+      { { opts = { shard = 1.5 } }, "with a fraction" },
+      { { opts = { shard = 9007199254740992 } }, "outside +-(2^53-1)" },
+      { { region = { "a" } }, "an object or an array" },
+    } do
+      local fake, conn = listed()
+      local ok, message, err = conn:call_tool("sql", case[1])
+      assert.is_nil(ok)
+      assert.equal("malformed", err.kind)
+      assert.truthy(err.detail:find("the tool call was not sent", 1, true), err.detail)
+      assert.truthy(err.detail:find(case[2], 1, true), err.detail)
+      assert.truthy(message:find("Mcp-Param-", 1, true), message)
+      assert.same({ "server/discover", "tools/list" }, fake:methods())
+    end
+  end)
+
+  it("refuses to call a tool whose markings break the rules, sending nothing", function()
+    local fake, conn = listed('{"type":"object","properties":{"a":{"type":"number","x-mcp-header":"A"}}}')
+    local ok, _, err = conn:call_tool("sql", { a = 1 })
+    assert.is_nil(ok)
+    assert.equal("malformed", err.kind)
+    assert.truthy(err.detail:find('x-mcp-header on "a" marks a property whose type', 1, true), err.detail)
+    assert.same({ "server/discover", "tools/list" }, fake:methods())
+  end)
+
+  it("called before any listing, relists on HeaderMismatch and sends the call once more with the headers", function()
+    local fake = Fake.new { modern = true }:will_return(discovered())
+      :will_return_raw(refusal(400, -32020, "Bad Request: the request headers and body disagree"))
+      :will_return(listing()):will_return(text_result("ok"))
+    local outcome = assert(connect(fake):call_tool("sql", { region = "us-west1" }))
+    assert.equal("ok", outcome.text)
+    assert.same({ "server/discover", "tools/call", "tools/list", "tools/call" }, fake:methods())
+    assert.same({}, params_of(fake.requests[2]))
+    assert.same({ "Mcp-Param-Region: us-west1" }, params_of(fake.requests[4]))
+  end)
+
+  it("does not send again when the new listing marks the tool as before, nor relists twice", function()
+    local fake = Fake.new { modern = true }:will_return(discovered())
+      :will_return_raw(refusal(400, -32020, "headers and body disagree"))
+      :will_return(listing('{"type":"object"}'))
+    local ok, _, err = connect(fake):call_tool("sql", { region = "us-west1" })
+    assert.is_nil(ok)
+    assert.equal(-32020, err.code)
+    assert.same({ "server/discover", "tools/call", "tools/list" }, fake:methods())
+
+    fake = Fake.new { modern = true }:will_return(discovered())
+      :will_return_raw(refusal(400, -32020, "disagree")):will_return(listing())
+      :will_return_raw(refusal(400, -32020, "disagree again"))
+    ok, _, err = connect(fake):call_tool("sql", { region = "us-west1" })
+    assert.is_nil(ok)
+    assert.equal("disagree again", err.detail)
+    assert.same({ "server/discover", "tools/call", "tools/list", "tools/call" }, fake:methods())
+  end)
+
+  it("copes with a listed tool that has no schema: no header, and a -32020 relist compares safely", function()
+    local bare = { tools = mcp.json.array { { name = "sql" } }, resultType = "complete" }
+    local fake = Fake.new { modern = true }:will_return(discovered()):will_return(bare)
+      :will_return_raw(refusal(400, -32020, "disagree")):will_return(bare)
+    local conn = connect(fake)
+    assert(conn:list_tools())
+    local ok, _, err = conn:call_tool("sql", { region = "x" })
+    assert.is_nil(ok)
+    assert.equal(-32020, err.code)
+    assert.same({}, params_of(fake.requests[3]))
+    assert.same({ "server/discover", "tools/list", "tools/call", "tools/list" }, fake:methods())
+  end)
+
+  it("leaves other refusals alone: a 400 without -32020 is not relisted", function()
+    local fake = Fake.new { modern = true }:will_return(discovered())
+      :will_return_raw(refusal(400, -32602, "Invalid params"))
+    assert.is_nil(connect(fake):call_tool("sql", { region = "x" }))
+    assert.same({ "server/discover", "tools/call" }, fake:methods())
+  end)
+
+  it("sends no Mcp-Param header in the 2025 era", function()
+    local fake = Fake.new():will_handshake("s-1"):will_return(listing()):will_return(text_result("ok"))
+    local conn = connect(fake)
+    assert(conn:list_tools())
+    assert(conn:call_tool("sql", { region = "us-west1" }))
+    for _, r in ipairs(fake.requests) do assert.same({}, params_of(r)) end
+  end)
+
+  describe("the markings a schema may carry", function()
+    local function reason(text)
+      local out, why = modern.normalise_schema(mcp.json.decode(text))
+      assert.is_nil(out)
+      return why
+    end
+
+    it("reads markings through nested properties only, in a stable order", function()
+      local params = assert(modern.header_params(mcp.json.decode(SCHEMA)))
+      assert.same({
+        { name = "Dry-Run", path = { "opts", "dry" }, type = "boolean" },
+        { name = "Shard", path = { "opts", "shard" }, type = "integer" },
+        { name = "Region", path = { "region" }, type = "string" },
+      }, params)
+      -- objects in data keywords are values, not schemas: they mark nothing
+      local data = '{"type":"object","properties":{"a":{"type":"string","enum":[{"x-mcp-header":"X"}],'
+        .. '"default":{"x-mcp-header":"Y"}}}}'
+      assert.same({}, modern.header_params(mcp.json.decode(data)))
+      assert.truthy(modern.normalise_schema(mcp.json.decode(data)))
+    end)
+
+    it("refuses a marking off the properties chain, naming where it is", function()
+      assert.equal('its x-mcp-header on "the schema root" is not reachable from the root through properties alone',
+        reason('{"type":"object","x-mcp-header":"A"}'))
+      assert.equal('its x-mcp-header on "l.<items>" is not reachable from the root through properties alone',
+        reason('{"type":"object","properties":{"l":{"type":"array","items":{"type":"string","x-mcp-header":"A"}}}}'))
+      assert.truthy(reason('{"type":"object","anyOf":[{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}]}')
+        :find('"<anyOf>.a" is not reachable', 1, true))
+      assert.truthy(reason('{"type":"object","$defs":{"d":{"type":"string","x-mcp-header":"A"}}}')
+        :find('"<$defs>.d" is not reachable', 1, true))
+    end)
+
+    it("refuses a header name that is no token, empty, not a string, or repeated case-insensitively", function()
+      local function named(value)
+        return reason('{"type":"object","properties":{"a":{"type":"string","x-mcp-header":' .. value .. '}}}')
+      end
+      for _, bad in ipairs { '"A\\r\\nB"', '""', '"a b"', '"a:b"', "7", '"Ä"' } do
+        assert.equal('its x-mcp-header on "a" is not an HTTP header name token', named(bad), bad)
+      end
+      assert.equal('its x-mcp-header on "b" repeats the header name "a"', reason('{"type":"object","properties":'
+        .. '{"a":{"type":"string","x-mcp-header":"A"},"b":{"type":"string","x-mcp-header":"a"}}}'))
+    end)
+
+    it("refuses a marked property of type number, object, array or none", function()
+      for _, t in ipairs { '"number"', '"object"', '"array"', '["string","null"]' } do
+        assert.equal('its x-mcp-header on "a" marks a property whose type is not "string", "integer" or "boolean"',
+          reason('{"type":"object","properties":{"a":{"type":' .. t .. ',"x-mcp-header":"A"}}}'), t)
+      end
+      assert.truthy(reason('{"type":"object","properties":{"a":{"x-mcp-header":"A"}}}'))
+    end)
+  end)
+end)
