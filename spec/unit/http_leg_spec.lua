@@ -218,7 +218,8 @@ describe("core.http_leg", function()
 
     it("keeps a secret body out of the failure message", function()
       local refused = string.format("http://127.0.0.1:%d/echo", server.closed)
-      local res, kind, message = leg:send(req { method = "POST", url = refused, secret_body = "code_verifier=v3rifier" })
+      local res, kind, message =
+        leg:send(req { method = "POST", url = refused, secret_body = "code_verifier=v3rifier" })
       assert.is_nil(res)
       assert.equal("transport", kind)
       assert.is_nil(message:find("v3rifier", 1, true))
@@ -557,8 +558,9 @@ describe("core.http_leg", function()
       assert.has_error(function()
         leg:send(req { method = "POST", url = url("/echo"), body = "a", secret_body = "b" })
       end, "send: give either 'body' or 'secret_body', not both")
-      assert.has_error(function() leg:start(req { method = "POST", url = url("/echo"), body = "a", secret_body = "b" }) end,
-        "send: give either 'body' or 'secret_body', not both")
+      assert.has_error(function()
+        leg:start(req { method = "POST", url = url("/echo"), body = "a", secret_body = "b" })
+      end, "send: give either 'body' or 'secret_body', not both")
       assert.has_error(function() leg:send(req { url = url("/json"), secret_body = "b" }) end,
         "send: a 'body' is only sent with POST")
       assert.has_error(function() leg:send(req { method = "POST", url = url("/echo"), secret_body = 42 }) end,

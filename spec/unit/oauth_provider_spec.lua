@@ -221,7 +221,8 @@ describe("the OAuth provider", function()
     local seen = {}
     local send = leg.send
     leg.send = function(self, req)
-      seen[#seen + 1] = table.concat(req.headers or {}, "\n") .. "\n" .. (req.body or req.secret_body or "") .. "\n" .. req.url
+      local body = req.body or req.secret_body or ""
+      seen[#seen + 1] = table.concat(req.headers or {}, "\n") .. "\n" .. body .. "\n" .. req.url
       return send(self, req)
     end
     local conn = connect(leg)
