@@ -1267,7 +1267,8 @@ static int leg_send(lua_State *L) {
 ** the engine and returns at once; the caller drives it with core.engine_step
 ** and leg:pump, and ends it with leg:finish. The 'cancel' and 'on_stream'
 ** fields are the caller's to apply (pump hands stream bytes back to it). The
-** body is anchored in the leg while libcurl points at it.
+** body is anchored in the leg while libcurl points at it; a secret body is
+** not: libcurl reads the leg's C copy, wiped when the exchange is settled.
 */
 static int leg_start(lua_State *L) {
   Request r;
