@@ -1,8 +1,8 @@
 /*
 ** http.c: the HTTP leg (one exchange: no redirects, TLS verified, the read
-** cap, millisecond timeouts, a polled cancel hook, the credential injected at
-** send time and wiped after). Names are resolved by the host gate
-** (address.c), which pins what it allowed.
+** cap, millisecond timeouts, a polled cancel hook, the credential header and
+** a secret body copied in at send time and wiped after). Names are resolved
+** by the host gate (address.c), which pins what it allowed.
 **
 ** One curl-multi handle per process (the engine) drives every transfer, so
 ** many exchanges can be in flight at once. A leg owns one libcurl easy
@@ -57,7 +57,7 @@
 
 #define REQ_FIELDS(X) \
   X(METHOD, method) X(URL, url) X(HEADERS, headers) X(SECRET_HEADER, secret_header) \
-  X(BODY, body) X(TIMEOUT_MS, timeout_ms) X(CONNECT_TIMEOUT_MS, connect_timeout_ms) \
+  X(BODY, body) X(SECRET_BODY, secret_body) X(TIMEOUT_MS, timeout_ms) X(CONNECT_TIMEOUT_MS, connect_timeout_ms) \
   X(MAX_BYTES, max_bytes) X(PIN, pin) X(CA_FILE, ca_file) X(CLIENT_CERT, client_cert) \
   X(CLIENT_KEY, client_key) X(CANCEL, cancel) X(ON_STREAM, on_stream) X(SEND_ONLY, send_only) \
   X(IDEMPOTENT, idempotent)
@@ -116,6 +116,8 @@ typedef struct Leg {
   CURLU *parsed;                /* reused to check a pin against the url */
   struct curl_slist *headers;   /* this send's request headers; holds the credential copy */
   struct curl_slist *secret;    /* the node of headers carrying the credential */
+  char *secret_body;            /* this send's copy of a secret body, or NULL */
+  size_t secret_body_len;
   Pool *pool;                   /* the pool in user value UV_POOL */
   char *default_cainfo;         /* libcurl's built-in CA bundle, restored after a custom one */
   int custom_tls;               /* the last send set ca_file, client_cert or client_key */
@@ -146,6 +148,8 @@ typedef struct Request {
   const char *secret;
   const char *body;
   size_t body_len;
+  const char *secret_body;      /* sent like body, but from a copy the leg wipes */
+  size_t secret_body_len;
   long timeout_ms, connect_timeout_ms;
   size_t max_bytes;
   const char *pin;
@@ -327,8 +331,10 @@ static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_por
 /* ===================================================================== */
 
 /*
-** Forget this send's header list, wiping the credential copy first; libcurl
-** must not keep a pointer to the freed list.
+** Forget this send's header list and secret body, wiping the credential and
+** body copies first; libcurl must not keep a pointer to the freed memory.
+** Every way an exchange ends (settled, failed to start, leg closed) comes
+** through here, so a secret lives in C memory no longer than its transfer.
 */
 static void drop_headers(Leg *leg) {
   if (leg->secret != NULL && leg->secret->data != NULL)
@@ -338,6 +344,13 @@ static void drop_headers(Leg *leg) {
     if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
     curl_slist_free_all(leg->headers);
     leg->headers = NULL;
+  }
+  if (leg->secret_body != NULL) {
+    if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_POSTFIELDS, (char *)NULL);
+    wipe(leg->secret_body, leg->secret_body_len);
+    free(leg->secret_body);
+    leg->secret_body = NULL;
+    leg->secret_body_len = 0;
   }
 }
 
@@ -587,7 +600,7 @@ static const char *string_field(lua_State *L, int f, size_t *len, int line) {
   if (t != LUA_TSTRING) luaL_error(L, "send: '%s' must be a string", field_names[f].name);
   s = lua_tolstring(L, SLOT(f), &n);
   if (len != NULL) *len = n;
-  if (f == F_BODY) return s;
+  if (f == F_BODY || f == F_SECRET_BODY) return s;  /* bodies are bytes */
   for (i = 0; i < n; i++)
     if (s[i] == '\0' || (line && (s[i] == '\r' || s[i] == '\n')))
       luaL_error(L, "send: '%s' must not contain NUL%s", field_names[f].name,
@@ -685,7 +698,11 @@ static void read_request(lua_State *L, Request *r) {
   read_headers(L, r);
   r->secret = string_field(L, F_SECRET_HEADER, NULL, 1);
   r->body = string_field(L, F_BODY, &r->body_len, 0);
-  if (r->body != NULL && r->method != M_POST) luaL_error(L, "send: a 'body' is only sent with POST");
+  r->secret_body = string_field(L, F_SECRET_BODY, &r->secret_body_len, 0);
+  if (r->body != NULL && r->secret_body != NULL)
+    luaL_error(L, "send: give either 'body' or 'secret_body', not both");
+  if ((r->body != NULL || r->secret_body != NULL) && r->method != M_POST)
+    luaL_error(L, "send: a 'body' is only sent with POST");
   r->timeout_ms = (long)count_field(L, F_TIMEOUT_MS, 0, LONG_MAX);
   r->connect_timeout_ms = (long)count_field(L, F_CONNECT_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, LONG_MAX);
   r->max_bytes = (size_t)count_field(L, F_MAX_BYTES, DEFAULT_MAX_BYTES, MAX_BYTES_LIMIT);
@@ -841,6 +858,25 @@ static const char *apply_tls(Leg *leg, const Request *r) {
 }
 
 /*
+** The body libcurl sends: the caller's string (anchored for the exchange), or
+** for a secret body a malloc'd copy owned by the leg, so the leg keeps no Lua
+** string of it and can wipe the bytes once the transfer is over. NULL when
+** the copy could not be made.
+*/
+static const char *post_body(Leg *leg, const Request *r, size_t *len) {
+  if (r->secret_body == NULL) {
+    *len = r->body ? r->body_len : 0;
+    return r->body ? r->body : "";
+  }
+  if ((leg->secret_body = malloc(r->secret_body_len + 1)) == NULL) return NULL;
+  memcpy(leg->secret_body, r->secret_body, r->secret_body_len);
+  leg->secret_body[r->secret_body_len] = '\0';
+  leg->secret_body_len = r->secret_body_len;
+  *len = r->secret_body_len;
+  return leg->secret_body;
+}
+
+/*
 ** Set this send's options and build its header list (credential last, so its
 ** node is the tail). Everything allocated here is owned by the leg. Returns
 ** NULL, or a reason that becomes a "transport" failure.
@@ -848,14 +884,16 @@ static const char *apply_tls(Leg *leg, const Request *r) {
 static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   CURL *e = leg->easy;
   struct curl_slist *node;
-  const char *why;
+  const char *why, *body;
+  size_t body_len = 0;
   lua_Integer i;
 
   if (curl_easy_setopt(e, CURLOPT_URL, r->url) != CURLE_OK) return "out of memory";
   if (r->method == M_POST) {
+    if ((body = post_body(leg, r, &body_len)) == NULL) return "out of memory";
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, (char *)NULL);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(r->body ? r->body_len : 0));
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
   } else {
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, (char *)NULL);  /* no pointer to an old body */
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
@@ -894,8 +932,8 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   leg->attempts = 0;
   leg->idempotent = r->idempotent;
   leg->errbuf[0] = '\0';
-  leg->has_body = r->body != NULL;
-  leg->body_len = r->body ? r->body_len : 0;
+  leg->has_body = r->body != NULL || r->secret_body != NULL;
+  leg->body_len = body_len;
   leg->send_only = r->send_only;
   return NULL;
 }
@@ -1226,7 +1264,8 @@ static int leg_send(lua_State *L) {
 ** the engine and returns at once; the caller drives it with core.engine_step
 ** and leg:pump, and ends it with leg:finish. The 'cancel' and 'on_stream'
 ** fields are the caller's to apply (pump hands stream bytes back to it). The
-** body is anchored in the leg while libcurl points at it.
+** body is anchored in the leg while libcurl points at it; a secret body is
+** not: libcurl reads the leg's C copy, wiped when the exchange is settled.
 */
 static int leg_start(lua_State *L) {
   Request r;

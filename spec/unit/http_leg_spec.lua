@@ -199,6 +199,31 @@ describe("core.http_leg", function()
       assert.equal("transport", kind)
       assert.is_nil(message:find("s3cret", 1, true))
     end)
+
+    it("sends a secret body exactly as given, NUL bytes included, then sends plain bodies again", function()
+      local secret = "grant_type=refresh_token&refresh_token=r3fresh\0" .. string.rep("\0\255", 3000) .. "end"
+      local res = assert(leg:send(req { method = "POST", url = url("/echo"), secret_body = secret,
+        headers = { "Content-Type: application/x-www-form-urlencoded" } }))
+      assert.equal(200, res.status)
+      assert.equal(#secret, #res.body)
+      assert.is_true(secret == res.body)
+      local seen = inspected(assert(leg:send(req { method = "POST", url = url("/inspect"), secret_body = "a=1" })).body)
+      assert.equal("POST", seen.method)
+      assert.equal("3", seen.bodylen)
+      assert.equal("", assert(leg:send(req { method = "POST", url = url("/echo"), secret_body = "" })).body)
+      -- the copy is gone: the next exchanges send their own body, or none
+      assert.equal("plain", assert(leg:send(req { method = "POST", url = url("/echo"), body = "plain" })).body)
+      assert.equal("0", inspected(assert(leg:send(req { url = url("/inspect") })).body).bodylen)
+    end)
+
+    it("keeps a secret body out of the failure message", function()
+      local refused = string.format("http://127.0.0.1:%d/echo", server.closed)
+      local res, kind, message =
+        leg:send(req { method = "POST", url = refused, secret_body = "code_verifier=v3rifier" })
+      assert.is_nil(res)
+      assert.equal("transport", kind)
+      assert.is_nil(message:find("v3rifier", 1, true))
+    end)
   end)
 
   describe("the read cap", function()
@@ -529,6 +554,20 @@ describe("core.http_leg", function()
       assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
     end)
 
+    it("raises when a send gives both 'body' and 'secret_body', or a secret body a POST cannot carry", function()
+      assert.has_error(function()
+        leg:send(req { method = "POST", url = url("/echo"), body = "a", secret_body = "b" })
+      end, "send: give either 'body' or 'secret_body', not both")
+      assert.has_error(function()
+        leg:start(req { method = "POST", url = url("/echo"), body = "a", secret_body = "b" })
+      end, "send: give either 'body' or 'secret_body', not both")
+      assert.has_error(function() leg:send(req { url = url("/json"), secret_body = "b" }) end,
+        "send: a 'body' is only sent with POST")
+      assert.has_error(function() leg:send(req { method = "POST", url = url("/echo"), secret_body = 42 }) end,
+        "send: 'secret_body' must be a string")
+      assert.equal("ok", assert(leg:send(req { method = "POST", url = url("/echo"), secret_body = "ok" })).body)
+    end)
+
     it("keeps messages free of the secret when the url is malformed", function()
       local res, kind, message = leg:send(req { url = "http://[bad", secret_header = "Authorization: Bearer t0ken" })
       assert.is_nil(res)
@@ -605,6 +644,36 @@ describe("core.http_leg", function()
       leg:abort()
       assert.equal(0, core.engine_step(0))
       assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
+    end)
+
+    -- The copy is wiped and freed when the exchange ends, whichever way; under
+    -- ASan a transfer still reading it afterwards, or a second free, aborts.
+    it("drops a secret body's copy on finish, abort and close, mid-upload too", function()
+      local big = string.rep("s3cret-", 300000)  -- ~2 MiB: still uploading when stopped
+      assert(leg:start(req { method = "POST", url = url("/inspect"), secret_body = big }))
+      local seen = inspected(drive({ leg })[1][1].body)
+      assert.equal(tostring(#big), seen.bodylen)
+      assert(leg:start(req { method = "POST", url = url("/hang"), secret_body = big }))
+      core.engine_step(10)
+      leg:abort()
+      assert.equal(0, core.engine_step(0))
+      assert(leg:start(req { method = "POST", url = url("/hang"), secret_body = big }))
+      core.engine_step(10)
+      local res, kind = leg:finish("cancelled")
+      assert.is_nil(res)
+      assert.equal("cancelled", kind)
+      assert.equal("after", assert(leg:send(req { method = "POST", url = url("/echo"), body = "after" })).body)
+      local other = core.http_leg()
+      assert(other:start(req { method = "POST", url = url("/hang"), secret_body = big }))
+      core.engine_step(10)
+      other:close()
+      assert.equal(0, core.engine_step(0))
+      local polls = 0
+      res, kind = leg:send(req { method = "POST", url = url("/hang"), secret_body = big,
+        cancel = function() polls = polls + 1; return polls > 2 end })
+      assert.is_nil(res)
+      assert.equal("cancelled", kind)
+      assert.equal("after", assert(leg:send(req { method = "POST", url = url("/echo"), body = "after" })).body)
     end)
 
     it("raises on misuse", function()

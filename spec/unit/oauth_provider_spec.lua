@@ -24,7 +24,7 @@ local function scripted(routes)
   return leg
 end
 
-local function form_of(req) return fetch.query("?" .. (req.body or "")) end
+local function form_of(req) return fetch.query("?" .. (req.secret_body or req.body or "")) end
 
 -- A protected MCP endpoint that wants `needed` scopes; the authorization server grants what is asked.
 local function world(opts)
@@ -52,7 +52,7 @@ local function world(opts)
     return 200, {
       issuer = BASE, authorization_endpoint = BASE .. "/authorize", token_endpoint = BASE .. "/token",
       registration_endpoint = BASE .. "/register", code_challenge_methods_supported = opts.pkce or { "S256" },
-      scopes_supported = opts.as_scopes, token_endpoint_auth_methods_supported = { "none" },
+      scopes_supported = opts.as_scopes, token_endpoint_auth_methods_supported = opts.auth_methods or { "none" },
     }
   end
   routes["/register"] = function(req)
@@ -221,12 +221,52 @@ describe("the OAuth provider", function()
     local seen = {}
     local send = leg.send
     leg.send = function(self, req)
-      seen[#seen + 1] = table.concat(req.headers or {}, "\n") .. "\n" .. (req.body or "") .. "\n" .. req.url
+      local body = req.body or req.secret_body or ""
+      seen[#seen + 1] = table.concat(req.headers or {}, "\n") .. "\n" .. body .. "\n" .. req.url
       return send(self, req)
     end
     local conn = connect(leg)
     assert(conn:list_tools())
     for _, text in ipairs(seen) do assert.is_nil(text:find("TOKEN-VALUE", 1, true)) end
+  end)
+
+  describe("token requests travel as the leg's secret body, never a plain one", function()
+    -- A spy on the leg: every request to the token endpoint, as the leg got it.
+    local function spied(routes)
+      local leg, token_requests = scripted(routes), {}
+      local send = leg.send
+      leg.send = function(self, req)
+        if req.url:find("/token", 1, true) then token_requests[#token_requests + 1] = req end
+        return send(self, req)
+      end
+      return leg, token_requests
+    end
+
+    it("for the authorization code and its verifier", function()
+      local leg, token_requests = spied(world {})
+      local conn = connect(leg)
+      assert(conn:list_tools())
+      assert.equal(1, #token_requests)
+      local req = token_requests[1]
+      assert.is_nil(req.body)
+      local form = form_of(req)
+      assert.equal("authorization_code", form.grant_type)
+      assert.equal("the-code", form.code)
+      assert.equal(43, #form.code_verifier)
+    end)
+
+    it("for a client secret sent as client_secret_post", function()
+      local leg, token_requests = spied(world { auth_methods = { "client_secret_post" } })
+      local conn = connect(leg, { grant = "client_credentials", client_id = "c9", client_secret = "vault:cs" },
+        { resolver = function() return "CLIENT-SECRET-VALUE" end })
+      assert(conn:list_tools())
+      assert.equal(1, #token_requests)
+      local req = token_requests[1]
+      assert.is_nil(req.body)
+      assert.is_nil(req.secret_header)
+      assert.equal("CLIENT-SECRET-VALUE", form_of(req).client_secret)
+      assert.equal("client_credentials", form_of(req).grant_type)
+    end)
   end)
 
   describe("misuse raises at connect", function()

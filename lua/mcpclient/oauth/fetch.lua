@@ -47,7 +47,10 @@ function fetch.target(ctx, url)
 end
 
 --[[
-Send one request. `request` = { method, url, headers = {lines}, body, secret_header }.
+Send one request. `request` = { method, url, headers = {lines}, body, secret_header,
+secret_body }. A body that carries a secret (a code, verifier, refresh token,
+client secret or assertion) goes as `secret_body`: the leg sends it from a copy
+in C memory that it wipes once the exchange ends, as it does the secret header.
 Returns the leg's response { status, headers, body } (any status), or the
 failure triple: deadline, refused_host, transport, timeout, authorization_failed.
 ]]
@@ -63,7 +66,7 @@ function fetch.send(ctx, op, request)
   if not dial then return nil, message, err end
   local response, kind, detail = ctx.leg:send {
     method = request.method, url = dial.url, headers = request.headers or {},
-    secret_header = request.secret_header, body = request.body,
+    secret_header = request.secret_header, body = request.body, secret_body = request.secret_body,
     timeout_ms = timeout_ms, connect_timeout_ms = connect_timeout_ms, max_bytes = fetch.MAX_BYTES,
     pin = dial.pin, ca_file = ctx.tls.ca_file, client_cert = ctx.tls.client_cert, client_key = ctx.tls.client_key,
   }

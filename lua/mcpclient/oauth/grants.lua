@@ -97,7 +97,8 @@ function grants.auth_method(metadata, client)
 end
 
 -- Add client authentication to a token request: a Basic header line (a
--- secret header, wiped after the exchange) or body fields.
+-- secret header, wiped after the exchange) or form fields (in the secret
+-- body, wiped the same way).
 local function authenticate(ctx, form, client, discovered, wall)
   local method = client.method
   if method == "client_secret_basic" then
@@ -156,10 +157,13 @@ function grants.token(ctx, op, endpoint, form, client, discovered)
     if header == nil then return nil, failure_message, failure end
     secret_header = header or nil
   end
+  -- Every token request carries a secret in its form (a code and its
+  -- verifier, a refresh token, a subject token or assertion, maybe the client
+  -- secret), so the form always goes as the leg's wiped secret body.
   local response, message, err = fetch.send(ctx, op, {
     method = "POST", url = endpoint, secret_header = secret_header,
     headers = { "Content-Type: application/x-www-form-urlencoded", "Accept: application/json" },
-    body = fetch.form(form),
+    secret_body = fetch.form(form),
   })
   if not response then return nil, message, err end
   return token_of(ctx, response)
