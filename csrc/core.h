@@ -65,6 +65,9 @@ int64_t mcp_monotonic_ns(void);
 #define MCP_JSON_MAX_DEPTH 512
 #define MCP_JSON_ASCII     1 /* escape '/' as \/ and non-ASCII as \uXXXX: the measure of a stored schema's size */
 
+#define MCP_JSON_REAL_MAX  48 /* bytes mcp_json_format_real may write */
+/* The encoder's text for the real d into out; its length, or 0 when d has no JSON form. */
+size_t mcp_json_format_real(lua_Number d, char *out);
 /* Encode the value at idx and push the text; NULL on success, else a static reason and nothing pushed. */
 const char *mcp_json_encode(lua_State *L, int idx, int flags);
 /* Decode len bytes at s and push the value (returns 1) or the "invalid JSON: ..." message (returns 0). */
@@ -85,6 +88,28 @@ void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the ar
 */
 int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
 
+/*
+** decode.c's text builder, for the schema normaliser: the JSON object text
+** s written as json.encode writes its decoded value (into a buffer pushed
+** as a userdata, at *text), with its members described; -1 (nothing
+** pushed) when s is no object or the fast path gives up. Offsets are into
+** *text; key spans include the quotes.
+*/
+#define MCP_MAX_MEMBERS 64
+typedef int (*mcp_refused_fn)(const char *key, size_t len); /* >= 0: a refused keyword */
+typedef struct mcp_member {
+  size_t key, key_len, value, value_len;
+  int levels;         /* the deepest container level inside the value, the object being level 1 */
+  int refused;        /* a key inside the value passed the refused test */
+  size_t ascii_extra; /* bytes the value's ASCII form (\/, \uXXXX) adds */
+  size_t containers;  /* objects and arrays in the value */
+  int shape;          /* MCP_SHAPE_* when the value has that shape, else 0 */
+} mcp_member;
+#define MCP_SHAPE_OBJECT_OF_OBJECTS 1 /* an object whose member values are all objects ({} too) */
+#define MCP_SHAPE_STRING_LIST       2 /* an array of strings only ([] too) */
+int mcp_canonical_object(lua_State *L, const char *s, size_t len, mcp_refused_fn refused, mcp_member *members,
+                         const char **text, size_t *text_len);
+
 /* ==================================================================== */
 /* The schema measure (measure.c)                                       */
 /* ==================================================================== */
@@ -95,7 +120,6 @@ int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
 ** max_depth or past max_visits, invalid UTF-8, a shape or value the encoder
 ** refuses): the normaliser then takes its exact path for the reason.
 */
-typedef int (*mcp_refused_fn)(const char *key, size_t len); /* >= 0: a refused keyword */
 size_t mcp_schema_measure(lua_State *L, int t, int max_depth, long max_visits, mcp_refused_fn refused);
 
 /* ==================================================================== */

@@ -48,7 +48,8 @@ typedef struct Fast {
   int marker, order, scratch;
   size_t containers, max_containers; /* objects and arrays opened so far, and the cap (0: none) */
   size_t scratch_len;
-  unsigned char *buf; /* the scratch userdata's bytes */
+  unsigned char *buf;  /* the scratch userdata's bytes */
+  struct Text *schemas; /* a tools/list answer: where its tools' schemas are written as text (else NULL) */
 } Fast;
 
 /* Bytes a string may hold unescaped and unchecked: printable ASCII but '"' and '\\'. */
@@ -186,20 +187,22 @@ static int push_escaped(Fast *f, const unsigned char *s, const unsigned char *e,
 }
 
 /*
-** Push the string starting at the opening quote f->p; the value escapes
-** decoded. Sets *nul when it holds a NUL byte (object keys may not).
+** Read the string starting at the opening quote f->p without decoding it:
+** its body is [*s, *e), f->p moves past the closing quote. *escaped is set
+** when the body holds a backslash, *wide when it holds a byte past 0x7F.
 ** Returns 0 on a refusal: no closing quote, a raw control character,
-** invalid UTF-8, a bad escape.
+** invalid UTF-8 (escapes are judged when they are decoded).
 */
-static int push_string(Fast *f, int *nul) {
-  const unsigned char *s = ++f->p, *p = s, *end = f->end;
-  int escaped = 0;
+static int scan_string(Fast *f, const unsigned char **s, const unsigned char **e, int *escaped, int *wide) {
+  const unsigned char *p = f->p + 1, *end = f->end;
+  *s = p;
+  *escaped = *wide = 0;
   for (;;) {
     while (p < end && plain[*p]) p++;
     if (p >= end) return 0;
     if (*p == '"') break;
     if (*p == '\\') {
-      escaped = 1;
+      *escaped = 1;
       if (p + 1 >= end) return 0;
       p += 2; /* the escaped byte is judged when decoding; a '"' here never closes */
     } else if (*p < 0x20) {
@@ -207,24 +210,40 @@ static int push_string(Fast *f, int *nul) {
     } else {
       int ok;
       uint32_t cp;
+      *wide = 1;
       p += mcp_utf8_unit(p, (size_t)(end - p), &ok, &cp);
       if (!ok) return 0;
     }
   }
+  *e = p;
   f->p = p + 1;
-  *nul = 0;
-  if (!escaped) {
-    lua_pushlstring(f->L, (const char *)s, (size_t)(p - s));
-    return 1;
-  }
-  return push_escaped(f, s, p, nul);
+  return 1;
 }
 
 /*
-** Push the integer written in digits [s, e) (an optional '-' first), exactly
-** as strtoll reads it: out of the 64-bit range refuses (returns 0).
+** Push the string starting at the opening quote f->p; the value escapes
+** decoded. Sets *nul when it holds a NUL byte (object keys may not).
+** Returns 0 on a refusal: no closing quote, a raw control character,
+** invalid UTF-8, a bad escape.
 */
-static int push_integer(Fast *f, const unsigned char *s, const unsigned char *e) {
+static int push_string(Fast *f, int *nul) {
+  const unsigned char *s, *e;
+  int escaped, wide;
+  if (!scan_string(f, &s, &e, &escaped, &wide)) return 0;
+  *nul = 0;
+  if (!escaped) {
+    lua_pushlstring(f->L, (const char *)s, (size_t)(e - s));
+    return 1;
+  }
+  return push_escaped(f, s, e, nul);
+}
+
+/*
+** Read the integer written in digits [s, e) (an optional '-' first) into
+** *out exactly as strtoll reads it: out of the 64-bit range refuses
+** (returns 0).
+*/
+static int read_integer(const unsigned char *s, const unsigned char *e, lua_Integer *out) {
   int neg = *s == '-';
   uint64_t v = 0, limit;
   if (neg) s++;
@@ -234,17 +253,17 @@ static int push_integer(Fast *f, const unsigned char *s, const unsigned char *e)
     if (v > (limit - d) / 10) return 0;
     v = v * 10 + d;
   }
-  if (neg) lua_pushinteger(f->L, v == (uint64_t)INT64_MAX + 1u ? INT64_MIN : -(lua_Integer)v);
-  else lua_pushinteger(f->L, (lua_Integer)v);
+  if (neg) *out = v == (uint64_t)INT64_MAX + 1u ? INT64_MIN : -(lua_Integer)v;
+  else *out = (lua_Integer)v;
   return 1;
 }
 
 /*
-** Push the real written in [s, e) through strtod, as jansson reads it: the
-** C library's rounding, '.' swapped for the locale's decimal point, an
-** overflow to infinity refused, an underflow kept (0 or subnormal).
+** Read the real written in [s, e) into *out through strtod, as jansson
+** reads it: the C library's rounding, '.' swapped for the locale's decimal
+** point, an overflow to infinity refused, an underflow kept (0 or subnormal).
 */
-static int push_real(Fast *f, const unsigned char *s, const unsigned char *e) {
+static int read_real(Fast *f, const unsigned char *s, const unsigned char *e, double *out) {
   char small[SMALL_NUMBER], *text, *dot, *stop;
   size_t n = (size_t)(e - s);
   const char *point = localeconv()->decimal_point;
@@ -256,7 +275,7 @@ static int push_real(Fast *f, const unsigned char *s, const unsigned char *e) {
   errno = 0;
   d = strtod(text, &stop);
   if ((d == HUGE_VAL || d == -HUGE_VAL) && errno == ERANGE) return 0;
-  lua_pushnumber(f->L, d);
+  *out = d;
   return 1;
 }
 
@@ -272,32 +291,55 @@ static void skip_lost_nul(Fast *f) {
 }
 
 /*
-** Push the number at f->p: JSON's grammar exactly (no leading zeros, no
-** bare '.', digits after '.' and after the exponent mark). An integer when
-** it has neither fraction nor exponent, else a real.
+** Read the number at f->p: JSON's grammar exactly (no leading zeros, no
+** bare '.', digits after '.' and after the exponent mark). Its text is
+** [*s, *e); *real is set when it has a fraction or an exponent (else it
+** is an integer). Returns 0 when the grammar refuses.
 */
-static int push_number(Fast *f) {
-  const unsigned char *s = f->p, *p = s, *end = f->end;
-  int real = 0;
+static int scan_number(Fast *f, const unsigned char **s, const unsigned char **e, int *real) {
+  const unsigned char *p = f->p, *end = f->end;
+  *real = 0;
   if (p < end && *p == '-') p++;
   if (p >= end) return 0;
   if (*p == '0') p++;
   else if (*p >= '1' && *p <= '9') while (p < end && *p >= '0' && *p <= '9') p++;
   else return 0;
   if (p < end && *p == '.') {
-    real = 1;
+    *real = 1;
     if (++p >= end || *p < '0' || *p > '9') return 0;
     while (p < end && *p >= '0' && *p <= '9') p++;
   }
   if (p < end && (*p == 'e' || *p == 'E')) {
-    real = 1;
+    *real = 1;
     if (++p < end && (*p == '+' || *p == '-')) p++;
     if (p >= end || *p < '0' || *p > '9') return 0;
     while (p < end && *p >= '0' && *p <= '9') p++;
   }
+  *s = f->p;
+  *e = p;
   f->p = p;
   skip_lost_nul(f);
-  return real ? push_real(f, s, p) : push_integer(f, s, p);
+  return 1;
+}
+
+/*
+** Push the number at f->p: an integer when it has neither fraction nor
+** exponent, else a real.
+*/
+static int push_number(Fast *f) {
+  const unsigned char *s, *e;
+  int real;
+  lua_Integer i;
+  double d;
+  if (!scan_number(f, &s, &e, &real)) return 0;
+  if (real) {
+    if (!read_real(f, s, e, &d)) return 0;
+    lua_pushnumber(f->L, d);
+  } else {
+    if (!read_integer(s, e, &i)) return 0;
+    lua_pushinteger(f->L, i);
+  }
+  return 1;
 }
 
 /*
@@ -315,14 +357,42 @@ static int literal(Fast *f, const char *w, size_t n) {
   return 1;
 }
 
-static int push_value(Fast *f, int depth);
+/*
+** Where a value sits in a tools/list answer, for the decoder that keeps the
+** listed tools' schemas as text: only result.tools[i].inputSchema and
+** .outputSchema are written as text; every other value has no role.
+*/
+enum role { R_NONE, R_MESSAGE, R_RESULT, R_TOOLS, R_TOOL, R_SCHEMA };
+
+static int push_value(Fast *f, int depth, enum role role);
 
 /*
-** Push the object at f->p ('{'), at container level depth. Keys in text
-** order go to a list recorded in the order table when keys are recorded
-** (only for a non-empty object, like json.c). Returns 0 on a refusal.
+** The role of the member `key` (the string at the stack top) of an object
+** whose own role is `role`.
 */
-static int push_object(Fast *f, int depth) {
+static enum role member_role(lua_State *L, enum role role) {
+  size_t n;
+  const char *k;
+  if (role == R_NONE) return R_NONE;
+  k = lua_tolstring(L, -1, &n);
+  switch (role) {
+    case R_MESSAGE: return n == 6 && memcmp(k, "result", 6) == 0 ? R_RESULT : R_NONE;
+    case R_RESULT: return n == 5 && memcmp(k, "tools", 5) == 0 ? R_TOOLS : R_NONE;
+    case R_TOOL:
+      return (n == 11 && memcmp(k, "inputSchema", 11) == 0) || (n == 12 && memcmp(k, "outputSchema", 12) == 0)
+               ? R_SCHEMA
+               : R_NONE;
+    default: return R_NONE;
+  }
+}
+
+/*
+** Push the object at f->p ('{'), at container level depth, with the role
+** `role`. Keys in text order go to a list recorded in the order table when
+** keys are recorded (only for a non-empty object, like json.c). Returns 0
+** on a refusal.
+*/
+static int push_object(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
   int obj, keys = 0, nul;
   lua_Integer n = 0;
@@ -353,7 +423,7 @@ static int push_object(Fast *f, int depth) {
     if (f->p >= f->end || *f->p != ':') return 0;
     f->p++;
     skip_blanks(f);
-    if (!push_value(f, depth + 1)) return 0;
+    if (!push_value(f, depth + 1, member_role(L, role))) return 0;
     lua_rawset(L, obj);
     skip_blanks(f);
     if (f->p < f->end && *f->p == ',') {
@@ -374,9 +444,10 @@ static int push_object(Fast *f, int depth) {
 }
 
 /*
-** Push the array at f->p ('['), carrying the array marker. Returns 0 on a refusal.
+** Push the array at f->p ('['), carrying the array marker; the elements of
+** the tools array are tools. Returns 0 on a refusal.
 */
-static int push_array(Fast *f, int depth) {
+static int push_array(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
   int arr, empty;
   lua_Integer n = 0;
@@ -393,7 +464,7 @@ static int push_array(Fast *f, int depth) {
     return 1;
   }
   for (;;) {
-    if (!push_value(f, depth + 1)) return 0;
+    if (!push_value(f, depth + 1, role == R_TOOLS ? R_TOOL : R_NONE)) return 0;
     lua_rawseti(L, arr, ++n);
     skip_blanks(f);
     if (f->p < f->end && *f->p == ',') {
@@ -416,16 +487,410 @@ static int open_container(Fast *f) {
   return ++f->containers <= f->max_containers || f->max_containers == 0;
 }
 
+/* ==================================================================== */
+/* The text builder                                                     */
+/* ==================================================================== */
+
 /*
-** Push the value at f->p, found at container level depth (the top is 1).
-** Returns 0 on a refusal, leaving whatever it pushed for the caller to drop.
+** Some values are wanted as text, not as Lua tables: a listed tool's schema
+** is stored and shown as JSON text, and building its tables only to encode
+** them again is what made a listing slow. The text builder reads such a
+** value with the decoder's grammar and writes, in the same pass, exactly
+** the text json.encode gives for the decoded value: no blanks, keys in the
+** order written, strings escaped as the encoder escapes them (json.c's
+** put_string in its UTF-8 form), integers in decimal, reals in the
+** encoder's shortest form.
+**
+** It takes only the common case. Anything else (an object of more than
+** MAX_KEYS members, whose duplicate check would cost too much by pairwise
+** comparison, containers nested more than MAX_LEVELS below the value, or
+** anything the grammar refuses) makes it give up, and the caller reads the
+** same value again through the table decoder, which has the final word on
+** the verdict; encoding what that builds gives the same text. So the
+** builder never words a refusal, and a value it takes is one the table
+** decoder takes too. fuzz/listing_fuzz.c holds the two paths equal.
 */
-static int push_value(Fast *f, int depth) {
-  int nul;
+
+#define MAX_KEYS   MCP_MAX_MEMBERS /* members of one object the builder checks for duplicates */
+#define MAX_LEVELS 64 /* container levels below the value the builder writes */
+
+/* One key written so far, as its place in the output: the encoder's text of a key is unique to it. */
+typedef struct KeySpan {
+  size_t at, len;
+} KeySpan;
+
+typedef struct Text {
+  unsigned char *out; /* the text so far: n bytes of cap, a userdata at stack slot `slot` */
+  size_t n, cap;
+  int slot;
+  int levels;             /* deepest container level reached (the value written is level 1) */
+  size_t ascii_extra;     /* bytes the ASCII form adds (\/ for '/', \uXXXX for non-ASCII) */
+  mcp_refused_fn refused; /* the test for keys below the top level, or NULL */
+  int refused_seen;       /* some key passed that test */
+  mcp_member *members;    /* the top-level object's members, when wanted */
+  int nmembers;
+  int shape;              /* MCP_SHAPE_* of the member value being written */
+} Text;
+
+/*
+** Room for m more output bytes; the buffer grows by replacing the userdata
+** in its slot, so nothing is freed by hand.
+*/
+static unsigned char *text_room(Fast *f, Text *t, size_t m) {
+  if (t->cap - t->n < m) {
+    size_t cap = t->cap * 2 > t->n + m ? t->cap * 2 : t->n + m + 256;
+    unsigned char *nb = (unsigned char *)lua_newuserdatauv(f->L, cap, 0);
+    if (t->n > 0) memcpy(nb, t->out, t->n);
+    lua_replace(f->L, t->slot);
+    t->out = nb;
+    t->cap = cap;
+  }
+  return t->out + t->n;
+}
+
+/* Append n bytes (room already made). */
+#define TEXT_PUT(t, s, len) (memcpy((t)->out + (t)->n, (s), (len)), (t)->n += (len))
+
+/*
+** Write \uXXXX in lowercase hex at o, as the encoder does.
+*/
+static unsigned char *put_u(unsigned char *o, unsigned long u) {
+  static const char hex[] = "0123456789abcdef";
+  o[0] = '\\';
+  o[1] = 'u';
+  o[2] = (unsigned char)hex[(u >> 12) & 0xF];
+  o[3] = (unsigned char)hex[(u >> 8) & 0xF];
+  o[4] = (unsigned char)hex[(u >> 4) & 0xF];
+  o[5] = (unsigned char)hex[u & 0xF];
+  return o + 6;
+}
+
+/*
+** Write the code point cp as the encoder writes it inside a string: the
+** short escapes, other controls as \u00XX, '"' and '\\' escaped, other
+** ASCII as it is, hidden code points (C1 controls, bidi and invisible
+** formatting) as \uXXXX, any other as UTF-8. Counts what the ASCII form
+** would add. Returns the new end of the output.
+*/
+static unsigned char *put_code_point(Text *t, unsigned char *o, unsigned long cp) {
+  size_t k;
+  if (cp < 0x80) {
+    switch (cp) {
+      case '"': *o++ = '\\'; *o++ = '"'; return o;
+      case '\\': *o++ = '\\'; *o++ = '\\'; return o;
+      case '\b': *o++ = '\\'; *o++ = 'b'; return o;
+      case '\f': *o++ = '\\'; *o++ = 'f'; return o;
+      case '\n': *o++ = '\\'; *o++ = 'n'; return o;
+      case '\r': *o++ = '\\'; *o++ = 'r'; return o;
+      case '\t': *o++ = '\\'; *o++ = 't'; return o;
+      default: break;
+    }
+    if (cp < 0x20) return put_u(o, cp);
+    if (cp == '/') t->ascii_extra++;
+    *o++ = (unsigned char)cp;
+    return o;
+  }
+  if (mcp_text_hidden((uint32_t)cp)) return put_u(o, cp); /* all of them lie below U+10000 */
+  k = put_utf8(o, cp);
+  t->ascii_extra += (cp >= 0x10000 ? 12 : 6) - k;
+  return o + k;
+}
+
+/*
+** Write the string body [s, e) that scan_string accepted, decoding its
+** escapes and writing each character back in the encoder's form. Returns
+** 0 when an escape is refused, or (for a key) when it decodes to NUL.
+*/
+static int put_escaped_string(Text *t, const unsigned char *s, const unsigned char *e, int key) {
+  unsigned char *o = t->out + t->n;
+  while (s < e) {
+    unsigned long cp;
+    if (*s == '\\') {
+      size_t used = 2;
+      switch (s[1]) {
+        case '"': cp = '"'; break;
+        case '\\': cp = '\\'; break;
+        case '/': cp = '/'; break;
+        case 'b': cp = '\b'; break;
+        case 'f': cp = '\f'; break;
+        case 'n': cp = '\n'; break;
+        case 'r': cp = '\r'; break;
+        case 't': cp = '\t'; break;
+        case 'u':
+          used = unicode_escape(s + 2, e, &cp);
+          if (used == 0 || (cp == 0 && key)) return 0;
+          used += 2;
+          break;
+        default: return 0;
+      }
+      s += used;
+    } else if (*s < 0x80) {
+      cp = *s++;
+    } else {
+      int ok;
+      uint32_t u;
+      s += mcp_utf8_unit(s, (size_t)(e - s), &ok, &u); /* scan_string validated it */
+      cp = u;
+    }
+    o = put_code_point(t, o, cp);
+  }
+  t->n = (size_t)(o - t->out);
+  return 1;
+}
+
+/*
+** Write the string at f->p (a key when key is set). A body of printable
+** ASCII is copied as it is; one with escapes or non-ASCII bytes is written
+** character by character. Every input byte yields at most three output
+** bytes (a two-byte C1 control becomes \u0080..\u009f), so room is made once.
+*/
+static int emit_string(Fast *f, Text *t, int key) {
+  const unsigned char *s, *e;
+  int escaped, wide;
+  size_t len;
+  if (!scan_string(f, &s, &e, &escaped, &wide)) return 0;
+  len = (size_t)(e - s);
+  text_room(f, t, 3 * len + 2);
+  t->out[t->n++] = '"';
+  if (!escaped && !wide) {
+    TEXT_PUT(t, s, len);
+    if (t->refused != NULL) { /* measuring: '/' is two bytes in the ASCII form */
+      const unsigned char *q = s;
+      while ((q = memchr(q, '/', (size_t)(e - q))) != NULL) {
+        t->ascii_extra++;
+        q++;
+      }
+    }
+  } else if (!put_escaped_string(t, s, e, key)) {
+    return 0;
+  }
+  t->out[t->n++] = '"';
+  return 1;
+}
+
+/*
+** Write the number at f->p: an integer as its digits ("-0" is 0), a real
+** in the encoder's shortest form.
+*/
+static int emit_number(Fast *f, Text *t) {
+  const unsigned char *s, *e;
+  int real;
+  if (!scan_number(f, &s, &e, &real)) return 0;
+  if (real) {
+    char tmp[MCP_JSON_REAL_MAX];
+    double d;
+    size_t len;
+    if (!read_real(f, s, e, &d) || (len = mcp_json_format_real(d, tmp)) == 0) return 0;
+    text_room(f, t, len);
+    TEXT_PUT(t, tmp, len);
+  } else {
+    lua_Integer v;
+    if (!read_integer(s, e, &v)) return 0;
+    if (v == 0) s = e - 1; /* "-0" */
+    text_room(f, t, (size_t)(e - s));
+    TEXT_PUT(t, s, (size_t)(e - s));
+  }
+  return 1;
+}
+
+/*
+** Write the literal w at f->p.
+*/
+static int emit_literal(Fast *f, Text *t, const char *w, size_t n) {
+  if (!literal(f, w, n)) return 0;
+  text_room(f, t, n);
+  TEXT_PUT(t, w, n);
+  return 1;
+}
+
+static int emit_value(Fast *f, Text *t, int depth, int level);
+
+/*
+** Whether the key just written at keys[n] repeats one of keys[0..n).
+*/
+static int repeated_key(const Text *t, const KeySpan *keys, int n) {
+  int i;
+  for (i = 0; i < n; i++) {
+    if (keys[i].len == keys[n].len && memcmp(t->out + keys[i].at, t->out + keys[n].at, keys[n].len) == 0) return 1;
+  }
+  return 0;
+}
+
+/*
+** Write the value of a member of the top-level object and, when the
+** normaliser asked for them, note where it lies and what it holds: the
+** deepest level inside it (1 for a scalar), whether a key inside it passed
+** the refused test, what its ASCII form adds and how many containers it has.
+*/
+static int emit_member_value(Fast *f, Text *t, int depth, size_t key_at, size_t key_len) {
+  mcp_member *m;
+  int outer_levels = t->levels, outer_refused = t->refused_seen;
+  size_t value_at = t->n, extra = t->ascii_extra, containers = f->containers;
+  if (t->members == NULL) return emit_value(f, t, depth, 2);
+  if (t->nmembers == MAX_KEYS) return 0;
+  t->levels = 1;
+  t->refused_seen = 0;
+  t->shape = 0;
+  if (!emit_value(f, t, depth, 2)) return 0;
+  m = &t->members[t->nmembers++];
+  m->key = key_at;
+  m->key_len = key_len;
+  m->value = value_at;
+  m->value_len = t->n - value_at;
+  m->levels = t->levels;
+  m->refused = t->refused_seen;
+  m->ascii_extra = t->ascii_extra - extra;
+  m->containers = f->containers - containers;
+  m->shape = t->shape;
+  if (outer_levels > t->levels) t->levels = outer_levels;
+  t->refused_seen |= outer_refused;
+  return 1;
+}
+
+/*
+** Write the object at f->p, a container at level `level` of the value (1:
+** the value itself). Keys below the top level go through the refused test
+** when the normaliser gave one.
+*/
+static int emit_object(Fast *f, Text *t, int depth, int level) {
+  KeySpan keys[MAX_KEYS];
+  int n = 0, objects = 1;
+  f->p++;
+  skip_blanks(f);
+  text_room(f, t, 2);
+  t->out[t->n++] = '{';
+  if (f->p < f->end && *f->p == '}') {
+    f->p++;
+    t->out[t->n++] = '}';
+    if (level == 2) t->shape = MCP_SHAPE_OBJECT_OF_OBJECTS;
+    return 1;
+  }
+  for (;;) {
+    if (n == MAX_KEYS || f->p >= f->end || *f->p != '"') return 0;
+    keys[n].at = t->n;
+    if (!emit_string(f, t, 1)) return 0;
+    keys[n].len = t->n - keys[n].at;
+    if (repeated_key(t, keys, n)) return 0;
+    if (t->refused != NULL && level >= 2 && t->refused((const char *)t->out + keys[n].at + 1, keys[n].len - 2) >= 0)
+      t->refused_seen = 1;
+    skip_blanks(f);
+    if (f->p >= f->end || *f->p != ':') return 0;
+    f->p++;
+    skip_blanks(f);
+    text_room(f, t, 1);
+    t->out[t->n++] = ':';
+    objects = objects && f->p < f->end && *f->p == '{';
+    if (level == 1 ? !emit_member_value(f, t, depth + 1, keys[n].at, keys[n].len)
+                   : !emit_value(f, t, depth + 1, level + 1))
+      return 0;
+    n++;
+    skip_blanks(f);
+    text_room(f, t, 1);
+    if (f->p < f->end && *f->p == ',') {
+      f->p++;
+      skip_blanks(f);
+      t->out[t->n++] = ',';
+      continue;
+    }
+    if (f->p < f->end && *f->p == '}') break;
+    return 0;
+  }
+  f->p++;
+  t->out[t->n++] = '}';
+  if (level == 2 && objects) t->shape = MCP_SHAPE_OBJECT_OF_OBJECTS;
+  return 1;
+}
+
+/*
+** Write the array at f->p, a container at level `level` of the value.
+*/
+static int emit_array(Fast *f, Text *t, int depth, int level) {
+  int strings = 1;
+  f->p++;
+  skip_blanks(f);
+  text_room(f, t, 2);
+  t->out[t->n++] = '[';
+  if (f->p < f->end && *f->p == ']') {
+    f->p++;
+    t->out[t->n++] = ']';
+    if (level == 2) t->shape = MCP_SHAPE_STRING_LIST;
+    return 1;
+  }
+  for (;;) {
+    strings = strings && f->p < f->end && *f->p == '"';
+    if (!emit_value(f, t, depth + 1, level + 1)) return 0;
+    skip_blanks(f);
+    text_room(f, t, 1);
+    if (f->p < f->end && *f->p == ',') {
+      f->p++;
+      skip_blanks(f);
+      t->out[t->n++] = ',';
+      continue;
+    }
+    if (f->p < f->end && *f->p == ']') break;
+    return 0;
+  }
+  f->p++;
+  t->out[t->n++] = ']';
+  if (level == 2 && strings) t->shape = MCP_SHAPE_STRING_LIST;
+  return 1;
+}
+
+/*
+** Write the value at f->p, found at container level depth of the whole
+** text (bounded as the table decoder bounds it) and level `level` of the
+** value being written. Returns 0 when the builder gives up.
+*/
+static int emit_value(Fast *f, Text *t, int depth, int level) {
   if (f->p >= f->end) return 0;
   switch (*f->p) {
-    case '{': return depth <= MCP_JSON_MAX_DEPTH && open_container(f) && push_object(f, depth);
-    case '[': return depth <= MCP_JSON_MAX_DEPTH && open_container(f) && push_array(f, depth);
+    case '{':
+    case '[':
+      if (depth > MCP_JSON_MAX_DEPTH || level > MAX_LEVELS || !open_container(f)) return 0;
+      if (level > t->levels) t->levels = level;
+      return *f->p == '{' ? emit_object(f, t, depth, level) : emit_array(f, t, depth, level);
+    case '"': return emit_string(f, t, 0);
+    case 't': return emit_literal(f, t, "true", 4);
+    case 'f': return emit_literal(f, t, "false", 5);
+    case 'n': return emit_literal(f, t, "null", 4);
+    default: return emit_number(f, t);
+  }
+}
+
+/*
+** Push a listed tool's schema at f->p as its JSON text. When the text
+** builder gives up, the value is read again as tables and those are
+** encoded: the same text, or the table decoder's refusal.
+*/
+static int push_schema_text(Fast *f, int depth) {
+  Text *t = f->schemas;
+  const unsigned char *start = f->p;
+  size_t containers = f->containers;
+  t->n = 0;
+  if (emit_value(f, t, depth, 1)) {
+    lua_pushlstring(f->L, (const char *)t->out, t->n);
+    return 1;
+  }
+  f->p = start;
+  f->containers = containers;
+  if (!push_value(f, depth, R_NONE)) return 0;
+  if (mcp_json_encode(f->L, -1, 0) != NULL) return 0; /* not reached: what was decoded encodes */
+  lua_remove(f->L, -2);
+  return 1;
+}
+
+/*
+** Push the value at f->p, found at container level depth (the top is 1),
+** with the role `role`. Returns 0 on a refusal, leaving whatever it pushed
+** for the caller to drop.
+*/
+static int push_value(Fast *f, int depth, enum role role) {
+  int nul;
+  if (f->p >= f->end) return 0;
+  if (role == R_SCHEMA) return push_schema_text(f, depth);
+  switch (*f->p) {
+    case '{': return depth <= MCP_JSON_MAX_DEPTH && open_container(f) && push_object(f, depth, role);
+    case '[': return depth <= MCP_JSON_MAX_DEPTH && open_container(f) && push_array(f, depth, role);
     case '"': return push_string(f, &nul);
     case 't':
       if (!literal(f, "true", 4)) return 0;
@@ -444,30 +909,64 @@ static int push_value(Fast *f, int depth) {
 }
 
 /*
+** Start a Fast reader over len bytes at s, with an empty scratch slot
+** pushed for it (the caller drops it).
+*/
+static void fast_open(Fast *f, lua_State *L, const char *s, size_t len) {
+  f->L = L;
+  f->p = (const unsigned char *)s;
+  f->end = f->p + len;
+  f->marker = f->order = 0;
+  f->scratch_len = 0;
+  f->buf = NULL;
+  f->containers = f->max_containers = 0;
+  f->schemas = NULL;
+  luaL_checkstack(L, 6, "JSON decoder");
+  lua_pushnil(L);
+  f->scratch = lua_gettop(L);
+}
+
+/*
+** Start a text builder writing into a buffer anchored at a new stack slot.
+*/
+static void text_open(Text *t, lua_State *L, size_t cap) {
+  t->cap = cap;
+  t->out = (unsigned char *)lua_newuserdatauv(L, t->cap, 0);
+  t->slot = lua_gettop(L);
+  t->n = 0;
+  t->levels = 0;
+  t->ascii_extra = 0;
+  t->refused = NULL;
+  t->refused_seen = 0;
+  t->members = NULL;
+  t->nmembers = 0;
+  t->shape = 0;
+}
+
+/*
 ** Decode len bytes at s into one pushed value (returns 1), or push nothing
 ** and return 0 when jansson would refuse the text or it opens more than
 ** max_containers objects and arrays (0: no cap). marker and order are stack
 ** indexes of the array marker and the order table (order 0: no key order
-** recorded). *containers (if not NULL) gets the count of those opened.
+** recorded). With `listing`, the text is a tools/list answer whose tools'
+** schemas are pushed as JSON text. *containers (if not NULL) gets the count
+** of objects and arrays opened.
 */
 static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int order, size_t max_containers,
-                       size_t *containers) {
+                       int listing, size_t *containers) {
   int base = lua_gettop(L);
   Fast f;
-  f.L = L;
-  f.p = (const unsigned char *)s;
-  f.end = f.p + len;
+  Text t;
+  fast_open(&f, L, s, len);
   f.marker = marker;
   f.order = order;
-  f.scratch_len = 0;
-  f.buf = NULL;
-  f.containers = 0;
   f.max_containers = max_containers;
-  luaL_checkstack(L, 4, "JSON decoder");
-  lua_pushnil(L); /* the scratch slot */
-  f.scratch = lua_gettop(L);
+  if (listing) {
+    text_open(&t, L, 4096);
+    f.schemas = &t;
+  }
   skip_blanks(&f);
-  if (!push_value(&f, 1)) {
+  if (!push_value(&f, 1, listing ? R_MESSAGE : R_NONE)) {
     lua_settop(L, base);
     return 0;
   }
@@ -476,9 +975,46 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
     lua_settop(L, base);
     return 0;
   }
-  lua_replace(L, f.scratch);
+  lua_replace(L, base + 1);
+  lua_settop(L, base + 1);
   if (containers != NULL) *containers = f.containers;
   return 1;
+}
+
+/*
+** The C API of the text builder for the schema normaliser: write the JSON
+** object text s as json.encode would write its decoded value, and describe
+** its members in members[] (room for MCP_MAX_MEMBERS): where each key and
+** value lies in that text, the deepest level in the value, whether a key
+** inside it passes `refused`, what its ASCII form adds. Pushes the buffer
+** holding the text (a userdata the caller pops), sets *text and *text_len,
+** and returns the member count; or returns -1 with nothing pushed when s is
+** not a JSON object or the builder gives up (the caller then decodes it).
+*/
+int mcp_canonical_object(lua_State *L, const char *s, size_t len, mcp_refused_fn refused, mcp_member *members,
+                         const char **text, size_t *text_len) {
+  int base = lua_gettop(L);
+  Fast f;
+  Text t;
+  fast_open(&f, L, s, len);
+  text_open(&t, L, len + 16);
+  t.refused = refused;
+  t.members = members;
+  skip_blanks(&f);
+  if (f.p >= f.end || *f.p != '{' || !emit_value(&f, &t, 1, 1)) {
+    lua_settop(L, base);
+    return -1;
+  }
+  skip_blanks(&f);
+  if (f.p != f.end) {
+    lua_settop(L, base);
+    return -1;
+  }
+  lua_replace(L, base + 1);
+  lua_settop(L, base + 1);
+  *text = (const char *)t.out;
+  *text_len = t.n;
+  return t.nmembers;
 }
 
 /* ==================================================================== */
@@ -500,7 +1036,7 @@ int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered) {
   lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
   lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
   if (!lua_istable(L, base + 1)) return luaL_error(L, "the JSON codec is not loaded");
-  ok = fast_decode(L, s, len, base + 1, ordered && lua_istable(L, base + 2) ? base + 2 : 0, 0, NULL);
+  ok = fast_decode(L, s, len, base + 1, ordered && lua_istable(L, base + 2) ? base + 2 : 0, 0, 0, NULL);
   if (ok) lua_replace(L, base + 1);
   lua_settop(L, base + ok);
   return ok;
@@ -535,7 +1071,7 @@ static int l_fast_decode(lua_State *L) {
   const char *s = text_arg(L, 1, &len);
   int ordered = lua_toboolean(L, 2);
   lua_settop(L, 2);
-  if (fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0, 0, NULL)) return 1;
+  if (fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0, 0, 0, NULL)) return 1;
   return delegate(L, 3, 2);
 }
 
@@ -619,24 +1155,68 @@ static int classify(lua_State *L, int root, lua_Integer expected, int marker) {
 }
 
 /*
-** core.rpc_classify(text, expected_id [, ordered [, max_containers]]): the
-** fast path of json.c's classifier (same arguments, kinds, details and
-** extra count). A body it cannot decode, a blank one, or one opening more
-** than max_containers objects and arrays goes to the jansson classifier,
-** which words the refusal. Upvalues: array marker, order table, the jansson
+** In a result the jansson classifier built, write each listed tool's
+** inputSchema and outputSchema as text, as the fast path gives them (a
+** value that would not encode, which decoded JSON never is, is dropped).
+*/
+static void schemas_as_text(lua_State *L, int result) {
+  static const char *const names[] = {"inputSchema", "outputSchema"};
+  lua_Integer i, n;
+  int tools, k;
+  luaL_checkstack(L, 6, "JSON decoder");
+  if (member(L, result, "tools") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  tools = lua_gettop(L);
+  n = (lua_Integer)lua_rawlen(L, tools);
+  for (i = 1; i <= n; i++) {
+    if (lua_rawgeti(L, tools, i) == LUA_TTABLE) {
+      for (k = 0; k < 2; k++) {
+        lua_pushstring(L, names[k]);
+        if (lua_rawget(L, -2) == LUA_TNIL) {
+          lua_pop(L, 1);
+          continue;
+        }
+        if (mcp_json_encode(L, -1, 0) != NULL) lua_pushnil(L);
+        lua_setfield(L, -3, names[k]);
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
+/*
+** core.rpc_classify(text, expected_id [, decoding [, max_containers]]):
+** the fast path of json.c's classifier (same arguments, kinds, details and
+** extra count). decoding: false (key order not recorded), true (recorded),
+** or "listing": recorded, and the body is a tools/list answer whose tools'
+** inputSchema and outputSchema come back as JSON text, never built as
+** tables. A body it cannot decode, a blank one, or one opening more than
+** max_containers objects and arrays goes to the jansson classifier, which
+** words the refusal. Upvalues: array marker, order table, the jansson
 ** rpc_classify.
 */
 static int l_fast_classify(lua_State *L) {
   size_t len, containers = 0;
   const char *s = text_arg(L, 1, &len);
   lua_Integer expected, max_containers = luaL_optinteger(L, 4, 0);
-  int ordered = lua_toboolean(L, 3), n;
+  int ordered = lua_toboolean(L, 3), listing = 0, n;
   if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer"); /* ids are integers: no "1" or 1.0 */
   expected = lua_tointeger(L, 2);
+  if (lua_type(L, 3) == LUA_TSTRING) {
+    luaL_argcheck(L, strcmp(lua_tostring(L, 3), "listing") == 0, 3, "false, true or \"listing\" expected");
+    listing = 1;
+  }
   lua_settop(L, 4);
   if (!fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0,
-                   max_containers > 0 ? (size_t)max_containers : 0, &containers))
-    return delegate(L, 3, 4);
+                   max_containers > 0 ? (size_t)max_containers : 0, listing, &containers)) {
+    n = delegate(L, 3, 4);
+    if (listing && lua_isstring(L, 1) && strcmp(lua_tostring(L, 1), "result") == 0) schemas_as_text(L, 2);
+    return n;
+  }
   n = classify(L, 5, expected, lua_upvalueindex(1));
   if (max_containers <= 0 || !lua_isstring(L, -n) || strcmp(lua_tostring(L, -n), "result") != 0) return n;
   lua_pushinteger(L, (lua_Integer)containers); /* as json.c returns it: for a bound across responses */

@@ -165,26 +165,36 @@ static void put_integer(Enc *e, lua_Integer v) {
 ** Floats as the shortest of %.15g/%.16g/%.17g that strtod reads back to the
 ** same double, and always in a form a decoder reads as a float: "1.0", not
 ** "1". The C locale's '.' is restored if the host changed LC_NUMERIC.
+** Writes into out (MCP_JSON_REAL_MAX bytes) and returns the length, or 0
+** when d has no JSON form (infinity, NaN). The single-pass decoder writes
+** a schema's reals as text with this too, so both forms agree.
 */
-static const char *put_float(Enc *e, lua_Number d) {
-  char tmp[48];
+size_t mcp_json_format_real(lua_Number d, char *out) {
   int prec, len = 0;
   char point;
-  if (!isfinite(d)) return E_NUMBER;
+  if (!isfinite(d)) return 0;
   for (prec = 15; prec <= 17; prec++) {
-    len = snprintf(tmp, sizeof tmp, "%.*g", prec, (double)d);
-    if (prec == 17 || strtod(tmp, NULL) == d) break;
+    len = snprintf(out, MCP_JSON_REAL_MAX, "%.*g", prec, (double)d);
+    if (prec == 17 || strtod(out, NULL) == d) break;
   }
   point = localeconv()->decimal_point[0];
   if (point != '.') {
-    char *p = memchr(tmp, point, (size_t)len);
+    char *p = memchr(out, point, (size_t)len);
     if (p != NULL) *p = '.';
   }
-  if (memchr(tmp, '.', (size_t)len) == NULL && memchr(tmp, 'e', (size_t)len) == NULL) {
-    tmp[len++] = '.';
-    tmp[len++] = '0';
+  if (memchr(out, '.', (size_t)len) == NULL && memchr(out, 'e', (size_t)len) == NULL) {
+    out[len++] = '.';
+    out[len++] = '0';
   }
-  put_raw(e, tmp, (size_t)len);
+  return (size_t)len;
+}
+
+/* A float in the form mcp_json_format_real gives. */
+static const char *put_float(Enc *e, lua_Number d) {
+  char tmp[MCP_JSON_REAL_MAX];
+  size_t len = mcp_json_format_real(d, tmp);
+  if (len == 0) return E_NUMBER;
+  put_raw(e, tmp, len);
   return NULL;
 }
 

@@ -62,7 +62,7 @@ static const char *const shape_reasons[] = {
   "it holds a value JSON cannot carry",
 };
 
-enum verdict { ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG };
+enum verdict { ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG, NOT_JSON, UNCLEAR };
 
 /*
 ** Push the reason sentence for a refusal (no trailing period: the caller
@@ -83,18 +83,26 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
     case TOO_DEEP: lua_pushfstring(L, "it nests deeper than %d levels", MAX_DEPTH); break;
     case BAD_UTF8: lua_pushliteral(L, "it contains bytes that are not valid UTF-8"); break;
     case TOO_BIG: lua_pushfstring(L, "it exceeds %d bytes once stored", MAX_ENCODED_BYTES); break;
-    case ACCEPTED: lua_pushnil(L); break;
+    case NOT_JSON: lua_pushliteral(L, "its parameter schema is not valid JSON"); break;
+    case ACCEPTED:
+    case UNCLEAR: lua_pushnil(L); break;
   }
 }
 
 /*
-** Index of s in refused[], or -1.
+** Index of s in refused[], or -1. Every key of a schema goes through this,
+** so a key whose length and first byte match no keyword costs one loop of
+** integer compares.
 */
 static int refused_index(const char *s, size_t n) {
+  static size_t lengths[COUNT(refused)];
   size_t k;
   if (n < 2 || n > 21) return -1;
+  if (lengths[0] == 0) {
+    for (k = 0; k < COUNT(refused); k++) lengths[k] = strlen(refused[k]);
+  }
   for (k = 0; k < COUNT(refused); k++) {
-    if (strlen(refused[k]) == n && memcmp(refused[k], s, n) == 0) return (int)k;
+    if (lengths[k] == n && refused[k][0] == s[0] && memcmp(refused[k], s, n) == 0) return (int)k;
   }
   return -1;
 }
@@ -467,10 +475,132 @@ static enum verdict normalise(lua_State *L, int *keyword) {
   return ACCEPTED;
 }
 
+/* ==================================================================== */
+/* Schemas as text                                                      */
+/* ==================================================================== */
+
+/*
+** A listing hands each schema over as JSON text (the store keeps text
+** too), so the common case is answered from the text alone: the text
+** builder (decode.c) writes it as the encoder would and describes its
+** top-level members, and the steps above are read off that description.
+** A schema that is not plainly clean (a refusal, whose reason depends on
+** the order the table walk meets things, or a shape the checks below do
+** not settle) goes the table way instead, which gives the same answer.
+*/
+
+/* The member of the described object whose key is name, or NULL. */
+static const mcp_member *find_member(const char *text, const mcp_member *m, int n, const char *name) {
+  size_t len = strlen(name);
+  int i;
+  for (i = 0; i < n; i++) {
+    if (m[i].key_len == len + 2 && memcmp(text + m[i].key + 1, name, len) == 0) return &m[i];
+  }
+  return NULL;
+}
+
+/* The member's value text is exactly lit. */
+#define VALUE_IS(text, m, lit) ((m)->value_len == sizeof(lit) - 1 && memcmp((text) + (m)->value, lit, (m)->value_len) == 0)
+
+/*
+** Step 5 read off the text: 1 when the kept value of `name` has its shape
+** for sure (additionalProperties {} is then written as true by the caller).
+*/
+static int text_shape_ok(const char *text, const mcp_member *m, const char *name) {
+  const char *v = text + m->value;
+  if (strcmp(name, "description") == 0) return v[0] == '"';
+  if (strcmp(name, "additionalProperties") == 0)
+    return VALUE_IS(text, m, "true") || VALUE_IS(text, m, "false") || VALUE_IS(text, m, "{}");
+  if (strcmp(name, "required") == 0) return m->shape == MCP_SHAPE_STRING_LIST;
+  if (strcmp(name, "properties") == 0) return m->shape == MCP_SHAPE_OBJECT_OF_OBJECTS;
+  return 1;
+}
+
+/*
+** Steps 2-8 on the encoder-written object text described by m[0..n):
+** ACCEPTED (the kept text pushed), TOO_BIG, or UNCLEAR (nothing pushed: the
+** table way must answer). When everything is kept in the order written,
+** the kept text is the text itself; when that is also the text the caller
+** gave (at index 1), that string is the answer and nothing is copied.
+*/
+static enum verdict normalise_described(lua_State *L, const char *text, size_t text_len, const mcp_member *m, int n) {
+  const mcp_member *kept[COUNT(retained)];
+  int as_true[COUNT(retained)], whole = 1;
+  const mcp_member *type = find_member(text, m, n, "type");
+  size_t k, nkept = 0, len = 1, containers = 1, given_len;
+  const char *given = lua_tolstring(L, 1, &given_len);
+  int i;
+  luaL_Buffer b;
+  if (type == NULL || !VALUE_IS(text, type, "\"object\"")) return UNCLEAR;
+  for (i = 0; i < n; i++) {
+    if (refused_index(text + m[i].key + 1, m[i].key_len - 2) >= 0) return UNCLEAR;
+  }
+  for (k = 0; k < COUNT(retained); k++) {
+    const mcp_member *x = find_member(text, m, n, retained[k]);
+    if (x == NULL) continue;
+    if (!text_shape_ok(text, x, retained[k]) || x->refused || x->levels > MAX_DEPTH) return UNCLEAR;
+    containers += x->containers;
+    len += x->key_len + 1 + x->value_len + x->ascii_extra + 1; /* "key":value and a ',' or the '}' */
+    as_true[nkept] = strcmp(retained[k], "additionalProperties") == 0 && VALUE_IS(text, x, "{}");
+    if (as_true[nkept]) len += 2; /* written as true */
+    whole = whole && !as_true[nkept] && x == &m[nkept];
+    kept[nkept++] = x;
+  }
+  if (containers > (size_t)MAX_VISITS) return UNCLEAR;
+  if (len > MAX_ENCODED_BYTES) return TOO_BIG;
+  if (whole && nkept == (size_t)n) {
+    if (given_len == text_len && memcmp(given, text, text_len) == 0) lua_pushvalue(L, 1);
+    else lua_pushlstring(L, text, text_len);
+    return ACCEPTED;
+  }
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '{');
+  for (k = 0; k < nkept; k++) {
+    const mcp_member *x = kept[k];
+    if (k > 0) luaL_addchar(&b, ',');
+    luaL_addlstring(&b, text + x->key, x->key_len);
+    luaL_addchar(&b, ':');
+    if (as_true[k]) luaL_addstring(&b, "true");
+    else luaL_addlstring(&b, text + x->value, x->value_len);
+  }
+  luaL_addchar(&b, '}');
+  luaL_pushresult(&b);
+  return ACCEPTED;
+}
+
+/*
+** The steps on the schema text at index 1: pushes the kept schema as text
+** and returns ACCEPTED, or pushes nothing and returns the verdict.
+*/
+static enum verdict normalise_text(lua_State *L, int *keyword) {
+  mcp_member m[MCP_MAX_MEMBERS];
+  size_t len, text_len;
+  const char *s = lua_tolstring(L, 1, &len), *text;
+  enum verdict v;
+  int n = mcp_canonical_object(L, s, len, refused_index, m, &text, &text_len);
+  if (n >= 0) {
+    v = normalise_described(L, text, text_len, m, n);
+    if (v == ACCEPTED) lua_replace(L, 2);
+    lua_settop(L, v == ACCEPTED ? 2 : 1);
+    if (v != UNCLEAR) return v;
+  }
+  if (!mcp_fast_decode(L, s, len, 1)) return NOT_JSON;
+  lua_replace(L, 1);
+  v = normalise(L, keyword);
+  if (v != ACCEPTED) return v;
+  if (mcp_json_encode(L, -1, 0) != NULL) {
+    lua_pop(L, 1);
+    *keyword = UNENCODABLE;
+    return MALFORMED;
+  }
+  return ACCEPTED;
+}
+
 /*
 ** normalise_schema(value) -> schema | nil, reason. The schema is a new
 ** table holding only the retained keys, in the retained order (recorded for
-** the encoder); nested values are the caller's own tables, not copies.
+** the encoder); nested values are the caller's own tables, not copies. A
+** string is not a schema (a server may send one where a schema belongs).
 */
 static int l_normalise_schema(lua_State *L) {
   int keyword = -1;
@@ -478,6 +608,24 @@ static int l_normalise_schema(lua_State *L) {
   luaL_checkany(L, 1);
   lua_settop(L, 1);
   v = normalise(L, &keyword);
+  if (v == ACCEPTED) return 1;
+  lua_pushnil(L);
+  push_reason(L, v, keyword);
+  return 2;
+}
+
+/*
+** normalise_schema_text(text) -> text | nil, reason: the same steps on a
+** schema given as JSON text (a listing's text form), answering with the
+** kept schema's text as json.encode writes the table normalise_schema
+** keeps (the form the store keeps).
+*/
+static int l_normalise_schema_text(lua_State *L) {
+  int keyword = -1;
+  enum verdict v;
+  luaL_checktype(L, 1, LUA_TSTRING);
+  lua_settop(L, 1);
+  v = normalise_text(L, &keyword);
   if (v == ACCEPTED) return 1;
   lua_pushnil(L);
   push_reason(L, v, keyword);
@@ -513,13 +661,14 @@ static int l_decode_stored_schema(lua_State *L) {
 }
 
 /*
-** Adds normalise_schema and decode_stored_schema. Both reach the codec
+** Adds normalise_schema, normalise_schema_text and decode_stored_schema. They reach the codec
 ** through its C API (key order, decode), which finds its state in the
 ** registry, so this file needs nothing from core.json's Lua table.
 */
 void mcp_register_schema(lua_State *L) {
   static const luaL_Reg fns[] = {
     {"normalise_schema", l_normalise_schema},
+    {"normalise_schema_text", l_normalise_schema_text},
     {"decode_stored_schema", l_decode_stored_schema},
     {NULL, NULL},
   };

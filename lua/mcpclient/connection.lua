@@ -427,13 +427,32 @@ local function merge_hint(walk, result)
   if seen.cache_scope ~= "private" then seen.cache_scope = hint.cache_scope or seen.cache_scope end
 end
 
+-- The form list_tools hands a tool's inputSchema and outputSchema in.
+local SCHEMA_FORMS = { tables = true, text = true }
+
 --- The whole catalogue: every page, in order, within the walk's bounds.
+-- @param opts { budget, cancel, on_progress, schemas = "tables" | "text" }:
+--   schemas "text" gives each tool's inputSchema and outputSchema as the
+--   compact JSON text of what the server sent (key order kept), written in
+--   the same pass that reads the page and never built as Lua tables (the
+--   form the store keeps), several times
+--   cheaper on a large catalogue; core.normalise_schema_text takes it, and
+--   core.json.decode(text, true) gives the table. Default "tables".
 -- @return array of tool tables (as the server sent them), listing
---   { era, ttl_ms, cache_scope } (the freshness hint of the 2026-07-28 era:
---   how many milliseconds the listing may be taken as fresh; nil in the 2025
---   era) | nil, message, err
+--   { era, schemas, ttl_ms, cache_scope } (era "modern" or "legacy"; schemas
+--   the form given; ttl_ms and cache_scope the freshness hint of the
+--   2026-07-28 era: how many milliseconds the listing may be taken as fresh,
+--   nil in the 2025 era) | nil, message, err
 function Connection:list_tools(opts)
-  return self:walk_tools(self:open_operation(opts))
+  local as_text = false
+  if type(opts) == "table" and opts.schemas ~= nil then
+    if not SCHEMA_FORMS[opts.schemas] then error('schemas must be "tables" or "text"', 2) end
+    as_text = opts.schemas == "text"
+    local rest = {}
+    for k, v in pairs(opts) do if k ~= "schemas" then rest[k] = v end end
+    opts = rest
+  end
+  return self:walk_tools(self:open_operation(opts), as_text)
 end
 
 -- Keep each listed tool's schema for the headers its calls mirror. The map
@@ -448,19 +467,24 @@ function Connection:learn_headers(tools)
 end
 
 -- A listed tool's markings, read once: { params } or { refused = reason }.
+-- A schema listed as text is decoded here, for the tools that are called.
 local function markings(entry)
   if entry and entry.schema ~= nil then
-    entry.params, entry.refused = modern.header_params(entry.schema)
+    local schema = entry.schema
+    if type(schema) == "string" then schema = json.decode(schema, true) end
+    entry.params, entry.refused = modern.header_params(schema)
     entry.schema = nil
   end
   return entry
 end
 
-function Connection:walk_tools(op)
+-- `as_text`: the pages are read with their tools' schemas kept as text.
+function Connection:walk_tools(op, as_text)
   local walk = { tools = json.array {}, entries = 0, bytes = 0, containers = 0, listing = {} }
   local params = {}
+  local decoding = as_text and "listing" or true
   for _ = 1, client.MAX_PAGES do
-    local result, info, err = self:request(op, "tools/list", params, true)
+    local result, info, err = self:request(op, "tools/list", params, decoding)
     if not result then return errors.pass(err) end
     local ok, message
     ok, message, err = self:take_page(walk, result, info)
@@ -470,6 +494,7 @@ function Connection:walk_tools(op)
     if type(cursor) ~= "string" or cursor == "" then
       self:contact(info.duration_ms)
       walk.listing.era = self.session.modern and "modern" or "legacy"
+      walk.listing.schemas = as_text and "text" or "tables"
       if self.session.modern then self:learn_headers(walk.tools) end
       return walk.tools, walk.listing
     end
@@ -548,7 +573,7 @@ function Connection:relist_for(op, err, name)
   end
   op.relisted = true
   local before = mirror_key(self.mirrored[name])
-  if not self:walk_tools(op) then return false end
+  if not self:walk_tools(op, true) then return false end
   return mirror_key(self.mirrored[name]) ~= before
 end
 

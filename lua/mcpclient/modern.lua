@@ -392,6 +392,22 @@ end
 --- a value JSON cannot carry.
 -- @return the schema (the caller's table) | nil, reason
 function modern.normalise_schema(schema)
+  local encoded, why = modern.stored_schema(schema)
+  if not encoded then return nil, why end
+  return schema
+end
+
+--- The same rule on a schema given as JSON text (a listing's text form);
+--- the answer is the text the store keeps.
+-- @return text | nil, reason
+function modern.normalise_schema_text(text)
+  local schema = json.decode(text, true)
+  if schema == nil then return nil, "its parameter schema is not valid JSON" end
+  return modern.stored_schema(schema)
+end
+
+-- The rule's checks; the schema's stored text when it passes.
+function modern.stored_schema(schema)
   if type(schema) ~= "table" or schema == json.null or json.is_array(schema) then
     return nil, "the server advertised no parameter schema"
   end
@@ -403,12 +419,17 @@ function modern.normalise_schema(schema)
   local encoded, reason = json.try_encode(schema)
   if not encoded then return nil, "it holds a value JSON cannot carry (" .. core.clip(reason) .. ")" end
   if #encoded > MAX_SCHEMA_BYTES then return nil, string.format("it exceeds %d bytes once stored", MAX_SCHEMA_BYTES) end
-  return schema
+  return encoded
 end
 
---- The schema rule of the era a listing came from (list_tools' second value):
---- the 2026-07-28 rules for "modern", the 2025 normaliser otherwise.
-function modern.schema_for(era)
+--- The schema rule of the era a listing came from (list_tools' second value:
+--- its `era` and `schemas`): the 2026-07-28 rules for "modern", the 2025
+--- normaliser otherwise; the text form of either for a listing whose
+--- schemas came as text.
+function modern.schema_for(era, schemas)
+  if schemas == "text" then
+    return era == "modern" and modern.normalise_schema_text or core.normalise_schema_text
+  end
   return era == "modern" and modern.normalise_schema or core.normalise_schema
 end
 

@@ -130,13 +130,14 @@ end
 -- The tool row for an entry whose name is free | { skip = reason }. The
 -- schema rule is the era's: a 2026-07-28 listing may carry any JSON Schema
 -- 2020-12 keyword (never a network $ref), a 2025 one the retained keys only.
-local function tool_row(entry, remote, local_name, era)
-  local schema, reason = modern.schema_for(era)(entry.inputSchema)
+-- A schema listed as text comes back from the rule as the text to store.
+local function tool_row(entry, remote, local_name, listing)
+  local schema, reason = modern.schema_for(listing.era, listing.schemas)(entry.inputSchema)
   if not schema then
     if reason then return { skip = string.format('"%s" was skipped: %s.', shown(remote), reason) } end
     return { skip = string.format('"%s" has no usable parameter schema and was skipped.', shown(remote)) }
   end
-  local encoded = json.try_encode(schema)
+  local encoded = type(schema) == "string" and schema or json.try_encode(schema)
   if not encoded then
     return { skip = string.format('"%s" has a parameter schema that could not be stored and was skipped.',
       shown(remote)) }
@@ -159,7 +160,7 @@ local function verdict(entry, ctx)
   local reason, message, err = name_refusal(remote, local_name, ctx)
   if reason then return { skip = reason } end
   if message then return nil, message, err end
-  return tool_row(entry, remote, local_name, ctx.era)
+  return tool_row(entry, remote, local_name, ctx.listing)
 end
 
 local function as_set(list)
@@ -206,7 +207,7 @@ local function fetch(row, options)
   if not conn then return nil, message, err end
   local listed
   local listing
-  listed, listing, err = conn:list_tools()
+  listed, listing, err = conn:list_tools { schemas = "text" }
   conn:close()
   return listed, listing, err
 end
@@ -278,7 +279,7 @@ function catalogue.import(store, row, options)
       .. "will import.", #listed, catalogue.MAX_TOOLS), now)
   end
   local ctx = { store = store, row = row, seen = {}, builtin = as_set(options.builtin_names),
-    era = type(listing) == "table" and listing.era or nil }
+    listing = type(listing) == "table" and listing or {} }
   local accepted, skips
   accepted, skips, err = sort_entries(listed, ctx)
   if not accepted then return refuse(store, row, skips, now, err) end

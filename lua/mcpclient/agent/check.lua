@@ -110,8 +110,9 @@ add("discovery", "paged discovery: tools/list followed to its last page",
   function(ctx)
     if type((ctx.server.capabilities or {}).tools) ~= "table" then return na("the server offers no tools") end
     return with_connection(ctx, function(conn)
-      local tools, message = conn:list_tools()
+      local tools, message = conn:list_tools { schemas = "text" }
       if not tools then return failed(message) end
+      -- the import's reading of the schemas: the listing's own text, through the normaliser's text form
       ctx.tools = tools
       return passed(string.format("%d tool(s) listed", #tools))
     end)
@@ -125,7 +126,7 @@ add("schemas", "schema normalisation of the real catalogue: every input schema i
     local refused = {}
     for _, entry in ipairs(ctx.tools) do
       local schema, reason = nil, "no inputSchema"
-      if type(entry.inputSchema) == "table" then schema, reason = core.normalise_schema(entry.inputSchema) end
+      if type(entry.inputSchema) == "string" then schema, reason = core.normalise_schema_text(entry.inputSchema) end
       if not schema then refused[#refused + 1] = shown(entry.name, 64) .. " (" .. shown(reason, 100) .. ")" end
     end
     if #refused > 0 then
@@ -139,7 +140,8 @@ add("schemas", "schema normalisation of the real catalogue: every input schema i
 local function callable(ctx)
   if ctx.call then return ctx.call.name, ctx.call.arguments, "named by the operator" end
   for _, entry in ipairs(ctx.tools or {}) do
-    local schema = type(entry.inputSchema) == "table" and entry.inputSchema or {}
+    local schema = type(entry.inputSchema) == "string" and core.json.decode(entry.inputSchema) or {}
+    if type(schema) ~= "table" then schema = {} end
     local required = type(schema.required) == "table" and #schema.required or 0
     local hints = type(entry.annotations) == "table" and entry.annotations or {}
     if hints.readOnlyHint == true and required == 0 and type(entry.name) == "string" then
