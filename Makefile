@@ -111,7 +111,7 @@ soak: all
 FUZZ_CC        ?= clang
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 30
-FUZZ_HARNESSES ?= sse json schema text response decode
+FUZZ_HARNESSES ?= sse json schema text response decode listing
 FUZZ_INSTRUMENT ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS     = -g -O1 -fno-omit-frame-pointer $(FUZZ_INSTRUMENT) $(BASE_CFLAGS)
 FUZZ_LIBS       = $(shell pkg-config --libs $(PKGS)) -lm

@@ -16,6 +16,11 @@
 ** containers nested at most MCP_JSON_MAX_DEPTH deep, and one quirk of
 ** jansson's reader kept (see skip_lost_nul).
 **
+** A second builder writes a value as JSON text instead of Lua values (see
+** "The text builder"): a tools/list answer read with the "listing" decoding
+** keeps its tools' schemas as text, so a catalogue's schemas never become
+** tables; outside the schemas a listing records no key order.
+**
 ** It only decides and builds; it never explains. On any refusal the entry
 ** points hand the same text to the jansson path, whose message (line,
 ** column, reason) is the one the caller sees. A refusal is rare and cheap to
@@ -1211,7 +1216,7 @@ static int l_fast_classify(lua_State *L) {
     listing = 1;
   }
   lua_settop(L, 4);
-  if (!fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0,
+  if (!fast_decode(L, s, len, lua_upvalueindex(1), ordered && !listing ? lua_upvalueindex(2) : 0,
                    max_containers > 0 ? (size_t)max_containers : 0, listing, &containers)) {
     n = delegate(L, 3, 4);
     if (listing && lua_isstring(L, 1) && strcmp(lua_tostring(L, 1), "result") == 0) schemas_as_text(L, 2);

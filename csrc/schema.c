@@ -91,16 +91,20 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
 
 /*
 ** Index of s in refused[], or -1. Every key of a schema goes through this,
-** so a key whose length and first byte match no keyword costs one loop of
-** integer compares.
+** so a key whose length no keyword has is turned away by one bit test, and
+** one that has such a length by comparing first bytes.
 */
 static int refused_index(const char *s, size_t n) {
   static size_t lengths[COUNT(refused)];
+  static uint32_t length_mask; /* bit n: some keyword is n bytes long (all are under 32) */
   size_t k;
-  if (n < 2 || n > 21) return -1;
-  if (lengths[0] == 0) {
-    for (k = 0; k < COUNT(refused); k++) lengths[k] = strlen(refused[k]);
+  if (length_mask == 0) {
+    for (k = 0; k < COUNT(refused); k++) {
+      lengths[k] = strlen(refused[k]);
+      length_mask |= (uint32_t)1 << lengths[k];
+    }
   }
+  if (n >= 32 || !(length_mask & ((uint32_t)1 << n))) return -1;
   for (k = 0; k < COUNT(refused); k++) {
     if (lengths[k] == n && refused[k][0] == s[0] && memcmp(refused[k], s, n) == 0) return (int)k;
   }

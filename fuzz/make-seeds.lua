@@ -240,4 +240,17 @@ local response_edges = {
     "data: " .. result .. "\n\n"),
 }
 for name, bytes in pairs(response_edges) do write("response", "edge-" .. name, bytes) end
+
+----------------------------------------------------------------------------- listing
+-- The listing harness reads a body both as it is and placed as a listed
+-- tool's schema, so the schema and decode seeds are its seeds too.
+for _, harness in ipairs { "schema", "decode" } do
+  for _, name in ipairs(list("fuzz/corpus/" .. harness)) do
+    local f = assert(io.open("fuzz/corpus/" .. harness .. "/" .. name, "rb"))
+    write("listing", harness .. "-" .. name, f:read("a"))
+    f:close()
+  end
+end
+write("listing", "edge-escapes", '{"type":"object","description":"\\u00e9\\n\\/\\u200b\\ud83d\\ude00 \194\133",'
+  .. '"properties":{"a":{"enum":[-0,1e2,-0.0,1.5E-3,true,null,{},[]]}},"additionalProperties":{}}')
 print("seeds written")

@@ -1,0 +1,113 @@
+--- Checker of fuzz/listing_fuzz.c: a tools/list answer read with its tools'
+--- schemas as text (core.rpc_classify's "listing" decoding), and
+--- core.normalise_schema_text, against the table paths they stand for.
+--
+-- The listing: the jansson classifier (key order recorded) must give the
+-- same kind and details; in a result, every value but the listed tools'
+-- inputSchema and outputSchema must be the same (key order aside: the
+-- listing records none outside the schemas, which keep theirs as text),
+-- and each of those must be a string equal to json.encode of jansson's
+-- value. The normaliser: for text jansson refuses, the "not valid JSON"
+-- reason; otherwise exactly what the table normaliser answers for
+-- jansson's value, encoded (or its reason).
+local core = require "mcpclient.core"
+
+local check = require "check"
+
+local json = core.json
+local _, slow_classify = debug.getupvalue(core.rpc_classify, 3)
+check(type(slow_classify) == "function" and slow_classify ~= core.rpc_classify, "no jansson classifier")
+local SCHEMA_KEYS = { inputSchema = true, outputSchema = true }
+
+local same
+
+local function same_table(a, b, path)
+  check(getmetatable(a) == getmetatable(b), "%s: one is an array, the other not", path)
+  local n = 0
+  for k, v in pairs(a) do
+    n = n + 1
+    check(rawget(b, k) ~= nil, "%s: key %q only in the listing's value", path, tostring(k))
+    same(v, rawget(b, k), path .. "." .. tostring(k))
+  end
+  for _ in pairs(b) do n = n - 1 end
+  check(n == 0, "%s: jansson's value has keys the listing's lacks", path)
+end
+
+function same(a, b, path)
+  check(type(a) == type(b), "%s: %s against %s", path, type(a), type(b))
+  if type(a) == "table" then return same_table(a, b, path) end
+  if type(a) == "number" then
+    check(math.type(a) == math.type(b), "%s: %s against %s", path, math.type(a), math.type(b))
+    check(a == b and (a ~= 0 or 1 / a == 1 / b), "%s: %s against %s", path, tostring(a), tostring(b))
+    return
+  end
+  check(a == b, "%s: values differ", path)
+end
+
+-- One listed tool: schemas as text equal to the encoding of jansson's, the rest the same.
+local function same_tool(fast, slow, path)
+  if type(fast) ~= "table" or json.is_array(fast) then return same(fast, slow, path) end
+  check(type(slow) == "table" and not json.is_array(slow), "%s: a tool on one side only", path)
+  for k, v in pairs(fast) do
+    if SCHEMA_KEYS[k] then
+      check(type(v) == "string", "%s.%s: not text", path, k)
+      check(v == json.encode(rawget(slow, k)), "%s.%s: the text is not json.encode of the value", path, k)
+    else
+      same(v, rawget(slow, k), path .. "." .. k)
+    end
+  end
+  for k in pairs(slow) do check(rawget(fast, k) ~= nil, "%s: key %q only in jansson's tool", path, k) end
+end
+
+local function same_result(fast, slow)
+  local tools = rawget(fast, "tools")
+  if type(tools) ~= "table" or not json.is_array(tools) then return same(fast, slow, "result") end
+  for k, v in pairs(fast) do
+    if k ~= "tools" then same(v, rawget(slow, k), "result." .. k) end
+  end
+  for k in pairs(slow) do check(rawget(fast, k) ~= nil, "result: key %q only in jansson's", k) end
+  local other = rawget(slow, "tools")
+  check(type(other) == "table" and #other == #tools, "result.tools: lengths differ")
+  for i = 1, #tools do same_tool(tools[i], other[i], "result.tools[" .. i .. "]") end
+end
+
+local function listing(body, id, max_containers)
+  local f = table.pack(core.rpc_classify(body, id, "listing", max_containers))
+  local s = table.pack(slow_classify(body, id, true, max_containers))
+  check(f.n == s.n, "rpc_classify: %d values against %d", f.n, s.n)
+  check(f[1] == s[1], "rpc_classify: kind %s against %s", tostring(f[1]), tostring(s[1]))
+  for i = 2, f.n do
+    if f[1] == "result" and i == 2 then same_result(f[2], s[2]) else same(f[i], s[i], "rpc_classify[" .. i .. "]") end
+  end
+end
+
+local function normalised(text)
+  local kept, why = core.normalise_schema_text(text)
+  local value = json.decode(text, true)
+  if value == nil then
+    check(kept == nil and why == "its parameter schema is not valid JSON", "invalid text given an answer")
+    return
+  end
+  local schema, reason = core.normalise_schema(value)
+  if schema == nil then
+    check(kept == nil and why == reason, "refusals differ: %s against %s", tostring(why), tostring(reason))
+    return
+  end
+  check(why == nil and kept == json.encode(schema), "the kept text is not the table normaliser's, encoded")
+end
+
+return function(body, oom)
+  local wrapped = '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"t","inputSchema":' .. body
+    .. ',"outputSchema":' .. body .. '}],"nextCursor":"c"}}'
+  if oom then
+    -- one failed allocation: surviving is the property (memory errors are accepted by the harness)
+    core.rpc_classify(wrapped, 1, "listing")
+    core.normalise_schema_text(body)
+    return
+  end
+  listing(body, 1)
+  listing(wrapped, 1)
+  listing(wrapped, 1, 1 + #body % 16)
+  listing(wrapped, 1, 65536)
+  normalised(body)
+end
