@@ -70,6 +70,32 @@ static void init_plain(void) {
 }
 
 /*
+** The first byte at or after p (before end) that is not plain. Eight bytes
+** are tested at a time: a word holds no byte below 0x20, no '"', no '\\'
+** and none past 0x7F exactly when none of the usual zero-byte tests fires
+** (a test may also fire on a byte after a real hit, never without one).
+** Catalogue text is mostly long plain runs, so this is most of a scan.
+*/
+static const unsigned char *skip_plain(const unsigned char *p, const unsigned char *end) {
+  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+  while (end - p >= 8) {
+    uint64_t x, quote, backslash;
+    memcpy(&x, p, 8);
+    quote = x ^ (ones * '"');
+    backslash = x ^ (ones * '\\');
+    if ((((x - ones * 0x20) & ~x)                   /* a byte below 0x20 */
+         | ((quote - ones) & ~quote)                /* a '"' */
+         | ((backslash - ones) & ~backslash)        /* a '\\' */
+         | x)                                       /* a byte past 0x7F */
+        & highs)
+      break;
+    p += 8;
+  }
+  while (p < end && plain[*p]) p++;
+  return p;
+}
+
+/*
 ** Skip JSON blanks: exactly space, tab, LF and CR, as jansson does.
 */
 static void skip_blanks(Fast *f) {
@@ -203,7 +229,7 @@ static int scan_string(Fast *f, const unsigned char **s, const unsigned char **e
   *s = p;
   *escaped = *wide = 0;
   for (;;) {
-    while (p < end && plain[*p]) p++;
+    p = skip_plain(p, end);
     if (p >= end) return 0;
     if (*p == '"') break;
     if (*p == '\\') {

@@ -396,8 +396,8 @@ function Connection:request(op, method, params, ordered)
   return result, info, err
 end
 
--- Add one page to the walk; a failure once the walk is over its bounds.
--- `walk` is { tools, entries, bytes }.
+-- One page of the walk: its tool entries (objects only), or a failure once
+-- the walk is over its bounds. `walk` counts { entries, bytes, containers }.
 function Connection:take_page(walk, result, info)
   local page = result.tools
   if type(page) ~= "table" or not json.is_array(page) then
@@ -412,10 +412,11 @@ function Connection:take_page(walk, result, info)
       "the tool listing exceeds %d tools, %d bytes or %d objects and arrays across its pages",
       client.MAX_LISTED_TOOLS, client.MAX_LISTED_BYTES, client.MAX_LISTED_CONTAINERS) })
   end
+  local entries = json.array {}
   for _, entry in ipairs(page) do
-    if type(entry) == "table" and not json.is_array(entry) then walk.tools[#walk.tools + 1] = entry end
+    if type(entry) == "table" and not json.is_array(entry) then entries[#entries + 1] = entry end
   end
-  return true
+  return entries
 end
 
 -- The freshness of a walk is that of its stalest page: the smallest ttlMs,
@@ -427,43 +428,63 @@ local function merge_hint(walk, result)
   if seen.cache_scope ~= "private" then seen.cache_scope = hint.cache_scope or seen.cache_scope end
 end
 
--- The form list_tools hands a tool's inputSchema and outputSchema in.
+-- The forms a listing hands a tool's inputSchema and outputSchema in.
 local SCHEMA_FORMS = { tables = true, text = true }
+
+-- A listing's options: the operation's, and whether schemas come as text.
+local function listing_options(opts)
+  if type(opts) ~= "table" or opts.schemas == nil then return opts, false end
+  if not SCHEMA_FORMS[opts.schemas] then error('schemas must be "tables" or "text"', 3) end
+  local rest = {}
+  for k, v in pairs(opts) do
+    if k ~= "schemas" then rest[k] = v end
+  end
+  return rest, opts.schemas == "text"
+end
 
 --- The whole catalogue: every page, in order, within the walk's bounds.
 -- @param opts { budget, cancel, on_progress, schemas = "tables" | "text" }:
 --   schemas "text" gives each tool's inputSchema and outputSchema as the
 --   compact JSON text of what the server sent (key order kept), written in
---   the same pass that reads the page and never built as Lua tables (the
---   form the store keeps), several times
---   cheaper on a large catalogue; core.normalise_schema_text takes it, and
---   core.json.decode(text, true) gives the table. Default "tables".
+--   the pass that reads the page and never built as Lua tables: the form
+--   the store keeps, several times cheaper on a large catalogue.
+--   core.normalise_schema_text takes it; core.json.decode(text, true) gives
+--   the table. Default "tables".
 -- @return array of tool tables (as the server sent them), listing
 --   { era, schemas, ttl_ms, cache_scope } (era "modern" or "legacy"; schemas
 --   the form given; ttl_ms and cache_scope the freshness hint of the
 --   2026-07-28 era: how many milliseconds the listing may be taken as fresh,
 --   nil in the 2025 era) | nil, message, err
 function Connection:list_tools(opts)
-  local as_text = false
-  if type(opts) == "table" and opts.schemas ~= nil then
-    if not SCHEMA_FORMS[opts.schemas] then error('schemas must be "tables" or "text"', 2) end
-    as_text = opts.schemas == "text"
-    local rest = {}
-    for k, v in pairs(opts) do if k ~= "schemas" then rest[k] = v end end
-    opts = rest
-  end
-  return self:walk_tools(self:open_operation(opts), as_text)
+  local rest, as_text = listing_options(opts)
+  local tools = json.array {}
+  local listing, message, err = self:walk_tools(self:open_operation(rest), as_text, function(page)
+    table.move(page, 1, #page, #tools + 1, tools)
+  end)
+  if not listing then return nil, message, err end
+  return tools, listing
+end
+
+--- The catalogue page by page, never held whole: fn(tools) is called with
+--- each page's tools, in order, as list_tools would give them, and may
+--- keep what it needs of them. For a catalogue too large to hold, or work
+--- done tool by tool (an import's judging, a count): memory stays at about
+--- one page. The walk's bounds and options are list_tools'; what fn raises
+--- ends the walk and reaches the caller.
+-- @return listing (as list_tools' second value) | nil, message, err
+function Connection:each_tool_page(fn, opts)
+  if type(fn) ~= "function" then error("each_tool_page: fn must be a function", 2) end
+  local rest, as_text = listing_options(opts)
+  return self:walk_tools(self:open_operation(rest), as_text, fn)
 end
 
 -- Keep each listed tool's schema for the headers its calls mirror. The map
--- is replaced whole, so a tool that left the listing is forgotten; a schema
--- is read only when its tool is called (a listing stays as cheap as before).
-function Connection:learn_headers(tools)
-  local map = {}
-  for _, tool in ipairs(tools) do
+-- is replaced whole when a walk ends, so a tool that left the listing is
+-- forgotten; a schema is read only when its tool is called.
+local function learn_headers(map, page)
+  for _, tool in ipairs(page) do
     if type(tool.name) == "string" then map[tool.name] = { schema = tool.inputSchema } end
   end
-  self.mirrored = map
 end
 
 -- A listed tool's markings, read once: { params } or { refused = reason }.
@@ -478,25 +499,31 @@ local function markings(entry)
   return entry
 end
 
--- `as_text`: the pages are read with their tools' schemas kept as text.
-function Connection:walk_tools(op, as_text)
-  local walk = { tools = json.array {}, entries = 0, bytes = 0, containers = 0, listing = {} }
+-- Walk every page, handing each to on_page(entries). `as_text`: the pages
+-- are read with their tools' schemas kept as text.
+-- @return listing | nil, message, err
+function Connection:walk_tools(op, as_text, on_page)
+  local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {} }
   local params = {}
   local decoding = as_text and "listing" or true
   for _ = 1, client.MAX_PAGES do
     local result, info, err = self:request(op, "tools/list", params, decoding)
     if not result then return errors.pass(err) end
-    local ok, message
-    ok, message, err = self:take_page(walk, result, info)
-    if not ok then return nil, message, err end
-    if self.session.modern then merge_hint(walk, result) end
+    local page, message
+    page, message, err = self:take_page(walk, result, info)
+    if not page then return nil, message, err end
+    if self.session.modern then
+      merge_hint(walk, result)
+      learn_headers(walk.headers, page)
+    end
+    on_page(page)
     local cursor = result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
       self:contact(info.duration_ms)
       walk.listing.era = self.session.modern and "modern" or "legacy"
       walk.listing.schemas = as_text and "text" or "tables"
-      if self.session.modern then self:learn_headers(walk.tools) end
-      return walk.tools, walk.listing
+      if self.session.modern then self.mirrored = walk.headers end
+      return walk.listing
     end
     params = { cursor = cursor }
   end
@@ -573,7 +600,7 @@ function Connection:relist_for(op, err, name)
   end
   op.relisted = true
   local before = mirror_key(self.mirrored[name])
-  if not self:walk_tools(op, true) then return false end
+  if not self:walk_tools(op, true, function() end) then return false end
   return mirror_key(self.mirrored[name]) ~= before
 end
 
