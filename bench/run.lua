@@ -833,8 +833,9 @@ local function build_report(m, started_at, elapsed)
       .. " wake-up crosses CPUs, so this shows the clients' own cost with the least interference from the VM.",
     "call", { "fast-json" }, CLIENT_ORDER)
   figure_table("cold", "Cold call (new connection, handshake, one call, close — per iteration)",
-    string.format("%d per run, inside one process: connect, initialize + initialized, tools/call, then DELETE"
-      .. " when the server gave a session. (Node's fetch keeps a process-wide connection pool, so the SDK"
+    string.format("%d per run, inside one process: connect (the clients that probe for the 2026-07-28 era,"
+      .. " mcpclient and the SDK client v2, send server/discover first), initialize + initialized, tools/call,"
+      .. " then DELETE when the server gave a session. (Node's fetch keeps a process-wide connection pool, so the SDK"
       .. " client's \"new connection\" may reuse a TCP connection; mcpclient and the floor open a new one.)",
       config.cold), "call", all_servers, CLIENT_ORDER)
   figure_table("list", string.format("Listing the %d-tool catalogue (%d pages)", config.tools,
