@@ -2,13 +2,16 @@
 --
 --   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|cold|list|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
---          [--seed S]
+--          [--seed S] [--schemas auto|text|tables]
 --   Run from the repository root (it finds ./lua and ./build by itself).
 --
 --   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
 --   cold    N times: connect, call_tool("echo"), close — each timed whole (handshake, call, DELETE).
 --   list    one connection; W untimed, then N timed list_tools() of the whole catalogue, every
 --           inputSchema then passed through core.normalise_schema (what an import does).
+--           --schemas text: list_tools{ schemas = "text" }, each schema kept as the JSON text the
+--           server sent and normalised as text; tables: decoded tables, normalised as tables;
+--           auto (the default): text where this build of the library offers it, else tables.
 --   cancel  one connection; N calls of the `slow` tool (MS milliseconds) with a cancel function
 --           that turns true once a timer, drawn uniformly in [A, B] ms after the call starts, has
 --           run out. Measured: the flag's moment (the timer's expiry) to call_tool's return.
@@ -16,8 +19,9 @@
 -- Prints one JSON line: client, mode, n, wall_s, ops_per_s, p50_ms, p99_ms, max_ms, cpu_s,
 -- cpu_per_op_us (os.clock(): this process's CPU, user + system, over the timed part only),
 -- peak_rss_kb (VmHWM), startup_cpu_ms (process CPU when the library was loaded), errors, and
--- per mode: tools/refused (list), samples (cancel: every latency in ms, ";"-separated). Any error
--- exits 1.
+-- per mode: tools, refused, schemas (the form used: text or tables) and rss_before_kb (VmRSS right
+-- before the first listing) for list; samples (cancel: every latency in ms, ";"-separated). Any
+-- error exits 1.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./build/?.so;" .. package.cpath
 
@@ -31,7 +35,7 @@ local function usage(why)
 end
 
 local opts = { mode = "warm", calls = 1000, warmup = 50, message = "hello", slow_ms = 2000,
-  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1 }
+  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "auto" }
 local numeric = { calls = true, warmup = true, slow_ms = true, cancel_min_ms = true, cancel_max_ms = true,
   seed = true }
 do
@@ -50,14 +54,19 @@ do
     i = i + 2
   end
   if not opts.url then usage("--url is required") end
+  if opts.schemas ~= "auto" and opts.schemas ~= "text" and opts.schemas ~= "tables" then
+    usage("--schemas must be auto, text or tables")
+  end
 end
 
-local function peak_rss_kb()
+-- A figure of this process's memory from /proc/self/status, in KiB: VmHWM is the peak
+-- resident size so far, VmRSS the current one (0 where /proc is missing).
+local function status_kb(field)
   local f = io.open("/proc/self/status", "r")
   if not f then return 0 end
   local text = f:read("a")
   f:close()
-  return tonumber(text:match("VmHWM:%s*(%d+)")) or 0
+  return tonumber(text:match(field .. ":%s*(%d+)")) or 0
 end
 
 local function connect()
@@ -79,6 +88,39 @@ local function echo_once(conn)
   elseif outcome.is_error or not outcome.text:find(opts.message, 1, true) then
     note_error("unexpected answer: " .. outcome.text)
   end
+end
+
+-- The schema form of a listing. "text": every inputSchema arrives as the compact JSON text the
+-- server sent and is normalised as text, no Lua table built for it; "tables": decoded tables,
+-- normalised as tables. "auto" asks for text once and settles on tables for the whole run when
+-- this build of the library does not know the option (list_tools raises on an unknown option), so
+-- the benchmark runs on builds from before and after the text form.
+local schemas_used = opts.schemas ~= "auto" and opts.schemas or nil
+
+local function list_tools(conn)
+  if schemas_used == "tables" then return conn:list_tools() end
+  if schemas_used == "text" then return conn:list_tools { schemas = "text" } end
+  local ok, tools, message = pcall(conn.list_tools, conn, { schemas = "text" })
+  if ok then
+    schemas_used = "text"
+    return tools, message
+  end
+  if not tostring(tools):find('unknown option "schemas"', 1, true) then error(tools, 0) end
+  schemas_used = "tables"
+  return conn:list_tools()
+end
+
+-- A listing in text form must hold no schema table: one would mean the option was ignored and the
+-- figures measure the other form.
+local function check_form(tools)
+  if schemas_used ~= "text" then return true end
+  for _, tool in ipairs(tools) do
+    local kind = type(tool.inputSchema)
+    if kind ~= "string" and kind ~= "nil" then
+      return false, "a listing asked for schemas as text held an inputSchema of type " .. kind
+    end
+  end
+  return true
 end
 
 local extra = {}
@@ -109,16 +151,19 @@ elseif opts.mode == "list" then
   local conn = connect()
   local tools_seen, refused = 0, 0
   local function listing()
-    local tools, message = conn:list_tools()
+    local tools, message = list_tools(conn)
     if not tools then
       note_error(message)
       return
     end
+    local ok, why = check_form(tools)
+    if not ok then note_error(why) end
     tools_seen, refused = #tools, 0
     for _, tool in ipairs(tools) do
       if not core.normalise_schema(tool.inputSchema) then refused = refused + 1 end
     end
   end
+  extra.rss_before_kb = status_kb("VmRSS")
   for _ = 1, opts.warmup do listing() end
   cpu0, t0 = os.clock(), core.now()
   for i = 1, n do
@@ -169,9 +214,10 @@ local fields = {
   string.format('"wall_s":%.6f,"ops_per_s":%.3f', wall, wall > 0 and n / wall or 0),
   string.format('"p50_ms":%.4f,"p99_ms":%.4f,"max_ms":%.4f', pct(0.5), pct(0.99), pct(1)),
   string.format('"cpu_s":%.6f,"cpu_per_op_us":%.3f', cpu, n > 0 and cpu / n * 1e6 or 0),
-  string.format('"peak_rss_kb":%d,"startup_cpu_ms":%.3f,"errors":%d', peak_rss_kb(), startup_cpu_ms, errors),
+  string.format('"peak_rss_kb":%d,"startup_cpu_ms":%.3f,"errors":%d', status_kb("VmHWM"), startup_cpu_ms, errors),
 }
 for key, value in pairs(extra) do fields[#fields + 1] = string.format('"%s":%d', key, value) end
+if schemas_used then fields[#fields + 1] = string.format('"schemas":"%s"', schemas_used) end
 if opts.mode == "cancel" then
   -- Every latency, so bench/run.lua can pool the runs (with 50 samples, p99 is the maximum).
   local samples = {}

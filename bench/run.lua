@@ -5,11 +5,13 @@
 -- It builds bench/ (the fast C echo server and the libcurl floor), starts four servers on
 -- 127.0.0.1 — the fast echo server with JSON answers (and a 4 900-tool catalogue in pages),
 -- the same with a session and event-stream answers, and the official SDK's reference server in
--- stateless-JSON and session-SSE modes — and runs three clients against them, interleaved
--- (A B C A B C …): mcpclient (bench/mcpclient_client.lua), the floor (bench/floor) and the
--- official TypeScript SDK client (bench/sdk_client.mjs). Each client process reports its own
+-- stateless-JSON and session-SSE modes — and runs four clients against them, interleaved
+-- (A B C D A B C D …): mcpclient (bench/mcpclient_client.lua), the floor (bench/floor) and the
+-- official TypeScript SDK clients v1 (bench/sdk_client.mjs, @modelcontextprotocol/sdk) and v2
+-- (bench/sdk2_client.mjs, @modelcontextprotocol/client). Each client process reports its own
 -- figures as one JSON line; this script takes medians with min–max over the runs, prints the
--- tables and writes bench/RESULTS.md. Every server it starts is stopped by its PID.
+-- tables and writes bench/RESULTS.md (keeping the section bench/modern.lua wrote there between
+-- its markers). Every server it starts is stopped by its PID.
 --
 -- Environment (all optional):
 --   BENCH_RUNS=5        runs of every (scenario, server, client)
@@ -19,6 +21,7 @@
 --   BENCH_CANCELS=50    cancelled calls per run           BENCH_TOOLS=4900 BENCH_PAGE=100
 --   BENCH_ONLY=warm,cold,list,cancel,startup,roundtrips   a subset of the scenarios
 --   BENCH_SDK_SERVERS=0 skip the SDK reference servers (fast servers only)
+--   BENCH_CLIENTS=mcpclient,floor,sdk,sdk2   a subset of the clients (sdk: v1, sdk2: v2)
 --   BENCH_OUT=bench/RESULTS.md
 --   BENCH_PIN=split     split: servers on CPU 0, clients on CPU 1 (the default with 2+ CPUs and
 --                       taskset); same: everything on CPU 0; none: let the scheduler place them.
@@ -53,6 +56,10 @@ local config = {
 local only = {}
 for name in (os.getenv("BENCH_ONLY") or "warm,cold,list,cancel,startup,roundtrips"):gmatch("[%w_]+") do
   only[name] = true
+end
+local wanted = {}
+for name in (os.getenv("BENCH_CLIENTS") or "mcpclient,floor,sdk,sdk2"):gmatch("[%w_]+") do
+  wanted[name] = true
 end
 
 local shell_helpers = require "support.shell"
@@ -174,8 +181,16 @@ end
 local CLIENTS = {
   mcpclient = { label = "mcpclient", program = "lua5.4 bench/mcpclient_client.lua" },
   floor = { label = "floor (libcurl loop)", program = "bench/floor" },
-  sdk = { label = "TypeScript SDK client", program = "node bench/sdk_client.mjs" },
+  sdk = { label = "TypeScript SDK client v1", program = "node bench/sdk_client.mjs" },
+  -- Version negotiation as mcpclient's default: the modern era where the server offers it.
+  sdk2 = { label = "TypeScript SDK client v2", program = "node bench/sdk2_client.mjs --negotiation auto" },
 }
+for name in pairs(wanted) do
+  if not CLIENTS[name] then error("BENCH_CLIENTS: no client " .. name) end
+end
+-- The official SDK clients, and the package each comes from.
+local SDKS = { "sdk", "sdk2" }
+local SDK_PACKAGES = { sdk = "@modelcontextprotocol/sdk", sdk2 = "@modelcontextprotocol/client" }
 
 -- A client's one-line JSON report (flat: numbers and strings) as a table.
 local function parse_report(line)
@@ -210,6 +225,10 @@ local function run_client(client, mode, server, args, cpu)
     return nil
   end
   report.wall_total_s = total
+  -- What a listing took over what the process held before it (list mode reports both).
+  if report.rss_before_kb and report.peak_rss_kb then
+    report.rss_growth_kb = report.peak_rss_kb - report.rss_before_kb
+  end
   return report
 end
 
@@ -256,6 +275,26 @@ local function median(v)
   if n % 2 == 1 then return v[(n + 1) // 2] end
   return (v[n // 2] + v[n // 2 + 1]) / 2
 end
+
+-- The distinct values of a string field over every report of a client, ", "-joined ("–" if none).
+local function distinct(client, field)
+  local seen, list = {}, {}
+  for _, by_server in pairs(results) do
+    for _, by_client in pairs(by_server) do
+      for _, r in ipairs(by_client[client] or {}) do
+        local v = r[field]
+        if type(v) == "string" and not seen[v] then
+          seen[v] = true
+          list[#list + 1] = v
+        end
+      end
+    end
+  end
+  table.sort(list)
+  return #list > 0 and table.concat(list, ", ") or "–"
+end
+
+local function eras(client) return distinct(client, "era") end
 
 local function stat(scenario, server, client, field)
   local v = values(scenario, server, client, field)
@@ -304,7 +343,7 @@ end
 -- "median (min–max)" of one field, scaled.
 local function cell(scenario, server, client, field, scale)
   local m, lo, hi, n = stat(scenario, server, client, field)
-  if not m then return "failed" end
+  if not m then return #runs_of(scenario, server, client) > 0 and "–" or "failed" end
   scale = scale or 1
   if n == 1 then return num(m * scale) end
   return string.format("%s (%s–%s)", num(m * scale), num(lo * scale), num(hi * scale))
@@ -319,7 +358,16 @@ end
 -- Scenarios
 ---------------------------------------------------------------------------
 
-local CLIENT_ORDER = { "mcpclient", "floor", "sdk" }
+-- The clients of a list that BENCH_CLIENTS asks for, in the list's order.
+local function chosen(list)
+  local kept = {}
+  for _, name in ipairs(list) do
+    if wanted[name] then kept[#kept + 1] = name end
+  end
+  return kept
+end
+
+local CLIENT_ORDER = chosen { "mcpclient", "floor", "sdk", "sdk2" }
 
 local function warm_args()
   return string.format("--calls %d --warmup %d", config.calls, config.warmup)
@@ -336,9 +384,10 @@ local function interleave(scenario, server_names, clients, mode, args_for, cpu)
           if report then report.run = run end
           record(scenario, sname, client, report)
           if report then
-            say("  %-7s %-12s %-9s run %d: %8.1f ops/s  p50 %7.3f ms  p99 %7.3f ms  cpu %9.1f us/op  rss %6.1f MiB",
+            say("  %-7s %-12s %-9s run %d: %8.1f ops/s  p50 %7.3f ms  p99 %7.3f ms  cpu %9.1f us/op  rss %6.1f MiB%s",
               scenario, sname, client, run, report.ops_per_s, report.p50_ms, report.p99_ms, report.cpu_per_op_us,
-              report.peak_rss_kb / 1024)
+              report.peak_rss_kb / 1024, report.rss_before_kb
+                and string.format(" (%.1f MiB before)", report.rss_before_kb / 1024) or "")
           end
         end
       end
@@ -413,6 +462,12 @@ end
 -- The report
 ---------------------------------------------------------------------------
 
+-- The version of an installed peer package ("not installed" when it is missing).
+local function package_version(name)
+  local text = read_all(peers.node_modules .. "/" .. name .. "/package.json")
+  return text:match('"version"%s*:%s*"([^"]+)"') or "not installed"
+end
+
 local function machine()
   local cpuinfo = read_all("/proc/cpuinfo")
   local meminfo = read_all("/proc/meminfo")
@@ -427,6 +482,8 @@ local function machine()
     node = shell("node --version"),
     curl = shell("curl-config --version"),
     commit = shell("git rev-parse --short HEAD"),
+    sdk_version = package_version(SDK_PACKAGES.sdk),
+    sdk2_version = package_version(SDK_PACKAGES.sdk2),
     -- Changes outside bench/ only: the library measured is the commit's unless this says otherwise.
     dirty = shell("git status --porcelain --untracked-files=no -- . ':!bench' | wc -l"),
   }
@@ -435,7 +492,8 @@ end
 local function command_line()
   local parts = {}
   for _, name in ipairs { "BENCH_RUNS", "BENCH_CALLS", "BENCH_WARMUP", "BENCH_COLD", "BENCH_LISTS",
-    "BENCH_CANCELS", "BENCH_TOOLS", "BENCH_PAGE", "BENCH_ONLY", "BENCH_SDK_SERVERS", "BENCH_OUT", "BENCH_PIN" } do
+    "BENCH_CANCELS", "BENCH_TOOLS", "BENCH_PAGE", "BENCH_ONLY", "BENCH_CLIENTS", "BENCH_SDK_SERVERS", "BENCH_OUT",
+    "BENCH_PIN" } do
     local v = os.getenv(name)
     if v and v ~= "" then parts[#parts + 1] = name .. "=" .. v end
   end
@@ -467,6 +525,197 @@ local function own_busy()
   return ((tonumber(f[12]) or 0) + (tonumber(f[13]) or 0) + (tonumber(f[14]) or 0) + (tonumber(f[15]) or 0)) / TICK
 end
 
+---------------------------------------------------------------------------
+-- Targets
+---------------------------------------------------------------------------
+
+local SHORT = { sdk = "v1", sdk2 = "v2" }
+
+-- The SDK clients' medians of one field, lowest first: the first is the faster (or leaner) one,
+-- the one a "faster than the SDK" target must beat.
+local function sdk_medians(scenario, server, field)
+  local list = {}
+  for _, name in ipairs(SDKS) do
+    local v = median(values(scenario, server, name, field))
+    if v then list[#list + 1] = { name = name, v = v } end
+  end
+  table.sort(list, function(a, b) return a.v < b.v end)
+  return list
+end
+
+-- "m unit vs s unit (v1; v2: s2 unit)": mcpclient against the first SDK client of the list, the
+-- other one's figure in the parentheses.
+local function against_first(m, list, scale, unit)
+  if not m or #list == 0 then return "–" end
+  local parts = { SHORT[list[1].name] }
+  for i = 2, #list do
+    parts[#parts + 1] = string.format("%s: %s %s", SHORT[list[i].name], num(list[i].v * scale), unit)
+  end
+  return string.format("%s %s vs %s %s (%s)", num(m * scale), unit, num(list[1].v * scale), unit,
+    table.concat(parts, "; "))
+end
+
+-- "m unit vs v1 s unit = 1/x, v2 s2 unit = 1/y", and the largest ratio m/s (the one to judge).
+local function against_each(m, list, scale, unit)
+  if not m or #list == 0 then return "–", nil end
+  local parts, worst = {}, 0
+  for _, e in ipairs(list) do
+    local r = m / e.v
+    worst = math.max(worst, r)
+    parts[#parts + 1] = string.format("%s %s %s = 1/%.1f", SHORT[e.name], num(e.v * scale), unit, 1 / r)
+  end
+  return string.format("%s %s vs %s", num(m * scale), unit, table.concat(parts, ", ")), worst
+end
+
+-- Client CPU of mcpclient against the leaner SDK client's: met at 1/10 or less.
+local function cpu_row(w, label, scenario, field, scale, unit)
+  local m = median(values(scenario, "fast-json", "mcpclient", field))
+  local list = sdk_medians(scenario, "fast-json", field)
+  local r = list[1] and ratio(m, list[1].v)
+  if scenario == "warm-same" and not r then return end
+  w("| %s | %s%s | %s |", label, against_first(m, list, scale, unit), r and string.format(" = 1/%.1f", 1 / r) or "",
+    verdict(r, r and r <= 0.1))
+end
+
+-- Peak RSS of mcpclient against each SDK client's: met at 1/10 of every one.
+local function rss_row(w, label, scenario)
+  local m = median(values(scenario, "fast-json", "mcpclient", "peak_rss_kb"))
+  local text, worst = against_each(m, sdk_medians(scenario, "fast-json", "peak_rss_kb"), 1 / 1024, "MiB")
+  w("| %s | %s | %s |", label, text, verdict(worst, worst and worst <= 0.1))
+end
+
+-- A listing figure (lower is better) against the faster SDK client's: met at 5× or more.
+local function speed_row(w, label, field, scale, unit)
+  local m = median(values("list", "fast-json", "mcpclient", field))
+  local list = sdk_medians("list", "fast-json", field)
+  local r = list[1] and ratio(list[1].v, m)
+  w("| %s | %s%s | %s |", label, against_first(m, list, scale, unit), r and string.format(" = %.2f×", r) or "",
+    verdict(r, r and r >= 5))
+end
+
+local function per_run(v)
+  if #v == 0 then return "" end
+  return string.format("; per run: median %.0f %% (%.0f–%.0f %%)", median(v) * 100, v[1] * 100, v[#v] * 100)
+end
+
+-- Warm calls/s of mcpclient against the floor's: met at 90 % or more.
+local function floor_row(w, label, scenario)
+  local m = median(values(scenario, "fast-json", "mcpclient", "ops_per_s"))
+  local f = median(values(scenario, "fast-json", "floor", "ops_per_s"))
+  local r = ratio(m, f)
+  if scenario == "warm-same" and not r then return end
+  w("| %s | %s vs %s calls/s = %s%s | %s |", label, num(m), num(f), r and string.format("%.0f %%", r * 100) or "–",
+    per_run(paired(scenario, "fast-json", "mcpclient", "floor", "ops_per_s")), verdict(r, r and r >= 0.9))
+end
+
+local function roundtrip_row(w)
+  local rt_j = roundtrips["fast-json"] and roundtrips["fast-json"].mcpclient
+  local rt_s = roundtrips["fast-sse"] and roundtrips["fast-sse"].mcpclient
+  w("| one HTTP round trip per warm call (counted at the server) | %s (fast-json), %s (fast-sse) | %s |",
+    rt_j and rt_j.per_call and string.format("%.3f", rt_j.per_call) or "–",
+    rt_s and rt_s.per_call and string.format("%.3f", rt_s.per_call) or "–",
+    verdict(rt_j and rt_j.per_call, rt_j and rt_j.per_call and math.abs(rt_j.per_call - 1) < 0.005
+      and (not rt_s or math.abs((rt_s.per_call or 0) - 1) < 0.005)))
+end
+
+local function cancel_row(w)
+  local cancel_j = pooled("cancel", "fast-json", "mcpclient")
+  local cancel_s = pooled("cancel", "fast-sse", "mcpclient")
+  local worst_cancel = math.max(cancel_j.p99 or 0, cancel_s.p99 or 0)
+  w("| cancel p99 ≤ 50 ms (flag → return; all runs pooled) | fast-json: p50 %s, p99 %s, max %s ms (%d cancels);"
+    .. " fast-sse: p50 %s, p99 %s, max %s ms (%d) | %s |",
+    num(cancel_j.p50), num(cancel_j.p99), num(cancel_j.max), cancel_j.n, num(cancel_s.p50), num(cancel_s.p99),
+    num(cancel_s.max), cancel_s.n, verdict(cancel_j.p99, cancel_j.p99 and worst_cancel <= 50))
+end
+
+-- The targets table. Against the SDK clients, speed and CPU are compared with the faster (leaner)
+-- of v1 and v2 and memory with each of them, so a target met is met against both.
+local function write_targets(w)
+  w("## Targets")
+  w("")
+  w("| target | measured | verdict |")
+  w("| --- | --- | --- |")
+  cpu_row(w, "client CPU per warm call ≤ 1/10 of the leaner SDK client's (fast-json)", "warm", "cpu_per_op_us", 1, "µs")
+  cpu_row(w, "… the same, clients on the server's CPU", "warm-same", "cpu_per_op_us", 1, "µs")
+  rss_row(w, "peak RSS ≤ 1/10 of each SDK client's (warm, fast-json)", "warm")
+  floor_row(w, "warm calls/s ≥ 90 % of the floor's (fast-json)", "warm")
+  floor_row(w, "… the same, clients on the server's CPU", "warm-same")
+  roundtrip_row(w)
+  speed_row(w, string.format("listing + normalising %d tools ≥ 5× faster than the faster SDK client's listing"
+    .. " (p50 wall)", config.tools), "p50_ms", 1, "ms")
+  speed_row(w, "… the same in client CPU per listing", "cpu_per_op_us", 1 / 1000, "ms")
+  rss_row(w, "peak RSS while listing ≤ 1/10 of each SDK client's", "list")
+  cancel_row(w)
+  w("")
+end
+
+-- The columns of a figure table. A listing shows its CPU in ms and the memory it takes: the RSS
+-- right before the first listing, the peak after the last, and the growth between them per run.
+local function columns(scenario, op_label)
+  local cols = {
+    { head = op_label .. "/s", field = "ops_per_s" },
+    { head = "p50 ms", field = "p50_ms" },
+    { head = "p99 ms", field = "p99_ms" },
+  }
+  if scenario == "list" then
+    cols[#cols + 1] = { head = "CPU ms per " .. op_label, field = "cpu_per_op_us", scale = 1 / 1000 }
+    cols[#cols + 1] = { head = "RSS before MiB", field = "rss_before_kb", scale = 1 / 1024 }
+    cols[#cols + 1] = { head = "peak RSS MiB", field = "peak_rss_kb", scale = 1 / 1024 }
+    cols[#cols + 1] = { head = "growth MiB", field = "rss_growth_kb", scale = 1 / 1024 }
+  else
+    cols[#cols + 1] = { head = "CPU µs per " .. op_label, field = "cpu_per_op_us" }
+    cols[#cols + 1] = { head = "peak RSS MiB", field = "peak_rss_kb", scale = 1 / 1024 }
+  end
+  return cols
+end
+
+-- The ratios under a figure table: mcpclient's CPU and peak RSS against each SDK client's, its
+-- rate against the floor's.
+local function ratio_bits(scenario, sname, op_label)
+  local bits = {}
+  local m_cpu = median(values(scenario, sname, "mcpclient", "cpu_per_op_us"))
+  local m_rss = median(values(scenario, sname, "mcpclient", "peak_rss_kb"))
+  for _, sdk in ipairs(SDKS) do
+    local s_cpu = median(values(scenario, sname, sdk, "cpu_per_op_us"))
+    if ratio(m_cpu, s_cpu) then
+      bits[#bits + 1] = string.format("CPU per %s mcpclient/SDK %s = %.3f (1/%.1f)", op_label, SHORT[sdk],
+        m_cpu / s_cpu, s_cpu / m_cpu)
+    end
+  end
+  for _, sdk in ipairs(SDKS) do
+    local s_rss = median(values(scenario, sname, sdk, "peak_rss_kb"))
+    if ratio(m_rss, s_rss) then
+      bits[#bits + 1] = string.format("peak RSS mcpclient/SDK %s = %.3f (1/%.1f)", SHORT[sdk], m_rss / s_rss,
+        s_rss / m_rss)
+    end
+  end
+  local m_ops = median(values(scenario, sname, "mcpclient", "ops_per_s"))
+  local f_ops = median(values(scenario, sname, "floor", "ops_per_s"))
+  if ratio(m_ops, f_ops) then
+    bits[#bits + 1] = string.format("%s/s mcpclient/floor = %.0f %%", op_label, m_ops / f_ops * 100)
+  end
+  return bits
+end
+
+-- What each client does in one listing, and which schema form mcpclient was measured with.
+local function list_note()
+  return "One op = every page of tools/list on a warm connection, after one untimed listing. mcpclient passes"
+    .. " every inputSchema through `core.normalise_schema` (what an import does). **Schemas measured: "
+    .. distinct("mcpclient", "schemas") .. "** (text: `list_tools{ schemas = \"text\" }`, each schema kept as"
+    .. " the compact JSON text the server sent and normalised as text, no Lua table built for it; tables: each"
+    .. " schema decoded into Lua tables and normalised as tables, what a build without the text form offers)."
+    .. " The SDK client v1 walks `listTools({ cursor })` page by page and validates each page with its own"
+    .. " schemas. The SDK client v2 (walk: " .. distinct("sdk2", "walk") .. ") calls `listTools()` without a"
+    .. " cursor, its own walk of every page, which validates each page and keeps the whole listing in its"
+    .. " response cache (`cacheMode: 'refresh'`, so every listing goes to the server). The floor only follows"
+    .. " `nextCursor` by a byte search.\n\n"
+    .. "Memory: *RSS before* is each process's resident size right before its first listing, with the library"
+    .. " loaded and the connection open (VmRSS; `process.memoryUsage().rss`; the floor does not report it);"
+    .. " *peak RSS* is its high-water mark after the last listing (VmHWM; `resourceUsage().maxRSS`); *growth*"
+    .. " is peak minus before within each run: what listing the catalogue took beyond what the process already"
+    .. " held. The peak-RSS targets compare the peaks; the growth shows how much of a peak the listing itself is."
+end
+
 local function build_report(m, started_at, elapsed)
   local out = {}
   local function w(...) out[#out + 1] = string.format(...) end
@@ -477,7 +726,7 @@ local function build_report(m, started_at, elapsed)
   w("")
   w("Written by `bench/run.lua` (`make bench`). Benchmarks, not tests:")
   w("the targets below are reported, never asserted. Figures are medians over the runs, with")
-  w("min–max in parentheses; the clients ran interleaved (A B C A B C …) against the same server.")
+  w("min–max in parentheses; the clients ran interleaved (A B C D A B C D …) against the same server.")
   w("")
   w("- **Date:** %s (took %.0f s)", started_at, elapsed)
   local others = (machine_busy() - config.busy_before) - (own_busy() - config.own_before)
@@ -488,16 +737,18 @@ local function build_report(m, started_at, elapsed)
     command_line())
   w("- **Machine:** %s CPUs, %s%s, %s MiB RAM; %s; %s", m.nproc, m.cpu, m.mhz and (" @ " .. m.mhz .. " MHz") or "",
     m.mem and math.floor(tonumber(m.mem) / 1024) or "?", m.os, m.kernel)
-  w("- **Software:** %s; Node %s; %s; @modelcontextprotocol/sdk 1.32.2 (the v1 client; the v2 client,"
-    .. " `@modelcontextprotocol/client`, is not installed here and not measured); mcpclient %s at %s%s",
-    m.lua, m.node, m.curl, core.version, m.commit,
-    m.dirty ~= "0" and " (with uncommitted changes outside bench/)" or "")
+  w("- **Software:** %s; Node %s; %s; %s %s (the SDK client v1); %s %s (the SDK client v2); mcpclient %s at %s%s",
+    m.lua, m.node, m.curl, SDK_PACKAGES.sdk, m.sdk_version, SDK_PACKAGES.sdk2, m.sdk2_version, core.version,
+    m.commit, m.dirty ~= "0" and " (with uncommitted changes outside bench/)" or "")
   w("- **Settings:** %d runs; %d warm calls per run after %d untimed; %d cold calls per run; %d listings of a"
     .. " %d-tool catalogue (%d per page) per run after 1 untimed; %d cancels per run",
     config.runs, config.calls, config.warmup, config.cold, config.lists, config.tools, config.page, config.cancels)
   w("- **Clients:** mcpclient = `bench/mcpclient_client.lua` (Lua 5.4 + the C core);"
     .. " floor = `bench/floor` (one libcurl easy handle posting the same tools/call body, nothing parsed);"
-    .. " TypeScript SDK client = `bench/sdk_client.mjs` (Client + StreamableHTTPClientTransport).")
+    .. " TypeScript SDK client v1 = `bench/sdk_client.mjs` (Client + StreamableHTTPClientTransport);"
+    .. " TypeScript SDK client v2 = `bench/sdk2_client.mjs` (the same classes of the v2 packages, with"
+    .. " versionNegotiation { mode: 'auto' } as mcpclient's default protocol \"auto\"; era negotiated: %s).",
+    eras("sdk2"))
   w("- **Servers:** fast-json = `bench/echo_server --tools %d --page-size %d` (C, epoll, JSON answers,"
     .. " no session); fast-sse = `bench/echo_server --session --sse`; sdk-json / sdk-sse ="
     .. " `spec/peers/sdk-server.mjs --mode stateless-json / session-sse` (the official SDK's server, Node).",
@@ -516,78 +767,7 @@ local function build_report(m, started_at, elapsed)
   w("  the process's high-water mark (ru_maxrss, VmHWM, resourceUsage().maxRSS).")
   w("")
 
-  -- Targets
-  local cpu_m = median(values("warm", "fast-json", "mcpclient", "cpu_per_op_us"))
-  local cpu_s = median(values("warm", "fast-json", "sdk", "cpu_per_op_us"))
-  local rss_m = median(values("warm", "fast-json", "mcpclient", "peak_rss_kb"))
-  local rss_s = median(values("warm", "fast-json", "sdk", "peak_rss_kb"))
-  local cps_m = median(values("warm", "fast-json", "mcpclient", "ops_per_s"))
-  local cps_f = median(values("warm", "fast-json", "floor", "ops_per_s"))
-  local list_m = median(values("list", "fast-json", "mcpclient", "p50_ms"))
-  local list_s = median(values("list", "fast-json", "sdk", "p50_ms"))
-  local list_cpu_m = median(values("list", "fast-json", "mcpclient", "cpu_per_op_us"))
-  local list_cpu_s = median(values("list", "fast-json", "sdk", "cpu_per_op_us"))
-  local list_rss_m = median(values("list", "fast-json", "mcpclient", "peak_rss_kb"))
-  local list_rss_s = median(values("list", "fast-json", "sdk", "peak_rss_kb"))
-  local rt_j = roundtrips["fast-json"] and roundtrips["fast-json"].mcpclient
-  local rt_s = roundtrips["fast-sse"] and roundtrips["fast-sse"].mcpclient
-  local cpu_m2 = median(values("warm-same", "fast-json", "mcpclient", "cpu_per_op_us"))
-  local cpu_s2 = median(values("warm-same", "fast-json", "sdk", "cpu_per_op_us"))
-  local cps_m2 = median(values("warm-same", "fast-json", "mcpclient", "ops_per_s"))
-  local cps_f2 = median(values("warm-same", "fast-json", "floor", "ops_per_s"))
-  local r_cpu2, r_cps2 = ratio(cpu_m2, cpu_s2), ratio(cps_m2, cps_f2)
-  local cancel_j = pooled("cancel", "fast-json", "mcpclient")
-  local cancel_s = pooled("cancel", "fast-sse", "mcpclient")
-  local worst_cancel = math.max(cancel_j.p99 or 0, cancel_s.p99 or 0)
-  local r_cpu, r_rss, r_cps, r_list = ratio(cpu_m, cpu_s), ratio(rss_m, rss_s), ratio(cps_m, cps_f),
-    ratio(list_s, list_m)
-
-  w("## Targets")
-  w("")
-  w("| target | measured | verdict |")
-  w("| --- | --- | --- |")
-  w("| client CPU per warm call ≤ 1/10 of the SDK client's (fast-json) | %s µs vs %s µs = %s | %s |",
-    num(cpu_m), num(cpu_s), r_cpu and string.format("1/%.1f", 1 / r_cpu) or "–", verdict(r_cpu, r_cpu and r_cpu <= 0.1))
-  if r_cpu2 then
-    w("| … the same, clients on the server's CPU | %s µs vs %s µs = 1/%.1f | %s |", num(cpu_m2), num(cpu_s2),
-      1 / r_cpu2, verdict(r_cpu2, r_cpu2 <= 0.1))
-  end
-  w("| peak RSS ≤ 1/10 of the SDK client's (warm, fast-json) | %s MiB vs %s MiB = %s | %s |",
-    num(rss_m and rss_m / 1024), num(rss_s and rss_s / 1024), r_rss and string.format("1/%.1f", 1 / r_rss) or "–",
-    verdict(r_rss, r_rss and r_rss <= 0.1))
-  local function per_run(v)
-    if #v == 0 then return "" end
-    return string.format("; per run: median %.0f %% (%.0f–%.0f %%)", median(v) * 100, v[1] * 100, v[#v] * 100)
-  end
-  w("| warm calls/s ≥ 90 %% of the floor's (fast-json) | %s vs %s calls/s = %s%s | %s |",
-    num(cps_m), num(cps_f), r_cps and string.format("%.0f %%", r_cps * 100) or "–",
-    per_run(paired("warm", "fast-json", "mcpclient", "floor", "ops_per_s")), verdict(r_cps, r_cps and r_cps >= 0.9))
-  if r_cps2 then
-    w("| … the same, clients on the server's CPU | %s vs %s calls/s = %.0f %%%s | %s |", num(cps_m2), num(cps_f2),
-      r_cps2 * 100, per_run(paired("warm-same", "fast-json", "mcpclient", "floor", "ops_per_s")),
-      verdict(r_cps2, r_cps2 >= 0.9))
-  end
-  w("| one HTTP round trip per warm call (counted at the server) | %s (fast-json), %s (fast-sse) | %s |",
-    rt_j and rt_j.per_call and string.format("%.3f", rt_j.per_call) or "–",
-    rt_s and rt_s.per_call and string.format("%.3f", rt_s.per_call) or "–",
-    verdict(rt_j and rt_j.per_call, rt_j and rt_j.per_call and math.abs(rt_j.per_call - 1) < 0.005
-      and (not rt_s or math.abs((rt_s.per_call or 0) - 1) < 0.005)))
-  w("| listing + normalising %d tools ≥ 5× faster than the SDK client's listing | %s ms vs %s ms = %s | %s |",
-    config.tools, num(list_m), num(list_s), r_list and string.format("%.2f×", r_list) or "–",
-    verdict(r_list, r_list and r_list >= 5))
-  local r_list_cpu, r_list_rss = ratio(list_cpu_s, list_cpu_m), ratio(list_rss_m, list_rss_s)
-  w("| … the same in client CPU per listing | %s ms vs %s ms = %s | %s |",
-    num(list_cpu_m and list_cpu_m / 1000), num(list_cpu_s and list_cpu_s / 1000),
-    r_list_cpu and string.format("%.2f×", r_list_cpu) or "–", verdict(r_list_cpu, r_list_cpu and r_list_cpu >= 5))
-  w("| peak RSS while listing ≤ 1/10 of the SDK client's | %s MiB vs %s MiB = %s | %s |",
-    num(list_rss_m and list_rss_m / 1024), num(list_rss_s and list_rss_s / 1024),
-    r_list_rss and string.format("1/%.1f", 1 / r_list_rss) or "–",
-    verdict(r_list_rss, r_list_rss and r_list_rss <= 0.1))
-  w("| cancel p99 ≤ 50 ms (flag → return; all runs pooled) | fast-json: p50 %s, p99 %s, max %s ms (%d cancels);"
-    .. " fast-sse: p50 %s, p99 %s, max %s ms (%d) | %s |",
-    num(cancel_j.p50), num(cancel_j.p99), num(cancel_j.max), cancel_j.n, num(cancel_s.p50), num(cancel_s.p99),
-    num(cancel_s.max), cancel_s.n, verdict(cancel_j.p99, cancel_j.p99 and worst_cancel <= 50))
-  w("")
+  write_targets(w)
   if #failures > 0 then
     w("**Runs that failed** (left out of the medians):")
     w("")
@@ -607,33 +787,19 @@ local function build_report(m, started_at, elapsed)
       if results[scenario][sname] then
         w("**%s** (%s)", sname, server_labels[sname] or "")
         w("")
-        w("| client | %s/s | p50 ms | p99 ms | CPU µs per %s | peak RSS MiB |", op_label, op_label)
-        w("| --- | --- | --- | --- | --- | --- |")
+        local cols = columns(scenario, op_label)
+        local heads, rule = {}, {}
+        for i, c in ipairs(cols) do heads[i], rule[i] = c.head, "---" end
+        w("| client | %s |", table.concat(heads, " | "))
+        w("| --- | %s |", table.concat(rule, " | "))
         for _, client in ipairs(clients) do
           if results[scenario][sname][client] then
-            w("| %s | %s | %s | %s | %s | %s |", CLIENTS[client].label,
-              cell(scenario, sname, client, "ops_per_s"), cell(scenario, sname, client, "p50_ms"),
-              cell(scenario, sname, client, "p99_ms"), cell(scenario, sname, client, "cpu_per_op_us"),
-              cell(scenario, sname, client, "peak_rss_kb", 1 / 1024))
+            local cells = {}
+            for i, c in ipairs(cols) do cells[i] = cell(scenario, sname, client, c.field, c.scale) end
+            w("| %s | %s |", CLIENTS[client].label, table.concat(cells, " | "))
           end
         end
-        local m_cpu = median(values(scenario, sname, "mcpclient", "cpu_per_op_us"))
-        local s_cpu = median(values(scenario, sname, "sdk", "cpu_per_op_us"))
-        local m_rss = median(values(scenario, sname, "mcpclient", "peak_rss_kb"))
-        local s_rss = median(values(scenario, sname, "sdk", "peak_rss_kb"))
-        local m_ops = median(values(scenario, sname, "mcpclient", "ops_per_s"))
-        local f_ops = median(values(scenario, sname, "floor", "ops_per_s"))
-        local bits = {}
-        if ratio(m_cpu, s_cpu) then
-          bits[#bits + 1] = string.format("CPU per %s mcpclient/SDK = %.3f (1/%.1f)", op_label, m_cpu / s_cpu,
-            s_cpu / m_cpu)
-        end
-        if ratio(m_rss, s_rss) then
-          bits[#bits + 1] = string.format("peak RSS mcpclient/SDK = %.3f (1/%.1f)", m_rss / s_rss, s_rss / m_rss)
-        end
-        if ratio(m_ops, f_ops) then
-          bits[#bits + 1] = string.format("%s/s mcpclient/floor = %.0f %%", op_label, m_ops / f_ops * 100)
-        end
+        local bits = ratio_bits(scenario, sname, op_label)
         if #bits > 0 then
           w("")
           w("Ratios: %s.", table.concat(bits, "; "))
@@ -667,15 +833,14 @@ local function build_report(m, started_at, elapsed)
       .. " wake-up crosses CPUs, so this shows the clients' own cost with the least interference from the VM.",
     "call", { "fast-json" }, CLIENT_ORDER)
   figure_table("cold", "Cold call (new connection, handshake, one call, close — per iteration)",
-    string.format("%d per run, inside one process: connect, initialize + initialized, tools/call, then DELETE"
-      .. " when the server gave a session. (Node's fetch keeps a process-wide connection pool, so the SDK"
+    string.format("%d per run, inside one process: connect (the clients that probe for the 2026-07-28 era,"
+      .. " mcpclient and the SDK client v2, send server/discover first), initialize + initialized, tools/call,"
+      .. " then DELETE when the server gave a session. (Node's fetch keeps a process-wide connection pool, so the SDK"
       .. " client's \"new connection\" may reuse a TCP connection; mcpclient and the floor open a new one.)",
       config.cold), "call", all_servers, CLIENT_ORDER)
   figure_table("list", string.format("Listing the %d-tool catalogue (%d pages)", config.tools,
       math.ceil(config.tools / math.max(1, config.page))),
-    "One op = every page of tools/list on a warm connection. mcpclient also passes every inputSchema through"
-      .. " `core.normalise_schema` (what an import does); the SDK client validates each page with its own"
-      .. " schemas; the floor only follows `nextCursor` by a byte search.", "listing", { "fast-json" }, CLIENT_ORDER)
+    list_note(), "listing", { "fast-json" }, CLIENT_ORDER)
   figure_table("cancel", "Cancel latency",
     string.format("%d calls of `slow` (2 s) per run, each cancelled at a random point 10–60 ms after it"
       .. " started. mcpclient: the cancel function turns true once a timer expires; the latency is that"
@@ -684,7 +849,7 @@ local function build_report(m, started_at, elapsed)
       .. " once and leaves the aborted POST open until the server answers). In the table p50/p99 are per run (under"
       .. " 100 samples, a run's p99 is its maximum); the pooled line below is over every run. The ops/s column"
       .. " is meaningless here.", config.cancels), "cancel", { "fast-json", "fast-sse" },
-    { "mcpclient", "sdk" })
+    chosen { "mcpclient", "sdk" })
 
   if next(startup) then
     w("## Process start to first answer")
@@ -737,6 +902,16 @@ end
 -- Main
 ---------------------------------------------------------------------------
 
+-- The section bench/modern.lua writes into the same page, between its markers: carried over as
+-- it stands, so rewriting the page keeps figures this script does not measure.
+local function kept_section(path)
+  local text = read_all(path)
+  local s = text:find("<!-- modern-era:begin -->", 1, true)
+  local _, e = text:find("<!-- modern-era:end -->", s or 1, true)
+  if not s or not e then return nil end
+  return text:sub(s, e)
+end
+
 local function main()
   local started_at = os.date("!%Y-%m-%d %H:%M UTC")
   config.busy_before, config.own_before = machine_busy(), own_busy()
@@ -783,7 +958,7 @@ local function main()
   end
   if only.cancel then
     say("bench: cancel latency")
-    interleave("cancel", { "fast-json", "fast-sse" }, { "mcpclient", "sdk" }, "cancel", function(_, run)
+    interleave("cancel", { "fast-json", "fast-sse" }, chosen { "mcpclient", "sdk" }, "cancel", function(_, run)
       return string.format("--calls %d --warmup 5 --slow-ms 2000 --cancel-min-ms 10 --cancel-max-ms 60 --seed %d",
         config.cancels, run)
     end)
@@ -795,6 +970,8 @@ local function main()
   local elapsed = core.now() - t0
   stop_all() -- reaped, so their CPU counts as this run's
   local report = build_report(machine(), started_at, elapsed)
+  local kept = kept_section(config.out)
+  if kept then report = report .. "\n" .. kept .. "\n" end
   local f = assert(io.open(config.out, "w"))
   f:write(report)
   f:close()

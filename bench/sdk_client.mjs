@@ -16,8 +16,9 @@
 // Prints one JSON line with the fields bench/mcpclient_client.lua prints: client, mode, n,
 // wall_s, ops_per_s, p50_ms, p99_ms, max_ms, cpu_s, cpu_per_op_us (process.cpuUsage over the
 // timed part: user + system, every thread), peak_rss_kb (process.resourceUsage().maxRSS),
-// startup_cpu_ms (process CPU once the SDK is imported), errors, tools (list) and samples (cancel:
-// every latency in ms, ";"-separated).
+// startup_cpu_ms (process CPU once the SDK is imported), errors, tools and rss_before_kb
+// (process.memoryUsage().rss right before the first listing) for list, and samples (cancel: every
+// latency in ms, ";"-separated).
 import { performance } from 'node:perf_hooks';
 
 const sdk = new URL('../spec/peers/node_modules/@modelcontextprotocol/sdk/dist/esm/', import.meta.url);
@@ -139,6 +140,7 @@ if (opts.mode === 'warm') {
     }
     seen = count;
   };
+  extra.rss_before_kb = Math.round(process.memoryUsage().rss / 1024);
   try {
     for (let i = 0; i < opts.warmup; i++) await listing();
     cpu0 = process.cpuUsage();
