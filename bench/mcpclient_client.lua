@@ -2,16 +2,18 @@
 --
 --   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|cold|list|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
---          [--seed S] [--schemas auto|text|tables]
+--          [--seed S] [--schemas text|tables] [--walk pages|whole]
 --   Run from the repository root (it finds ./lua and ./build by itself).
 --
 --   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
 --   cold    N times: connect, call_tool("echo"), close — each timed whole (handshake, call, DELETE).
---   list    one connection; W untimed, then N timed list_tools() of the whole catalogue, every
---           inputSchema then passed through core.normalise_schema (what an import does).
---           --schemas text: list_tools{ schemas = "text" }, each schema kept as the JSON text the
---           server sent and normalised as text; tables: decoded tables, normalised as tables;
---           auto (the default): text where this build of the library offers it, else tables.
+--   list    one connection; W untimed, then N timed listings of the whole catalogue, every
+--           inputSchema passed through the normaliser an import uses. --walk pages (the
+--           default): conn:each_tool_page, each page's tools normalised and dropped, as the SDK
+--           clients' benchmarks handle pages; whole: conn:list_tools, the catalogue held whole
+--           and then normalised. --schemas text (the default): schemas kept as the JSON text
+--           the server sent and normalised as text (core.normalise_schema_text); tables:
+--           decoded tables, normalised as tables (core.normalise_schema).
 --   cancel  one connection; N calls of the `slow` tool (MS milliseconds) with a cancel function
 --           that turns true once a timer, drawn uniformly in [A, B] ms after the call starts, has
 --           run out. Measured: the flag's moment (the timer's expiry) to call_tool's return.
@@ -19,7 +21,7 @@
 -- Prints one JSON line: client, mode, n, wall_s, ops_per_s, p50_ms, p99_ms, max_ms, cpu_s,
 -- cpu_per_op_us (os.clock(): this process's CPU, user + system, over the timed part only),
 -- peak_rss_kb (VmHWM), startup_cpu_ms (process CPU when the library was loaded), errors, and
--- per mode: tools, refused, schemas (the form used: text or tables) and rss_before_kb (VmRSS right
+-- per mode: tools, refused, schemas and walk (the forms used) and rss_before_kb (VmRSS right
 -- before the first listing) for list; samples (cancel: every latency in ms, ";"-separated). Any
 -- error exits 1.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
@@ -35,7 +37,7 @@ local function usage(why)
 end
 
 local opts = { mode = "warm", calls = 1000, warmup = 50, message = "hello", slow_ms = 2000,
-  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "auto" }
+  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "text", walk = "pages" }
 local numeric = { calls = true, warmup = true, slow_ms = true, cancel_min_ms = true, cancel_max_ms = true,
   seed = true }
 do
@@ -54,9 +56,8 @@ do
     i = i + 2
   end
   if not opts.url then usage("--url is required") end
-  if opts.schemas ~= "auto" and opts.schemas ~= "text" and opts.schemas ~= "tables" then
-    usage("--schemas must be auto, text or tables")
-  end
+  if opts.schemas ~= "text" and opts.schemas ~= "tables" then usage("--schemas must be text or tables") end
+  if opts.walk ~= "pages" and opts.walk ~= "whole" then usage("--walk must be pages or whole") end
 end
 
 -- A figure of this process's memory from /proc/self/status, in KiB: VmHWM is the peak
@@ -90,38 +91,22 @@ local function echo_once(conn)
   end
 end
 
--- The schema form of a listing. "text": every inputSchema arrives as the compact JSON text the
--- server sent and is normalised as text, no Lua table built for it; "tables": decoded tables,
--- normalised as tables. "auto" asks for text once and settles on tables for the whole run when
--- this build of the library does not know the option (list_tools raises on an unknown option), so
--- the benchmark runs on builds from before and after the text form.
-local schemas_used = opts.schemas ~= "auto" and opts.schemas or nil
-
-local function list_tools(conn)
-  if schemas_used == "tables" then return conn:list_tools() end
-  if schemas_used == "text" then return conn:list_tools { schemas = "text" } end
-  local ok, tools, message = pcall(conn.list_tools, conn, { schemas = "text" })
-  if ok then
-    schemas_used = "text"
-    return tools, message
+-- One listing: every tool handed to judge(tool), page by page or after the whole catalogue.
+local function walk_catalogue(conn, judge)
+  local listing_opts = { schemas = opts.schemas }
+  if opts.walk == "pages" then
+    return conn:each_tool_page(function(page)
+      for _, tool in ipairs(page) do judge(tool) end
+    end, listing_opts)
   end
-  if not tostring(tools):find('unknown option "schemas"', 1, true) then error(tools, 0) end
-  schemas_used = "tables"
-  return conn:list_tools()
-end
-
--- A listing in text form must hold no schema table: one would mean the option was ignored and the
--- figures measure the other form.
-local function check_form(tools)
-  if schemas_used ~= "text" then return true end
-  for _, tool in ipairs(tools) do
-    local kind = type(tool.inputSchema)
-    if kind ~= "string" and kind ~= "nil" then
-      return false, "a listing asked for schemas as text held an inputSchema of type " .. kind
-    end
-  end
+  local tools, message = conn:list_tools(listing_opts)
+  if not tools then return nil, message end
+  for _, tool in ipairs(tools) do judge(tool) end
   return true
 end
+
+local normalise = opts.schemas == "text" and core.normalise_schema_text or core.normalise_schema
+local schema_type = opts.schemas == "text" and "string" or "table"
 
 local extra = {}
 local latencies = {}
@@ -150,18 +135,16 @@ elseif opts.mode == "cold" then
 elseif opts.mode == "list" then
   local conn = connect()
   local tools_seen, refused = 0, 0
+  local function judge(tool)
+    tools_seen = tools_seen + 1
+    -- a schema of the other form would mean the option was ignored and the figures measure that form
+    if type(tool.inputSchema) ~= schema_type then note_error("an inputSchema of type " .. type(tool.inputSchema)) end
+    if not normalise(tool.inputSchema) then refused = refused + 1 end
+  end
   local function listing()
-    local tools, message = list_tools(conn)
-    if not tools then
-      note_error(message)
-      return
-    end
-    local ok, why = check_form(tools)
-    if not ok then note_error(why) end
-    tools_seen, refused = #tools, 0
-    for _, tool in ipairs(tools) do
-      if not core.normalise_schema(tool.inputSchema) then refused = refused + 1 end
-    end
+    tools_seen, refused = 0, 0
+    local ok, message = walk_catalogue(conn, judge)
+    if not ok then note_error(message) end
   end
   extra.rss_before_kb = status_kb("VmRSS")
   for _ = 1, opts.warmup do listing() end
@@ -217,7 +200,9 @@ local fields = {
   string.format('"peak_rss_kb":%d,"startup_cpu_ms":%.3f,"errors":%d', status_kb("VmHWM"), startup_cpu_ms, errors),
 }
 for key, value in pairs(extra) do fields[#fields + 1] = string.format('"%s":%d', key, value) end
-if schemas_used then fields[#fields + 1] = string.format('"schemas":"%s"', schemas_used) end
+if opts.mode == "list" then
+  fields[#fields + 1] = string.format('"schemas":"%s","walk":"%s"', opts.schemas, opts.walk)
+end
 if opts.mode == "cancel" then
   -- Every latency, so bench/run.lua can pool the runs (with 50 samples, p99 is the maximum).
   local samples = {}
