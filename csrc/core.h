@@ -91,7 +91,8 @@ int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
 /*
 ** decode.c's text builder, for the schema normaliser: the JSON object text
 ** s written as json.encode writes its decoded value (into a buffer pushed
-** as a userdata, at *text), with its members described; -1 (nothing
+** as a userdata, at *text: the one at stack index reuse when that is big
+** enough, 0 for none), with its members described; -1 (nothing
 ** pushed) when s is no object or the fast path gives up. Offsets are into
 ** *text; key spans include the quotes.
 */
@@ -108,7 +109,7 @@ typedef struct mcp_member {
 #define MCP_SHAPE_OBJECT_OF_OBJECTS 1 /* an object whose member values are all objects ({} too) */
 #define MCP_SHAPE_STRING_LIST       2 /* an array of strings only ([] too) */
 int mcp_canonical_object(lua_State *L, const char *s, size_t len, mcp_refused_fn refused, mcp_member *members,
-                         const char **text, size_t *text_len);
+                         const char **text, size_t *text_len, int reuse);
 
 /* ==================================================================== */
 /* The schema measure (measure.c)                                       */

@@ -564,20 +564,20 @@ typedef struct Text {
 } Text;
 
 /*
-** Room for m more output bytes; the buffer grows by replacing the userdata
-** in its slot, so nothing is freed by hand.
+** Grow the output to hold m more bytes, by replacing the userdata in its
+** slot, so nothing is freed by hand.
 */
-static unsigned char *text_room(Fast *f, Text *t, size_t m) {
-  if (t->cap - t->n < m) {
-    size_t cap = t->cap * 2 > t->n + m ? t->cap * 2 : t->n + m + 256;
-    unsigned char *nb = (unsigned char *)lua_newuserdatauv(f->L, cap, 0);
-    if (t->n > 0) memcpy(nb, t->out, t->n);
-    lua_replace(f->L, t->slot);
-    t->out = nb;
-    t->cap = cap;
-  }
-  return t->out + t->n;
+static void text_grow(Fast *f, Text *t, size_t m) {
+  size_t cap = t->cap * 2 > t->n + m ? t->cap * 2 : t->n + m + 256;
+  unsigned char *nb = (unsigned char *)lua_newuserdatauv(f->L, cap, 0);
+  if (t->n > 0) memcpy(nb, t->out, t->n);
+  lua_replace(f->L, t->slot);
+  t->out = nb;
+  t->cap = cap;
 }
+
+/* Room for m more output bytes (the test is inline: it runs for every token). */
+#define text_room(f, t, m) ((void)((t)->cap - (t)->n >= (m) || (text_grow((f), (t), (m)), 0)))
 
 /* Append n bytes (room already made). */
 #define TEXT_PUT(t, s, len) (memcpy((t)->out + (t)->n, (s), (len)), (t)->n += (len))
@@ -958,11 +958,19 @@ static void fast_open(Fast *f, lua_State *L, const char *s, size_t len) {
 }
 
 /*
-** Start a text builder writing into a buffer anchored at a new stack slot.
+** Start a text builder writing into a buffer anchored at a new stack slot:
+** the userdata at stack index `reuse` when it is one of at least cap bytes
+** (a caller's buffer kept across calls), else a new one.
 */
-static void text_open(Text *t, lua_State *L, size_t cap) {
-  t->cap = cap;
-  t->out = (unsigned char *)lua_newuserdatauv(L, t->cap, 0);
+static void text_open(Text *t, lua_State *L, int reuse, size_t cap) {
+  if (reuse != 0 && lua_type(L, reuse) == LUA_TUSERDATA && lua_rawlen(L, reuse) >= cap) {
+    lua_pushvalue(L, reuse);
+    t->cap = lua_rawlen(L, reuse);
+    t->out = (unsigned char *)lua_touserdata(L, -1);
+  } else {
+    t->cap = cap;
+    t->out = (unsigned char *)lua_newuserdatauv(L, t->cap, 0);
+  }
   t->slot = lua_gettop(L);
   t->n = 0;
   t->levels = 0;
@@ -993,7 +1001,7 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
   f.order = order;
   f.max_containers = max_containers;
   if (listing) {
-    text_open(&t, L, 4096);
+    text_open(&t, L, 0, 4096);
     f.schemas = &t;
   }
   skip_blanks(&f);
@@ -1018,17 +1026,19 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
 ** its members in members[] (room for MCP_MAX_MEMBERS): where each key and
 ** value lies in that text, the deepest level in the value, whether a key
 ** inside it passes `refused`, what its ASCII form adds. Pushes the buffer
-** holding the text (a userdata the caller pops), sets *text and *text_len,
-** and returns the member count; or returns -1 with nothing pushed when s is
-** not a JSON object or the builder gives up (the caller then decodes it).
+** holding the text (a userdata the caller pops: the one at stack index
+** `reuse` when that is big enough, so a caller may keep one across calls),
+** sets *text and *text_len, and returns the member count; or returns -1
+** with nothing pushed when s is not a JSON object or the builder gives up
+** (the caller then decodes it).
 */
 int mcp_canonical_object(lua_State *L, const char *s, size_t len, mcp_refused_fn refused, mcp_member *members,
-                         const char **text, size_t *text_len) {
+                         const char **text, size_t *text_len, int reuse) {
   int base = lua_gettop(L);
   Fast f;
   Text t;
   fast_open(&f, L, s, len);
-  text_open(&t, L, len + 16);
+  text_open(&t, L, reuse, len + 16);
   t.refused = refused;
   t.members = members;
   skip_blanks(&f);

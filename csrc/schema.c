@@ -27,6 +27,7 @@
 #define MAX_DEPTH         12         /* deepest container level, root = 1 */
 #define MAX_ENCODED_BYTES 16384      /* measured on the escaped encoding */
 #define MAX_VISITS        (1L << 20) /* see walk() */
+#define KEPT_BUFFER       (64 * 1024) /* the largest text buffer normalise_schema_text keeps between calls */
 
 /* Kept top-level keys, in output order. */
 static const char *const retained[] = {
@@ -581,8 +582,12 @@ static enum verdict normalise_text(lua_State *L, int *keyword) {
   size_t len, text_len;
   const char *s = lua_tolstring(L, 1, &len), *text;
   enum verdict v;
-  int n = mcp_canonical_object(L, s, len, refused_index, m, &text, &text_len);
+  int n = mcp_canonical_object(L, s, len, refused_index, m, &text, &text_len, lua_upvalueindex(1));
   if (n >= 0) {
+    if (lua_rawlen(L, 2) <= KEPT_BUFFER) { /* the buffer, grown or not, serves the next call */
+      lua_pushvalue(L, 2);
+      lua_replace(L, lua_upvalueindex(1));
+    }
     v = normalise_described(L, text, text_len, m, n);
     if (v == ACCEPTED) lua_replace(L, 2);
     lua_settop(L, v == ACCEPTED ? 2 : 1);
@@ -622,7 +627,8 @@ static int l_normalise_schema(lua_State *L) {
 ** normalise_schema_text(text) -> text | nil, reason: the same steps on a
 ** schema given as JSON text (a listing's text form), answering with the
 ** kept schema's text as json.encode writes the table normalise_schema
-** keeps (the form the store keeps).
+** keeps (the form the store keeps). Upvalue: the text builder's buffer,
+** kept from call to call (a listing normalises thousands of schemas).
 */
 static int l_normalise_schema_text(lua_State *L) {
   int keyword = -1;
@@ -672,9 +678,11 @@ static int l_decode_stored_schema(lua_State *L) {
 void mcp_register_schema(lua_State *L) {
   static const luaL_Reg fns[] = {
     {"normalise_schema", l_normalise_schema},
-    {"normalise_schema_text", l_normalise_schema_text},
     {"decode_stored_schema", l_decode_stored_schema},
     {NULL, NULL},
   };
   luaL_setfuncs(L, fns, 0);
+  lua_newuserdatauv(L, 4096, 0);
+  lua_pushcclosure(L, l_normalise_schema_text, 1);
+  lua_setfield(L, -2, "normalise_schema_text");
 }
