@@ -63,7 +63,7 @@ for _, kind in ipairs { "sdk2-default", "sdk2-modern" } do
     it("discovers, lists and calls in the modern era: no initialize, headers and envelope on every POST", function()
       local conn <close> = connect(peer.url)
       local tools, listing = assert(conn:list_tools())
-      assert.same({ era = "modern", ttl_ms = 0, cache_scope = "private" }, listing)
+      assert.same({ era = "modern", schemas = "tables", ttl_ms = 0, cache_scope = "private" }, listing)
       local by_name = {}
       for _, t in ipairs(tools) do by_name[t.name] = t end
       assert.truthy(by_name.echo and by_name["grüße"] and by_name.passthrough)
