@@ -102,7 +102,6 @@ typedef struct mcp_member {
   size_t key, key_len, value, value_len;
   int levels;         /* the deepest container level inside the value, the object being level 1 */
   int refused;        /* a key inside the value passed the refused test */
-  size_t ascii_extra; /* bytes the value's ASCII form (\/, \uXXXX) adds */
   size_t containers;  /* objects and arrays in the value */
   int shape;          /* MCP_SHAPE_* when the value has that shape, else 0 */
 } mcp_member;

@@ -555,7 +555,6 @@ typedef struct Text {
   size_t n, cap;
   int slot;
   int levels;             /* deepest container level reached (the value written is level 1) */
-  size_t ascii_extra;     /* bytes the ASCII form adds (\/ for '/', \uXXXX for non-ASCII) */
   mcp_refused_fn refused; /* the test for keys below the top level, or NULL */
   int refused_seen;       /* some key passed that test */
   mcp_member *members;    /* the top-level object's members, when wanted */
@@ -600,11 +599,10 @@ static unsigned char *put_u(unsigned char *o, unsigned long u) {
 ** Write the code point cp as the encoder writes it inside a string: the
 ** short escapes, other controls as \u00XX, '"' and '\\' escaped, other
 ** ASCII as it is, hidden code points (C1 controls, bidi and invisible
-** formatting) as \uXXXX, any other as UTF-8. Counts what the ASCII form
-** would add. Returns the new end of the output.
+** formatting) as \uXXXX, any other as UTF-8. Returns the new end of the
+** output.
 */
-static unsigned char *put_code_point(Text *t, unsigned char *o, unsigned long cp) {
-  size_t k;
+static unsigned char *put_code_point(unsigned char *o, unsigned long cp) {
   if (cp < 0x80) {
     switch (cp) {
       case '"': *o++ = '\\'; *o++ = '"'; return o;
@@ -617,14 +615,11 @@ static unsigned char *put_code_point(Text *t, unsigned char *o, unsigned long cp
       default: break;
     }
     if (cp < 0x20) return put_u(o, cp);
-    if (cp == '/') t->ascii_extra++;
     *o++ = (unsigned char)cp;
     return o;
   }
   if (mcp_text_hidden((uint32_t)cp)) return put_u(o, cp); /* all of them lie below U+10000 */
-  k = put_utf8(o, cp);
-  t->ascii_extra += (cp >= 0x10000 ? 12 : 6) - k;
-  return o + k;
+  return o + put_utf8(o, cp);
 }
 
 /*
@@ -663,7 +658,7 @@ static int put_escaped_string(Text *t, const unsigned char *s, const unsigned ch
       s += mcp_utf8_unit(s, (size_t)(e - s), &ok, &u); /* scan_string validated it */
       cp = u;
     }
-    o = put_code_point(t, o, cp);
+    o = put_code_point(o, cp);
   }
   t->n = (size_t)(o - t->out);
   return 1;
@@ -685,13 +680,6 @@ static int emit_string(Fast *f, Text *t, int key) {
   t->out[t->n++] = '"';
   if (!escaped && !wide) {
     TEXT_PUT(t, s, len);
-    if (t->refused != NULL) { /* measuring: '/' is two bytes in the ASCII form */
-      const unsigned char *q = s;
-      while ((q = memchr(q, '/', (size_t)(e - q))) != NULL) {
-        t->ascii_extra++;
-        q++;
-      }
-    }
   } else if (!put_escaped_string(t, s, e, key)) {
     return 0;
   }
@@ -740,9 +728,12 @@ static int emit_value(Fast *f, Text *t, int depth, int level);
 ** Whether the key just written at keys[n] repeats one of keys[0..n).
 */
 static int repeated_key(const Text *t, const KeySpan *keys, int n) {
+  const unsigned char *k = t->out + keys[n].at;
   int i;
   for (i = 0; i < n; i++) {
-    if (keys[i].len == keys[n].len && memcmp(t->out + keys[i].at, t->out + keys[n].at, keys[n].len) == 0) return 1;
+    const unsigned char *other = t->out + keys[i].at;
+    /* the byte after the quote first: most keys differ there, and it spares a call */
+    if (keys[i].len == keys[n].len && other[1] == k[1] && memcmp(other, k, keys[n].len) == 0) return 1;
   }
   return 0;
 }
@@ -751,12 +742,12 @@ static int repeated_key(const Text *t, const KeySpan *keys, int n) {
 ** Write the value of a member of the top-level object and, when the
 ** normaliser asked for them, note where it lies and what it holds: the
 ** deepest level inside it (1 for a scalar), whether a key inside it passed
-** the refused test, what its ASCII form adds and how many containers it has.
+** the refused test and how many containers it has.
 */
 static int emit_member_value(Fast *f, Text *t, int depth, size_t key_at, size_t key_len) {
   mcp_member *m;
   int outer_levels = t->levels, outer_refused = t->refused_seen;
-  size_t value_at = t->n, extra = t->ascii_extra, containers = f->containers;
+  size_t value_at = t->n, containers = f->containers;
   if (t->members == NULL) return emit_value(f, t, depth, 2);
   if (t->nmembers == MAX_KEYS) return 0;
   t->levels = 1;
@@ -770,7 +761,6 @@ static int emit_member_value(Fast *f, Text *t, int depth, size_t key_at, size_t 
   m->value_len = t->n - value_at;
   m->levels = t->levels;
   m->refused = t->refused_seen;
-  m->ascii_extra = t->ascii_extra - extra;
   m->containers = f->containers - containers;
   m->shape = t->shape;
   if (outer_levels > t->levels) t->levels = outer_levels;
@@ -974,7 +964,6 @@ static void text_open(Text *t, lua_State *L, int reuse, size_t cap) {
   t->slot = lua_gettop(L);
   t->n = 0;
   t->levels = 0;
-  t->ascii_extra = 0;
   t->refused = NULL;
   t->refused_seen = 0;
   t->members = NULL;
@@ -1025,7 +1014,7 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
 ** object text s as json.encode would write its decoded value, and describe
 ** its members in members[] (room for MCP_MAX_MEMBERS): where each key and
 ** value lies in that text, the deepest level in the value, whether a key
-** inside it passes `refused`, what its ASCII form adds. Pushes the buffer
+** inside it passes `refused`. Pushes the buffer
 ** holding the text (a userdata the caller pops: the one at stack index
 ** `reuse` when that is big enough, so a caller may keep one across calls),
 ** sets *text and *text_len, and returns the member count; or returns -1

@@ -52,6 +52,7 @@ static const char *const refused[] = {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+
 /* Why a kept value has the wrong shape; each names the key, so the operator
 ** knows what to ask the server's author to fix. */
 enum shape { BAD_DESCRIPTION, BAD_ADDITIONAL, BAD_REQUIRED, BAD_PROPERTIES, UNENCODABLE };
@@ -92,22 +93,19 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
 
 /*
 ** Index of s in refused[], or -1. Every key of a schema goes through this,
-** so a key whose length no keyword has is turned away by one bit test, and
-** one that has such a length by comparing first bytes.
+** so the keywords are found by length first: most keys have a length no
+** keyword has, and the others meet at most three candidates.
 */
 static int refused_index(const char *s, size_t n) {
-  static size_t lengths[COUNT(refused)];
-  static uint32_t length_mask; /* bit n: some keyword is n bytes long (all are under 32) */
-  size_t k;
-  if (length_mask == 0) {
-    for (k = 0; k < COUNT(refused); k++) {
-      lengths[k] = strlen(refused[k]);
-      length_mask |= (uint32_t)1 << lengths[k];
-    }
-  }
-  if (n >= 32 || !(length_mask & ((uint32_t)1 << n))) return -1;
-  for (k = 0; k < COUNT(refused); k++) {
-    if (lengths[k] == n && refused[k][0] == s[0] && memcmp(refused[k], s, n) == 0) return (int)k;
+  /* by length: 1 + the refused[] index of each keyword that long, 0 after the last (checked on opening) */
+  static const unsigned char by_length[22][4] = {
+    [2] = {5}, [4] = {1, 6, 7}, [5] = {3}, [11] = {2, 4}, [13] = {9}, [16] = {10}, [17] = {8, 11}, [21] = {12},
+  };
+  int i;
+  if (n >= COUNT(by_length)) return -1;
+  for (i = 0; by_length[n][i] != 0; i++) {
+    const char *w = refused[by_length[n][i] - 1];
+    if (w[0] == s[0] && memcmp(w, s, n) == 0) return by_length[n][i] - 1;
   }
   return -1;
 }
@@ -504,6 +502,25 @@ static const mcp_member *find_member(const char *text, const mcp_member *m, int 
   return NULL;
 }
 
+/*
+** What the ASCII form of the encoder-written text v (n bytes) adds to its
+** length: '/' becomes \/, and a code point past 0x7F \uXXXX (a two-byte
+** one adds 4 bytes, a three-byte one 3, a four-byte one 8 as a surrogate
+** pair). Hidden code points are \uXXXX already. Only worth counting when
+** the kept text is within a third of the size cap.
+*/
+static size_t ascii_extra(const char *v, size_t n) {
+  const unsigned char *p = (const unsigned char *)v, *end = p + n;
+  size_t extra = 0;
+  for (; p < end; p++) {
+    if (*p == '/') extra += 1;
+    else if (*p >= 0xF0) extra += 8;
+    else if (*p >= 0xE0) extra += 3;
+    else if (*p >= 0xC0) extra += 4;
+  }
+  return extra;
+}
+
 /* The member's value text is exactly lit. */
 #define VALUE_IS(text, m, lit) ((m)->value_len == sizeof(lit) - 1 && memcmp((text) + (m)->value, lit, (m)->value_len) == 0)
 
@@ -545,14 +562,17 @@ static enum verdict normalise_described(lua_State *L, const char *text, size_t t
     if (x == NULL) continue;
     if (!text_shape_ok(text, x, retained[k]) || x->refused || x->levels > MAX_DEPTH) return UNCLEAR;
     containers += x->containers;
-    len += x->key_len + 1 + x->value_len + x->ascii_extra + 1; /* "key":value and a ',' or the '}' */
+    len += x->key_len + 1 + x->value_len + 1; /* "key":value and a ',' or the '}' */
     as_true[nkept] = strcmp(retained[k], "additionalProperties") == 0 && VALUE_IS(text, x, "{}");
     if (as_true[nkept]) len += 2; /* written as true */
     whole = whole && !as_true[nkept] && x == &m[nkept];
     kept[nkept++] = x;
   }
   if (containers > (size_t)MAX_VISITS) return UNCLEAR;
-  if (len > MAX_ENCODED_BYTES) return TOO_BIG;
+  if (len > MAX_ENCODED_BYTES / 3) { /* the ASCII form is at most three times as long */
+    for (k = 0; k < nkept; k++) len += ascii_extra(text + kept[k]->value, kept[k]->value_len);
+    if (len > MAX_ENCODED_BYTES) return TOO_BIG;
+  }
   if (whole && nkept == (size_t)n) {
     if (given_len == text_len && memcmp(given, text, text_len) == 0) lua_pushvalue(L, 1);
     else lua_pushlstring(L, text, text_len);
@@ -676,6 +696,11 @@ static int l_decode_stored_schema(lua_State *L) {
 ** registry, so this file needs nothing from core.json's Lua table.
 */
 void mcp_register_schema(lua_State *L) {
+  size_t k;
+  for (k = 0; k < COUNT(refused); k++) { /* refused_index's table must find every keyword */
+    if (refused_index(refused[k], strlen(refused[k])) != (int)k)
+      luaL_error(L, "mcpclient.core: schema.c's keyword table does not match its keywords");
+  }
   static const luaL_Reg fns[] = {
     {"normalise_schema", l_normalise_schema},
     {"decode_stored_schema", l_decode_stored_schema},
