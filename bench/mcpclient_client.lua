@@ -2,7 +2,7 @@
 --
 --   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|cold|list|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
---          [--seed S] [--schemas text|tables] [--walk pages|whole]
+--          [--seed S] [--schemas kept|text|tables] [--walk pages|whole]
 --   Run from the repository root (it finds ./lua and ./build by itself).
 --
 --   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
@@ -11,9 +11,11 @@
 --           inputSchema passed through the normaliser an import uses. --walk pages (the
 --           default): conn:each_tool_page, each page's tools normalised and dropped, as the SDK
 --           clients' benchmarks handle pages; whole: conn:list_tools, the catalogue held whole
---           and then normalised. --schemas text (the default): schemas kept as the JSON text
---           the server sent and normalised as text (core.normalise_schema_text); tables:
---           decoded tables, normalised as tables (core.normalise_schema).
+--           and then normalised. --schemas kept (the default, what an import asks for): each
+--           schema judged by the normaliser in the pass that reads the page (the kept text, or
+--           { refused = reason }); text: schemas as the JSON text the server sent, normalised
+--           afterwards by core.normalise_schema_text; tables: decoded tables, normalised by
+--           core.normalise_schema.
 --   cancel  one connection; N calls of the `slow` tool (MS milliseconds) with a cancel function
 --           that turns true once a timer, drawn uniformly in [A, B] ms after the call starts, has
 --           run out. Measured: the flag's moment (the timer's expiry) to call_tool's return.
@@ -37,7 +39,7 @@ local function usage(why)
 end
 
 local opts = { mode = "warm", calls = 1000, warmup = 50, message = "hello", slow_ms = 2000,
-  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "text", walk = "pages" }
+  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "kept", walk = "pages" }
 local numeric = { calls = true, warmup = true, slow_ms = true, cancel_min_ms = true, cancel_max_ms = true,
   seed = true }
 do
@@ -56,7 +58,9 @@ do
     i = i + 2
   end
   if not opts.url then usage("--url is required") end
-  if opts.schemas ~= "text" and opts.schemas ~= "tables" then usage("--schemas must be text or tables") end
+  if opts.schemas ~= "kept" and opts.schemas ~= "text" and opts.schemas ~= "tables" then
+    usage("--schemas must be kept, text or tables")
+  end
   if opts.walk ~= "pages" and opts.walk ~= "whole" then usage("--walk must be pages or whole") end
 end
 
@@ -105,8 +109,14 @@ local function walk_catalogue(conn, judge)
   return true
 end
 
-local normalise = opts.schemas == "text" and core.normalise_schema_text or core.normalise_schema
-local schema_type = opts.schemas == "text" and "string" or "table"
+-- How a listed schema is judged in each form, and the type it arrives as (kept: either).
+local NORMALISE = {
+  kept = function(schema) return type(schema) == "string" end,
+  text = core.normalise_schema_text,
+  tables = core.normalise_schema,
+}
+local ARRIVES_AS = { kept = { string = true, table = true }, text = { string = true }, tables = { table = true } }
+local normalise, arrives_as = NORMALISE[opts.schemas], ARRIVES_AS[opts.schemas]
 
 local extra = {}
 local latencies = {}
@@ -138,7 +148,7 @@ elseif opts.mode == "list" then
   local function judge(tool)
     tools_seen = tools_seen + 1
     -- a schema of the other form would mean the option was ignored and the figures measure that form
-    if type(tool.inputSchema) ~= schema_type then note_error("an inputSchema of type " .. type(tool.inputSchema)) end
+    if not arrives_as[type(tool.inputSchema)] then note_error("an inputSchema of type " .. type(tool.inputSchema)) end
     if not normalise(tool.inputSchema) then refused = refused + 1 end
   end
   local function listing()

@@ -122,6 +122,14 @@ int mcp_canonical_object(lua_State *L, const char *s, size_t len, mcp_refused_fn
 */
 size_t mcp_schema_measure(lua_State *L, int t, int max_depth, long max_visits, mcp_refused_fn refused);
 
+/*
+** schema.c for the listing decoder: push what an import keeps of an
+** encoder-written schema text described by m[0..n) (n < 0: not described):
+** the kept text, or a table { refused = reason }; and the keyword test.
+*/
+void mcp_schema_keep(lua_State *L, const char *text, size_t len, const mcp_member *m, int n);
+int mcp_schema_keyword(const char *key, size_t len);
+
 /* ==================================================================== */
 /* UTF-8 (text.c)                                                       */
 /* ==================================================================== */

@@ -17,9 +17,11 @@
 ** jansson's reader kept (see skip_lost_nul).
 **
 ** A second builder writes a value as JSON text instead of Lua values (see
-** "The text builder"): a tools/list answer read with the "listing" decoding
+** "The text builder"): a tools/list answer read with the "text" decoding
 ** keeps its tools' schemas as text, so a catalogue's schemas never become
-** tables; outside the schemas a listing records no key order.
+** tables, and with the "kept" decoding its tools' input schemas come back
+** as what an import keeps of them, judged in the same pass; outside the
+** schemas a listing records no key order.
 **
 ** It only decides and builds; it never explains. On any refusal the entry
 ** points hand the same text to the jansson path, whose message (line,
@@ -55,6 +57,7 @@ typedef struct Fast {
   size_t scratch_len;
   unsigned char *buf;  /* the scratch userdata's bytes */
   struct Text *schemas; /* a tools/list answer: where its tools' schemas are written as text (else NULL) */
+  int keep;             /* ... and its tools' input schemas are judged as an import judges them */
 } Fast;
 
 /* Bytes a string may hold unescaped and unchecked: printable ASCII but '"' and '\\'. */
@@ -391,9 +394,10 @@ static int literal(Fast *f, const char *w, size_t n) {
 /*
 ** Where a value sits in a tools/list answer, for the decoder that keeps the
 ** listed tools' schemas as text: only result.tools[i].inputSchema and
-** .outputSchema are written as text; every other value has no role.
+** .outputSchema are written as text (the input schema judged too, with
+** the "kept" decoding); every other value has no role.
 */
-enum role { R_NONE, R_MESSAGE, R_RESULT, R_TOOLS, R_TOOL, R_SCHEMA };
+enum role { R_NONE, R_MESSAGE, R_RESULT, R_TOOLS, R_TOOL, R_INPUT_SCHEMA, R_OUTPUT_SCHEMA };
 
 static int push_value(Fast *f, int depth, enum role role);
 
@@ -410,9 +414,8 @@ static enum role member_role(lua_State *L, enum role role) {
     case R_MESSAGE: return n == 6 && memcmp(k, "result", 6) == 0 ? R_RESULT : R_NONE;
     case R_RESULT: return n == 5 && memcmp(k, "tools", 5) == 0 ? R_TOOLS : R_NONE;
     case R_TOOL:
-      return (n == 11 && memcmp(k, "inputSchema", 11) == 0) || (n == 12 && memcmp(k, "outputSchema", 12) == 0)
-               ? R_SCHEMA
-               : R_NONE;
+      if (n == 11 && memcmp(k, "inputSchema", 11) == 0) return R_INPUT_SCHEMA;
+      return n == 12 && memcmp(k, "outputSchema", 12) == 0 ? R_OUTPUT_SCHEMA : R_NONE;
     default: return R_NONE;
   }
 }
@@ -879,17 +882,24 @@ static int emit_value(Fast *f, Text *t, int depth, int level) {
 }
 
 /*
-** Push a listed tool's schema at f->p as its JSON text. When the text
-** builder gives up, the value is read again as tables and those are
-** encoded: the same text, or the table decoder's refusal.
+** Push a listed tool's schema at f->p as its JSON text, or with `keep`, as
+** what an import keeps of it (schema.c judges the text and the description
+** of its members written in the same pass). When the text builder gives
+** up, the value is read again as tables and those are encoded: the same
+** text, or the table decoder's refusal.
 */
-static int push_schema_text(Fast *f, int depth) {
+static int push_schema_text(Fast *f, int depth, int keep) {
+  mcp_member members[MCP_MAX_MEMBERS];
   Text *t = f->schemas;
   const unsigned char *start = f->p;
   size_t containers = f->containers;
   t->n = 0;
+  t->levels = t->refused_seen = t->nmembers = t->shape = 0;
+  t->members = keep ? members : NULL;
+  t->refused = keep ? mcp_schema_keyword : NULL;
   if (emit_value(f, t, depth, 1)) {
-    lua_pushlstring(f->L, (const char *)t->out, t->n);
+    if (keep) mcp_schema_keep(f->L, (const char *)t->out, t->n, members, t->out[0] == '{' ? t->nmembers : -1);
+    else lua_pushlstring(f->L, (const char *)t->out, t->n);
     return 1;
   }
   f->p = start;
@@ -897,6 +907,12 @@ static int push_schema_text(Fast *f, int depth) {
   if (!push_value(f, depth, R_NONE)) return 0;
   if (mcp_json_encode(f->L, -1, 0) != NULL) return 0; /* not reached: what was decoded encodes */
   lua_remove(f->L, -2);
+  if (keep) {
+    size_t len;
+    const char *text = lua_tolstring(f->L, -1, &len);
+    mcp_schema_keep(f->L, text, len, NULL, -1);
+    lua_remove(f->L, -2);
+  }
   return 1;
 }
 
@@ -908,7 +924,8 @@ static int push_schema_text(Fast *f, int depth) {
 static int push_value(Fast *f, int depth, enum role role) {
   int nul;
   if (f->p >= f->end) return 0;
-  if (role == R_SCHEMA) return push_schema_text(f, depth);
+  if (role == R_INPUT_SCHEMA || role == R_OUTPUT_SCHEMA)
+    return push_schema_text(f, depth, role == R_INPUT_SCHEMA && f->keep);
   switch (*f->p) {
     case '{': return depth <= MCP_JSON_MAX_DEPTH && open_container(f) && push_object(f, depth, role);
     case '[': return depth <= MCP_JSON_MAX_DEPTH && open_container(f) && push_array(f, depth, role);
@@ -929,6 +946,9 @@ static int push_value(Fast *f, int depth, enum role role) {
   }
 }
 
+/* How fast_decode reads a tools/list answer: as any text, schemas as text, input schemas as kept. */
+enum { LISTING_NONE, LISTING_TEXT, LISTING_KEPT };
+
 /*
 ** Start a Fast reader over len bytes at s, with an empty scratch slot
 ** pushed for it (the caller drops it).
@@ -942,6 +962,7 @@ static void fast_open(Fast *f, lua_State *L, const char *s, size_t len) {
   f->buf = NULL;
   f->containers = f->max_containers = 0;
   f->schemas = NULL;
+  f->keep = 0;
   luaL_checkstack(L, 6, "JSON decoder");
   lua_pushnil(L);
   f->scratch = lua_gettop(L);
@@ -976,9 +997,10 @@ static void text_open(Text *t, lua_State *L, int reuse, size_t cap) {
 ** and return 0 when jansson would refuse the text or it opens more than
 ** max_containers objects and arrays (0: no cap). marker and order are stack
 ** indexes of the array marker and the order table (order 0: no key order
-** recorded). With `listing`, the text is a tools/list answer whose tools'
-** schemas are pushed as JSON text. *containers (if not NULL) gets the count
-** of objects and arrays opened.
+** recorded). `listing` (LISTING_*): the text is a tools/list answer whose
+** tools' schemas are pushed as JSON text, the input schemas as what an
+** import keeps of them with LISTING_KEPT. *containers (if not NULL) gets
+** the count of objects and arrays opened.
 */
 static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int order, size_t max_containers,
                        int listing, size_t *containers) {
@@ -989,12 +1011,13 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
   f.marker = marker;
   f.order = order;
   f.max_containers = max_containers;
-  if (listing) {
+  if (listing != LISTING_NONE) {
     text_open(&t, L, 0, 4096);
     f.schemas = &t;
+    f.keep = listing == LISTING_KEPT;
   }
   skip_blanks(&f);
-  if (!push_value(&f, 1, listing ? R_MESSAGE : R_NONE)) {
+  if (!push_value(&f, 1, listing != LISTING_NONE ? R_MESSAGE : R_NONE)) {
     lua_settop(L, base);
     return 0;
   }
@@ -1186,14 +1209,15 @@ static int classify(lua_State *L, int root, lua_Integer expected, int marker) {
 
 /*
 ** In a result the jansson classifier built, write each listed tool's
-** inputSchema and outputSchema as text, as the fast path gives them (a
-** value that would not encode, which decoded JSON never is, is dropped).
+** inputSchema and outputSchema as text, as the fast path gives them, the
+** input schema as what an import keeps with `keep` (a value that would not
+** encode, which decoded JSON never is, is dropped).
 */
-static void schemas_as_text(lua_State *L, int result) {
+static void schemas_as_text(lua_State *L, int result, int keep) {
   static const char *const names[] = {"inputSchema", "outputSchema"};
   lua_Integer i, n;
   int tools, k;
-  luaL_checkstack(L, 6, "JSON decoder");
+  luaL_checkstack(L, 8, "JSON decoder");
   if (member(L, result, "tools") != LUA_TTABLE) {
     lua_pop(L, 1);
     return;
@@ -1208,7 +1232,14 @@ static void schemas_as_text(lua_State *L, int result) {
           lua_pop(L, 1);
           continue;
         }
-        if (mcp_json_encode(L, -1, 0) != NULL) lua_pushnil(L);
+        if (mcp_json_encode(L, -1, 0) != NULL) {
+          lua_pushnil(L);
+        } else if (k == 0 && keep) {
+          size_t len;
+          const char *text = lua_tolstring(L, -1, &len);
+          mcp_schema_keep(L, text, len, NULL, -1);
+          lua_remove(L, -2);
+        }
         lua_setfield(L, -3, names[k]);
         lua_pop(L, 1);
       }
@@ -1222,29 +1253,31 @@ static void schemas_as_text(lua_State *L, int result) {
 ** core.rpc_classify(text, expected_id [, decoding [, max_containers]]):
 ** the fast path of json.c's classifier (same arguments, kinds, details and
 ** extra count). decoding: false (key order not recorded), true (recorded),
-** or "listing": recorded, and the body is a tools/list answer whose tools'
-** inputSchema and outputSchema come back as JSON text, never built as
-** tables. A body it cannot decode, a blank one, or one opening more than
+** "text": a tools/list answer whose tools' inputSchema and outputSchema
+** come back as JSON text, never built as tables (key order recorded only
+** there, in the text); or "kept": the same, with each inputSchema as what
+** an import keeps of it under the 2025 rule (core.normalise_schema_text's
+** answer, judged in the same pass): the kept text, or { refused = reason }.
+** A body it cannot decode, a blank one, or one opening more than
 ** max_containers objects and arrays goes to the jansson classifier, which
 ** words the refusal. Upvalues: array marker, order table, the jansson
 ** rpc_classify.
 */
 static int l_fast_classify(lua_State *L) {
+  static const char *const listings[] = {"text", "kept", NULL};
   size_t len, containers = 0;
   const char *s = text_arg(L, 1, &len);
   lua_Integer expected, max_containers = luaL_optinteger(L, 4, 0);
-  int ordered = lua_toboolean(L, 3), listing = 0, n;
+  int ordered = lua_toboolean(L, 3), listing = LISTING_NONE, n;
   if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer"); /* ids are integers: no "1" or 1.0 */
   expected = lua_tointeger(L, 2);
-  if (lua_type(L, 3) == LUA_TSTRING) {
-    luaL_argcheck(L, strcmp(lua_tostring(L, 3), "listing") == 0, 3, "false, true or \"listing\" expected");
-    listing = 1;
-  }
+  if (lua_type(L, 3) == LUA_TSTRING) listing = luaL_checkoption(L, 3, NULL, listings) == 0 ? LISTING_TEXT : LISTING_KEPT;
   lua_settop(L, 4);
-  if (!fast_decode(L, s, len, lua_upvalueindex(1), ordered && !listing ? lua_upvalueindex(2) : 0,
+  if (!fast_decode(L, s, len, lua_upvalueindex(1), ordered && listing == LISTING_NONE ? lua_upvalueindex(2) : 0,
                    max_containers > 0 ? (size_t)max_containers : 0, listing, &containers)) {
     n = delegate(L, 3, 4);
-    if (listing && lua_isstring(L, 1) && strcmp(lua_tostring(L, 1), "result") == 0) schemas_as_text(L, 2);
+    if (listing != LISTING_NONE && lua_isstring(L, 1) && strcmp(lua_tostring(L, 1), "result") == 0)
+      schemas_as_text(L, 2, listing == LISTING_KEPT);
     return n;
   }
   n = classify(L, 5, expected, lua_upvalueindex(1));

@@ -418,15 +418,15 @@ static enum verdict exact_measure(lua_State *L, int f, int *keyword, size_t *len
 }
 
 /*
-** Run steps 1-8 on the value at index 1. Accepted: pushes the new
+** Run steps 1-8 on the value at index s. Accepted: pushes the new
 ** filtered table and returns ACCEPTED. Refused: pushes nothing, returns the
 ** verdict (and the keyword's index for KEYWORD).
 */
-static enum verdict normalise(lua_State *L, int *keyword) {
+static enum verdict normalise(lua_State *L, int s, int *keyword) {
   int f, o, n = 0, bad;
   size_t k, len;
-  if (lua_type(L, 1) != LUA_TTABLE || mcp_json_is_null(L, 1)) return NO_SCHEMA;
-  if (rawfield(L, 1, "type") != LUA_TSTRING || (lua_tolstring(L, -1, &len), len != 6) ||
+  if (lua_type(L, s) != LUA_TTABLE || mcp_json_is_null(L, s)) return NO_SCHEMA;
+  if (rawfield(L, s, "type") != LUA_TSTRING || (lua_tolstring(L, -1, &len), len != 6) ||
       memcmp(lua_tostring(L, -1), "object", 6) != 0) {
     lua_pop(L, 1);
     return NOT_OBJECT;
@@ -434,7 +434,7 @@ static enum verdict normalise(lua_State *L, int *keyword) {
   lua_pop(L, 1);
   for (k = 0; k < COUNT(refused); k++) {
     lua_pushstring(L, refused[k]);
-    if (lua_rawget(L, 1) != LUA_TNIL) {
+    if (lua_rawget(L, s) != LUA_TNIL) {
       lua_pop(L, 1);
       *keyword = (int)k;
       return KEYWORD;
@@ -448,7 +448,7 @@ static enum verdict normalise(lua_State *L, int *keyword) {
   for (k = 0; k < COUNT(retained); k++) {
     lua_pushstring(L, retained[k]);
     lua_pushvalue(L, -1);
-    if (lua_rawget(L, 1) == LUA_TNIL) {
+    if (lua_rawget(L, s) == LUA_TNIL) {
       lua_pop(L, 2);
       continue;
     }
@@ -542,15 +542,15 @@ static int text_shape_ok(const char *text, const mcp_member *m, const char *name
 ** Steps 2-8 on the encoder-written object text described by m[0..n):
 ** ACCEPTED (the kept text pushed), TOO_BIG, or UNCLEAR (nothing pushed: the
 ** table way must answer). When everything is kept in the order written,
-** the kept text is the text itself; when that is also the text the caller
-** gave (at index 1), that string is the answer and nothing is copied.
+** the kept text is the text itself; when that is also the string at index
+** `given` (0: none), that string is the answer and nothing is copied.
 */
-static enum verdict normalise_described(lua_State *L, const char *text, size_t text_len, const mcp_member *m, int n) {
+static enum verdict normalise_described(lua_State *L, const char *text, size_t text_len, const mcp_member *m, int n,
+                                        int given) {
   const mcp_member *kept[COUNT(retained)];
   int as_true[COUNT(retained)], whole = 1;
   const mcp_member *type = find_member(text, m, n, "type");
-  size_t k, nkept = 0, len = 1, containers = 1, given_len;
-  const char *given = lua_tolstring(L, 1, &given_len);
+  size_t k, nkept = 0, len = 1, containers = 1;
   int i;
   luaL_Buffer b;
   if (type == NULL || !VALUE_IS(text, type, "\"object\"")) return UNCLEAR;
@@ -574,7 +574,9 @@ static enum verdict normalise_described(lua_State *L, const char *text, size_t t
     if (len > MAX_ENCODED_BYTES) return TOO_BIG;
   }
   if (whole && nkept == (size_t)n) {
-    if (given_len == text_len && memcmp(given, text, text_len) == 0) lua_pushvalue(L, 1);
+    size_t given_len = 0;
+    const char *given_text = given != 0 ? lua_tolstring(L, given, &given_len) : NULL;
+    if (given_text != NULL && given_len == text_len && memcmp(given_text, text, text_len) == 0) lua_pushvalue(L, given);
     else lua_pushlstring(L, text, text_len);
     return ACCEPTED;
   }
@@ -594,8 +596,32 @@ static enum verdict normalise_described(lua_State *L, const char *text, size_t t
 }
 
 /*
-** The steps on the schema text at index 1: pushes the kept schema as text
-** and returns ACCEPTED, or pushes nothing and returns the verdict.
+** The steps on the encoder-written schema text (len bytes) described by
+** m[0..n) (n < 0: not described): pushes the kept schema as text and
+** returns ACCEPTED, or pushes nothing and returns the verdict. `given`: as
+** for normalise_described. What the description does not settle is
+** decoded and goes the table way.
+*/
+static enum verdict keep_text(lua_State *L, const char *text, size_t len, const mcp_member *m, int n, int given,
+                              int *keyword) {
+  enum verdict v = n >= 0 ? normalise_described(L, text, len, m, n, given) : UNCLEAR;
+  int top = lua_gettop(L);
+  if (v != UNCLEAR) return v;
+  if (!mcp_fast_decode(L, text, len, 1)) return NOT_JSON;
+  v = normalise(L, top + 1, keyword);
+  if (v == ACCEPTED && mcp_json_encode(L, -1, 0) != NULL) {
+    v = MALFORMED;
+    *keyword = UNENCODABLE;
+  }
+  if (v == ACCEPTED) lua_replace(L, top + 1);
+  lua_settop(L, v == ACCEPTED ? top + 1 : top);
+  return v;
+}
+
+/*
+** The steps on the schema text at index 1 (any JSON text): pushes the kept
+** schema as text and returns ACCEPTED, or pushes nothing and returns the
+** verdict.
 */
 static enum verdict normalise_text(lua_State *L, int *keyword) {
   mcp_member m[MCP_MAX_MEMBERS];
@@ -603,26 +629,34 @@ static enum verdict normalise_text(lua_State *L, int *keyword) {
   const char *s = lua_tolstring(L, 1, &len), *text;
   enum verdict v;
   int n = mcp_canonical_object(L, s, len, refused_index, m, &text, &text_len, lua_upvalueindex(1));
-  if (n >= 0) {
-    if (lua_rawlen(L, 2) <= KEPT_BUFFER) { /* the buffer, grown or not, serves the next call */
-      lua_pushvalue(L, 2);
-      lua_replace(L, lua_upvalueindex(1));
-    }
-    v = normalise_described(L, text, text_len, m, n);
-    if (v == ACCEPTED) lua_replace(L, 2);
-    lua_settop(L, v == ACCEPTED ? 2 : 1);
-    if (v != UNCLEAR) return v;
+  if (n < 0) return keep_text(L, s, len, NULL, -1, 0, keyword);
+  if (lua_rawlen(L, 2) <= KEPT_BUFFER) { /* the buffer, grown or not, serves the next call */
+    lua_pushvalue(L, 2);
+    lua_replace(L, lua_upvalueindex(1));
   }
-  if (!mcp_fast_decode(L, s, len, 1)) return NOT_JSON;
-  lua_replace(L, 1);
-  v = normalise(L, keyword);
-  if (v != ACCEPTED) return v;
-  if (mcp_json_encode(L, -1, 0) != NULL) {
-    lua_pop(L, 1);
-    *keyword = UNENCODABLE;
-    return MALFORMED;
-  }
-  return ACCEPTED;
+  v = keep_text(L, text, text_len, m, n, 1, keyword);
+  if (v == ACCEPTED) lua_replace(L, 2);
+  lua_settop(L, v == ACCEPTED ? 2 : 1);
+  return v;
+}
+
+/*
+** The C API for the listing decoder: push what an import keeps of the
+** encoder-written schema text (described by m[0..n), n < 0: not
+** described): the kept text, or a table { refused = reason }.
+*/
+void mcp_schema_keep(lua_State *L, const char *text, size_t len, const mcp_member *m, int n) {
+  int keyword = -1;
+  enum verdict v = keep_text(L, text, len, m, n, 0, &keyword);
+  if (v == ACCEPTED) return;
+  lua_createtable(L, 0, 1);
+  push_reason(L, v, keyword);
+  lua_setfield(L, -2, "refused");
+}
+
+/* The C API of the keyword test: the refused keyword's index, or -1. */
+int mcp_schema_keyword(const char *key, size_t len) {
+  return refused_index(key, len);
 }
 
 /*
@@ -636,7 +670,7 @@ static int l_normalise_schema(lua_State *L) {
   enum verdict v;
   luaL_checkany(L, 1);
   lua_settop(L, 1);
-  v = normalise(L, &keyword);
+  v = normalise(L, 1, &keyword);
   if (v == ACCEPTED) return 1;
   lua_pushnil(L);
   push_reason(L, v, keyword);

@@ -429,36 +429,40 @@ local function merge_hint(walk, result)
 end
 
 -- The forms a listing hands a tool's inputSchema and outputSchema in.
-local SCHEMA_FORMS = { tables = true, text = true }
+local SCHEMA_FORMS = { tables = true, text = true, kept = true }
 
--- A listing's options: the operation's, and whether schemas come as text.
+-- A listing's options: the operation's, and the schema form.
 local function listing_options(opts)
-  if type(opts) ~= "table" or opts.schemas == nil then return opts, false end
-  if not SCHEMA_FORMS[opts.schemas] then error('schemas must be "tables" or "text"', 3) end
+  if type(opts) ~= "table" or opts.schemas == nil then return opts, "tables" end
+  if not SCHEMA_FORMS[opts.schemas] then error('schemas must be "tables", "text" or "kept"', 3) end
   local rest = {}
   for k, v in pairs(opts) do
     if k ~= "schemas" then rest[k] = v end
   end
-  return rest, opts.schemas == "text"
+  return rest, opts.schemas
 end
 
 --- The whole catalogue: every page, in order, within the walk's bounds.
--- @param opts { budget, cancel, on_progress, schemas = "tables" | "text" }:
---   schemas "text" gives each tool's inputSchema and outputSchema as the
---   compact JSON text of what the server sent (key order kept), written in
---   the pass that reads the page and never built as Lua tables: the form
---   the store keeps, several times cheaper on a large catalogue.
---   core.normalise_schema_text takes it; core.json.decode(text, true) gives
---   the table. Default "tables".
+-- @param opts { budget, cancel, on_progress, schemas = "tables" | "text" | "kept" }:
+--   the form of each tool's inputSchema and outputSchema. "tables" (the
+--   default): Lua tables, as the server sent them. "text": the compact JSON
+--   text of what the server sent (key order kept), written in the pass that
+--   reads the page and never built as Lua tables, several times cheaper on
+--   a large catalogue; core.normalise_schema_text takes it and
+--   core.json.decode(text, true) gives the table. "kept": as "text", with
+--   each inputSchema replaced by what an import keeps of it under the
+--   listing era's rule, judged in the same pass: the kept schema's text
+--   (what the store keeps), or a table { refused = reason } when the rule
+--   refuses it (an absent inputSchema stays absent).
 -- @return array of tool tables (as the server sent them), listing
 --   { era, schemas, ttl_ms, cache_scope } (era "modern" or "legacy"; schemas
 --   the form given; ttl_ms and cache_scope the freshness hint of the
 --   2026-07-28 era: how many milliseconds the listing may be taken as fresh,
 --   nil in the 2025 era) | nil, message, err
 function Connection:list_tools(opts)
-  local rest, as_text = listing_options(opts)
+  local rest, form = listing_options(opts)
   local tools = json.array {}
-  local listing, message, err = self:walk_tools(self:open_operation(rest), as_text, function(page)
+  local listing, message, err = self:walk_tools(self:open_operation(rest), form, function(page)
     table.move(page, 1, #page, #tools + 1, tools)
   end)
   if not listing then return nil, message, err end
@@ -474,8 +478,8 @@ end
 -- @return listing (as list_tools' second value) | nil, message, err
 function Connection:each_tool_page(fn, opts)
   if type(fn) ~= "function" then error("each_tool_page: fn must be a function", 2) end
-  local rest, as_text = listing_options(opts)
-  return self:walk_tools(self:open_operation(rest), as_text, fn)
+  local rest, form = listing_options(opts)
+  return self:walk_tools(self:open_operation(rest), form, fn)
 end
 
 -- Keep each listed tool's schema for the headers its calls mirror. The map
@@ -499,14 +503,33 @@ local function markings(entry)
   return entry
 end
 
--- Walk every page, handing each to on_page(entries). `as_text`: the pages
--- are read with their tools' schemas kept as text.
+-- In the 2026-07-28 era the kept form is the modern rule's, applied here
+-- to the text the page was read in (the C decoder judges by the 2025 rule).
+local function keep_modern(page)
+  for _, tool in ipairs(page) do
+    if tool.inputSchema ~= nil then
+      local kept, why = modern.normalise_schema_text(tool.inputSchema)
+      tool.inputSchema = kept or { refused = why }
+    end
+  end
+end
+
+-- How a page is read for each schema form, and in which era.
+local DECODING = { tables = true, text = "text", kept = "kept" }
+
+-- Walk every page, handing each to on_page(entries), its schemas in
+-- `form` (see list_tools).
 -- @return listing | nil, message, err
-function Connection:walk_tools(op, as_text, on_page)
+function Connection:walk_tools(op, form, on_page)
   local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {} }
   local params = {}
-  local decoding = as_text and "listing" or true
+  if not self.session then -- the era decides how a kept listing is read
+    local ok, message, err = self:ensure_session(op)
+    if not ok then return nil, message, err end
+  end
   for _ = 1, client.MAX_PAGES do
+    local modern_era = self.session and self.session.modern
+    local decoding = (modern_era and form == "kept") and "text" or DECODING[form]
     local result, info, err = self:request(op, "tools/list", params, decoding)
     if not result then return errors.pass(err) end
     local page, message
@@ -515,13 +538,20 @@ function Connection:walk_tools(op, as_text, on_page)
     if self.session.modern then
       merge_hint(walk, result)
       learn_headers(walk.headers, page)
+      if form == "kept" then
+        if decoding ~= "text" then
+          return fail("malformed",
+            { server = self.identifier, detail = "the server changed protocol era during the tool listing" })
+        end
+        keep_modern(page)
+      end
     end
     on_page(page)
     local cursor = result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
       self:contact(info.duration_ms)
       walk.listing.era = self.session.modern and "modern" or "legacy"
-      walk.listing.schemas = as_text and "text" or "tables"
+      walk.listing.schemas = form
       if self.session.modern then self.mirrored = walk.headers end
       return walk.listing
     end
@@ -600,7 +630,7 @@ function Connection:relist_for(op, err, name)
   end
   op.relisted = true
   local before = mirror_key(self.mirrored[name])
-  if not self:walk_tools(op, true, function() end) then return false end
+  if not self:walk_tools(op, "text", function() end) then return false end
   return mirror_key(self.mirrored[name]) ~= before
 end
 

@@ -127,12 +127,23 @@ local function name_refusal(remote, local_name, ctx)
     shown(remote), local_name, whose)
 end
 
--- The tool row for an entry whose name is free | { skip = reason }. The
--- schema rule is the era's: a 2026-07-28 listing may carry any JSON Schema
--- 2020-12 keyword (never a network $ref), a 2025 one the retained keys only.
--- A schema listed as text comes back from the rule as the text to store.
+-- The schema an import keeps of an entry, under its era's rule: a
+-- 2026-07-28 listing may carry any JSON Schema 2020-12 keyword (never a
+-- network $ref), a 2025 one the retained keys only. The import lists in the
+-- kept form, judged as the pages were read; a connection that hands tables
+-- or text instead (a stand-in) is judged here.
+-- @return schema (text, or a table to encode) | nil, reason
+local function kept_schema(entry, listing)
+  local schema = entry.inputSchema
+  if listing.schemas ~= "kept" then return modern.schema_for(listing.era, listing.schemas)(schema) end
+  if type(schema) == "string" then return schema end
+  if type(schema) == "table" then return nil, schema.refused end
+  return nil, "the server advertised no parameter schema"
+end
+
+-- The tool row for an entry whose name is free | { skip = reason }.
 local function tool_row(entry, remote, local_name, listing)
-  local schema, reason = modern.schema_for(listing.era, listing.schemas)(entry.inputSchema)
+  local schema, reason = kept_schema(entry, listing)
   if not schema then
     if reason then return { skip = string.format('"%s" was skipped: %s.', shown(remote), reason) } end
     return { skip = string.format('"%s" has no usable parameter schema and was skipped.', shown(remote)) }
@@ -207,7 +218,7 @@ local function fetch(row, options)
   if not conn then return nil, message, err end
   local listed
   local listing
-  listed, listing, err = conn:list_tools { schemas = "text" }
+  listed, listing, err = conn:list_tools { schemas = "kept" }
   conn:close()
   return listed, listing, err
 end

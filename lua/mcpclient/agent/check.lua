@@ -110,9 +110,9 @@ add("discovery", "paged discovery: tools/list followed to its last page",
   function(ctx)
     if type((ctx.server.capabilities or {}).tools) ~= "table" then return na("the server offers no tools") end
     return with_connection(ctx, function(conn)
-      local tools, message = conn:list_tools { schemas = "text" }
+      -- the import's reading of the schemas: each judged as the pages are read
+      local tools, message = conn:list_tools { schemas = "kept" }
       if not tools then return failed(message) end
-      -- the import's reading of the schemas: the listing's own text, through the normaliser's text form
       ctx.tools = tools
       return passed(string.format("%d tool(s) listed", #tools))
     end)
@@ -125,9 +125,11 @@ add("schemas", "schema normalisation of the real catalogue: every input schema i
     if #ctx.tools == 0 then return na("the catalogue is empty") end
     local refused = {}
     for _, entry in ipairs(ctx.tools) do
-      local schema, reason = nil, "no inputSchema"
-      if type(entry.inputSchema) == "string" then schema, reason = core.normalise_schema_text(entry.inputSchema) end
-      if not schema then refused[#refused + 1] = shown(entry.name, 64) .. " (" .. shown(reason, 100) .. ")" end
+      local kept = entry.inputSchema -- the kept text, or { refused = reason }
+      if type(kept) ~= "string" then
+        local reason = type(kept) == "table" and kept.refused or "no inputSchema"
+        refused[#refused + 1] = shown(entry.name, 64) .. " (" .. shown(reason, 100) .. ")"
+      end
     end
     if #refused > 0 then
       return failed(string.format("%d of %d refused: %s", #refused, #ctx.tools, table.concat(refused, "; ")))
@@ -140,11 +142,12 @@ add("schemas", "schema normalisation of the real catalogue: every input schema i
 local function callable(ctx)
   if ctx.call then return ctx.call.name, ctx.call.arguments, "named by the operator" end
   for _, entry in ipairs(ctx.tools or {}) do
-    local schema = type(entry.inputSchema) == "string" and core.json.decode(entry.inputSchema) or {}
-    if type(schema) ~= "table" then schema = {} end
-    local required = type(schema.required) == "table" and #schema.required or 0
+    -- the kept schema's text (a refused one says nothing of what the tool requires)
+    local kept = entry.inputSchema
+    local schema = kept == nil and {} or type(kept) == "string" and core.json.decode(kept) or nil
+    local required = type(schema) == "table" and type(schema.required) == "table" and #schema.required or 0
     local hints = type(entry.annotations) == "table" and entry.annotations or {}
-    if hints.readOnlyHint == true and required == 0 and type(entry.name) == "string" then
+    if schema and hints.readOnlyHint == true and required == 0 and type(entry.name) == "string" then
       return entry.name, {}, "declared read-only"
     end
   end
