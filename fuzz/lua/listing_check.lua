@@ -1,15 +1,17 @@
 --- Checker of fuzz/listing_fuzz.c: a tools/list answer read with its tools'
---- schemas as text (core.rpc_classify's "listing" decoding), and
---- core.normalise_schema_text, against the table paths they stand for.
+--- schemas as text and as kept (core.rpc_classify's "text" and "kept"
+--- decodings), and core.normalise_schema_text, against the table paths they
+--- stand for.
 --
 -- The listing: the jansson classifier (key order recorded) must give the
 -- same kind and details; in a result, every value but the listed tools'
 -- inputSchema and outputSchema must be the same (key order aside: the
--- listing records none outside the schemas, which keep theirs as text),
--- and each of those must be a string equal to json.encode of jansson's
--- value. The normaliser: for text jansson refuses, the "not valid JSON"
--- reason; otherwise exactly what the table normaliser answers for
--- jansson's value, encoded (or its reason).
+-- listing records none outside the schemas, which keep theirs as text);
+-- each of those must be a string equal to json.encode of jansson's value,
+-- except a kept inputSchema, which must be what the table normaliser keeps
+-- of jansson's value, encoded, or { refused = its reason }. The normaliser
+-- on text: for text jansson refuses, the "not valid JSON" reason;
+-- otherwise exactly the table normaliser's answer, encoded (or its reason).
 local core = require "mcpclient.core"
 
 local check = require "check"
@@ -44,12 +46,29 @@ function same(a, b, path)
   check(a == b, "%s: values differ", path)
 end
 
--- One listed tool: schemas as text equal to the encoding of jansson's, the rest the same.
-local function same_tool(fast, slow, path)
+-- What the table normaliser keeps of a decoded schema: its text, or { refused = reason }.
+local function kept_of(value)
+  local schema, reason = core.normalise_schema(value)
+  if schema == nil then return { refused = reason } end
+  return json.encode(schema)
+end
+
+-- One listed tool: schemas as text equal to the encoding of jansson's (or what is kept of it), the
+-- rest the same.
+local function same_tool(fast, slow, path, decoding)
   if type(fast) ~= "table" or json.is_array(fast) then return same(fast, slow, path) end
   check(type(slow) == "table" and not json.is_array(slow), "%s: a tool on one side only", path)
   for k, v in pairs(fast) do
-    if SCHEMA_KEYS[k] then
+    if k == "inputSchema" and decoding == "kept" then
+      local want = kept_of(rawget(slow, k))
+      if type(want) == "string" then
+        check(v == want, "%s.inputSchema: not the kept text", path)
+      else
+        local got = type(v) == "table" and v.refused
+        check(got == want.refused and next(v, next(v)) == nil, "%s.inputSchema: refusals differ: %s against %s", path,
+          tostring(got), want.refused)
+      end
+    elseif SCHEMA_KEYS[k] then
       check(type(v) == "string", "%s.%s: not text", path, k)
       check(v == json.encode(rawget(slow, k)), "%s.%s: the text is not json.encode of the value", path, k)
     else
@@ -59,7 +78,7 @@ local function same_tool(fast, slow, path)
   for k in pairs(slow) do check(rawget(fast, k) ~= nil, "%s: key %q only in jansson's tool", path, k) end
 end
 
-local function same_result(fast, slow)
+local function same_result(fast, slow, decoding)
   local tools = rawget(fast, "tools")
   if type(tools) ~= "table" or not json.is_array(tools) then return same(fast, slow, "result") end
   for k, v in pairs(fast) do
@@ -68,16 +87,20 @@ local function same_result(fast, slow)
   for k in pairs(slow) do check(rawget(fast, k) ~= nil, "result: key %q only in jansson's", k) end
   local other = rawget(slow, "tools")
   check(type(other) == "table" and #other == #tools, "result.tools: lengths differ")
-  for i = 1, #tools do same_tool(tools[i], other[i], "result.tools[" .. i .. "]") end
+  for i = 1, #tools do same_tool(tools[i], other[i], "result.tools[" .. i .. "]", decoding) end
 end
 
-local function listing(body, id, max_containers)
-  local f = table.pack(core.rpc_classify(body, id, "listing", max_containers))
+local function listing(body, id, decoding, max_containers)
+  local f = table.pack(core.rpc_classify(body, id, decoding, max_containers))
   local s = table.pack(slow_classify(body, id, true, max_containers))
   check(f.n == s.n, "rpc_classify: %d values against %d", f.n, s.n)
   check(f[1] == s[1], "rpc_classify: kind %s against %s", tostring(f[1]), tostring(s[1]))
   for i = 2, f.n do
-    if f[1] == "result" and i == 2 then same_result(f[2], s[2]) else same(f[i], s[i], "rpc_classify[" .. i .. "]") end
+    if f[1] == "result" and i == 2 then
+      same_result(f[2], s[2], decoding)
+    else
+      same(f[i], s[i], "rpc_classify[" .. i .. "]")
+    end
   end
 end
 
@@ -101,13 +124,16 @@ return function(body, oom)
     .. ',"outputSchema":' .. body .. '}],"nextCursor":"c"}}'
   if oom then
     -- one failed allocation: surviving is the property (memory errors are accepted by the harness)
-    core.rpc_classify(wrapped, 1, "listing")
+    core.rpc_classify(wrapped, 1, "text")
+    core.rpc_classify(wrapped, 1, "kept")
     core.normalise_schema_text(body)
     return
   end
-  listing(body, 1)
-  listing(wrapped, 1)
-  listing(wrapped, 1, 1 + #body % 16)
-  listing(wrapped, 1, 65536)
+  listing(body, 1, "text")
+  listing(body, 1, "kept")
+  listing(wrapped, 1, "text")
+  listing(wrapped, 1, "kept")
+  listing(wrapped, 1, "kept", 1 + #body % 16)
+  listing(wrapped, 1, "text", 65536)
   normalised(body)
 end
