@@ -114,8 +114,12 @@ typedef struct Leg {
   CURL *easy;                   /* NULL once closed */
   CURLM *multi;                 /* the engine while the handle is in it, else NULL */
   CURLU *parsed;                /* reused to check a pin against the url */
-  struct curl_slist *headers;   /* this send's request headers; holds the credential copy */
-  struct curl_slist *secret;    /* the node of headers carrying the credential */
+  struct curl_slist *headers;   /* "Expect:" and the last send's request headers, kept for the next */
+  struct curl_slist *tail;      /* the last node of headers, before any credential */
+  lua_Integer n_kept;           /* how many request headers headers holds */
+  struct curl_slist *secret;    /* this send's credential node, linked after tail */
+  char *checked_url;            /* the url and pin last found to agree, or NULL */
+  char *checked_pin;
   char *secret_body;            /* this send's copy of a secret body, or NULL */
   size_t secret_body_len;
   Pool *pool;                   /* the pool in user value UV_POOL */
@@ -331,19 +335,30 @@ static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_por
 /* ===================================================================== */
 
 /*
-** Forget this send's header list and secret body, wiping the credential and
-** body copies first; libcurl must not keep a pointer to the freed memory.
-** Every way an exchange ends (settled, failed to start, leg closed) comes
-** through here, so a secret lives in C memory no longer than its transfer.
+** Free the kept header list. libcurl must not keep a pointer to the freed
+** memory, so it is told first.
+*/
+static void free_header_list(Leg *leg) {
+  if (leg->headers == NULL) return;
+  if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
+  curl_slist_free_all(leg->headers);
+  leg->headers = leg->tail = NULL;
+  leg->n_kept = 0;
+}
+
+/*
+** Forget this send's credential and secret body, wiping both copies first.
+** The plain header list stays for the next send (a warm call sends the same
+** lines again); the credential node is cut off its tail. Every way an
+** exchange ends (settled, failed to start, leg closed) comes through here,
+** so a secret lives in C memory no longer than its transfer.
 */
 static void drop_headers(Leg *leg) {
-  if (leg->secret != NULL && leg->secret->data != NULL)
-    wipe(leg->secret->data, strlen(leg->secret->data));
-  leg->secret = NULL;
-  if (leg->headers != NULL) {
-    if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
-    curl_slist_free_all(leg->headers);
-    leg->headers = NULL;
+  if (leg->secret != NULL) {
+    if (leg->secret->data != NULL) wipe(leg->secret->data, strlen(leg->secret->data));
+    if (leg->tail != NULL) leg->tail->next = NULL;
+    curl_slist_free_all(leg->secret);
+    leg->secret = NULL;
   }
   if (leg->secret_body != NULL) {
     if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_POSTFIELDS, (char *)NULL);
@@ -366,6 +381,7 @@ static void leg_release(Leg *leg) {
     curl_multi_remove_handle(leg->multi, leg->easy);
   leg->multi = NULL;
   drop_headers(leg);
+  free_header_list(leg);
   if (leg->easy != NULL) curl_easy_cleanup(leg->easy);  /* leaves the pool's share too */
   if (leg->easy != NULL && leg->pool != NULL && leg->pool->closing) pool_release(leg->pool);
   if (leg->parsed != NULL) curl_url_cleanup(leg->parsed);
@@ -375,6 +391,9 @@ static void leg_release(Leg *leg) {
   leg->started = 0;
   free(leg->default_cainfo);
   leg->default_cainfo = NULL;
+  free(leg->checked_url);
+  free(leg->checked_pin);
+  leg->checked_url = leg->checked_pin = NULL;
   buf_free(&leg->body);
   buf_free(&leg->stream);
   buf_free(&leg->head);
@@ -748,6 +767,29 @@ static int pin_matches_url(Leg *leg, const Request *r) {
   return ok;
 }
 
+/*
+** Did this url and pin already agree on an earlier send? The check parses the
+** url, which a warm call would otherwise repeat for the same two strings.
+*/
+static int pin_known(const Leg *leg, const Request *r) {
+  return leg->checked_pin != NULL && strcmp(leg->checked_pin, r->pin) == 0 &&
+         strcmp(leg->checked_url, r->url) == 0;
+}
+
+/* Remember a url and pin that agree; without memory the next send checks again. */
+static void remember_pin(Leg *leg, const Request *r) {
+  char *url = strdup(r->url), *pin = strdup(r->pin);
+  free(leg->checked_url);
+  free(leg->checked_pin);
+  if (url == NULL || pin == NULL) {
+    free(url);
+    free(pin);
+    url = pin = NULL;
+  }
+  leg->checked_url = url;
+  leg->checked_pin = pin;
+}
+
 /* ===================================================================== */
 /* Configuring one exchange (no Lua errors from here to the end of it)    */
 /* ===================================================================== */
@@ -876,17 +918,54 @@ static const char *post_body(Leg *leg, const Request *r, size_t *len) {
   return leg->secret_body;
 }
 
+/* Does the kept list hold exactly this send's header lines, in order? */
+static int same_headers(lua_State *L, const Leg *leg, const Request *r) {
+  struct curl_slist *node;
+  lua_Integer i;
+  int same = 1;
+  if (leg->headers == NULL || leg->n_kept != r->n_headers) return 0;
+  node = leg->headers->next;  /* after "Expect:" */
+  for (i = 1; same && i <= r->n_headers; i++, node = node->next) {
+    lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
+    same = strcmp(node->data, lua_tostring(L, -1)) == 0;
+    lua_pop(L, 1);
+  }
+  return same;
+}
+
 /*
-** Set this send's options and build its header list (credential last, so its
-** node is the tail). Everything allocated here is owned by the leg. Returns
+** The plain header list: "Expect:" (no 100-continue wait) and the send's
+** lines, reused when the last send had the same ones. Built node by node
+** into the leg, so a failure part-way leaves nothing unowned.
+*/
+static const char *build_headers(lua_State *L, Leg *leg, const Request *r) {
+  struct curl_slist *node;
+  lua_Integer i;
+  if (same_headers(L, leg, r)) return NULL;
+  free_header_list(leg);
+  if ((leg->headers = curl_slist_append(NULL, "Expect:")) == NULL) return "out of memory";
+  node = leg->tail = leg->headers;
+  for (i = 1; i <= r->n_headers; i++) {
+    lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
+    node = curl_slist_append(node, lua_tostring(L, -1));
+    lua_pop(L, 1);
+    if (node == NULL) return "out of memory";
+    node = leg->tail = node->next;
+    leg->n_kept = i;
+  }
+  return NULL;
+}
+
+/*
+** Set this send's options and its header list (the credential, when given,
+** in a node of its own after the plain lines, cut off again when the
+** exchange ends). Everything allocated here is owned by the leg. Returns
 ** NULL, or a reason that becomes a "transport" failure.
 */
 static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   CURL *e = leg->easy;
-  struct curl_slist *node;
   const char *why, *body;
   size_t body_len = 0;
-  lua_Integer i;
 
   if (curl_easy_setopt(e, CURLOPT_URL, r->url) != CURLE_OK) return "out of memory";
   if (r->method == M_POST) {
@@ -905,19 +984,10 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   if ((why = apply_pool(leg)) != NULL) return why;
   if ((why = apply_tls(leg, r)) != NULL) return why;
 
-  /* The list is built node by node into the leg, so a failure part-way frees it. */
-  if ((leg->headers = curl_slist_append(NULL, "Expect:")) == NULL) return "out of memory";
-  node = leg->headers;
-  for (i = 1; i <= r->n_headers; i++) {
-    lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
-    node = curl_slist_append(node, lua_tostring(L, -1));
-    lua_pop(L, 1);
-    if (node == NULL) return "out of memory";
-    node = node->next;
-  }
+  if ((why = build_headers(L, leg, r)) != NULL) return why;
   if (r->secret != NULL) {
-    if (curl_slist_append(node, r->secret) == NULL) return "out of memory";
-    leg->secret = node->next;
+    if ((leg->secret = curl_slist_append(NULL, r->secret)) == NULL) return "out of memory";
+    leg->tail->next = leg->secret;
   }
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, leg->headers);
 
@@ -1201,8 +1271,11 @@ static Leg *leg_begin(lua_State *L, Request *r) {
   luaL_checkstack(L, F_COUNT + 12, "http leg send");
   memset(r, 0, sizeof *r);
   read_request(L, r);
-  if (r->pin != NULL && pin_matches_url(leg, r) == 0)
-    luaL_error(L, "send: 'pin' does not name the url's host and port");
+  if (r->pin != NULL && !pin_known(leg, r)) {
+    int agree = pin_matches_url(leg, r);
+    if (agree == 0) luaL_error(L, "send: 'pin' does not name the url's host and port");
+    if (agree == 1) remember_pin(leg, r);
+  }
   choose_pool(L, leg, r);
   return leg;
 }

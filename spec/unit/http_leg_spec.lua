@@ -200,6 +200,30 @@ describe("core.http_leg", function()
       assert.is_nil(message:find("s3cret", 1, true))
     end)
 
+    it("sends each send's own header lines, however they change from the last send's", function()
+      local function sent(headers, secret)
+        return inspected(assert(leg:send(req { url = url("/inspect"), headers = headers, secret_header = secret }))
+          .body).headers
+      end
+      local seen = sent { "X-A: 1", "X-B: 2" }
+      assert.same({ "1", "2" }, { seen["x-a"], seen["x-b"] })
+      seen = sent { "X-A: 1", "X-B: 2" }
+      assert.same({ "1", "2" }, { seen["x-a"], seen["x-b"] })
+      seen = sent { "X-A: 1", "X-B: 3" }
+      assert.same({ "1", "3" }, { seen["x-a"], seen["x-b"] })
+      seen = sent { "X-A: 1" }
+      assert.same({ "1" }, { seen["x-a"], seen["x-b"] })
+      seen = sent { "X-A: 1", "X-B: 2", "X-C: 4" }
+      assert.same({ "1", "2", "4" }, { seen["x-a"], seen["x-b"], seen["x-c"] })
+      seen = sent({ "X-A: 1", "X-B: 2", "X-C: 4" }, "X-Api-Key: s3cret-value")
+      assert.same({ "1", "2", "4", "s3cret-value" }, { seen["x-a"], seen["x-b"], seen["x-c"], seen["x-api-key"] })
+      seen = sent { "X-A: 1", "X-B: 2", "X-C: 4" }
+      assert.same({ "1", "2", "4" }, { seen["x-a"], seen["x-b"], seen["x-c"], seen["x-api-key"] })
+      seen = sent {}
+      assert.same({}, { seen["x-a"], seen["x-b"], seen["x-c"] })
+      assert.is_nil(seen.expect)
+    end)
+
     it("sends a secret body exactly as given, NUL bytes included, then sends plain bodies again", function()
       local secret = "grant_type=refresh_token&refresh_token=r3fresh\0" .. string.rep("\0\255", 3000) .. "end"
       local res = assert(leg:send(req { method = "POST", url = url("/echo"), secret_body = secret,
@@ -496,6 +520,20 @@ describe("core.http_leg", function()
         local pin = string.format("pinned.invalid:%d:%s", server.port, addresses)
         assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
       end
+    end)
+
+    it("checks the pin against each send's url, not only the first one's", function()
+      local pinned = string.format("http://pinned.invalid:%d/json", server.port)
+      local pin = string.format("pinned.invalid:%d:127.0.0.1", server.port)
+      assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
+      assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
+      assert.has_error(function()
+        leg:send(req { url = string.format("http://other.invalid:%d/json", server.port), pin = pin })
+      end)
+      assert.has_error(function()
+        leg:send(req { url = pinned, pin = string.format("pinned.invalid:%d:127.0.0.1", server.port + 1) })
+      end)
+      assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
     end)
 
     it("raises when the pin does not name the url's host and port", function()
