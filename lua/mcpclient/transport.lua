@@ -203,28 +203,34 @@ function Transport:leg_failure(op, send, kind, detail)
   return fail("transport", { server = self.identifier, detail = detail })
 end
 
--- What the leg is asked to send. The table is taken from the transport's
--- free list and every field is written, so nothing of an earlier exchange
--- is left in it; an exchange started while another runs (a hook's) gets a
--- table of its own.
-local function fill_request(req, self, op, send, timeout_ms, connect_timeout_ms, secret_header)
+--[[
+What the leg is asked to send. The tables are kept on the transport's free
+list: what every exchange of the connection shares (the pinned address,
+the read cap, the TLS files; the address is pinned before any exchange
+begins and never changes) is written when a table is made, the rest for
+each exchange, so nothing of an earlier one is left in it. An exchange
+started while another runs (a hook's) gets a table of its own.
+]]
+local function new_request(self)
   local dial, tls = self.dial, self.tls
-  req.method = send.method
-  req.url = dial.url or self.url
+  return { url = dial.url or self.url, pin = dial.pin, max_bytes = MAX_RESPONSE_BYTES,
+    ca_file = tls.ca_file, client_cert = tls.client_cert, client_key = tls.client_key }
+end
+
+local function fill_request(req, op, send, timeout_ms, connect_timeout_ms, secret_header)
+  local method, call = send.method, send.call
+  req.method = method
   req.headers = send.headers
   req.secret_header = secret_header or nil
   req.body = send.body
   req.timeout_ms = timeout_ms
   req.connect_timeout_ms = connect_timeout_ms
-  req.max_bytes = MAX_RESPONSE_BYTES
-  req.pin = dial.pin
   req.cancel = send.cancellable and op.cancel or nil
   req.on_stream = send.on_stream
   req.send_only = send.send_only
   -- libcurl may resend it on a fresh connection when a reused one died:
   -- only where a second copy can do no harm
-  req.idempotent = send.method ~= "POST" or not send.call or NEVER_ACTS[send.call.method] == true
-  req.ca_file, req.client_cert, req.client_key = tls.ca_file, tls.client_cert, tls.client_key
+  req.idempotent = method ~= "POST" or not call or NEVER_ACTS[call.method] == true
   return req
 end
 
@@ -241,8 +247,9 @@ function Transport:exchange(op, send)
   if not timeout_ms then return nil, connect_timeout_ms, secret_header end
   local leg = send.leg or self:take_leg()
   local free = self.free_sends
-  local req = fill_request(free[#free] or {}, self, op, send, timeout_ms, connect_timeout_ms, secret_header)
-  free[#free] = nil
+  local req = free[#free]
+  if req then free[#free] = nil else req = new_request(self) end
+  fill_request(req, op, send, timeout_ms, connect_timeout_ms, secret_header)
   local ok, response, kind, detail = pcall(engine.send, leg, req, send.on_open)
   release_request(free, req)
   if not send.leg then self:give_leg(leg) end
