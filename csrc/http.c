@@ -46,6 +46,7 @@
 #define MEDIA_CAP                  128           /* media type bytes reported; longer ones are cut */
 #define ENGINE_CONNECTIONS         64            /* idle connections the engine keeps, all pools */
 #define HOST_CONNECTIONS           16            /* connections to one server in one pool; more wait */
+#define SMALL_BODY                 1024          /* no libcurl asks for 100-continue for a body this small */
 
 /* Leg user values: the pool it dials through, and the body of the running send. */
 #define UV_POOL 1
@@ -108,21 +109,26 @@ typedef struct Pool {
   struct curl_slist *resolve;   /* that pin as a CURLOPT_RESOLVE list */
   int used;                     /* a transfer ran through it: the pin is fixed */
   int closing;                  /* close was refused while a leg used it: the last leg ends it */
+  unsigned version;             /* changes whenever share or resolve does */
 } Pool;
 
 typedef struct Leg {
   CURL *easy;                   /* NULL once closed */
   CURLM *multi;                 /* the engine while the handle is in it, else NULL */
   CURLU *parsed;                /* reused to check a pin against the url */
-  struct curl_slist *headers;   /* "Expect:" and the last send's request headers, kept for the next */
-  struct curl_slist *tail;      /* the last node of headers, before any credential */
-  lua_Integer n_kept;           /* how many request headers headers holds */
+  struct curl_slist *headers;   /* the last send's plain header lines, kept for the next */
+  struct curl_slist *tail;      /* the last node of headers (before any credential), or NULL */
+  int kept;                     /* headers holds a whole list (it may be empty) */
+  int kept_expect;              /* ... that starts with "Expect:" */
+  lua_Integer n_kept;           /* ... and then this many of the send's lines */
   struct curl_slist *secret;    /* this send's credential node, linked after tail */
   char *checked_url;            /* the url and pin last found to agree, or NULL */
   char *checked_pin;
   char *secret_body;            /* this send's copy of a secret body, or NULL */
   size_t secret_body_len;
   Pool *pool;                   /* the pool in user value UV_POOL */
+  const Pool *applied;          /* the pool the handle was last given, or NULL */
+  unsigned applied_version;     /* that pool's version then */
   char *default_cainfo;         /* libcurl's built-in CA bundle, restored after a custom one */
   int custom_tls;               /* the last send set ca_file, client_cert or client_key */
   int busy;                     /* a send is running: hooks may re-enter */
@@ -339,11 +345,12 @@ static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_por
 ** memory, so it is told first.
 */
 static void free_header_list(Leg *leg) {
-  if (leg->headers == NULL) return;
-  if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
-  curl_slist_free_all(leg->headers);
+  if (leg->headers != NULL) {
+    if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
+    curl_slist_free_all(leg->headers);
+  }
   leg->headers = leg->tail = NULL;
-  leg->n_kept = 0;
+  leg->kept = 0;
 }
 
 /*
@@ -357,6 +364,7 @@ static void drop_headers(Leg *leg) {
   if (leg->secret != NULL) {
     if (leg->secret->data != NULL) wipe(leg->secret->data, strlen(leg->secret->data));
     if (leg->tail != NULL) leg->tail->next = NULL;
+    else leg->headers = NULL;
     curl_slist_free_all(leg->secret);
     leg->secret = NULL;
   }
@@ -506,6 +514,7 @@ static void pool_release(Pool *pool) {
   pool->resolve = NULL;
   free(pool->pin);
   pool->pin = NULL;
+  pool->version++;
 }
 
 /* close() and __gc: a pool is collected only after every leg made with it (they hold it). */
@@ -813,6 +822,7 @@ static Pool *move_to_pool(lua_State *L, Leg *leg) {
   lua_pushvalue(L, -1);
   lua_setiuservalue(L, 1, UV_POOL);
   leg->pool = lua_touserdata(L, -1);
+  leg->applied = NULL;
   lua_pop(L, 1);
   return leg->pool;
 }
@@ -874,15 +884,25 @@ static void choose_pool(lua_State *L, Leg *leg, const Request *r) {
   pool->resolve = list;
   free(pool->pin);
   pool->pin = copy;
+  pool->version++;
 }
 
-/* Send through the leg's pool, with the pool's pin loaded into its DNS cache. */
+/*
+** Send through the leg's pool, with the pool's pin loaded into its DNS cache.
+** libcurl keeps a loaded pin in the pool's cache for good, so the handle is
+** given the pool again only when it is another pool, or this one's share or
+** pin changed since: a warm call does not make libcurl re-read the pin.
+*/
 static const char *apply_pool(Leg *leg) {
   Pool *pool = leg->pool;
+  if (leg->applied == pool && leg->applied_version == pool->version) return NULL;
+  leg->applied = NULL;
   if (curl_easy_setopt(leg->easy, CURLOPT_SHARE, pool->share) != CURLE_OK ||
       curl_easy_setopt(leg->easy, CURLOPT_RESOLVE, pool->resolve) != CURLE_OK)
     return "libcurl could not use the connection pool";
   pool->used = 1;
+  leg->applied = pool;
+  leg->applied_version = pool->version;
   return NULL;
 }
 
@@ -919,12 +939,12 @@ static const char *post_body(Leg *leg, const Request *r, size_t *len) {
 }
 
 /* Does the kept list hold exactly this send's header lines, in order? */
-static int same_headers(lua_State *L, const Leg *leg, const Request *r) {
-  struct curl_slist *node;
+static int same_headers(lua_State *L, const Leg *leg, const Request *r, int expect) {
+  const struct curl_slist *node;
   lua_Integer i;
   int same = 1;
-  if (leg->headers == NULL || leg->n_kept != r->n_headers) return 0;
-  node = leg->headers->next;  /* after "Expect:" */
+  if (!leg->kept || leg->kept_expect != expect || leg->n_kept != r->n_headers) return 0;
+  node = expect ? leg->headers->next : leg->headers;
   for (i = 1; same && i <= r->n_headers; i++, node = node->next) {
     lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
     same = strcmp(node->data, lua_tostring(L, -1)) == 0;
@@ -933,26 +953,37 @@ static int same_headers(lua_State *L, const Leg *leg, const Request *r) {
   return same;
 }
 
+/* Link one more line after the tail; 0 when memory ran out. */
+static int add_line(Leg *leg, const char *line) {
+  struct curl_slist *node = curl_slist_append(NULL, line);
+  if (node == NULL) return 0;
+  if (leg->tail != NULL) leg->tail->next = node;
+  else leg->headers = node;
+  leg->tail = node;
+  return 1;
+}
+
 /*
-** The plain header list: "Expect:" (no 100-continue wait) and the send's
-** lines, reused when the last send had the same ones. Built node by node
-** into the leg, so a failure part-way leaves nothing unowned.
+** The plain header list: "Expect:" when the body is large enough for libcurl
+** to ask for a 100-continue wait otherwise, then the send's lines; reused
+** when the last send had the same ones. Built node by node into the leg, so
+** a failure part-way leaves nothing unowned.
 */
-static const char *build_headers(lua_State *L, Leg *leg, const Request *r) {
-  struct curl_slist *node;
+static const char *build_headers(lua_State *L, Leg *leg, const Request *r, int expect) {
   lua_Integer i;
-  if (same_headers(L, leg, r)) return NULL;
+  if (same_headers(L, leg, r, expect)) return NULL;
   free_header_list(leg);
-  if ((leg->headers = curl_slist_append(NULL, "Expect:")) == NULL) return "out of memory";
-  node = leg->tail = leg->headers;
+  if (expect && !add_line(leg, "Expect:")) return "out of memory";
   for (i = 1; i <= r->n_headers; i++) {
+    int added;
     lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
-    node = curl_slist_append(node, lua_tostring(L, -1));
+    added = add_line(leg, lua_tostring(L, -1));
     lua_pop(L, 1);
-    if (node == NULL) return "out of memory";
-    node = leg->tail = node->next;
-    leg->n_kept = i;
+    if (!added) return "out of memory";
   }
+  leg->kept_expect = expect;
+  leg->n_kept = r->n_headers;
+  leg->kept = 1;
   return NULL;
 }
 
@@ -984,10 +1015,11 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   if ((why = apply_pool(leg)) != NULL) return why;
   if ((why = apply_tls(leg, r)) != NULL) return why;
 
-  if ((why = build_headers(L, leg, r)) != NULL) return why;
+  if ((why = build_headers(L, leg, r, r->method == M_POST && body_len > SMALL_BODY)) != NULL) return why;
   if (r->secret != NULL) {
     if ((leg->secret = curl_slist_append(NULL, r->secret)) == NULL) return "out of memory";
-    leg->tail->next = leg->secret;
+    if (leg->tail != NULL) leg->tail->next = leg->secret;
+    else leg->headers = leg->secret;
   }
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, leg->headers);
 

@@ -200,6 +200,26 @@ describe("core.http_leg", function()
       assert.is_nil(message:find("s3cret", 1, true))
     end)
 
+    it("never sends Expect, whatever the body's size, and the header lines stay right as it changes", function()
+      local function sent(body, headers)
+        local seen = inspected(assert(leg:send(req { method = "POST", url = url("/inspect"), body = body,
+          headers = headers })).body)
+        assert.is_nil(seen.headers.expect)
+        assert.equal(tostring(#body), seen.bodylen)
+        return seen.headers
+      end
+      local lines = { "X-A: 1" }
+      for _, size in ipairs { 10, 1024, 1025, 3 * MiB / 2, 10, 3 * MiB / 2, 1024 } do
+        assert.equal("1", sent(string.rep("b", size), lines)["x-a"])
+      end
+      local seen = sent(string.rep("b", 2000), {})
+      assert.is_nil(seen["x-a"])
+      seen = inspected(assert(leg:send(req { method = "POST", url = url("/inspect"), body = string.rep("b", 2000),
+        secret_header = "X-Api-Key: k" })).body).headers
+      assert.same({ "k" }, { seen["x-api-key"], seen["x-a"], seen.expect })
+      assert.is_nil(sent("small", {})["x-api-key"])
+    end)
+
     it("sends each send's own header lines, however they change from the last send's", function()
       local function sent(headers, secret)
         return inspected(assert(leg:send(req { url = url("/inspect"), headers = headers, secret_header = secret }))
