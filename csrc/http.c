@@ -1160,11 +1160,12 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
 ** The first line is the status line; lines without a colon are skipped.
 */
 static void push_headers(lua_State *L, Leg *leg) {
-  char *p = leg->head.p, *end = p + leg->head.len;
-  int first = 1;
-  lua_createtable(L, 0, 8);
+  char *p = leg->head.p, *end = p + leg->head.len, *c;
+  int first = 1, lines = 0;
+  for (c = p; c < end && (c = memchr(c, '\n', (size_t)(end - c))) != NULL; c++) lines++;
+  lua_createtable(L, 0, lines > 2 ? lines - 2 : 0);  /* less the status line and the blank one */
   while (p < end) {
-    char *eol = memchr(p, '\n', (size_t)(end - p)), *line = p, *colon, *v, *ve, *c;
+    char *eol = memchr(p, '\n', (size_t)(end - p)), *line = p, *colon, *v, *ve;
     if (eol == NULL) eol = end;
     p = eol < end ? eol + 1 : end;
     if (first) {
