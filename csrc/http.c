@@ -46,6 +46,7 @@
 #define MEDIA_CAP                  128           /* media type bytes reported; longer ones are cut */
 #define ENGINE_CONNECTIONS         64            /* idle connections the engine keeps, all pools */
 #define HOST_CONNECTIONS           16            /* connections to one server in one pool; more wait */
+#define SMALL_BODY                 1024          /* no libcurl asks for 100-continue for a body this small */
 
 /* Leg user values: the pool it dials through, and the body of the running send. */
 #define UV_POOL 1
@@ -108,17 +109,26 @@ typedef struct Pool {
   struct curl_slist *resolve;   /* that pin as a CURLOPT_RESOLVE list */
   int used;                     /* a transfer ran through it: the pin is fixed */
   int closing;                  /* close was refused while a leg used it: the last leg ends it */
+  unsigned version;             /* changes whenever share or resolve does */
 } Pool;
 
 typedef struct Leg {
   CURL *easy;                   /* NULL once closed */
   CURLM *multi;                 /* the engine while the handle is in it, else NULL */
   CURLU *parsed;                /* reused to check a pin against the url */
-  struct curl_slist *headers;   /* this send's request headers; holds the credential copy */
-  struct curl_slist *secret;    /* the node of headers carrying the credential */
+  struct curl_slist *headers;   /* the last send's plain header lines, kept for the next */
+  struct curl_slist *tail;      /* the last node of headers (before any credential), or NULL */
+  int kept;                     /* headers holds a whole list (it may be empty) */
+  int kept_expect;              /* ... that starts with "Expect:" */
+  lua_Integer n_kept;           /* ... and then this many of the send's lines */
+  struct curl_slist *secret;    /* this send's credential node, linked after tail */
+  char *checked_url;            /* the url and pin last found to agree, or NULL */
+  char *checked_pin;
   char *secret_body;            /* this send's copy of a secret body, or NULL */
   size_t secret_body_len;
   Pool *pool;                   /* the pool in user value UV_POOL */
+  const Pool *applied;          /* the pool the handle was last given, or NULL */
+  unsigned applied_version;     /* that pool's version then */
   char *default_cainfo;         /* libcurl's built-in CA bundle, restored after a custom one */
   int custom_tls;               /* the last send set ca_file, client_cert or client_key */
   int busy;                     /* a send is running: hooks may re-enter */
@@ -331,19 +341,32 @@ static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_por
 /* ===================================================================== */
 
 /*
-** Forget this send's header list and secret body, wiping the credential and
-** body copies first; libcurl must not keep a pointer to the freed memory.
-** Every way an exchange ends (settled, failed to start, leg closed) comes
-** through here, so a secret lives in C memory no longer than its transfer.
+** Free the kept header list. libcurl must not keep a pointer to the freed
+** memory, so it is told first.
 */
-static void drop_headers(Leg *leg) {
-  if (leg->secret != NULL && leg->secret->data != NULL)
-    wipe(leg->secret->data, strlen(leg->secret->data));
-  leg->secret = NULL;
+static void free_header_list(Leg *leg) {
   if (leg->headers != NULL) {
     if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
     curl_slist_free_all(leg->headers);
-    leg->headers = NULL;
+  }
+  leg->headers = leg->tail = NULL;
+  leg->kept = 0;
+}
+
+/*
+** Forget this send's credential and secret body, wiping both copies first.
+** The plain header list stays for the next send (a warm call sends the same
+** lines again); the credential node is cut off its tail. Every way an
+** exchange ends (settled, failed to start, leg closed) comes through here,
+** so a secret lives in C memory no longer than its transfer.
+*/
+static void drop_headers(Leg *leg) {
+  if (leg->secret != NULL) {
+    if (leg->secret->data != NULL) wipe(leg->secret->data, strlen(leg->secret->data));
+    if (leg->tail != NULL) leg->tail->next = NULL;
+    else leg->headers = NULL;
+    curl_slist_free_all(leg->secret);
+    leg->secret = NULL;
   }
   if (leg->secret_body != NULL) {
     if (leg->easy != NULL) curl_easy_setopt(leg->easy, CURLOPT_POSTFIELDS, (char *)NULL);
@@ -366,6 +389,7 @@ static void leg_release(Leg *leg) {
     curl_multi_remove_handle(leg->multi, leg->easy);
   leg->multi = NULL;
   drop_headers(leg);
+  free_header_list(leg);
   if (leg->easy != NULL) curl_easy_cleanup(leg->easy);  /* leaves the pool's share too */
   if (leg->easy != NULL && leg->pool != NULL && leg->pool->closing) pool_release(leg->pool);
   if (leg->parsed != NULL) curl_url_cleanup(leg->parsed);
@@ -375,6 +399,9 @@ static void leg_release(Leg *leg) {
   leg->started = 0;
   free(leg->default_cainfo);
   leg->default_cainfo = NULL;
+  free(leg->checked_url);
+  free(leg->checked_pin);
+  leg->checked_url = leg->checked_pin = NULL;
   buf_free(&leg->body);
   buf_free(&leg->stream);
   buf_free(&leg->head);
@@ -487,6 +514,7 @@ static void pool_release(Pool *pool) {
   pool->resolve = NULL;
   free(pool->pin);
   pool->pin = NULL;
+  pool->version++;
 }
 
 /* close() and __gc: a pool is collected only after every leg made with it (they hold it). */
@@ -748,6 +776,29 @@ static int pin_matches_url(Leg *leg, const Request *r) {
   return ok;
 }
 
+/*
+** Did this url and pin already agree on an earlier send? The check parses the
+** url, which a warm call would otherwise repeat for the same two strings.
+*/
+static int pin_known(const Leg *leg, const Request *r) {
+  return leg->checked_pin != NULL && strcmp(leg->checked_pin, r->pin) == 0 &&
+         strcmp(leg->checked_url, r->url) == 0;
+}
+
+/* Remember a url and pin that agree; without memory the next send checks again. */
+static void remember_pin(Leg *leg, const Request *r) {
+  char *url = strdup(r->url), *pin = strdup(r->pin);
+  free(leg->checked_url);
+  free(leg->checked_pin);
+  if (url == NULL || pin == NULL) {
+    free(url);
+    free(pin);
+    url = pin = NULL;
+  }
+  leg->checked_url = url;
+  leg->checked_pin = pin;
+}
+
 /* ===================================================================== */
 /* Configuring one exchange (no Lua errors from here to the end of it)    */
 /* ===================================================================== */
@@ -771,6 +822,7 @@ static Pool *move_to_pool(lua_State *L, Leg *leg) {
   lua_pushvalue(L, -1);
   lua_setiuservalue(L, 1, UV_POOL);
   leg->pool = lua_touserdata(L, -1);
+  leg->applied = NULL;
   lua_pop(L, 1);
   return leg->pool;
 }
@@ -832,15 +884,25 @@ static void choose_pool(lua_State *L, Leg *leg, const Request *r) {
   pool->resolve = list;
   free(pool->pin);
   pool->pin = copy;
+  pool->version++;
 }
 
-/* Send through the leg's pool, with the pool's pin loaded into its DNS cache. */
+/*
+** Send through the leg's pool, with the pool's pin loaded into its DNS cache.
+** libcurl keeps a loaded pin in the pool's cache for good, so the handle is
+** given the pool again only when it is another pool, or this one's share or
+** pin changed since: a warm call does not make libcurl re-read the pin.
+*/
 static const char *apply_pool(Leg *leg) {
   Pool *pool = leg->pool;
+  if (leg->applied == pool && leg->applied_version == pool->version) return NULL;
+  leg->applied = NULL;
   if (curl_easy_setopt(leg->easy, CURLOPT_SHARE, pool->share) != CURLE_OK ||
       curl_easy_setopt(leg->easy, CURLOPT_RESOLVE, pool->resolve) != CURLE_OK)
     return "libcurl could not use the connection pool";
   pool->used = 1;
+  leg->applied = pool;
+  leg->applied_version = pool->version;
   return NULL;
 }
 
@@ -876,17 +938,65 @@ static const char *post_body(Leg *leg, const Request *r, size_t *len) {
   return leg->secret_body;
 }
 
+/* Does the kept list hold exactly this send's header lines, in order? */
+static int same_headers(lua_State *L, const Leg *leg, const Request *r, int expect) {
+  const struct curl_slist *node;
+  lua_Integer i;
+  int same = 1;
+  if (!leg->kept || leg->kept_expect != expect || leg->n_kept != r->n_headers) return 0;
+  node = expect ? leg->headers->next : leg->headers;
+  for (i = 1; same && i <= r->n_headers; i++, node = node->next) {
+    lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
+    same = strcmp(node->data, lua_tostring(L, -1)) == 0;
+    lua_pop(L, 1);
+  }
+  return same;
+}
+
+/* Link one more line after the tail; 0 when memory ran out. */
+static int add_line(Leg *leg, const char *line) {
+  struct curl_slist *node = curl_slist_append(NULL, line);
+  if (node == NULL) return 0;
+  if (leg->tail != NULL) leg->tail->next = node;
+  else leg->headers = node;
+  leg->tail = node;
+  return 1;
+}
+
 /*
-** Set this send's options and build its header list (credential last, so its
-** node is the tail). Everything allocated here is owned by the leg. Returns
+** The plain header list: "Expect:" when the body is large enough for libcurl
+** to ask for a 100-continue wait otherwise, then the send's lines; reused
+** when the last send had the same ones. Built node by node into the leg, so
+** a failure part-way leaves nothing unowned.
+*/
+static const char *build_headers(lua_State *L, Leg *leg, const Request *r, int expect) {
+  lua_Integer i;
+  if (same_headers(L, leg, r, expect)) return NULL;
+  free_header_list(leg);
+  if (expect && !add_line(leg, "Expect:")) return "out of memory";
+  for (i = 1; i <= r->n_headers; i++) {
+    int added;
+    lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
+    added = add_line(leg, lua_tostring(L, -1));
+    lua_pop(L, 1);
+    if (!added) return "out of memory";
+  }
+  leg->kept_expect = expect;
+  leg->n_kept = r->n_headers;
+  leg->kept = 1;
+  return NULL;
+}
+
+/*
+** Set this send's options and its header list (the credential, when given,
+** in a node of its own after the plain lines, cut off again when the
+** exchange ends). Everything allocated here is owned by the leg. Returns
 ** NULL, or a reason that becomes a "transport" failure.
 */
 static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   CURL *e = leg->easy;
-  struct curl_slist *node;
   const char *why, *body;
   size_t body_len = 0;
-  lua_Integer i;
 
   if (curl_easy_setopt(e, CURLOPT_URL, r->url) != CURLE_OK) return "out of memory";
   if (r->method == M_POST) {
@@ -905,19 +1015,11 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   if ((why = apply_pool(leg)) != NULL) return why;
   if ((why = apply_tls(leg, r)) != NULL) return why;
 
-  /* The list is built node by node into the leg, so a failure part-way frees it. */
-  if ((leg->headers = curl_slist_append(NULL, "Expect:")) == NULL) return "out of memory";
-  node = leg->headers;
-  for (i = 1; i <= r->n_headers; i++) {
-    lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
-    node = curl_slist_append(node, lua_tostring(L, -1));
-    lua_pop(L, 1);
-    if (node == NULL) return "out of memory";
-    node = node->next;
-  }
+  if ((why = build_headers(L, leg, r, r->method == M_POST && body_len > SMALL_BODY)) != NULL) return why;
   if (r->secret != NULL) {
-    if (curl_slist_append(node, r->secret) == NULL) return "out of memory";
-    leg->secret = node->next;
+    if ((leg->secret = curl_slist_append(NULL, r->secret)) == NULL) return "out of memory";
+    if (leg->tail != NULL) leg->tail->next = leg->secret;
+    else leg->headers = leg->secret;
   }
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, leg->headers);
 
@@ -1058,11 +1160,12 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
 ** The first line is the status line; lines without a colon are skipped.
 */
 static void push_headers(lua_State *L, Leg *leg) {
-  char *p = leg->head.p, *end = p + leg->head.len;
-  int first = 1;
-  lua_createtable(L, 0, 8);
+  char *p = leg->head.p, *end = p + leg->head.len, *c;
+  int first = 1, lines = 0;
+  for (c = p; c < end && (c = memchr(c, '\n', (size_t)(end - c))) != NULL; c++) lines++;
+  lua_createtable(L, 0, lines > 2 ? lines - 2 : 0);  /* less the status line and the blank one */
   while (p < end) {
-    char *eol = memchr(p, '\n', (size_t)(end - p)), *line = p, *colon, *v, *ve, *c;
+    char *eol = memchr(p, '\n', (size_t)(end - p)), *line = p, *colon, *v, *ve;
     if (eol == NULL) eol = end;
     p = eol < end ? eol + 1 : end;
     if (first) {
@@ -1201,8 +1304,11 @@ static Leg *leg_begin(lua_State *L, Request *r) {
   luaL_checkstack(L, F_COUNT + 12, "http leg send");
   memset(r, 0, sizeof *r);
   read_request(L, r);
-  if (r->pin != NULL && pin_matches_url(leg, r) == 0)
-    luaL_error(L, "send: 'pin' does not name the url's host and port");
+  if (r->pin != NULL && !pin_known(leg, r)) {
+    int agree = pin_matches_url(leg, r);
+    if (agree == 0) luaL_error(L, "send: 'pin' does not name the url's host and port");
+    if (agree == 1) remember_pin(leg, r);
+  }
   choose_pool(L, leg, r);
   return leg;
 }

@@ -179,8 +179,8 @@ local op_keys = { budget = "number", cancel = "function", on_progress = "functio
 
 function Connection:open_operation(opts)
   if self.closed then error("the connection is closed", 3) end
-  if opts ~= nil and type(opts) ~= "table" then error("options must be a table", 3) end
-  opts = opts or {}
+  if opts == nil then return { deadline = Deadline.open(self.budget, self.clock) } end
+  if type(opts) ~= "table" then error("options must be a table", 3) end
   for key, value in pairs(opts) do
     local expected = op_keys[key]
     if not expected then error(string.format("unknown option %q", tostring(key)), 3) end

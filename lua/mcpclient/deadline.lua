@@ -4,6 +4,8 @@
 -- refused once nothing is left, and otherwise gets the remaining budget as its
 -- libcurl timeout in whole milliseconds, rounded up and never 0 (which libcurl
 -- reads as "no timeout"). The connect timeout never outlives the budget.
+local ceil = math.ceil
+
 local Deadline = {}
 Deadline.__index = Deadline
 
@@ -21,11 +23,15 @@ end
 --- What a leg sent now may take, read off the clock once:
 --- timeout_ms, connect_timeout_ms — or nil when the budget is spent.
 -- Rounded up less a nanosecond, so float noise in clock arithmetic never adds one.
+-- Every leg asks, so this stays a few plain operations.
 function Deadline:leg(connect_seconds)
-  local left = self:remaining()
+  local left = self.total - (self.clock() - self.start)
   if left <= 0 then return nil end
-  local timeout_ms = math.max(1, math.ceil(left * 1000 - 1e-6))
-  return timeout_ms, math.min(math.ceil(connect_seconds * 1000), timeout_ms)
+  local timeout_ms = ceil(left * 1000 - 1e-6)
+  if timeout_ms < 1 then timeout_ms = 1 end
+  local connect_ms = ceil(connect_seconds * 1000)
+  if connect_ms > timeout_ms then connect_ms = timeout_ms end
+  return timeout_ms, connect_ms
 end
 
 return Deadline

@@ -42,6 +42,7 @@ local MAX_EVENT_ID_BYTES = 1024       -- an event id goes back as Last-Event-ID:
 local NOTICE_SECONDS = 0.25
 local METHOD_NOT_FOUND = -32601
 local ACCEPT_BOTH = "Accept: application/json, text/event-stream"
+local CONTENT_JSON = "Content-Type: application/json"
 -- Requests that cannot act on anything: the opening of either era. Losing
 -- one is a failure to reach the server, never "the server may have acted".
 local NEVER_ACTS = { initialize = true, ["server/discover"] = true }
@@ -66,6 +67,8 @@ function Transport.new(config)
   self.last_id = 0
   self.spare = {}       -- legs free for the next exchange besides `leg`
   self.spawned = {}     -- every leg made here, closed with the transport
+  self.free_sends = {}  -- send requests for the legs, kept for the next exchange
+  self.headers_of = false  -- the session whose POST header lines are kept (see post_headers)
   return self
 end
 
@@ -141,7 +144,7 @@ whether the server has already accepted the request.
 -- Has the server accepted the request? A 2xx status to its POST, or any
 -- byte of an event stream, says it has.
 local function accepted(call)
-  return call ~= nil and (call.accepted or call.reader.bytes > 0)
+  return call ~= nil and (call.accepted or (call.reader ~= nil and call.reader.bytes > 0))
 end
 
 -- The checks before the wire: cancel flag, budget, gate, credential.
@@ -200,30 +203,55 @@ function Transport:leg_failure(op, send, kind, detail)
   return fail("transport", { server = self.identifier, detail = detail })
 end
 
+--[[
+What the leg is asked to send. The tables are kept on the transport's free
+list: what every exchange of the connection shares (the pinned address,
+the read cap, the TLS files; the address is pinned before any exchange
+begins and never changes) is written when a table is made, the rest for
+each exchange, so nothing of an earlier one is left in it. An exchange
+started while another runs (a hook's) gets a table of its own.
+]]
+local function new_request(self)
+  local dial, tls = self.dial, self.tls
+  return { url = dial.url or self.url, pin = dial.pin, max_bytes = MAX_RESPONSE_BYTES,
+    ca_file = tls.ca_file, client_cert = tls.client_cert, client_key = tls.client_key }
+end
+
+local function fill_request(req, op, send, timeout_ms, connect_timeout_ms, secret_header)
+  local method, call = send.method, send.call
+  req.method = method
+  req.headers = send.headers
+  req.secret_header = secret_header or nil
+  req.body = send.body
+  req.timeout_ms = timeout_ms
+  req.connect_timeout_ms = connect_timeout_ms
+  req.cancel = send.cancellable and op.cancel or nil
+  req.on_stream = send.on_stream
+  req.send_only = send.send_only
+  -- libcurl may resend it on a fresh connection when a reused one died:
+  -- only where a second copy can do no harm
+  req.idempotent = method ~= "POST" or not call or NEVER_ACTS[call.method] == true
+  return req
+end
+
+-- Back to the free list, holding no body, credential or hook until next time.
+local function release_request(free, req)
+  req.secret_header, req.body, req.headers, req.cancel, req.on_stream = nil, nil, nil, nil, nil
+  free[#free + 1] = req
+end
+
 -- One HTTP exchange with every check that precedes the wire.
 -- @return the leg's response table | nil, message, err
 function Transport:exchange(op, send)
   local timeout_ms, connect_timeout_ms, secret_header = self:before_send(op, send.call)
   if not timeout_ms then return nil, connect_timeout_ms, secret_header end
   local leg = send.leg or self:take_leg()
-  local ok, response, kind, detail = pcall(engine.send, leg, {
-    method = send.method,
-    url = self.dial.url or self.url,
-    headers = send.headers,
-    secret_header = secret_header or nil,
-    body = send.body,
-    timeout_ms = timeout_ms,
-    connect_timeout_ms = connect_timeout_ms,
-    max_bytes = MAX_RESPONSE_BYTES,
-    pin = self.dial.pin,
-    cancel = send.cancellable and op.cancel or nil,
-    on_stream = send.on_stream,
-    send_only = send.send_only,
-    -- libcurl may resend it on a fresh connection when a reused one died:
-    -- only where a second copy can do no harm
-    idempotent = send.method ~= "POST" or not send.call or NEVER_ACTS[send.call.method] == true,
-    ca_file = self.tls.ca_file, client_cert = self.tls.client_cert, client_key = self.tls.client_key,
-  }, send.on_open)
+  local free = self.free_sends
+  local req = free[#free]
+  if req then free[#free] = nil else req = new_request(self) end
+  fill_request(req, op, send, timeout_ms, connect_timeout_ms, secret_header)
+  local ok, response, kind, detail = pcall(engine.send, leg, req, send.on_open)
+  release_request(free, req)
   if not send.leg then self:give_leg(leg) end
   if not ok then error(response, 0) end  -- a hook raised: the leg is free again, the raise goes on
   if response then return self:authorized(op, response, send) end
@@ -351,19 +379,22 @@ function Reader:take(events)
   return false
 end
 
--- The leg's on_stream hook for one stream. The decoder is made on the first
--- byte, so plain JSON answers never pay for one.
+-- Bytes of the stream: decode them; true once the answer is in. The
+-- decoder is made on the first byte of each stream.
+function Reader:feed(chunk)
+  local decoder = self.decoder
+  if not decoder then
+    decoder = core.sse_decoder()
+    self.decoder = decoder
+  end
+  self.bytes = self.bytes + #chunk
+  return self:take(decoder:feed(chunk))
+end
+
+-- The leg's on_stream hook for one more stream of the same request.
 function Reader:hook()
   self.decoder = nil
-  return function(chunk)
-    local decoder = self.decoder
-    if not decoder then
-      decoder = core.sse_decoder()
-      self.decoder = decoder
-    end
-    self.bytes = self.bytes + #chunk
-    return self:take(decoder:feed(chunk))
-  end
+  return function(chunk) return self:feed(chunk) end
 end
 
 -- Did the stream that just broke give an event id to resume from?
@@ -401,6 +432,8 @@ end
 A Call is one JSON-RPC request in flight: { op, session, id, method,
 ordered, reader, accepted, resumptions }. `accepted` turns true once the
 server answered the POST with a 2xx status or any byte of an event stream.
+The reader is made when an event stream first needs one (a JSON answer,
+the warm path, never does).
 ]]
 -- The params with a progress token in _meta: the token is the request id
 -- (unique per connection), sent only when someone listens for progress.
@@ -415,6 +448,19 @@ local function with_progress_token(params, id)
   return copy
 end
 
+-- A method's JSON text; the ones this client sends are encoded once.
+local method_text = {}
+for _, method in ipairs { "initialize", "ping", "server/discover", "tools/list", "tools/call" } do
+  method_text[method] = json.encode(method)
+end
+
+-- A server request found on the stream of `call`, answered at once.
+local function answerer(self, call)
+  return function(id, request_method, request_params)
+    self:answer_server(call, id, request_method, request_params)
+  end
+end
+
 function Transport:open_call(op, session, method, params, ordered)
   local is_modern = session ~= nil and session.modern
   local id = self:next_id()
@@ -425,14 +471,26 @@ function Transport:open_call(op, session, method, params, ordered)
   end
   local call = { op = op, session = session, id = id, method = method, ordered = ordered,
     resumptions = 0, accepted = false }
-  call.body = '{"jsonrpc":"2.0","id":' .. call.id .. ',"method":' .. json.encode(method)
+  call.body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":' .. (method_text[method] or json.encode(method))
     .. ',"params":' .. encoded .. '}'
-  -- A modern server sends no requests of its own on a response stream; one
-  -- that does gets no answer.
-  call.reader = Reader.new(call.id, ordered, not is_modern and function(id_, request_method, request_params)
-    self:answer_server(call, id_, request_method, request_params)
-  end or nil, op.on_progress)
   return call
+end
+
+-- The call's stream reader, made on first use. A modern server sends no
+-- requests of its own on a response stream; one that does gets no answer.
+function Transport:reader_of(call)
+  local reader = call.reader
+  if not reader then
+    local is_modern = call.session ~= nil and call.session.modern
+    reader = Reader.new(call.id, call.ordered, not is_modern and answerer(self, call) or nil, call.op.on_progress)
+    call.reader = reader
+  end
+  return reader
+end
+
+-- The on_stream hook of the request's POST: its first byte makes the reader.
+local function first_stream(self, call)
+  return function(chunk) return self:reader_of(call):feed(chunk) end
 end
 
 -- What the request returns with its result: the leg's time and what it learned.
@@ -441,7 +499,7 @@ local function info_of(call, response)
   return {
     duration_ms = whole_ms(response.duration_ms or 0),
     session_id = session_id ~= "" and session_id or nil,
-    bytes = call.reader.bytes + #(response.body or ""),
+    bytes = (call.reader and call.reader.bytes or 0) + #(response.body or ""),
   }
 end
 
@@ -510,18 +568,31 @@ function Transport:request(op, session, method, params, ordered)
   return self:post_request(op, session, method, params, ordered)
 end
 
+-- The header lines of a request's POST. A 2025-era session sends the same
+-- lines with every request, so they are made once per session and kept
+-- (nothing edits a list once made); a modern request names its method (and
+-- tool) in its own.
+function Transport:post_headers(op, session, method, params)
+  if session and session.modern then
+    return modern.headers(session_headers({ CONTENT_JSON, ACCEPT_BOTH }, session), method, params, op.mirrored)
+  end
+  if self.headers_of ~= session then
+    self.post_lines = session_headers({ CONTENT_JSON, ACCEPT_BOTH }, session)
+    self.headers_of = session
+  end
+  return self.post_lines
+end
+
 function Transport:post_request(op, session, method, params, ordered)
   local call, message, err = self:open_call(op, session, method, params, ordered)
   if not call then return nil, message, err end
-  local headers = session_headers({ "Content-Type: application/json", ACCEPT_BOTH }, session)
-  if session and session.modern then modern.headers(headers, method, params, op.mirrored) end
   local response
   response, message, err = self:exchange(op, {
-    method = "POST", body = call.body, call = call, cancellable = true, on_stream = call.reader:hook(),
-    headers = headers,
+    method = "POST", body = call.body, call = call, cancellable = true, on_stream = first_stream(self, call),
+    headers = self:post_headers(op, session, method, params),
   })
   if not response then
-    if err.kind == "interrupted" and not NEVER_ACTS[method] and call.reader:broke_after_event() then
+    if err.kind == "interrupted" and not NEVER_ACTS[method] and call.reader and call.reader:broke_after_event() then
       call.accepted = true
       return self:finish_stream(call, BROKEN_STREAM, info_of(call, BROKEN_STREAM))
     end
@@ -552,7 +623,7 @@ end
 
 -- A stream ended (or stopped at the answer): take the answer, or resume it.
 function Transport:finish_stream(call, response, info)
-  local reader = call.reader
+  local reader = self:reader_of(call)
   while true do
     if not reader.answer and not response.stopped then reader:finish() end
     if reader.answer then

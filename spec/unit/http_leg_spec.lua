@@ -200,6 +200,50 @@ describe("core.http_leg", function()
       assert.is_nil(message:find("s3cret", 1, true))
     end)
 
+    it("never sends Expect, whatever the body's size, and the header lines stay right as it changes", function()
+      local function sent(body, headers)
+        local seen = inspected(assert(leg:send(req { method = "POST", url = url("/inspect"), body = body,
+          headers = headers })).body)
+        assert.is_nil(seen.headers.expect)
+        assert.equal(tostring(#body), seen.bodylen)
+        return seen.headers
+      end
+      local lines = { "X-A: 1" }
+      for _, size in ipairs { 10, 1024, 1025, 3 * MiB / 2, 10, 3 * MiB / 2, 1024 } do
+        assert.equal("1", sent(string.rep("b", size), lines)["x-a"])
+      end
+      local seen = sent(string.rep("b", 2000), {})
+      assert.is_nil(seen["x-a"])
+      seen = inspected(assert(leg:send(req { method = "POST", url = url("/inspect"), body = string.rep("b", 2000),
+        secret_header = "X-Api-Key: k" })).body).headers
+      assert.same({ "k" }, { seen["x-api-key"], seen["x-a"], seen.expect })
+      assert.is_nil(sent("small", {})["x-api-key"])
+    end)
+
+    it("sends each send's own header lines, however they change from the last send's", function()
+      local function sent(headers, secret)
+        return inspected(assert(leg:send(req { url = url("/inspect"), headers = headers, secret_header = secret }))
+          .body).headers
+      end
+      local seen = sent { "X-A: 1", "X-B: 2" }
+      assert.same({ "1", "2" }, { seen["x-a"], seen["x-b"] })
+      seen = sent { "X-A: 1", "X-B: 2" }
+      assert.same({ "1", "2" }, { seen["x-a"], seen["x-b"] })
+      seen = sent { "X-A: 1", "X-B: 3" }
+      assert.same({ "1", "3" }, { seen["x-a"], seen["x-b"] })
+      seen = sent { "X-A: 1" }
+      assert.same({ "1" }, { seen["x-a"], seen["x-b"] })
+      seen = sent { "X-A: 1", "X-B: 2", "X-C: 4" }
+      assert.same({ "1", "2", "4" }, { seen["x-a"], seen["x-b"], seen["x-c"] })
+      seen = sent({ "X-A: 1", "X-B: 2", "X-C: 4" }, "X-Api-Key: s3cret-value")
+      assert.same({ "1", "2", "4", "s3cret-value" }, { seen["x-a"], seen["x-b"], seen["x-c"], seen["x-api-key"] })
+      seen = sent { "X-A: 1", "X-B: 2", "X-C: 4" }
+      assert.same({ "1", "2", "4" }, { seen["x-a"], seen["x-b"], seen["x-c"], seen["x-api-key"] })
+      seen = sent {}
+      assert.same({}, { seen["x-a"], seen["x-b"], seen["x-c"] })
+      assert.is_nil(seen.expect)
+    end)
+
     it("sends a secret body exactly as given, NUL bytes included, then sends plain bodies again", function()
       local secret = "grant_type=refresh_token&refresh_token=r3fresh\0" .. string.rep("\0\255", 3000) .. "end"
       local res = assert(leg:send(req { method = "POST", url = url("/echo"), secret_body = secret,
@@ -496,6 +540,20 @@ describe("core.http_leg", function()
         local pin = string.format("pinned.invalid:%d:%s", server.port, addresses)
         assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
       end
+    end)
+
+    it("checks the pin against each send's url, not only the first one's", function()
+      local pinned = string.format("http://pinned.invalid:%d/json", server.port)
+      local pin = string.format("pinned.invalid:%d:127.0.0.1", server.port)
+      assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
+      assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
+      assert.has_error(function()
+        leg:send(req { url = string.format("http://other.invalid:%d/json", server.port), pin = pin })
+      end)
+      assert.has_error(function()
+        leg:send(req { url = pinned, pin = string.format("pinned.invalid:%d:127.0.0.1", server.port + 1) })
+      end)
+      assert.equal(200, assert(leg:send(req { url = pinned, pin = pin })).status)
     end)
 
     it("raises when the pin does not name the url's host and port", function()
