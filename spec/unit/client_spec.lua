@@ -2,6 +2,7 @@
 -- budgets, failures of the far side, cancellation, credentials, host gate.
 local mcp = require "mcpclient"
 local Fake = require "support.fake_server"
+local core = require "mcpclient.core"
 
 local function connect(fake, extra)
   local options = {
@@ -200,6 +201,94 @@ describe("a connection", function()
         .. '[{"name":"a","inputSchema":{"type":"object","properties":{"zeta":{},"alpha":{}}}}]}}')
       local tools = assert(connect(fake):list_tools())
       assert.equal('{"type":"object","properties":{"zeta":{},"alpha":{}}}', mcp.json.encode(tools[1].inputSchema))
+    end)
+  end)
+
+  describe("list_tools' schema forms and each_tool_page", function()
+    -- A page whose schemas are written the way no encoder writes them: blanks, escapes, "-0", 1E2.
+    local ODD = '{"jsonrpc":"2.0","id":%ID%,"result":{"tools":[{"name":"a","annotations":{"readOnlyHint":true},'
+      .. '"inputSchema": { "type" : "object", "description":"caf\\u00e9 \\/ \\u200b", "properties":'
+      .. '{"n":{"minimum":-0,"maximum":1E2}}, "examples":[{}] , "additionalProperties": {} },'
+      .. '"outputSchema":{"type":"object","zeta":[],"alpha":{}}}]}}'
+    local AS_SENT = '{"type":"object","description":"café / \\u200b","properties":{"n":{"minimum":0,'
+      .. '"maximum":100.0}},"examples":[{}],"additionalProperties":{}}'
+
+    it("gives schemas as the compact text of what the server sent with schemas = \"text\"", function()
+      local fake = Fake.new():will_handshake():will_return_raw(ODD)
+      local tools, listing = assert(connect(fake):list_tools { schemas = "text" })
+      assert.equal(AS_SENT, tools[1].inputSchema)
+      assert.equal('{"type":"object","zeta":[],"alpha":{}}', tools[1].outputSchema)
+      assert.same({ readOnlyHint = true }, tools[1].annotations)
+      assert.equal("text", listing.schemas)
+      assert.equal(mcp.json.encode(mcp.json.decode(AS_SENT, true)), tools[1].inputSchema)
+    end)
+
+    it("gives each input schema as the import keeps it with schemas = \"kept\"", function()
+      local fake = Fake.new():will_handshake():will_return_raw(ODD)
+      local tools, listing = assert(connect(fake):list_tools { schemas = "kept" })
+      -- the retained keys in their order, additionalProperties {} carried as true, "examples" dropped
+      assert.equal('{"type":"object","description":"café / \\u200b","properties":{"n":{"minimum":0,'
+        .. '"maximum":100.0}},"additionalProperties":true}', tools[1].inputSchema)
+      assert.equal(tools[1].inputSchema, mcp.json.encode(core.normalise_schema(mcp.json.decode(AS_SENT, true))))
+      assert.equal('{"type":"object","zeta":[],"alpha":{}}', tools[1].outputSchema)
+      assert.equal("kept", listing.schemas)
+    end)
+
+    it("gives a refused input schema as { refused = reason } and leaves a missing one out", function()
+      local fake = Fake.new():will_handshake():will_return_raw('{"jsonrpc":"2.0","id":%ID%,"result":{"tools":['
+        .. '{"name":"ref","inputSchema":{"type":"object","properties":{"a":{"$ref":"#/x"}}}},'
+        .. '{"name":"str","inputSchema":"{\\"type\\":\\"object\\"}"},{"name":"none"}]}}')
+      local tools = assert(connect(fake):list_tools { schemas = "kept" })
+      assert.same({ refused = select(2, core.normalise_schema(mcp.json.decode(
+        '{"type":"object","properties":{"a":{"$ref":"#/x"}}}'))) }, tools[1].inputSchema)
+      assert.truthy(tools[1].inputSchema.refused:find('"$ref"', 1, true))
+      -- a string is no schema, even one holding JSON text
+      assert.same({ refused = "the server advertised no parameter schema" }, tools[2].inputSchema)
+      assert.is_nil(tools[3].inputSchema)
+    end)
+
+    it("refuses a schema form it does not know", function()
+      local conn = connect(Fake.new():will_handshake())
+      assert.has_error(function() conn:list_tools { schemas = "json" } end,
+        'schemas must be "tables", "text" or "kept"')
+      assert.has_error(function() conn:each_tool_page(function() end, { schemas = 1 }) end,
+        'schemas must be "tables", "text" or "kept"')
+      assert.has_error(function() conn:each_tool_page("f") end, "each_tool_page: fn must be a function")
+      assert.has_error(function() conn:list_tools { schemas = "text", budget = "1" } end, "budget must be a number")
+    end)
+
+    it("hands each_tool_page's fn every page in order, and returns the listing", function()
+      local fake = Fake.new():will_handshake():will_return(page({ "a", "b" }, "p2")):will_return(page({ "c" }, "p3"))
+        :will_return(page {})
+      local pages = {}
+      local listing = assert(connect(fake):each_tool_page(function(tools)
+        local names = {}
+        for i, t in ipairs(tools) do names[i] = t.name end
+        pages[#pages + 1] = names
+      end, { schemas = "text" }))
+      assert.same({ { "a", "b" }, { "c" }, {} }, pages)
+      assert.same({ era = "legacy", schemas = "text" }, listing)
+    end)
+
+    it("bounds each_tool_page's walk across its pages, as list_tools'", function()
+      local client = require "mcpclient.connection"
+      local saved = client.MAX_LISTED_TOOLS
+      client.MAX_LISTED_TOOLS = 3
+      local fake = Fake.new():will_handshake():will_return(page({ "a", "b" }, "p2")):will_return(page({ "c", "d" }))
+      local handed = 0
+      local ok, message, err = connect(fake):each_tool_page(function(tools) handed = handed + #tools end)
+      client.MAX_LISTED_TOOLS = saved
+      assert.is_nil(ok)
+      assert.equal("malformed", err.kind)
+      assert.truthy(message:find("exceeds 3 tools", 1, true))
+      assert.equal(2, handed)
+    end)
+
+    it("passes on what fn raises, and the connection stays usable", function()
+      local fake = Fake.new():will_handshake():will_return(page({ "a" }, "p2")):will_return(page { "b" })
+      local conn = connect(fake)
+      assert.has_error(function() conn:each_tool_page(function() error("stop here", 0) end) end, "stop here")
+      assert.equal(1, #assert(conn:list_tools()))
     end)
   end)
 

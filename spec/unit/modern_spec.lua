@@ -251,6 +251,23 @@ describe("the 2026-07-28 era", function()
       assert.same({ era = "modern", schemas = "tables", ttl_ms = 5000, cache_scope = "public" }, listing)
     end)
 
+    it("keeps each input schema by this era's rule in the kept form, on the first listing too", function()
+      local schemas = {
+        { name = "local_ref", inputSchema = { type = "object", ["$defs"] = { s = { type = "string" } },
+          properties = { q = { ["$ref"] = "#/$defs/s" } } } },
+        { name = "remote_ref", inputSchema = { type = "object", properties = { q = { ["$ref"] = "https://x/s" } } } },
+      }
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_return { tools = mcp.json.array(schemas), resultType = "complete" }
+      local tools, listing = assert(connect(fake):list_tools { schemas = "kept" })
+      assert.equal("kept", listing.schemas)
+      -- the whole schema is carried (the 2025 rule would refuse $defs)
+      local kept = assert(mcp.json.decode(tools[1].inputSchema))
+      assert.same(schemas[1].inputSchema, kept)
+      assert.equal(select(2, modern.normalise_schema(schemas[2].inputSchema)), tools[2].inputSchema.refused)
+      assert.truthy(tools[2].inputSchema.refused:find("points outside the schema", 1, true))
+    end)
+
     it("reads a missing or negative ttlMs as 0 (stale at once)", function()
       local fake = Fake.new { modern = true }:will_return(discovered()):will_return(page({}, { ttlMs = -5 }))
       local _, listing = assert(connect(fake):list_tools())

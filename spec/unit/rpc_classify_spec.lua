@@ -156,6 +156,47 @@ describe("core.rpc_classify", function()
     assert.has_error(function() classify('{"id":1,"result":{}}', "1") end)
   end)
 
+  describe("a tools/list answer read as a listing", function()
+    local BODY = '{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"t","annotations":{"b":1,"a":2},'
+      .. '"inputSchema":{"type":"object","title":"x","properties":{"z":{},"a":{}}},"outputSchema":[1, 2.50]},'
+      .. '{"name":"u","inputSchema":{"type":"object","$defs":{}}}],"nextCursor":"c"}}'
+
+    it("writes each tool's schemas as text with \"text\", the rest as values, no key order outside", function()
+      local kind, result, containers = classify(BODY, 3, "text", 100)
+      assert.equal("result", kind)
+      local tool = result.tools[1]
+      assert.equal('{"type":"object","title":"x","properties":{"z":{},"a":{}}}', tool.inputSchema)
+      assert.equal("[1,2.5]", tool.outputSchema)
+      assert.same({ b = 1, a = 2 }, tool.annotations)
+      assert.is_nil(json.key_order(tool))
+      assert.equal("c", result.nextCursor)
+      -- the schemas' objects and arrays count toward the cap as decoded ones do
+      assert.equal(select(3, classify(BODY, 3, true, 100)), containers)
+      assert.equal("malformed", (classify(BODY, 3, "text", containers - 1)))
+    end)
+
+    it("judges each input schema as an import does with \"kept\"", function()
+      local _, result = classify(BODY, 3, "kept", 100)
+      assert.equal('{"type":"object","properties":{"z":{},"a":{}}}', result.tools[1].inputSchema)
+      assert.equal("[1,2.5]", result.tools[1].outputSchema)
+      assert.equal(select(2, core.normalise_schema(json.decode('{"type":"object","$defs":{}}'))),
+        result.tools[2].inputSchema.refused)
+    end)
+
+    it("refuses what jansson refuses, and reads only the tools' schemas as text", function()
+      local kind = classify(BODY:gsub('"title":"x"', '"title":"x","title":"y"'), 3, "text")
+      assert.equal("malformed", kind)
+      local _, result = classify('{"id":1,"result":{"inputSchema":{"a":1},"tools":[{"x":{"inputSchema":{}}}]}}', 1,
+        "kept")
+      assert.same({ a = 1 }, result.inputSchema)
+      assert.same({ inputSchema = {} }, result.tools[1].x)
+    end)
+
+    it("raises on a decoding it does not know", function()
+      assert.has_error(function() classify(BODY, 3, "tables") end)
+    end)
+  end)
+
   describe("limits and messages", function()
     it("never quotes body bytes in a parse failure", function()
       for _, text in ipairs {

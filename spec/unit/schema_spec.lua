@@ -421,3 +421,76 @@ describe("decode_stored_schema (conformance 15)", function()
     assert.has_error(function() core.decode_stored_schema({}) end)
   end)
 end)
+
+describe("normalise_schema_text", function()
+  -- The table normaliser's answer for the value the text holds, encoded: what the text form must give.
+  local function by_table(text)
+    local schema, why = core.normalise_schema(json.decode(text, true))
+    if not schema then return nil, why end
+    return json.encode(schema)
+  end
+
+  local function nested(levels)
+    return '{"type":"object","properties":' .. string.rep('{"a":', levels) .. "1" .. string.rep("}", levels) .. "}"
+  end
+
+  local CASES = {
+    kept_and_reordered = '{"required":["q"],"title":"t","properties":{"q":{"type":"string"}},"type":"object"}',
+    all_kept_in_order = '{"type":"object","description":"d","properties":{},"required":[],"additionalProperties":false}',
+    additional_empty = '{"type":"object","additionalProperties":{}}',
+    additional_schema = '{"type":"object","additionalProperties":{"type":"string"}}',
+    blanks_and_escapes = ' { "type" : "object" , "description" : "caf\\u00e9 \\/ \\n \\u200b" } ',
+    numbers = '{"type":"object","properties":{"n":{"minimum":-0,"maximum":1E2,"multipleOf":0.5}}}',
+    top_keyword = '{"type":"object","$ref":"#/x"}',
+    nested_keyword = '{"type":"object","properties":{"a":{"if":{}}}}',
+    keyword_in_dropped = '{"type":"object","examples":[{"$ref":1}]}',
+    keyword_as_property = '{"type":"object","properties":{"then":{"type":"string"}}}',
+    required_mixed = '{"type":"object","required":["a",1]}',
+    properties_array = '{"type":"object","properties":{"a":[]}}',
+    description_number = '{"type":"object","description":5}',
+    not_object = '{"type":"array"}',
+    empty = "{}",
+    array = "[]",
+    null = "null",
+    string = '"{}"',
+    depth_12 = nested(10),
+    depth_13 = nested(11),
+    big_ascii = '{"type":"object","description":"' .. string.rep("a", 16340) .. '"}',
+    big_by_slashes = '{"type":"object","description":"' .. string.rep("/", 8190) .. '"}',
+    big_by_accents = '{"type":"object","description":"' .. string.rep("é", 3000) .. '"}',
+    many_members = "{" .. (function()
+      local t = {}
+      for i = 1, 70 do t[i] = '"k' .. i .. '":' .. i end
+      return table.concat(t, ",")
+    end)() .. ',"type":"object"}',
+  }
+
+  for name, text in pairs(CASES) do
+    it("answers as the table normaliser does: " .. name, function()
+      local want, want_why = by_table(text)
+      local got, why = core.normalise_schema_text(text)
+      assert.equal(want, got)
+      assert.equal(want_why, why)
+    end)
+  end
+
+  it("gives a kept text equal to the one it was given as that very string", function()
+    local text = '{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}'
+    assert.is_true(rawequal(text, core.normalise_schema_text(text)))
+  end)
+
+  it("says so when the text is not JSON, and raises on a non-string", function()
+    for _, text in ipairs { "", "{", '{"type":"object",}', '{"a":1,"a":2}' } do
+      assert.same({ nil, "its parameter schema is not valid JSON" }, { core.normalise_schema_text(text) })
+    end
+    assert.has_error(function() core.normalise_schema_text({ type = "object" }) end)
+  end)
+
+  it("measures the cap on the ASCII form: one byte under it is kept, one over refused", function()
+    local head = '{"type":"object","description":"'
+    local fits = head .. string.rep("/", (16384 - #head - 2) // 2) .. '"}'
+    assert.is_string((core.normalise_schema_text(fits)))
+    assert.same({ nil, TOO_BIG }, { core.normalise_schema_text(head .. string.rep("/", (16384 - #head - 2) // 2 + 1)
+      .. '"}') })
+  end)
+end)
