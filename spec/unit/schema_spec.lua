@@ -436,7 +436,8 @@ describe("normalise_schema_text", function()
 
   local CASES = {
     kept_and_reordered = '{"required":["q"],"title":"t","properties":{"q":{"type":"string"}},"type":"object"}',
-    all_kept_in_order = '{"type":"object","description":"d","properties":{},"required":[],"additionalProperties":false}',
+    all_kept_in_order = '{"type":"object","description":"d","properties":{},"required":[],'
+      .. '"additionalProperties":false}',
     additional_empty = '{"type":"object","additionalProperties":{}}',
     additional_schema = '{"type":"object","additionalProperties":{"type":"string"}}',
     blanks_and_escapes = ' { "type" : "object" , "description" : "caf\\u00e9 \\/ \\n \\u200b" } ',
