@@ -65,7 +65,7 @@ int64_t mcp_monotonic_ns(void);
 #define MCP_JSON_MAX_DEPTH 512
 #define MCP_JSON_ASCII     1 /* escape '/' as \/ and non-ASCII as \uXXXX: the measure of a stored schema's size */
 
-#define MCP_JSON_REAL_MAX  48 /* bytes mcp_json_format_real may write */
+#define MCP_JSON_REAL_MAX 48 /* bytes mcp_json_format_real may write */
 /* The encoder's text for the real d into out; its length, or 0 when d has no JSON form. */
 size_t mcp_json_format_real(lua_Number d, char *out);
 /* Encode the value at idx and push the text; NULL on success, else a static reason and nothing pushed. */
@@ -100,10 +100,10 @@ int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
 typedef int (*mcp_refused_fn)(const char *key, size_t len); /* >= 0: a refused keyword */
 typedef struct mcp_member {
   size_t key, key_len, value, value_len;
-  int levels;         /* the deepest container level inside the value, the object being level 1 */
-  int refused;        /* a key inside the value passed the refused test */
-  size_t containers;  /* objects and arrays in the value */
-  int shape;          /* MCP_SHAPE_* when the value has that shape, else 0 */
+  int levels;        /* the deepest container level inside the value, the object being level 1 */
+  int refused;       /* a key inside the value passed the refused test */
+  size_t containers; /* objects and arrays in the value */
+  int shape;         /* MCP_SHAPE_* when the value has that shape, else 0 */
 } mcp_member;
 #define MCP_SHAPE_OBJECT_OF_OBJECTS 1 /* an object whose member values are all objects ({} too) */
 #define MCP_SHAPE_STRING_LIST       2 /* an array of strings only ([] too) */

@@ -45,8 +45,8 @@
 ** until the container ends; starting small but not at 1 saves the first
 ** rehashes, which dominate on the small objects a catalogue is made of.
 */
-#define OBJECT_HINT 4
-#define ARRAY_HINT 4
+#define OBJECT_HINT  4
+#define ARRAY_HINT   4
 
 /* Decoding state; marker, order, scratch are stack indexes (order 0: keys unrecorded). */
 typedef struct Fast {
@@ -55,7 +55,7 @@ typedef struct Fast {
   int marker, order, scratch;
   size_t containers, max_containers; /* objects and arrays opened so far, and the cap (0: none) */
   size_t scratch_len;
-  unsigned char *buf;  /* the scratch userdata's bytes */
+  unsigned char *buf;   /* the scratch userdata's bytes */
   struct Text *schemas; /* a tools/list answer: where its tools' schemas are written as text (else NULL) */
   int keep;             /* ... and its tools' input schemas are judged as an import judges them */
 } Fast;
@@ -86,10 +86,10 @@ static const unsigned char *skip_plain(const unsigned char *p, const unsigned ch
     memcpy(&x, p, 8);
     quote = x ^ (ones * '"');
     backslash = x ^ (ones * '\\');
-    if ((((x - ones * 0x20) & ~x)                   /* a byte below 0x20 */
-         | ((quote - ones) & ~quote)                /* a '"' */
-         | ((backslash - ones) & ~backslash)        /* a '\\' */
-         | x)                                       /* a byte past 0x7F */
+    if ((((x - ones * 0x20) & ~x)            /* a byte below 0x20 */
+         | ((quote - ones) & ~quote)         /* a '"' */
+         | ((backslash - ones) & ~backslash) /* a '\\' */
+         | x)                                /* a byte past 0x7F */
         & highs)
       break;
     p += 8;
@@ -336,7 +336,8 @@ static int scan_number(Fast *f, const unsigned char **s, const unsigned char **e
   if (p < end && *p == '-') p++;
   if (p >= end) return 0;
   if (*p == '0') p++;
-  else if (*p >= '1' && *p <= '9') while (p < end && *p >= '0' && *p <= '9') p++;
+  else if (*p >= '1' && *p <= '9')
+    while (p < end && *p >= '0' && *p <= '9') p++;
   else return 0;
   if (p < end && *p == '.') {
     *real = 1;
@@ -546,7 +547,7 @@ static int open_container(Fast *f) {
 */
 
 #define MAX_KEYS   MCP_MAX_MEMBERS /* members of one object the builder checks for duplicates */
-#define MAX_LEVELS 64 /* container levels below the value the builder writes */
+#define MAX_LEVELS 64              /* container levels below the value the builder writes */
 
 /* One key written so far, as its place in the output: the encoder's text of a key is unique to it. */
 typedef struct KeySpan {
@@ -562,7 +563,7 @@ typedef struct Text {
   int refused_seen;       /* some key passed that test */
   mcp_member *members;    /* the top-level object's members, when wanted */
   int nmembers;
-  int shape;              /* MCP_SHAPE_* of the member value being written */
+  int shape; /* MCP_SHAPE_* of the member value being written */
 } Text;
 
 /*
@@ -608,13 +609,34 @@ static unsigned char *put_u(unsigned char *o, unsigned long u) {
 static unsigned char *put_code_point(unsigned char *o, unsigned long cp) {
   if (cp < 0x80) {
     switch (cp) {
-      case '"': *o++ = '\\'; *o++ = '"'; return o;
-      case '\\': *o++ = '\\'; *o++ = '\\'; return o;
-      case '\b': *o++ = '\\'; *o++ = 'b'; return o;
-      case '\f': *o++ = '\\'; *o++ = 'f'; return o;
-      case '\n': *o++ = '\\'; *o++ = 'n'; return o;
-      case '\r': *o++ = '\\'; *o++ = 'r'; return o;
-      case '\t': *o++ = '\\'; *o++ = 't'; return o;
+      case '"':
+        *o++ = '\\';
+        *o++ = '"';
+        return o;
+      case '\\':
+        *o++ = '\\';
+        *o++ = '\\';
+        return o;
+      case '\b':
+        *o++ = '\\';
+        *o++ = 'b';
+        return o;
+      case '\f':
+        *o++ = '\\';
+        *o++ = 'f';
+        return o;
+      case '\n':
+        *o++ = '\\';
+        *o++ = 'n';
+        return o;
+      case '\r':
+        *o++ = '\\';
+        *o++ = 'r';
+        return o;
+      case '\t':
+        *o++ = '\\';
+        *o++ = 't';
+        return o;
       default: break;
     }
     if (cp < 0x20) return put_u(o, cp);
@@ -772,30 +794,54 @@ static int emit_member_value(Fast *f, Text *t, int depth, size_t key_at, size_t 
 }
 
 /*
+** Write the opening byte of the container at f->p; 1 when it closes at
+** once (the closing byte written too).
+*/
+static int emit_open(Fast *f, Text *t, unsigned char open, unsigned char close) {
+  f->p++;
+  skip_blanks(f);
+  text_room(f, t, 2);
+  t->out[t->n++] = open;
+  if (f->p >= f->end || *f->p != close) return 0;
+  f->p++;
+  t->out[t->n++] = close;
+  return 1;
+}
+
+/* What follows a member or an element: another one, the end of the container, or a refusal. */
+enum { SEP_BAD, SEP_MORE, SEP_END };
+
+/*
+** Read and write what follows a member or an element: ',' (SEP_MORE), the
+** closing byte (SEP_END), or anything else (SEP_BAD).
+*/
+static int emit_separator(Fast *f, Text *t, unsigned char close) {
+  skip_blanks(f);
+  if (f->p >= f->end || (*f->p != ',' && *f->p != close)) return SEP_BAD;
+  text_room(f, t, 1);
+  t->out[t->n++] = *f->p;
+  if (*f->p++ == close) return SEP_END;
+  skip_blanks(f);
+  return SEP_MORE;
+}
+
+/*
 ** Write the object at f->p, a container at level `level` of the value (1:
 ** the value itself). Keys below the top level go through the refused test
 ** when the normaliser gave one.
 */
 static int emit_object(Fast *f, Text *t, int depth, int level) {
   KeySpan keys[MAX_KEYS];
-  int n = 0, objects = 1;
-  f->p++;
-  skip_blanks(f);
-  text_room(f, t, 2);
-  t->out[t->n++] = '{';
-  if (f->p < f->end && *f->p == '}') {
-    f->p++;
-    t->out[t->n++] = '}';
-    if (level == 2) t->shape = MCP_SHAPE_OBJECT_OF_OBJECTS;
-    return 1;
-  }
-  for (;;) {
+  int n = 0, objects = 1, sep = SEP_MORE;
+  if (emit_open(f, t, '{', '}')) sep = SEP_END;
+  while (sep == SEP_MORE) {
     if (n == MAX_KEYS || f->p >= f->end || *f->p != '"') return 0;
     keys[n].at = t->n;
     if (!emit_string(f, t, 1)) return 0;
     keys[n].len = t->n - keys[n].at;
     if (repeated_key(t, keys, n)) return 0;
-    if (t->refused != NULL && level >= 2 && t->refused((const char *)t->out + keys[n].at + 1, keys[n].len - 2) >= 0)
+    if (t->refused != NULL && level >= 2 &&
+        t->refused((const char *)t->out + keys[n].at + 1, keys[n].len - 2) >= 0)
       t->refused_seen = 1;
     skip_blanks(f);
     if (f->p >= f->end || *f->p != ':') return 0;
@@ -808,19 +854,8 @@ static int emit_object(Fast *f, Text *t, int depth, int level) {
                    : !emit_value(f, t, depth + 1, level + 1))
       return 0;
     n++;
-    skip_blanks(f);
-    text_room(f, t, 1);
-    if (f->p < f->end && *f->p == ',') {
-      f->p++;
-      skip_blanks(f);
-      t->out[t->n++] = ',';
-      continue;
-    }
-    if (f->p < f->end && *f->p == '}') break;
-    return 0;
+    if ((sep = emit_separator(f, t, '}')) == SEP_BAD) return 0;
   }
-  f->p++;
-  t->out[t->n++] = '}';
   if (level == 2 && objects) t->shape = MCP_SHAPE_OBJECT_OF_OBJECTS;
   return 1;
 }
@@ -829,33 +864,13 @@ static int emit_object(Fast *f, Text *t, int depth, int level) {
 ** Write the array at f->p, a container at level `level` of the value.
 */
 static int emit_array(Fast *f, Text *t, int depth, int level) {
-  int strings = 1;
-  f->p++;
-  skip_blanks(f);
-  text_room(f, t, 2);
-  t->out[t->n++] = '[';
-  if (f->p < f->end && *f->p == ']') {
-    f->p++;
-    t->out[t->n++] = ']';
-    if (level == 2) t->shape = MCP_SHAPE_STRING_LIST;
-    return 1;
-  }
-  for (;;) {
+  int strings = 1, sep = SEP_MORE;
+  if (emit_open(f, t, '[', ']')) sep = SEP_END;
+  while (sep == SEP_MORE) {
     strings = strings && f->p < f->end && *f->p == '"';
     if (!emit_value(f, t, depth + 1, level + 1)) return 0;
-    skip_blanks(f);
-    text_room(f, t, 1);
-    if (f->p < f->end && *f->p == ',') {
-      f->p++;
-      skip_blanks(f);
-      t->out[t->n++] = ',';
-      continue;
-    }
-    if (f->p < f->end && *f->p == ']') break;
-    return 0;
+    if ((sep = emit_separator(f, t, ']')) == SEP_BAD) return 0;
   }
-  f->p++;
-  t->out[t->n++] = ']';
   if (level == 2 && strings) t->shape = MCP_SHAPE_STRING_LIST;
   return 1;
 }
@@ -1271,9 +1286,11 @@ static int l_fast_classify(lua_State *L) {
   int ordered = lua_toboolean(L, 3), listing = LISTING_NONE, n;
   if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer"); /* ids are integers: no "1" or 1.0 */
   expected = lua_tointeger(L, 2);
-  if (lua_type(L, 3) == LUA_TSTRING) listing = luaL_checkoption(L, 3, NULL, listings) == 0 ? LISTING_TEXT : LISTING_KEPT;
+  if (lua_type(L, 3) == LUA_TSTRING)
+    listing = luaL_checkoption(L, 3, NULL, listings) == 0 ? LISTING_TEXT : LISTING_KEPT;
   lua_settop(L, 4);
-  if (!fast_decode(L, s, len, lua_upvalueindex(1), ordered && listing == LISTING_NONE ? lua_upvalueindex(2) : 0,
+  if (!fast_decode(L, s, len, lua_upvalueindex(1),
+                   ordered && listing == LISTING_NONE ? lua_upvalueindex(2) : 0,
                    max_containers > 0 ? (size_t)max_containers : 0, listing, &containers)) {
     n = delegate(L, 3, 4);
     if (listing != LISTING_NONE && lua_isstring(L, 1) && strcmp(lua_tostring(L, 1), "result") == 0)

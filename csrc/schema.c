@@ -24,9 +24,9 @@
 
 #include "core.h"
 
-#define MAX_DEPTH         12         /* deepest container level, root = 1 */
-#define MAX_ENCODED_BYTES 16384      /* measured on the escaped encoding */
-#define MAX_VISITS        (1L << 20) /* see walk() */
+#define MAX_DEPTH         12          /* deepest container level, root = 1 */
+#define MAX_ENCODED_BYTES 16384       /* measured on the escaped encoding */
+#define MAX_VISITS        (1L << 20)  /* see walk() */
 #define KEPT_BUFFER       (64 * 1024) /* the largest text buffer normalise_schema_text keeps between calls */
 
 /* Kept top-level keys, in output order. */
@@ -52,7 +52,6 @@ static const char *const refused[] = {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-
 /* Why a kept value has the wrong shape; each names the key, so the operator
 ** knows what to ask the server's author to fix. */
 enum shape { BAD_DESCRIPTION, BAD_ADDITIONAL, BAD_REQUIRED, BAD_PROPERTIES, UNENCODABLE };
@@ -64,7 +63,18 @@ static const char *const shape_reasons[] = {
   "it holds a value JSON cannot carry",
 };
 
-enum verdict { ACCEPTED, NO_SCHEMA, NOT_OBJECT, KEYWORD, MALFORMED, TOO_DEEP, BAD_UTF8, TOO_BIG, NOT_JSON, UNCLEAR };
+enum verdict {
+  ACCEPTED,
+  NO_SCHEMA,
+  NOT_OBJECT,
+  KEYWORD,
+  MALFORMED,
+  TOO_DEEP,
+  BAD_UTF8,
+  TOO_BIG,
+  NOT_JSON,
+  UNCLEAR
+};
 
 /*
 ** Push the reason sentence for a refusal (no trailing period: the caller
@@ -99,7 +109,8 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
 static int refused_index(const char *s, size_t n) {
   /* by length: 1 + the refused[] index of each keyword that long, 0 after the last (checked on opening) */
   static const unsigned char by_length[22][4] = {
-    [2] = {5}, [4] = {1, 6, 7}, [5] = {3}, [11] = {2, 4}, [13] = {9}, [16] = {10}, [17] = {8, 11}, [21] = {12},
+    [2] = {5},  [4] = {1, 6, 7}, [5] = {3},      [11] = {2, 4},
+    [13] = {9}, [16] = {10},     [17] = {8, 11}, [21] = {12},
   };
   int i;
   if (n >= COUNT(by_length)) return -1;
@@ -196,7 +207,8 @@ static int well_formed(lua_State *L, int f) {
   if (!bad && rawfield(L, f, "additionalProperties") != LUA_TNIL && !additional_ok(L, f, lua_gettop(L))) {
     bad = 1 + BAD_ADDITIONAL;
   }
-  if (!bad && rawfield(L, f, "required") != LUA_TNIL && !is_string_list(L, lua_gettop(L))) bad = 1 + BAD_REQUIRED;
+  if (!bad && rawfield(L, f, "required") != LUA_TNIL && !is_string_list(L, lua_gettop(L)))
+    bad = 1 + BAD_REQUIRED;
   if (!bad && rawfield(L, f, "properties") != LUA_TNIL) {
     int ok;
     p = lua_gettop(L);
@@ -522,7 +534,8 @@ static size_t ascii_extra(const char *v, size_t n) {
 }
 
 /* The member's value text is exactly lit. */
-#define VALUE_IS(text, m, lit) ((m)->value_len == sizeof(lit) - 1 && memcmp((text) + (m)->value, lit, (m)->value_len) == 0)
+#define VALUE_IS(text, m, lit) \
+  ((m)->value_len == sizeof(lit) - 1 && memcmp((text) + (m)->value, lit, (m)->value_len) == 0)
 
 /*
 ** Step 5 read off the text: 1 when the kept value of `name` has its shape
@@ -545,8 +558,8 @@ static int text_shape_ok(const char *text, const mcp_member *m, const char *name
 ** the kept text is the text itself; when that is also the string at index
 ** `given` (0: none), that string is the answer and nothing is copied.
 */
-static enum verdict normalise_described(lua_State *L, const char *text, size_t text_len, const mcp_member *m, int n,
-                                        int given) {
+static enum verdict normalise_described(lua_State *L, const char *text, size_t text_len, const mcp_member *m,
+                                        int n, int given) {
   const mcp_member *kept[COUNT(retained)];
   int as_true[COUNT(retained)], whole = 1;
   const mcp_member *type = find_member(text, m, n, "type");
@@ -576,7 +589,8 @@ static enum verdict normalise_described(lua_State *L, const char *text, size_t t
   if (whole && nkept == (size_t)n) {
     size_t given_len = 0;
     const char *given_text = given != 0 ? lua_tolstring(L, given, &given_len) : NULL;
-    if (given_text != NULL && given_len == text_len && memcmp(given_text, text, text_len) == 0) lua_pushvalue(L, given);
+    if (given_text != NULL && given_len == text_len && memcmp(given_text, text, text_len) == 0)
+      lua_pushvalue(L, given);
     else lua_pushlstring(L, text, text_len);
     return ACCEPTED;
   }
@@ -602,8 +616,8 @@ static enum verdict normalise_described(lua_State *L, const char *text, size_t t
 ** for normalise_described. What the description does not settle is
 ** decoded and goes the table way.
 */
-static enum verdict keep_text(lua_State *L, const char *text, size_t len, const mcp_member *m, int n, int given,
-                              int *keyword) {
+static enum verdict keep_text(lua_State *L, const char *text, size_t len, const mcp_member *m, int n,
+                              int given, int *keyword) {
   enum verdict v = n >= 0 ? normalise_described(L, text, len, m, n, given) : UNCLEAR;
   int top = lua_gettop(L);
   if (v != UNCLEAR) return v;
