@@ -446,16 +446,31 @@ local function listing_with_schema(schema_text)
   return '{"tools":[{"name":"probe","inputSchema":' .. schema_text .. "}]}"
 end
 
+-- The import's reading of the listed schema (schemas = "kept", judged as the page is read) must be
+-- what the era's rule makes of the value list_tools gave: its text, or the same refusal.
+local function kept_alike(conn, value)
+  local kept, listing = assert(conn:list_tools { schemas = "kept" })
+  local schema, why = modern.schema_for(listing.era)(value)
+  if schema then
+    assert.equal(json.encode(schema), kept[1].inputSchema)
+  else
+    assert.same({ refused = why }, kept[1].inputSchema)
+  end
+end
+
 -- fails if: annotations survive, the retained keys lose their order, or properties/required are rewritten
 -- proven red by the mutant(s): schema-keeps-annotations, listing-unordered
 check("06 schema normalisation on a schema that came off the connection", function(h)
-  h:will_handshake():will_answer(listing_with_schema('{"required":["uid"],"title":"Read page",'
+  local listing = listing_with_schema('{"required":["uid"],"title":"Read page",'
     .. '"$id":"https://example.com/read-page","examples":[{"uid":3}],"x-vendor-hint":"fast",'
     .. '"additionalProperties":false,"properties":{"uid":{"type":"integer","description":"Page id"},'
-    .. '"alias":{"type":"string"}},"description":"Reads one page","type":"object"}'))
-  local tools = assert(h:connect():list_tools())
+    .. '"alias":{"type":"string"}},"description":"Reads one page","type":"object"}')
+  h:will_handshake():will_answer(listing):will_answer(listing)
+  local conn = h:connect()
+  local tools = assert(conn:list_tools())
   local schema, why = core.normalise_schema(tools[1].inputSchema)
   assert(schema, why)
+  kept_alike(conn, tools[1].inputSchema)
   assert.same({ "type", "description", "properties", "required", "additionalProperties" }, json.key_order(schema))
   assert.equal('{"uid":{"type":"integer","description":"Page id"},"alias":{"type":"string"}}',
     json.encode(schema.properties))
@@ -494,12 +509,14 @@ for _, case in ipairs(invalid_schemas) do
   -- fails if: the normaliser repairs the schema (drops the keyword, clamps depth, clips text) instead of refusing it
   -- proven red by the mutant(s): schema-repaired
   check(number .. " invalid schema refused whole: " .. label, function(h)
-    h:will_handshake():will_answer(listing_with_schema(text))
-    local tools = assert(h:connect():list_tools())
+    h:will_handshake():will_answer(listing_with_schema(text)):will_answer(listing_with_schema(text))
+    local conn = h:connect()
+    local tools = assert(conn:list_tools())
     assert.equal(1, #tools)
     local schema, why = core.normalise_schema(tools[1].inputSchema)
     assert.is_nil(schema)
     assert.equal(reason, why)
+    kept_alike(conn, tools[1].inputSchema)
   end)
 end
 

@@ -177,20 +177,26 @@ describe("server-everything #integration", function()
     assert.is_true(out.is_error)
   end)
 
-  it("normalises or refuses every schema of its catalogue with a reason", function()
+  it("normalises or refuses every schema of its catalogue with a reason, as text and as kept alike", function()
     local core = require "mcpclient.core"
     local conn <close> = connect(peer.url)
     local tools = assert(conn:list_tools())
+    local as_text = assert(conn:list_tools { schemas = "text" })
+    local kept = assert(conn:list_tools { schemas = "kept" })
     local accepted = 0
-    for _, t in ipairs(tools) do
+    for i, t in ipairs(tools) do
       local schema, reason = core.normalise_schema(t.inputSchema)
+      assert.equal(mcp.json.encode(t.inputSchema), as_text[i].inputSchema)
       if schema then
         accepted = accepted + 1
         local stored = mcp.json.encode(schema)
         assert.equal(stored, mcp.json.encode(assert(core.decode_stored_schema(stored))))
         assert.is_nil(schema["$schema"])
+        assert.equal(stored, kept[i].inputSchema, t.name)
+        assert.equal(stored, core.normalise_schema_text(as_text[i].inputSchema), t.name)
       else
         assert.equal("string", type(reason), t.name)
+        assert.same({ refused = reason }, kept[i].inputSchema)
       end
     end
     assert.is_true(accepted >= 10)
