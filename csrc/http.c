@@ -42,6 +42,10 @@
 #define POLL_MS                    10            /* the cancel hook's polling period */
 #define HEAD_CAP                   (256 * 1024)  /* response header bytes, all lines */
 #define KEEP_CAP                   (256 * 1024)  /* larger buffers are released after a send */
+/* libcurl's receive buffer: a catalogue page of ~130 KB takes a quarter of the reads and write
+** callbacks of libcurl's 16 KB default (measured: ~10 % of a listing's CPU, warm calls alike);
+** its pages are touched only as far as an answer fills them. */
+#define RECEIVE_BUFFER             65536L
 #define MAX_BYTES_LIMIT            (1024 * 1024 * 1024)  /* the largest max_bytes accepted */
 #define MEDIA_CAP                  128           /* media type bytes reported; longer ones are cut */
 #define ENGINE_CONNECTIONS         64            /* idle connections the engine keeps, all pools */
@@ -554,6 +558,7 @@ static int set_fixed_options(Leg *leg) {
   int bad = 0;
   bad |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK;
+  bad |= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, RECEIVE_BUFFER) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK;
