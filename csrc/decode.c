@@ -607,39 +607,16 @@ static unsigned char *put_u(unsigned char *o, unsigned long u) {
 ** output.
 */
 static unsigned char *put_code_point(unsigned char *o, unsigned long cp) {
+  static const unsigned char short_form[0x60] = {
+    ['"'] = '"', ['\\'] = '\\', ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
+  };
+  if (cp < 0x60 && short_form[cp] != 0) {
+    *o++ = '\\';
+    *o++ = short_form[cp];
+    return o;
+  }
+  if (cp < 0x20) return put_u(o, cp);
   if (cp < 0x80) {
-    switch (cp) {
-      case '"':
-        *o++ = '\\';
-        *o++ = '"';
-        return o;
-      case '\\':
-        *o++ = '\\';
-        *o++ = '\\';
-        return o;
-      case '\b':
-        *o++ = '\\';
-        *o++ = 'b';
-        return o;
-      case '\f':
-        *o++ = '\\';
-        *o++ = 'f';
-        return o;
-      case '\n':
-        *o++ = '\\';
-        *o++ = 'n';
-        return o;
-      case '\r':
-        *o++ = '\\';
-        *o++ = 'r';
-        return o;
-      case '\t':
-        *o++ = '\\';
-        *o++ = 't';
-        return o;
-      default: break;
-    }
-    if (cp < 0x20) return put_u(o, cp);
     *o++ = (unsigned char)cp;
     return o;
   }

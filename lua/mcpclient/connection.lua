@@ -514,38 +514,50 @@ local function keep_modern(page)
   end
 end
 
--- How a page is read for each schema form, and in which era.
+-- How a page is read for each schema form. A kept listing of the 2026-07-28
+-- era is read as text: its rule is applied by keep_modern.
 local DECODING = { tables = true, text = "text", kept = "kept" }
+local function decoding_of(form, modern_era)
+  if form == "kept" and modern_era then return "text" end
+  return DECODING[form]
+end
+
+-- One page read with `decoding`: its entries, after the era's bookkeeping
+-- (the freshness hint, the header markings, the modern kept rule).
+-- @return entries | nil, message, err
+function Connection:read_page(walk, form, decoding, result, info)
+  local page, message, err = self:take_page(walk, result, info)
+  if not page or not self.session.modern then return page, message, err end
+  merge_hint(walk, result)
+  learn_headers(walk.headers, page)
+  if form == "kept" then
+    if decoding ~= "text" then -- read by the 2025 rule: the session's era changed under the walk
+      return fail("malformed",
+        { server = self.identifier, detail = "the server changed protocol era during the tool listing" })
+    end
+    keep_modern(page)
+  end
+  return page
+end
 
 -- Walk every page, handing each to on_page(entries), its schemas in
--- `form` (see list_tools).
+-- `form` (see list_tools). The era is settled first: it decides how a kept
+-- listing is read.
 -- @return listing | nil, message, err
 function Connection:walk_tools(op, form, on_page)
   local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {} }
   local params = {}
-  if not self.session then -- the era decides how a kept listing is read
+  if not self.session then
     local ok, message, err = self:ensure_session(op)
     if not ok then return nil, message, err end
   end
   for _ = 1, client.MAX_PAGES do
-    local modern_era = self.session and self.session.modern
-    local decoding = (modern_era and form == "kept") and "text" or DECODING[form]
+    local decoding = decoding_of(form, self.session and self.session.modern)
     local result, info, err = self:request(op, "tools/list", params, decoding)
     if not result then return errors.pass(err) end
     local page, message
-    page, message, err = self:take_page(walk, result, info)
+    page, message, err = self:read_page(walk, form, decoding, result, info)
     if not page then return nil, message, err end
-    if self.session.modern then
-      merge_hint(walk, result)
-      learn_headers(walk.headers, page)
-      if form == "kept" then
-        if decoding ~= "text" then
-          return fail("malformed",
-            { server = self.identifier, detail = "the server changed protocol era during the tool listing" })
-        end
-        keep_modern(page)
-      end
-    end
     on_page(page)
     local cursor = result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
