@@ -874,6 +874,23 @@ static int emit_value(Fast *f, Text *t, int depth, int level) {
 }
 
 /*
+** Replace the decoded schema at the top of the stack with its JSON text,
+** or with `keep` with what an import keeps of it. 0 (the value left as it
+** is) when it would not encode, which decoded JSON never is.
+*/
+static int schema_value_as_text(lua_State *L, int keep) {
+  if (mcp_json_encode(L, -1, 0) != NULL) return 0;
+  lua_remove(L, -2);
+  if (keep) {
+    size_t len;
+    const char *text = lua_tolstring(L, -1, &len);
+    mcp_schema_keep(L, text, len, NULL, -1);
+    lua_remove(L, -2);
+  }
+  return 1;
+}
+
+/*
 ** Push a listed tool's schema at f->p as its JSON text, or with `keep`, as
 ** what an import keeps of it (schema.c judges the text and the description
 ** of its members written in the same pass). When the text builder gives
@@ -896,16 +913,7 @@ static int push_schema_text(Fast *f, int depth, int keep) {
   }
   f->p = start;
   f->containers = containers;
-  if (!push_value(f, depth, R_NONE)) return 0;
-  if (mcp_json_encode(f->L, -1, 0) != NULL) return 0; /* not reached: what was decoded encodes */
-  lua_remove(f->L, -2);
-  if (keep) {
-    size_t len;
-    const char *text = lua_tolstring(f->L, -1, &len);
-    mcp_schema_keep(f->L, text, len, NULL, -1);
-    lua_remove(f->L, -2);
-  }
-  return 1;
+  return push_value(f, depth, R_NONE) && schema_value_as_text(f->L, keep);
 }
 
 /*
@@ -1224,13 +1232,9 @@ static void schemas_as_text(lua_State *L, int result, int keep) {
           lua_pop(L, 1);
           continue;
         }
-        if (mcp_json_encode(L, -1, 0) != NULL) {
+        if (!schema_value_as_text(L, k == 0 && keep)) {
+          lua_pop(L, 1);
           lua_pushnil(L);
-        } else if (k == 0 && keep) {
-          size_t len;
-          const char *text = lua_tolstring(L, -1, &len);
-          mcp_schema_keep(L, text, len, NULL, -1);
-          lua_remove(L, -2);
         }
         lua_setfield(L, -3, names[k]);
         lua_pop(L, 1);
