@@ -382,32 +382,8 @@ local function walk(value, depth)
   return nil
 end
 
---- A tool's inputSchema under the rules of the 2026-07-28 era: a JSON Schema
---- in the 2020-12 dialect unless it names another, carried whole, every
---- keyword included, so nothing is dropped and nothing widened. Refused
---- (never repaired), with the reason naming what caused it: no schema, a
---- top-level type other than "object", nesting deeper than 12 levels, a
---- $ref/$dynamicRef leaving the schema, an x-mcp-header marking that breaks
---- its rules (modern.header_params), more than 16384 bytes once encoded, or
---- a value JSON cannot carry.
--- @return the schema (the caller's table) | nil, reason
-function modern.normalise_schema(schema)
-  local encoded, why = modern.stored_schema(schema)
-  if not encoded then return nil, why end
-  return schema
-end
-
---- The same rule on a schema given as JSON text (a listing's text form);
---- the answer is the text the store keeps.
--- @return text | nil, reason
-function modern.normalise_schema_text(text)
-  local schema = json.decode(text, true)
-  if schema == nil then return nil, "its parameter schema is not valid JSON" end
-  return modern.stored_schema(schema)
-end
-
 -- The rule's checks; the schema's stored text when it passes.
-function modern.stored_schema(schema)
+local function stored_schema(schema)
   if type(schema) ~= "table" or schema == json.null or json.is_array(schema) then
     return nil, "the server advertised no parameter schema"
   end
@@ -422,14 +398,34 @@ function modern.stored_schema(schema)
   return encoded
 end
 
---- The schema rule of the era a listing came from (list_tools' second value:
---- its `era` and `schemas`): the 2026-07-28 rules for "modern", the 2025
---- normaliser otherwise; the text form of either for a listing whose
---- schemas came as text.
-function modern.schema_for(era, schemas)
-  if schemas == "text" then
-    return era == "modern" and modern.normalise_schema_text or core.normalise_schema_text
-  end
+--- A tool's inputSchema under the rules of the 2026-07-28 era: a JSON Schema
+--- in the 2020-12 dialect unless it names another, carried whole, every
+--- keyword included, so nothing is dropped and nothing widened. Refused
+--- (never repaired), with the reason naming what caused it: no schema, a
+--- top-level type other than "object", nesting deeper than 12 levels, a
+--- $ref/$dynamicRef leaving the schema, an x-mcp-header marking that breaks
+--- its rules (modern.header_params), more than 16384 bytes once encoded, or
+--- a value JSON cannot carry.
+-- @return the schema (the caller's table) | nil, reason
+function modern.normalise_schema(schema)
+  local encoded, why = stored_schema(schema)
+  if not encoded then return nil, why end
+  return schema
+end
+
+--- The same rule on a schema given as JSON text (a listing's text form);
+--- the answer is the text the store keeps.
+-- @return text | nil, reason
+function modern.normalise_schema_text(text)
+  local schema = json.decode(text, true)
+  if schema == nil then return nil, "its parameter schema is not valid JSON" end
+  return stored_schema(schema)
+end
+
+
+--- The schema rule of the era a listing came from (list_tools' second value):
+--- the 2026-07-28 rules for "modern", the 2025 normaliser otherwise.
+function modern.schema_for(era)
   return era == "modern" and modern.normalise_schema or core.normalise_schema
 end
 

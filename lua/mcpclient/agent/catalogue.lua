@@ -131,11 +131,11 @@ end
 -- 2026-07-28 listing may carry any JSON Schema 2020-12 keyword (never a
 -- network $ref), a 2025 one the retained keys only. The import lists in the
 -- kept form, judged as the pages were read; a connection that hands tables
--- or text instead (a stand-in) is judged here.
+-- instead (a stand-in) is judged here.
 -- @return schema (text, or a table to encode) | nil, reason
 local function kept_schema(entry, listing)
   local schema = entry.inputSchema
-  if listing.schemas ~= "kept" then return modern.schema_for(listing.era, listing.schemas)(schema) end
+  if listing.schemas ~= "kept" then return modern.schema_for(listing.era)(schema) end
   if type(schema) == "string" then return schema end
   if type(schema) == "table" then return nil, schema.refused end
   return nil, "the server advertised no parameter schema"
