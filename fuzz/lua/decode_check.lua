@@ -19,37 +19,8 @@ local fast_classify = core.rpc_classify
 local _, slow_classify = debug.getupvalue(fast_classify, 3)
 check(type(slow_classify) == "function" and slow_classify ~= fast_classify, "no jansson classifier behind rpc_classify")
 
-local same
-
--- Two tables: the same metatable (array marker or none), keys, values and key-order record.
-local function same_table(a, b, path)
-  check(getmetatable(a) == getmetatable(b), "%s: one is an array, the other not", path)
-  local n = 0
-  for k, v in pairs(a) do
-    n = n + 1
-    check(rawget(b, k) ~= nil, "%s: key %q only in the fast value", path, tostring(k))
-    same(v, rawget(b, k), path .. "." .. tostring(k))
-  end
-  for _ in pairs(b) do n = n - 1 end
-  check(n == 0, "%s: jansson's value has keys the fast one lacks", path)
-  local ka, kb = json.key_order(a), json.key_order(b)
-  check((ka == nil) == (kb == nil), "%s: key order recorded on one side only", path)
-  if ka then
-    check(#ka == #kb, "%s: key orders of different lengths", path)
-    for i = 1, #ka do check(ka[i] == kb[i], "%s: key order differs at %d", path, i) end
-  end
-end
-
-function same(a, b, path)
-  check(type(a) == type(b), "%s: %s against %s", path, type(a), type(b))
-  if type(a) == "table" then return same_table(a, b, path) end
-  if type(a) == "number" then
-    check(math.type(a) == math.type(b), "%s: %s against %s", path, math.type(a), math.type(b))
-    check(a == b and (a ~= 0 or 1 / a == 1 / b), "%s: %s against %s", path, tostring(a), tostring(b))
-    return
-  end
-  check(a == b, "%s: values differ", path)
-end
+-- values compared with their key-order records
+local same = require("same")(true)
 
 local function differential(body, ordered)
   local fok, fv = fast_decode(body, ordered)

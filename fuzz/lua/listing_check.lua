@@ -21,30 +21,8 @@ local _, slow_classify = debug.getupvalue(core.rpc_classify, 3)
 check(type(slow_classify) == "function" and slow_classify ~= core.rpc_classify, "no jansson classifier")
 local SCHEMA_KEYS = { inputSchema = true, outputSchema = true }
 
-local same
-
-local function same_table(a, b, path)
-  check(getmetatable(a) == getmetatable(b), "%s: one is an array, the other not", path)
-  local n = 0
-  for k, v in pairs(a) do
-    n = n + 1
-    check(rawget(b, k) ~= nil, "%s: key %q only in the listing's value", path, tostring(k))
-    same(v, rawget(b, k), path .. "." .. tostring(k))
-  end
-  for _ in pairs(b) do n = n - 1 end
-  check(n == 0, "%s: jansson's value has keys the listing's lacks", path)
-end
-
-function same(a, b, path)
-  check(type(a) == type(b), "%s: %s against %s", path, type(a), type(b))
-  if type(a) == "table" then return same_table(a, b, path) end
-  if type(a) == "number" then
-    check(math.type(a) == math.type(b), "%s: %s against %s", path, math.type(a), math.type(b))
-    check(a == b and (a ~= 0 or 1 / a == 1 / b), "%s: %s against %s", path, tostring(a), tostring(b))
-    return
-  end
-  check(a == b, "%s: values differ", path)
-end
+-- values compared without key order: a listing records none outside its schemas
+local same = require("same")(false)
 
 -- What the table normaliser keeps of a decoded schema: its text, or { refused = reason }.
 local function kept_of(value)
