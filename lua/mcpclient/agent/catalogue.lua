@@ -135,10 +135,10 @@ end
 -- @return schema (text, or a table to encode) | nil, reason
 local function kept_schema(entry, listing)
   local schema = entry.inputSchema
-  if listing.schemas ~= "kept" then return modern.schema_for(listing.era)(schema) end
+  -- an absent schema is never judged while the page is read: the rule words its refusal
+  if listing.schemas ~= "kept" or schema == nil then return modern.schema_for(listing.era)(schema) end
   if type(schema) == "string" then return schema end
-  if type(schema) == "table" then return nil, schema.refused end
-  return nil, "the server advertised no parameter schema"
+  return nil, schema.refused
 end
 
 -- The tool row for an entry whose name is free | { skip = reason }.
