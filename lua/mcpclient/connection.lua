@@ -428,13 +428,15 @@ local function merge_hint(walk, result)
   if seen.cache_scope ~= "private" then seen.cache_scope = hint.cache_scope or seen.cache_scope end
 end
 
--- The forms a listing hands a tool's inputSchema and outputSchema in.
-local SCHEMA_FORMS = { tables = true, text = true, kept = true }
+-- The forms a listing hands a tool's inputSchema and outputSchema in, and
+-- how a page is read for each (rpc_classify's decoding). A kept listing of
+-- the 2026-07-28 era is read as text: its rule is applied by keep_modern.
+local DECODING = { tables = true, text = "text", kept = "kept" }
 
 -- A listing's options: the operation's, and the schema form.
 local function listing_options(opts)
   if type(opts) ~= "table" or opts.schemas == nil then return opts, "tables" end
-  if not SCHEMA_FORMS[opts.schemas] then error('schemas must be "tables", "text" or "kept"', 3) end
+  if not DECODING[opts.schemas] then error('schemas must be "tables", "text" or "kept"', 3) end
   local rest = {}
   for k, v in pairs(opts) do
     if k ~= "schemas" then rest[k] = v end
@@ -514,9 +516,7 @@ local function keep_modern(page)
   end
 end
 
--- How a page is read for each schema form. A kept listing of the 2026-07-28
--- era is read as text: its rule is applied by keep_modern.
-local DECODING = { tables = true, text = "text", kept = "kept" }
+-- How a page of a walk in `form` is read in the session's era.
 local function decoding_of(form, modern_era)
   if form == "kept" and modern_era then return "text" end
   return DECODING[form]
