@@ -66,6 +66,8 @@ int64_t mcp_monotonic_ns(void);
 #define MCP_JSON_ASCII     1 /* escape '/' as \/ and non-ASCII as \uXXXX: the measure of a stored schema's size */
 
 #define MCP_JSON_REAL_MAX 48 /* bytes mcp_json_format_real may write */
+/* The encoder's \uXXXX for u at o (6 bytes); returns the end. */
+char *mcp_json_put_u(char *o, unsigned long u);
 /* The encoder's text for the real d into out; its length, or 0 when d has no JSON form. */
 size_t mcp_json_format_real(lua_Number d, char *out);
 /* Encode the value at idx and push the text; NULL on success, else a static reason and nothing pushed. */

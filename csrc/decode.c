@@ -585,18 +585,9 @@ static void text_grow(Fast *f, Text *t, size_t m) {
 /* Append n bytes (room already made). */
 #define TEXT_PUT(t, s, len) (memcpy((t)->out + (t)->n, (s), (len)), (t)->n += (len))
 
-/*
-** Write \uXXXX in lowercase hex at o, as the encoder does.
-*/
+/* Write \uXXXX for u at o, as the encoder does; returns the end. */
 static unsigned char *put_u(unsigned char *o, unsigned long u) {
-  static const char hex[] = "0123456789abcdef";
-  o[0] = '\\';
-  o[1] = 'u';
-  o[2] = (unsigned char)hex[(u >> 12) & 0xF];
-  o[3] = (unsigned char)hex[(u >> 8) & 0xF];
-  o[4] = (unsigned char)hex[(u >> 4) & 0xF];
-  o[5] = (unsigned char)hex[u & 0xF];
-  return o + 6;
+  return (unsigned char *)mcp_json_put_u((char *)o, u);
 }
 
 /*

@@ -200,16 +200,24 @@ static const char *put_float(Enc *e, lua_Number d) {
 
 static const char hex_digits[] = "0123456789abcdef";
 
-/* Append \uXXXX (lowercase hex, the form the stored-size measure assumes); space was reserved by the caller. */
+/*
+** Write \uXXXX for u at o (lowercase hex, the form the stored-size measure
+** assumes); returns the end. The single-pass decoder's text builder writes
+** its escapes with this too.
+*/
+char *mcp_json_put_u(char *o, unsigned long u) {
+  o[0] = '\\';
+  o[1] = 'u';
+  o[2] = hex_digits[(u >> 12) & 0xF];
+  o[3] = hex_digits[(u >> 8) & 0xF];
+  o[4] = hex_digits[(u >> 4) & 0xF];
+  o[5] = hex_digits[u & 0xF];
+  return o + 6;
+}
+
+/* Append \uXXXX; space was reserved by the caller. */
 static void put_u_escape(Enc *e, unsigned long u) {
-  char *q = e->b + e->n;
-  q[0] = '\\';
-  q[1] = 'u';
-  q[2] = hex_digits[(u >> 12) & 0xF];
-  q[3] = hex_digits[(u >> 8) & 0xF];
-  q[4] = hex_digits[(u >> 4) & 0xF];
-  q[5] = hex_digits[u & 0xF];
-  e->n += 6;
+  e->n = (size_t)(mcp_json_put_u(e->b + e->n, u) - e->b);
 }
 
 /*
