@@ -14,26 +14,38 @@ OPT      ?= -O2
 # What every build of csrc/ shares (the module, the ASan tree, the fuzz harnesses).
 BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CWARNS) $(shell pkg-config --cflags $(PKGS))
 CFLAGS   += -fPIC $(OPT) -Werror $(BASE_CFLAGS)
-# The module is loaded by the lua5.4 interpreter: never link it against liblua.
-LDLIBS    = $(shell pkg-config --libs libcurl jansson sqlite3 libpq libcrypto libidn2)
+# Two modules, each linking only its own libraries; the lua5.4 interpreter loads them:
+# never link either against liblua. mcpclient.core is the protocol client's (libcurl,
+# jansson, OpenSSL's libcrypto, libidn2); mcpclient.db holds the store's database drivers
+# (libsqlite3, libpq), so a program that only speaks MCP never maps those.
+CORE_LDLIBS = $(shell pkg-config --libs libcurl jansson libcrypto libidn2)
+DB_LDLIBS   = $(shell pkg-config --libs sqlite3 libpq)
 
 BUILD    ?= build
 SOURCES   = $(wildcard csrc/*.c)
-OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SOURCES))
+DB_SOURCES   = csrc/db.c csrc/sqlite.c csrc/pg.c
+CORE_SOURCES = $(filter-out $(DB_SOURCES),$(SOURCES))
+CORE_OBJECTS = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(CORE_SOURCES))
+DB_OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(DB_SOURCES))
 MODULE    = $(BUILD)/mcpclient/core.so
+DB_MODULE = $(BUILD)/mcpclient/db.so
 
 .PHONY: all deps peers test check unit lint asan demo conformance bench bench-store soak fuzz fuzz-deps \
         fuzz-coverage clean docs docs-check rock
 
-all: $(MODULE)
+all: $(MODULE) $(DB_MODULE)
 
 $(BUILD)/obj/%.o: csrc/%.c csrc/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(MODULE): $(OBJECTS)
+$(MODULE): $(CORE_OBJECTS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(CFLAGS) -o $@ $(OBJECTS) $(LDFLAGS) $(LDLIBS)
+	$(CC) -shared $(CFLAGS) -o $@ $(CORE_OBJECTS) $(LDFLAGS) $(CORE_LDLIBS)
+
+$(DB_MODULE): $(DB_OBJECTS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(CFLAGS) -o $@ $(DB_OBJECTS) $(LDFLAGS) $(DB_LDLIBS)
 
 deps:
 	@scripts/install-deps
@@ -114,8 +126,8 @@ FUZZ_SECONDS   ?= 30
 FUZZ_HARNESSES ?= sse json schema text response decode listing
 FUZZ_INSTRUMENT ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS     = -g -O1 -fno-omit-frame-pointer $(FUZZ_INSTRUMENT) $(BASE_CFLAGS)
-FUZZ_LIBS       = $(shell pkg-config --libs $(PKGS)) -lm
-FUZZ_OBJECTS    = $(patsubst csrc/%.c,$(FUZZ_BUILD)/obj/%.o,$(SOURCES))
+FUZZ_LIBS       = $(shell pkg-config --libs lua5.4) $(CORE_LDLIBS) -lm
+FUZZ_OBJECTS    = $(patsubst csrc/%.c,$(FUZZ_BUILD)/obj/%.o,$(CORE_SOURCES))
 FUZZ_ENV        = ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .SECONDARY: $(FUZZ_OBJECTS) $(patsubst %,$(FUZZ_BUILD)/%_fuzz,$(FUZZ_HARNESSES))

@@ -22,18 +22,26 @@ external_dependencies = {
 build = {
   type = "builtin",
   modules = {
+    -- The protocol client's C half.
     ["mcpclient.core"] = {
       sources = {
         "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/http.c",
-        "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c", "csrc/sqlite.c",
+        "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c",
         "csrc/decode.c", "csrc/measure.c",
-        "csrc/crypto.c", "csrc/loopback.c", "csrc/pg.c",
+        "csrc/crypto.c", "csrc/loopback.c",
       },
-      libraries = { "curl", "jansson", "sqlite3", "pq", "crypto", "idn2" },
-      incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(SQLITE_INCDIR)", "$(PQ_INCDIR)/postgresql", "$(CRYPTO_INCDIR)",
-        "$(IDN2_INCDIR)" },
-      libdirs = { "$(CURL_LIBDIR)", "$(JANSSON_LIBDIR)", "$(SQLITE_LIBDIR)", "$(PQ_LIBDIR)", "$(CRYPTO_LIBDIR)",
-        "$(IDN2_LIBDIR)" },
+      libraries = { "curl", "jansson", "crypto", "idn2" },
+      incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(CRYPTO_INCDIR)", "$(IDN2_INCDIR)" },
+      libdirs = { "$(CURL_LIBDIR)", "$(JANSSON_LIBDIR)", "$(CRYPTO_LIBDIR)", "$(IDN2_LIBDIR)" },
+      defines = { "_POSIX_C_SOURCE=200809L" },
+    },
+    -- The store's database drivers, apart so a program that only speaks MCP never maps
+    -- libsqlite3 and libpq (the agent host's store requires this on its first open).
+    ["mcpclient.db"] = {
+      sources = { "csrc/db.c", "csrc/sqlite.c", "csrc/pg.c" },
+      libraries = { "sqlite3", "pq" },
+      incdirs = { "$(SQLITE_INCDIR)", "$(PQ_INCDIR)/postgresql" },
+      libdirs = { "$(SQLITE_LIBDIR)", "$(PQ_LIBDIR)" },
       defines = { "_POSIX_C_SOURCE=200809L" },
     },
     ["mcpclient.agent.catalogue"] = "lua/mcpclient/agent/catalogue.lua",

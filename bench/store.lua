@@ -18,6 +18,7 @@ package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
 package.cpath = "./build/?.so;" .. package.cpath
 
 local core = require "mcpclient.core"
+local drivers = require "mcpclient.db"
 
 local CALLS = math.tointeger(tonumber(os.getenv("BENCH_STORE_CALLS") or "2000"))
 local RUNS = math.tointeger(tonumber(os.getenv("BENCH_STORE_RUNS") or "3"))
@@ -81,7 +82,7 @@ end
 local function pg_schema(tag)
   local base = os.getenv("MCPCLIENT_TEST_PG")
   base = (base == nil or base == "1") and "" or base
-  local admin = assert(core.pg_connect(base))
+  local admin = assert(drivers.pg_connect(base))
   local schema = string.format("bench_%s_%d_%d", tag, os.time(), math.random(0, 999999))
   assert(admin:exec("CREATE SCHEMA " .. schema))
   admin:close()

@@ -2,6 +2,8 @@
 ** luaopen_mcpclient_core: builds the module table from every concern.
 ** busted re-opens C modules once per spec file, so nothing here may assume it
 ** runs once; one-time global state (libcurl) is guarded where it lives.
+** The store's database drivers are not here but in mcpclient.db (db.c), so
+** requiring this module never maps libsqlite3 or libpq.
 */
 #include "core.h"
 
@@ -22,8 +24,6 @@ LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   mcp_register_address(L);
   mcp_register_text(L);
   mcp_register_schema(L);
-  mcp_register_sqlite(L);
-  mcp_register_pg(L);
   mcp_register_crypto(L);
   mcp_register_loopback(L);
   lua_pushliteral(L, MCP_VERSION);

@@ -33,8 +33,6 @@ void mcp_register_address(lua_State *L); /* address.c: core.address_bytes() */
 void mcp_register_text(lua_State *L);   /* text.c:    core.clip(), core.label(), core.flatten(), core.bound(),
                                                         core.repair_utf8() */
 void mcp_register_schema(lua_State *L); /* schema.c:  core.normalise_schema(), core.decode_stored_schema() */
-void mcp_register_sqlite(lua_State *L); /* sqlite.c:  core.sqlite_open(), core.sqlite_version */
-void mcp_register_pg(lua_State *L);     /* pg.c:      core.pg_connect(), core.pg_version */
 void mcp_register_decode(lua_State *L); /* decode.c:  single-pass core.json.decode and core.rpc_classify
                                                        over json.c's (registered after json) */
 void mcp_register_crypto(lua_State *L); /* crypto.c:  core.crypto.{sha256, random_bytes, base64, base64url,
@@ -80,6 +78,12 @@ int mcp_json_push_key_order(lua_State *L, int t);
 void mcp_json_set_key_order(lua_State *L, int t, int k);
 void mcp_json_push_null(lua_State *L);
 int mcp_json_is_null(lua_State *L, int idx);
+/*
+** json.null is also kept in the registry under this key, for the database
+** module (db.c), which cannot call mcp_json_is_null: it is another shared
+** object, opened RTLD_LOCAL.
+*/
+#define MCP_JSON_NULL_KEY "mcpclient.json.null"
 int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
 

@@ -1178,6 +1178,8 @@ void mcp_register_json(lua_State *L) {
   lua_setfield(L, -2, "decode");
   lua_pushlightuserdata(L, NULL_PTR);
   lua_setfield(L, -2, "null");
+  lua_pushlightuserdata(L, NULL_PTR);
+  lua_setfield(L, LUA_REGISTRYINDEX, MCP_JSON_NULL_KEY);
   push_closure(L, l_array, marker, 0, 0);
   lua_setfield(L, -2, "array");
   push_closure(L, l_is_array, marker, 0, 0);

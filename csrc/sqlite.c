@@ -1,7 +1,7 @@
 /*
 ** sqlite.c: a small SQLite binding for the embedded store.
 **
-**   core.sqlite_open(path [, { readonly = false, create = true }]) -> db | nil, message, code
+**   db.sqlite_open(path [, { readonly = false, create = true }]) -> db | nil, message, code
 **   db:exec(sql)                 -> true | nil, message, code   (a script: no parameters)
 **   db:execute(sql [, params])   -> changes | nil, message, code
 **   db:query(sql [, params])     -> { row, ... } | nil, message, code
@@ -31,7 +31,7 @@
 
 #include <sqlite3.h>
 
-#include "core.h"
+#include "db.h"
 
 #define DB_MT "mcpclient.sqlite_db"
 #define STMT_MT "mcpclient.sqlite_stmt"
@@ -184,7 +184,7 @@ static int l_db_tostring(lua_State *L) {
 }
 
 /*
-** core.sqlite_open(path [, flags]): the userdata is created closed and only
+** db.sqlite_open(path [, flags]): the userdata is created closed and only
 ** then acquires the connection, so a raise in between leaks nothing. flags:
 ** readonly (default false), create (default true; ignored when readonly).
 ** Unknown flags raise.
@@ -320,7 +320,7 @@ static int bind_one(lua_State *L, sqlite3_stmt *st, int at) {
     case LUA_TBOOLEAN:
       return sqlite3_bind_int(st, at, lua_toboolean(L, -1));
     case LUA_TLIGHTUSERDATA:
-      return mcp_json_is_null(L, -1) ? sqlite3_bind_null(st, at) : -1;
+      return mcp_db_is_null(L, -1) ? sqlite3_bind_null(st, at) : -1;
     case LUA_TTABLE: {
       int rc = -1;
       lua_pushliteral(L, "blob");
@@ -524,7 +524,7 @@ static int l_db_busy_timeout(lua_State *L) {
 }
 
 /*
-** Registrar: core.sqlite_open and core.sqlite_version. Metatables are built
+** Registrar: db.sqlite_open and db.sqlite_version. Metatables are built
 ** only on the first opening of the module (busted reopens it per spec file).
 */
 void mcp_register_sqlite(lua_State *L) {

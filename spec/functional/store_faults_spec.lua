@@ -15,6 +15,7 @@
 -- on a child process (prlimit --fsize) after its store is open.
 local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
+local drivers = require "mcpclient.db"
 local mcp = require "mcpclient"
 local operator = require "mcpclient.agent.operator"
 local run = require "mcpclient.agent.run"
@@ -85,7 +86,7 @@ end
 
 -- The contact as a fresh connection to the file reads it.
 local function stored_contact(path, uid)
-  local db = assert(core.sqlite_open(path, { readonly = true }))
+  local db = assert(drivers.sqlite_open(path, { readonly = true }))
   local rows = db:query("SELECT last_contact, last_latency_ms FROM mcp_server WHERE uid = ?", { uid })
   db:close()
   return rows and rows[1] and rows[1].last_contact, rows and rows[1] and rows[1].last_latency_ms
@@ -164,7 +165,7 @@ describe("store faults during a tool call (health)", function()
   describe("a locked database", function()
     it("another connection holds BEGIN IMMEDIATE: answer, warning, nothing stored; the readout still reads", function()
       s, uid = seeded(path, { busy_timeout_ms = 50 })
-      local holder = assert(core.sqlite_open(path))
+      local holder = assert(drivers.sqlite_open(path))
       local r = call_during(s, uid, function() assert(holder:exec("BEGIN IMMEDIATE")) end)
       assert_degraded(r, "database is locked")
       assert.truthy(r.elapsed < 1, string.format("the call took %.2f s", r.elapsed))
@@ -178,7 +179,7 @@ describe("store faults during a tool call (health)", function()
 
     it("a contact waits at most 200 ms for the lock, even under the store's default 5 s busy timeout", function()
       s, uid = seeded(path)
-      local holder = assert(core.sqlite_open(path))
+      local holder = assert(drivers.sqlite_open(path))
       local r = call_during(s, uid, function() assert(holder:exec("BEGIN IMMEDIATE")) end)
       assert_degraded(r, "database is locked")
       -- bounds are loose on purpose (a busy machine); what matters is 0.2 s, not 5 s
@@ -189,7 +190,7 @@ describe("store faults during a tool call (health)", function()
 
     it("an exclusive lock on a rollback-journal store: the readout fails clearly too", function()
       s, uid = seeded(path, { busy_timeout_ms = 50, journal_mode = "delete" })
-      local holder = assert(core.sqlite_open(path))
+      local holder = assert(drivers.sqlite_open(path))
       holder:busy_timeout(1000)
       local r = call_during(s, uid, function() assert(holder:exec("BEGIN EXCLUSIVE")) end)
       assert_degraded(r, "database is locked")
@@ -246,7 +247,7 @@ describe("store faults during a tool call (health)", function()
     -- store's own connection (fill_to_the_brim).
     it("a limit on another connection does not bind the store's", function()
       s, uid = seeded(path)
-      local raw = assert(core.sqlite_open(path))
+      local raw = assert(drivers.sqlite_open(path))
       assert(raw:exec("PRAGMA max_page_count = 1"))
       local _, message = raw:execute("INSERT INTO governance_event (detail) VALUES (?)", { string.rep("x", 5000) })
       assert.truthy(tostring(message):find("full", 1, true), message)
@@ -414,7 +415,7 @@ describe("store faults in a child process (health)", function()
         "mkdir -p " .. to .. "/build/mcpclient " .. to .. "/spec",
         "cp -r " .. from .. "/lua " .. to .. "/",
         "cp -r " .. from .. "/spec/support " .. to .. "/spec/",
-        "cp " .. from .. "/build/mcpclient/core.so " .. to .. "/build/mcpclient/",
+        "cp " .. from .. "/build/mcpclient/core.so " .. from .. "/build/mcpclient/db.so " .. to .. "/build/mcpclient/",
         "chmod -R a+rX " .. to,
       } do assert(shell(command), command) end
       assert(shell("chmod 1777 " .. quote(dir)) and shell("chmod 0644 " .. quote(child)))
@@ -502,7 +503,7 @@ describe("store faults during a run's remote call (the fail-closed audit)", func
   -- The row as a fresh connection reads it once the fault is gone: never completed,
   -- and the fence still says a write may have happened.
   local function assert_row_not_completed(r)
-    local db = assert(core.sqlite_open(path, { readonly = true }))
+    local db = assert(drivers.sqlite_open(path, { readonly = true }))
     local rows = assert(db:query("SELECT status, pending_effect FROM agent_run WHERE uid = ?", { r.uid }))
     local events = assert(db:query("SELECT COUNT(*) AS n FROM agent_run_event WHERE run = ? AND kind = 'tool'",
       { r.uid }))
@@ -513,7 +514,7 @@ describe("store faults during a run's remote call (the fail-closed audit)", func
   end
 
   it("a locked database when the step is written: the run fails closed", function()
-    local holder = assert(core.sqlite_open(path))
+    local holder = assert(drivers.sqlite_open(path))
     local r, result, calls, logged = invoke_during(function() assert(holder:exec("BEGIN IMMEDIATE")) end)
     assert_failed_closed(r, result, calls, logged)
     assert(holder:exec("ROLLBACK"))

@@ -6,6 +6,7 @@
 -- spec/support/backends.lua and scripts/test).
 local backends = require "support.backends"
 local core = require "mcpclient.core"
+local drivers = require "mcpclient.db"
 local shell = require "support.shell"
 local store_module = require "mcpclient.agent.store"
 
@@ -226,7 +227,7 @@ describe("the store on PostgreSQL, faults", function()
 
   it("reads again once over a new connection, and fails a write clearly without sending it again", function()
     local uid = servers.add(s, { identifier = "before" })
-    local admin = assert(core.pg_connect(backends.conninfo()))
+    local admin = assert(drivers.pg_connect(backends.conninfo()))
     local function cut()
       local pid = s.adapter:rows("SELECT pg_backend_pid() AS pid", {})[1].pid
       assert(admin:query("SELECT pg_terminate_backend(CAST($1 AS integer))", { pid }))
@@ -252,7 +253,7 @@ describe("the store on PostgreSQL, faults", function()
 
   it("bounds a statement that waits on a lock, a liveness contact to 200 ms", function()
     local uid = servers.add(s, { identifier = "locked" })
-    local holder = assert(core.pg_connect(conninfo))
+    local holder = assert(drivers.pg_connect(conninfo))
     assert(holder:exec("BEGIN; UPDATE mcp_server SET name = 'held' WHERE uid = " .. uid))
     local t0 = core.now()
     local ok, message, err = s:record_contact(uid, 1700000000, 3)

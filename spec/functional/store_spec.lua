@@ -1,5 +1,6 @@
 -- mcpclient.agent.store over real SQLite files: servers, tools, health, runs, events, governance.
 local core = require "mcpclient.core"
+local drivers = require "mcpclient.db"
 local store = require "mcpclient.agent.store"
 local sqlite_adapter = require "mcpclient.agent.store.sqlite"
 local backends = require "support.backends"
@@ -25,7 +26,7 @@ local function raw(path)
       execute = function(_, sql, params) return adapter:exec(sql, params or {}) end,
       close = function() adapter:close() end }
   end
-  local db = assert(core.sqlite_open(path))
+  local db = assert(drivers.sqlite_open(path))
   db:busy_timeout(2000)
   return db
 end

@@ -5,7 +5,7 @@
 -- environment, as `pg_virtualenv` sets it). Each fresh store on PostgreSQL
 -- is a schema of its own in the one throwaway cluster, so specs stay as
 -- independent as with one SQLite file (or :memory:) each.
-local core = require "mcpclient.core"
+local drivers = require "mcpclient.db"
 
 local backends = {}
 
@@ -41,7 +41,7 @@ function backends.new_schema()
   -- a spec may have restarted the cluster since: then connect again
   if admin == nil or not admin:exec("CREATE SCHEMA " .. schema) then
     if admin then admin:close() end
-    admin = assert(core.pg_connect(backends.conninfo()))
+    admin = assert(drivers.pg_connect(backends.conninfo()))
     assert(admin:exec("CREATE SCHEMA " .. schema))
   end
   return in_schema(schema), schema

@@ -29,10 +29,22 @@ describe("the rockspec", function()
     assert.same(present, listed)
   end)
 
-  it("compiles every C file under csrc/", function()
-    local sources = rockspec().build.modules["mcpclient.core"].sources
+  it("compiles every C file under csrc/ into exactly one of the two C modules", function()
+    local modules, sources = rockspec().build.modules, {}
+    for _, name in ipairs { "mcpclient.core", "mcpclient.db" } do
+      for _, source in ipairs(modules[name].sources) do sources[#sources + 1] = source end
+    end
     table.sort(sources)
     assert.same(lines("ls csrc/*.c"), sources)
+  end)
+
+  it("links the database libraries into mcpclient.db only", function()
+    local modules = rockspec().build.modules
+    table.sort(modules["mcpclient.db"].libraries)
+    assert.same({ "pq", "sqlite3" }, modules["mcpclient.db"].libraries)
+    for _, library in ipairs(modules["mcpclient.core"].libraries) do
+      assert.is_nil(({ pq = true, sqlite3 = true })[library], library)
+    end
   end)
 
   it("installs the operator command", function()

@@ -1,22 +1,23 @@
--- core.pg_connect: the C libpq binding under the PostgreSQL store. Debian's
+-- mcpclient.db's pg_connect: the C libpq binding under the PostgreSQL store. Debian's
 -- Lua bindings lose 64-bit integers or have no bound parameters and bound no
 -- wait; these are the properties this one exists for. Needs a server: runs
 -- when the suite runs on PostgreSQL (MCPCLIENT_TEST_PG).
 local backends = require "support.backends"
 local core = require "mcpclient.core"
+local drivers = require "mcpclient.db"
 
 if not backends.postgres then
-  describe("core.pg_connect", function()
+  describe("db.pg_connect", function()
     pending("runs with MCPCLIENT_TEST_PG set (scripts/test starts a throwaway cluster)")
   end)
   return
 end
 
-describe("core.pg_connect", function()
+describe("db.pg_connect", function()
   local db
 
   before_each(function()
-    db = assert(core.pg_connect((backends.new_schema())))
+    db = assert(drivers.pg_connect((backends.new_schema())))
     assert(db:exec("CREATE TABLE t (i BIGINT, f DOUBLE PRECISION, s TEXT, b BYTEA, flag BOOLEAN)"))
   end)
 
@@ -81,7 +82,7 @@ describe("core.pg_connect", function()
     assert.is_true(db:in_transaction())
     assert(db:exec("ROLLBACK"))
     assert.is_false(db:in_transaction())
-    local admin = assert(core.pg_connect(backends.conninfo()))
+    local admin = assert(drivers.pg_connect(backends.conninfo()))
     local pid = db:query("SELECT pg_backend_pid() AS pid", {})[1].pid
     assert(admin:query("SELECT pg_terminate_backend(CAST($1 AS integer))", { pid }))
     admin:close()
@@ -93,8 +94,8 @@ describe("core.pg_connect", function()
 
   it("raises on misuse: unbindable values, a closed handle, unknown options", function()
     assert.has_error(function() db:query("SELECT $1", { {} }) end)
-    assert.has_error(function() core.pg_connect("", { timeout = 1 }) end, 'pg_connect: unknown option "timeout"')
-    local other = assert(core.pg_connect(backends.conninfo()))
+    assert.has_error(function() drivers.pg_connect("", { timeout = 1 }) end, 'pg_connect: unknown option "timeout"')
+    local other = assert(drivers.pg_connect(backends.conninfo()))
     other:close()
     other:close()
     assert.equal("postgresql db (closed)", tostring(other))
@@ -102,7 +103,7 @@ describe("core.pg_connect", function()
   end)
 
   it("reports a connection string it cannot parse without quoting it", function()
-    local none, message, code = core.pg_connect("host=x password='never-shown")
+    local none, message, code = drivers.pg_connect("host=x password='never-shown")
     assert.is_nil(none)
     assert.equal("08001", code)
     assert.equal("the connection string could not be parsed (08001)", message)
@@ -114,7 +115,7 @@ describe("core.pg_connect", function()
       .. ".listen(0, '127.0.0.1', function () { console.log(this.address().port) })\""))
     local pid, port = pipe:read("l"), pipe:read("l")
     local t0 = core.now()
-    local none, message, code = core.pg_connect("host=127.0.0.1 port=" .. port .. " connect_timeout=30",
+    local none, message, code = drivers.pg_connect("host=127.0.0.1 port=" .. port .. " connect_timeout=30",
       { connect_timeout_ms = 200 })
     local waited = core.now() - t0
     os.execute("kill " .. pid)

@@ -1,6 +1,7 @@
--- core.sqlite_open: the C SQLite binding under the store. Debian's Lua
+-- mcpclient.db's sqlite_open: the C SQLite binding under the store. Debian's Lua
 -- bindings lose 64-bit integers and cut text at NUL; this one must not.
 local core = require "mcpclient.core"
+local drivers = require "mcpclient.db"
 
 local function tmpdb()
   local path = os.tmpname()
@@ -9,11 +10,11 @@ local function tmpdb()
   end
 end
 
-describe("core.sqlite_open", function()
+describe("db.sqlite_open", function()
   local db
 
   before_each(function()
-    db = assert(core.sqlite_open(":memory:"))
+    db = assert(drivers.sqlite_open(":memory:"))
     assert(db:exec("CREATE TABLE t (a, b, c); CREATE TABLE u (x UNIQUE NOT NULL)"))
   end)
 
@@ -186,16 +187,16 @@ describe("core.sqlite_open", function()
     end)
 
     it("unknown open flags", function()
-      assert.has_error(function() core.sqlite_open(":memory:", { writable = true }) end,
+      assert.has_error(function() drivers.sqlite_open(":memory:", { writable = true }) end,
         'sqlite_open: unknown flag "writable"')
-      assert.has_error(function() core.sqlite_open(":memory:", { readonly = 1 }) end)
+      assert.has_error(function() drivers.sqlite_open(":memory:", { readonly = 1 }) end)
     end)
   end)
 
   it("closes with <close>", function()
     local handle
     do
-      local scoped <close> = assert(core.sqlite_open(":memory:"))
+      local scoped <close> = assert(drivers.sqlite_open(":memory:"))
       handle = scoped
       assert.same({ { x = 1 } }, scoped:query("SELECT 1 AS x"))
     end
@@ -204,7 +205,7 @@ describe("core.sqlite_open", function()
 
   it("leaves finalization to the collector safely", function()
     for _ = 1, 20 do
-      local d = assert(core.sqlite_open(":memory:"))
+      local d = assert(drivers.sqlite_open(":memory:"))
       assert(d:query("SELECT 1"))
       d:exec("CREATE TABLE x (a)")
       d:insert("INSERT INTO x VALUES (?)", { 1 })
@@ -225,20 +226,20 @@ describe("core.sqlite_open", function()
     end)
 
     it("fails to open an impossible path with nil, message, code", function()
-      local d, message, code = core.sqlite_open("/nonexistent-dir/x.db")
+      local d, message, code = drivers.sqlite_open("/nonexistent-dir/x.db")
       assert.is_nil(d)
       assert.equal("unable to open database file (SQLITE_CANTOPEN)", message)
       assert.equal("SQLITE_CANTOPEN", code)
-      d, message = core.sqlite_open(path .. ".absent", { create = false })
+      d, message = drivers.sqlite_open(path .. ".absent", { create = false })
       assert.is_nil(d)
       assert.matches("SQLITE_CANTOPEN", message)
     end)
 
     it("opens read-only: writes fail with SQLITE_READONLY", function()
-      local w = assert(core.sqlite_open(path))
+      local w = assert(drivers.sqlite_open(path))
       assert(w:exec("CREATE TABLE t (a); INSERT INTO t VALUES (7)"))
       w:close()
-      local r = assert(core.sqlite_open(path, { readonly = true }))
+      local r = assert(drivers.sqlite_open(path, { readonly = true }))
       assert.same({ { a = 7 } }, r:query("SELECT a FROM t"))
       local ok, message, code = r:execute("INSERT INTO t VALUES (?)", { 8 })
       assert.is_nil(ok)
@@ -248,8 +249,8 @@ describe("core.sqlite_open", function()
     end)
 
     it("a locked database answers SQLITE_BUSY after the busy timeout, and recovers", function()
-      local a = assert(core.sqlite_open(path))
-      local b = assert(core.sqlite_open(path))
+      local a = assert(drivers.sqlite_open(path))
+      local b = assert(drivers.sqlite_open(path))
       assert(a:exec("CREATE TABLE t (a)"))
       assert(b:exec("BEGIN IMMEDIATE"))
       a:busy_timeout(50)
@@ -267,8 +268,8 @@ describe("core.sqlite_open", function()
     end)
 
     it("resets a statement after reading, so no read lock outlives the call", function()
-      local a = assert(core.sqlite_open(path))
-      local b = assert(core.sqlite_open(path))
+      local a = assert(drivers.sqlite_open(path))
+      local b = assert(drivers.sqlite_open(path))
       assert(a:exec("PRAGMA journal_mode = DELETE; CREATE TABLE t (a); INSERT INTO t VALUES (1); "
         .. "INSERT INTO t VALUES (2); INSERT INTO t VALUES (-9223372036854775808)"))
       b:busy_timeout(0)

@@ -1,4 +1,4 @@
---- The PostgreSQL store adapter: one libpq connection through the C core,
+--- The PostgreSQL store adapter: one libpq connection through the C drivers (mcpclient.db),
 -- for installations whose workers on several hosts share one store.
 --
 --   local adapter, message, code = require("mcpclient.agent.store.postgres").open(conninfo, options)
@@ -24,7 +24,9 @@
 -- again, since the database may have applied it; the next statement outside
 -- a transaction reconnects.
 local check_options = require("mcpclient.agent.options").check
-local core = require "mcpclient.core"
+-- The drivers' module is required on the first open, not when this file loads: it
+-- maps libsqlite3 and libpq, which a program that never opens a store should not carry.
+local function drivers() return require "mcpclient.db" end
 local credentials = require "mcpclient.credentials"
 local dialect = require "mcpclient.agent.store.dialect"
 
@@ -94,7 +96,7 @@ local function connect(conninfo, password, connect_ms, busy_ms)
     if not secret then return nil, "the password reference did not resolve: " .. tostring(reason), "08001" end
     options.password = secret
   end
-  local db, message, code = core.pg_connect(conninfo, options)
+  local db, message, code = drivers().pg_connect(conninfo, options)
   if not db then return nil, message, code end
   db:timeout(connect_ms)
   -- The server keeps the same bounds, for when this client can no longer

@@ -1,4 +1,4 @@
---- The default store adapter: one SQLite connection through the C core.
+--- The default store adapter: one SQLite connection through the C drivers (mcpclient.db).
 --
 --   local adapter, message, code = require("mcpclient.agent.store.sqlite").open(path, options)
 --
@@ -18,7 +18,9 @@
 --   adapter.dialect               the SQL it speaks (optional: SQLite's; see store/dialect.lua)
 -- params is an array (json.null or nil for NULL; params.n counts trailing nils).
 local check_options = require("mcpclient.agent.options").check
-local core = require "mcpclient.core"
+-- The drivers' module is required on the first open, not when this file loads: it
+-- maps libsqlite3 and libpq, which a program that never opens a store should not carry.
+local function drivers() return require "mcpclient.db" end
 
 local sqlite = {}
 
@@ -37,7 +39,7 @@ function sqlite.open(path, options)
   local mode = options.journal_mode or "wal"
   if not journal_modes[mode] then error(string.format("unknown journal_mode %q", mode), 2) end
 
-  local db, message, code = core.sqlite_open(path, { readonly = options.readonly == true })
+  local db, message, code = drivers().sqlite_open(path, { readonly = options.readonly == true })
   if not db then return nil, message, code end
   db:busy_timeout(timeout)
   local file = path ~= "" and path ~= ":memory:" and not path:find("^file:")
