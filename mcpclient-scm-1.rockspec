@@ -26,7 +26,7 @@ build = {
       sources = {
         "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/http.c",
         "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c", "csrc/sqlite.c",
-        "csrc/decode.c", "csrc/measure.c",
+        "csrc/decode.c", "csrc/measure.c", "csrc/body.c",
         "csrc/crypto.c", "csrc/loopback.c", "csrc/pg.c",
       },
       libraries = { "curl", "jansson", "sqlite3", "pq", "crypto", "idn2" },
