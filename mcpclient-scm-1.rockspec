@@ -27,7 +27,7 @@ build = {
       sources = {
         "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/http.c",
         "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c",
-        "csrc/decode.c", "csrc/measure.c",
+        "csrc/decode.c", "csrc/measure.c", "csrc/body.c",
         "csrc/crypto.c", "csrc/loopback.c",
       },
       libraries = { "curl", "jansson", "crypto", "idn2" },

@@ -88,6 +88,16 @@ int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
 
 /*
+** body.c: a response body the leg hands over without a copy. push takes
+** ownership of bytes (from malloc) once it returns; bytes gives the body at
+** idx (NULL when idx is no held body; raises when it was read already);
+** release frees them (read once: rpc_classify releases what it read).
+*/
+void mcp_body_push(lua_State *L, char *bytes, size_t len);
+const char *mcp_body_bytes(lua_State *L, int idx, size_t *len);
+void mcp_body_release(lua_State *L, int idx);
+
+/*
 ** decode.c's single-pass decoder, jansson's equal in verdict and value:
 ** pushes the value (returns 1) or nothing (returns 0, where jansson refuses;
 ** mcp_json_decode then gives the message). Raises only on memory or stack.

@@ -1247,13 +1247,15 @@ static void schemas_as_text(lua_State *L, int result, int keep) {
 ** answer, judged in the same pass): the kept text, or { refused = reason }.
 ** A body it cannot decode, a blank one, or one opening more than
 ** max_containers objects and arrays goes to the jansson classifier, which
-** words the refusal. Upvalues: array marker, order table, the jansson
+** words the refusal. text may also be a held body (body.c): read in place,
+** then released. Upvalues: array marker, order table, the jansson
 ** rpc_classify.
 */
 static int l_fast_classify(lua_State *L) {
   static const char *const listings[] = {"text", "kept", NULL};
   size_t len, containers = 0;
-  const char *s = text_arg(L, 1, &len);
+  const char *held = mcp_body_bytes(L, 1, &len);
+  const char *s = held != NULL ? held : text_arg(L, 1, &len);
   lua_Integer expected, max_containers = luaL_optinteger(L, 4, 0);
   int ordered = lua_toboolean(L, 3), listing = LISTING_NONE, n;
   if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer"); /* ids are integers: no "1" or 1.0 */
@@ -1264,11 +1266,17 @@ static int l_fast_classify(lua_State *L) {
   if (!fast_decode(L, s, len, lua_upvalueindex(1),
                    ordered && listing == LISTING_NONE ? lua_upvalueindex(2) : 0,
                    max_containers > 0 ? (size_t)max_containers : 0, listing, &containers)) {
+    if (held != NULL) { /* jansson reads strings: the rare refusal pays for one copy */
+      lua_pushlstring(L, s, len);
+      mcp_body_release(L, 1);
+      lua_replace(L, 1);
+    }
     n = delegate(L, 3, 4);
     if (listing != LISTING_NONE && lua_isstring(L, 1) && strcmp(lua_tostring(L, 1), "result") == 0)
       schemas_as_text(L, 2, listing == LISTING_KEPT);
     return n;
   }
+  mcp_body_release(L, 1); /* everything decoded is a copy: the bytes can go now */
   n = classify(L, 5, expected, lua_upvalueindex(1));
   if (max_containers <= 0 || !lua_isstring(L, -n) || strcmp(lua_tostring(L, -n), "result") != 0) return n;
   lua_pushinteger(L, (lua_Integer)containers); /* as json.c returns it: for a bound across responses */

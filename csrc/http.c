@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include <curl/curl.h>
+#include <openssl/crypto.h>
 
 #include "core.h"
 
@@ -51,6 +52,7 @@
 #define ENGINE_CONNECTIONS         64            /* idle connections the engine keeps, all pools */
 #define HOST_CONNECTIONS           16            /* connections to one server in one pool; more wait */
 #define SMALL_BODY                 1024          /* no libcurl asks for 100-continue for a body this small */
+#define HOLD_MIN                   (64 * 1024)   /* a hold_body answer this large is handed over, not copied */
 
 /* Leg user values: the pool it dials through, and the body of the running send. */
 #define UV_POOL 1
@@ -65,7 +67,7 @@
   X(BODY, body) X(SECRET_BODY, secret_body) X(TIMEOUT_MS, timeout_ms) X(CONNECT_TIMEOUT_MS, connect_timeout_ms) \
   X(MAX_BYTES, max_bytes) X(PIN, pin) X(CA_FILE, ca_file) X(CLIENT_CERT, client_cert) \
   X(CLIENT_KEY, client_key) X(CANCEL, cancel) X(ON_STREAM, on_stream) X(SEND_ONLY, send_only) \
-  X(IDEMPOTENT, idempotent)
+  X(IDEMPOTENT, idempotent) X(HOLD_BODY, hold_body)
 
 #define AS_ENUM(id, name) F_##id,
 enum { REQ_FIELDS(AS_ENUM) F_COUNT };
@@ -152,6 +154,7 @@ typedef struct Leg {
   int truncated, out_of_memory, head_overflow;
   int attempts;                 /* requests libcurl began for this exchange (see on_prereq) */
   int idempotent;               /* this exchange may be resent on a fresh connection */
+  int hold_body;                /* a large 2xx body is handed over as a held body (body.c) */
   char errbuf[CURL_ERROR_SIZE];
 } Leg;
 
@@ -173,6 +176,7 @@ typedef struct Request {
   int has_cancel;
   int send_only;                /* stop once the request is sent: nobody waits for the answer */
   int idempotent;               /* sending it twice does no harm (initialize, GET, DELETE) */
+  int hold_body;                /* hand a large 2xx body over instead of copying it */
 } Request;
 
 /* ===================================================================== */
@@ -424,10 +428,19 @@ static int leg_tostring(lua_State *L) {
   return 1;
 }
 
-/* libcurl's global state is process-wide; busted reopens the module per file. */
+/*
+** libcurl's global state is process-wide; busted reopens the module per file.
+** libcurl's global init also initialises OpenSSL, which by default loads
+** libcrypto's table of error texts: 0.6 MiB of resident memory, a twentieth
+** of the whole process. Those texts are left out. TLS failures keep their
+** wording (libssl's texts and the certificate verdicts are tables of their
+** own); a failure inside libcrypto shows as its code, which `openssl errstr`
+** turns back into text. A host that loaded the texts already keeps them.
+*/
 static void ensure_curl(lua_State *L) {
   static int ready = 0;
   if (!ready) {
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS, NULL);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
       luaL_error(L, "libcurl could not be initialised");
     ready = 1;
@@ -754,6 +767,9 @@ static void read_request(lua_State *L, Request *r) {
     luaL_error(L, "send: 'send_only' must be a boolean");
   if (!lua_isnil(L, SLOT(F_IDEMPOTENT)) && !lua_isboolean(L, SLOT(F_IDEMPOTENT)))
     luaL_error(L, "send: 'idempotent' must be a boolean");
+  if (!lua_isnil(L, SLOT(F_HOLD_BODY)) && !lua_isboolean(L, SLOT(F_HOLD_BODY)))
+    luaL_error(L, "send: 'hold_body' must be a boolean");
+  r->hold_body = lua_toboolean(L, SLOT(F_HOLD_BODY));
   r->idempotent = lua_toboolean(L, SLOT(F_IDEMPOTENT));
   r->has_cancel = lua_isfunction(L, SLOT(F_CANCEL));
   r->send_only = lua_toboolean(L, SLOT(F_SEND_ONLY));
@@ -1038,6 +1054,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   leg->truncated = leg->out_of_memory = leg->head_overflow = 0;
   leg->attempts = 0;
   leg->idempotent = r->idempotent;
+  leg->hold_body = r->hold_body;
   leg->errbuf[0] = '\0';
   leg->has_body = r->body != NULL || r->secret_body != NULL;
   leg->body_len = body_len;
@@ -1190,6 +1207,20 @@ static void push_headers(lua_State *L, Leg *leg) {
   }
 }
 
+/*
+** The response's body: "" for a streamed one; a held body (body.c) taking
+** the buffer itself for a large, whole 2xx answer of a hold_body send (the
+** leg starts its next body afresh); otherwise a string copy.
+*/
+static void push_body(lua_State *L, Leg *leg, const Exchange *x) {
+  if (leg->mode == BODY_STREAM) lua_pushliteral(L, "");
+  else if (leg->hold_body && x->status >= 200 && x->status < 300 && !leg->truncated && leg->body.len >= HOLD_MIN) {
+    mcp_body_push(L, leg->body.p, leg->body.len);
+    leg->body.p = NULL;
+    leg->body.len = leg->body.cap = 0;
+  } else lua_pushlstring(L, leg->body.p ? leg->body.p : "", leg->body.len);
+}
+
 /* The response table of a completed (or deliberately stopped) exchange. */
 static void push_response(lua_State *L, Leg *leg, const Exchange *x, int stopped) {
   lua_createtable(L, 0, 8);
@@ -1199,8 +1230,7 @@ static void push_response(lua_State *L, Leg *leg, const Exchange *x, int stopped
   lua_setfield(L, -2, "headers");
   lua_pushstring(L, leg->media);
   lua_setfield(L, -2, "media_type");
-  if (leg->mode == BODY_STREAM) lua_pushliteral(L, "");
-  else lua_pushlstring(L, leg->body.p ? leg->body.p : "", leg->body.len);
+  push_body(L, leg, x);
   lua_setfield(L, -2, "body");
   lua_pushnumber(L, (lua_Number)(x->t1 - x->t0) / 1e6);
   lua_setfield(L, -2, "duration_ms");

@@ -228,6 +228,7 @@ local function fill_request(req, op, send, timeout_ms, connect_timeout_ms, secre
   req.cancel = send.cancellable and op.cancel or nil
   req.on_stream = send.on_stream
   req.send_only = send.send_only
+  req.hold_body = send.hold_body
   -- libcurl may resend it on a fresh connection when a reused one died:
   -- only where a second copy can do no harm
   req.idempotent = method ~= "POST" or not call or NEVER_ACTS[call.method] == true
@@ -589,7 +590,7 @@ function Transport:post_request(op, session, method, params, ordered)
   local response
   response, message, err = self:exchange(op, {
     method = "POST", body = call.body, call = call, cancellable = true, on_stream = first_stream(self, call),
-    headers = self:post_headers(op, session, method, params),
+    headers = self:post_headers(op, session, method, params), hold_body = true,
   })
   if not response then
     if err.kind == "interrupted" and not NEVER_ACTS[method] and call.reader and call.reader:broke_after_event() then
@@ -605,13 +606,15 @@ function Transport:post_request(op, session, method, params, ordered)
   return self:json_answer(call, response, info)
 end
 
--- A kept body: application/json (or unlabelled) holding the answer.
+-- A kept body: application/json (or unlabelled) holding the answer. A large
+-- one comes as a held body (the leg's buffer itself, read once by
+-- rpc_classify), so a catalogue page never exists twice in memory.
 function Transport:json_answer(call, response, info)
   local media = response.media_type or ""
   if media ~= "" and media ~= "application/json" then
     return fail("content_type", { server = self.identifier, media_type = media })
   end
-  if not response.body:find("%S") then
+  if type(response.body) == "string" and not response.body:find("%S") then
     return fail("malformed", { server = self.identifier, detail = "empty body with status " .. response.status })
   end
   local kind, a, b = core.rpc_classify(response.body, call.id, call.ordered, MAX_CONTAINERS)

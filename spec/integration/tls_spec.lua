@@ -142,6 +142,15 @@ describe("TLS #integration", function()
       local out, message, err = conn:ping()
       assert_refused("self.signed certificate", out, message, err)
     end)
+
+    -- The library leaves libcrypto's error texts unloaded (they cost 0.6 MiB); a handshake
+    -- failure is worded by libssl's own table, which stays.
+    it("names a handshake failure in libssl's words: TLS spoken to a plain HTTP server", function()
+      local http = start_server("")
+      local conn <close> = connect(http)
+      local out, message, err = conn:ping()
+      assert_refused("ssl routines::wrong version number", out, message, err)
+    end)
   end)
 
   describe("with ca_file", function()

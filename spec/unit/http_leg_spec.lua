@@ -299,6 +299,45 @@ describe("core.http_leg", function()
     end)
   end)
 
+  describe("hold_body", function()
+    -- A JSON-RPC answer over 64 KiB, which /echo sends back as it came.
+    local ANSWER = '{"jsonrpc":"2.0","id":7,"result":{"pad":"' .. string.rep("x", 70000) .. '","n":[1,2]}}'
+
+    local function echoed(body, hold)
+      return assert(leg:send(req { method = "POST", url = url("/echo"), body = body, hold_body = hold }))
+    end
+
+    it("hands a large 2xx body over without a copy: rpc_classify reads it once, as it reads the string", function()
+      local res = echoed(ANSWER, true)
+      assert.equal("userdata", type(res.body))
+      assert.equal(#ANSWER, #res.body)
+      assert.same({ core.rpc_classify(ANSWER, 7, true) }, { core.rpc_classify(res.body, 7, true) })
+      assert.equal(0, #res.body)
+      assert.has_error(function() core.rpc_classify(res.body, 7) end,
+        "a response body is read once; this one was read already")
+      -- the leg gave its buffer away and reads the next answer into a new one
+      assert.equal('{"ok":true,"method":"GET"}', assert(leg:send(req { url = url("/json"), hold_body = true })).body)
+    end)
+
+    it("words a held body that is no answer as it words the string", function()
+      local broken = '{"jsonrpc":"2.0","id":7,"result":{"pad":"' .. string.rep("x", 70000) .. '"}'
+      local res = echoed(broken, true)
+      assert.equal("userdata", type(res.body))
+      local kind, detail = core.rpc_classify(res.body, 7)
+      assert.equal("malformed", kind)
+      assert.same({ core.rpc_classify(broken, 7) }, { kind, detail })
+    end)
+
+    it("copies a small body, a truncated one, and any body of a send without hold_body", function()
+      assert.equal("string", type(assert(leg:send(req { url = url("/json"), hold_body = true })).body))
+      local capped = assert(leg:send(req { url = url("/big"), hold_body = true }))
+      assert.is_true(capped.truncated)
+      assert.equal(2 * MiB, #capped.body)
+      assert.equal("string", type(capped.body))
+      assert.equal(ANSWER, echoed(ANSWER, nil).body)
+    end)
+  end)
+
   describe("event streams", function()
     it("streams to on_stream in pieces and stops at once when it says so", function()
       local pieces, text = 0, {}
@@ -602,6 +641,7 @@ describe("core.http_leg", function()
         { method = "GET", url = url("/json"), timeout_ms = 100, cancel = true },
         { method = "GET", url = url("/json"), timeout_ms = 100, on_stream = "x" },
         { method = "GET", url = url("/json"), timeout_ms = 100, ca_file = 1 },
+        { method = "GET", url = url("/json"), timeout_ms = 100, hold_body = 1 },
         { method = "GET", url = url("/json"), timeout_ms = 100, [1] = "x" },
       }
       for i, r in ipairs(bad) do
