@@ -422,6 +422,39 @@ static enum role member_role(lua_State *L, enum role role) {
 }
 
 /*
+** The first keys of an object, for the duplicate check: most objects of an
+** answer have a few keys, and comparing with those is cheaper than a table
+** lookup per key. Equal short strings are one interned object, so the
+** pointers are usually equal; a long key is compared by its bytes.
+*/
+#define SEEN_KEYS 8
+typedef struct SeenKey {
+  const char *s;
+  size_t len;
+} SeenKey;
+
+/*
+** Is the key at the stack top one the object at obj already has? Among its
+** first SEEN_KEYS keys by comparison, past them by a lookup in the object
+** (which holds the first ones too).
+*/
+static int repeated(lua_State *L, const SeenKey *seen, int n_seen, int obj) {
+  size_t len;
+  const char *k;
+  int i, found;
+  if (n_seen >= SEEN_KEYS) {
+    lua_pushvalue(L, -1);
+    found = lua_rawget(L, obj) != LUA_TNIL;
+    lua_pop(L, 1);
+    return found;
+  }
+  k = lua_tolstring(L, -1, &len);
+  for (i = 0; i < n_seen; i++)
+    if (seen[i].len == len && (seen[i].s == k || memcmp(seen[i].s, k, len) == 0)) return 1;
+  return 0;
+}
+
+/*
 ** Push the object at f->p ('{'), at container level depth, with the role
 ** `role`. Keys in text order go to a list recorded in the order table when
 ** keys are recorded (only for a non-empty object, like json.c). Returns 0
@@ -429,7 +462,8 @@ static enum role member_role(lua_State *L, enum role role) {
 */
 static int push_object(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
-  int obj, keys = 0, nul;
+  SeenKey seen[SEEN_KEYS];
+  int obj, keys = 0, nul, n_seen = 0;
   lua_Integer n = 0;
   f->p++;
   luaL_checkstack(L, 6, "JSON decoder");
@@ -447,9 +481,9 @@ static int push_object(Fast *f, int depth, enum role role) {
   }
   for (;;) {
     if (f->p >= f->end || *f->p != '"' || !push_string(f, &nul) || nul) return 0;
-    lua_pushvalue(L, -1);
-    if (lua_rawget(L, obj) != LUA_TNIL) return 0; /* a duplicate key */
-    lua_pop(L, 1);
+    if (repeated(L, seen, n_seen, obj)) return 0;
+    if (n_seen < SEEN_KEYS) seen[n_seen].s = lua_tolstring(L, -1, &seen[n_seen].len);
+    n_seen++;
     if (keys != 0) {
       lua_pushvalue(L, -1);
       lua_rawseti(L, keys, ++n);

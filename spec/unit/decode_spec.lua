@@ -82,6 +82,42 @@ describe("the single-pass decoder", function()
     assert(ok, err)
   end)
 
+  it("refuses a repeated key wherever it stands, short or long, as jansson does", function()
+    local slow = reference(json.decode)
+    local long = string.rep("k", 60)  -- past the length Lua interns
+    local function object(keys)
+      local members = {}
+      for i, k in ipairs(keys) do members[i] = string.format("%q:%d", k, i) end
+      return "{" .. table.concat(members, ",") .. "}"
+    end
+    local texts = {}
+    for n = 2, 20 do
+      for at = 1, n - 1 do
+        local keys = {}
+        for i = 1, n do keys[i] = "k" .. i end
+        keys[n] = keys[at]                              -- the last repeats an earlier one
+        texts[#texts + 1] = object(keys)
+        keys[n] = long .. "x"
+        keys[at] = long .. "x"                          -- a long key repeated
+        texts[#texts + 1] = object(keys)
+        keys[at] = long .. "y"                          -- long keys of one length that differ
+        texts[#texts + 1] = object(keys)
+        keys[at] = long                                 -- a prefix of the other
+        texts[#texts + 1] = object(keys)
+      end
+    end
+    for _, text in ipairs(texts) do
+      local fv, fm = json.decode(text)
+      local sv, sm = slow(text)
+      assert.equal(sm, fm, text)
+      if sv == nil then assert.is_nil(fv, text) else same(fv, sv) end
+    end
+    assert.is_nil(json.decode(object { "a", "b", "a" }))
+    assert.is_nil(json.decode(object { "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k1" }))
+    assert.is_nil(json.decode(object { "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k9" }))
+    assert.is_table(json.decode(object { long, long .. "x", "k" }))
+  end)
+
   it("records key order only on non-empty objects, in text order", function()
     local v = json.decode('{"b":1,"a":{},"c":{"z":1,"y":2}}', true)
     assert.same({ "b", "a", "c" }, json.key_order(v))
