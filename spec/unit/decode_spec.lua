@@ -151,6 +151,43 @@ describe("the single-pass decoder", function()
     end
   end)
 
+  it("classifies an answer read member by member as jansson's classifier does, whatever its members", function()
+    local slow = reference(core.rpc_classify)
+    local members = { '"jsonrpc":"2.0"', '"id":1', '"id":2', '"id":null', '"id":"1"', '"result":{"a":[1,{"b":2}]}',
+      '"result":[]', '"result":null', '"error":{"code":-1,"message":"m"}', '"error":"x"', '"method":"ping"',
+      '"method":null', '"ix":1', '"resul":{}', '"x":{"y":[{},{}]}', '"a\\u0000":1', '"id":1.0',
+      '"result":{"a":1,"a":2}', '"z":tru' }
+    local bodies = { "{}", "{ }", ' { "id" : 1 , "result" : { } } ', '{"id":1,"result":{}}x', '{"id":1,"result":{}',
+      '{"id":1,"result":{},}', '{"id" 1}', '{"id":1 "result":{}}' }
+    for i = 1, #members do
+      for j = 1, #members do
+        bodies[#bodies + 1] = "{" .. members[i] .. "," .. members[j] .. "}"
+        bodies[#bodies + 1] = '{"jsonrpc":"2.0",' .. members[i] .. ',"k":[],' .. members[j] .. "}"
+      end
+    end
+    for n = 6, 11 do  -- around the most members a message is read without its table
+      local list = {}
+      for i = 1, n - 2 do list[i] = string.format('"k%d":%d', i, i) end
+      list[#list + 1] = '"id":1'
+      list[#list + 1] = '"result":{"v":' .. n .. "}"
+      bodies[#bodies + 1] = "{" .. table.concat(list, ",") .. "}"
+      list[1] = '"id":1'
+      bodies[#bodies + 1] = "{" .. table.concat(list, ",") .. "}"   -- "id" twice
+      list[1], list[n] = '"k1":1', '"k1":{}'
+      bodies[#bodies + 1] = "{" .. table.concat(list, ",") .. "}"   -- "k1" twice, the last member
+    end
+    for _, body in ipairs(bodies) do
+      for _, decoding in ipairs({ false, true }) do
+        for _, cap in ipairs({ false, 1, 2, 3, 65536 }) do
+          local f = table.pack(core.rpc_classify(body, 1, decoding, cap or nil))
+          local s = table.pack(slow(body, 1, decoding, cap or nil))
+          assert.equal(s.n, f.n, body)
+          for i = 1, f.n do same(f[i], s[i]) end
+        end
+      end
+    end
+  end)
+
   it("raises on misuse as jansson's entry points do", function()
     assert.has_error(function() json.decode(12) end)
     assert.has_error(function() core.rpc_classify("{}", "1") end)
