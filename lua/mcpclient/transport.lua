@@ -28,6 +28,7 @@ local modern = require "mcpclient.modern"
 
 local json = core.json
 local fail = errors.fail
+local floor = math.floor
 
 local MAX_RESPONSE_BYTES = 2 * 1024 * 1024  -- the read cap of one exchange
 -- Objects and arrays one response may open (each costs a few hundred bytes
@@ -55,7 +56,8 @@ Transport.__index = Transport
 
 -- The one rounding of a duration: whole milliseconds, never negative.
 local function whole_ms(ms)
-  return math.max(0, math.floor(ms + 0.5))
+  if ms <= 0 then return 0 end
+  return floor(ms + 0.5)
 end
 
 --- @param config { identifier, url, target (parsed url), leg, spawn_leg (makes another leg on the
@@ -605,16 +607,18 @@ function Transport:post_request(op, session, method, params, ordered)
   return self:json_answer(call, response, info)
 end
 
--- A kept body: application/json (or unlabelled) holding the answer.
+-- A kept body: application/json (or unlabelled) holding the answer. A body
+-- of blanks only is named as empty; only a body the classifier refuses can
+-- be one, so an answer is not searched for them first.
 function Transport:json_answer(call, response, info)
   local media = response.media_type or ""
   if media ~= "" and media ~= "application/json" then
     return fail("content_type", { server = self.identifier, media_type = media })
   end
-  if not response.body:find("%S") then
+  local kind, a, b = core.rpc_classify(response.body, call.id, call.ordered, MAX_CONTAINERS)
+  if kind == "malformed" and not response.body:find("%S") then
     return fail("malformed", { server = self.identifier, detail = "empty body with status " .. response.status })
   end
-  local kind, a, b = core.rpc_classify(response.body, call.id, call.ordered, MAX_CONTAINERS)
   local result, message, err = self:answer(kind, a, b)
   if not result then return nil, message, err end
   info.containers = b
