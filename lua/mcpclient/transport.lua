@@ -450,12 +450,6 @@ local function with_progress_token(params, id)
   return copy
 end
 
--- A method's JSON text; the ones this client sends are encoded once.
-local method_text = {}
-for _, method in ipairs { "initialize", "ping", "server/discover", "tools/list", "tools/call" } do
-  method_text[method] = json.encode(method)
-end
-
 -- A server request found on the stream of `call`, answered at once.
 local function answerer(self, call)
   return function(id, request_method, request_params)
@@ -467,15 +461,12 @@ function Transport:open_call(op, session, method, params, ordered)
   local is_modern = session ~= nil and session.modern
   local id = self:next_id()
   if op.on_progress then params = with_progress_token(params, id) end
-  local encoded, why = json.try_encode(is_modern and modern.envelope(params, session.version) or params)
-  if not encoded then
+  local body, why = core.rpc_request(id, method, is_modern and modern.envelope(params, session.version) or params)
+  if not body then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
-  local call = { op = op, session = session, id = id, method = method, ordered = ordered,
-    resumptions = 0, accepted = false }
-  call.body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":' .. (method_text[method] or json.encode(method))
-    .. ',"params":' .. encoded .. '}'
-  return call
+  return { op = op, session = session, id = id, method = method, ordered = ordered, resumptions = 0, accepted = false,
+    body = body }
 end
 
 -- The call's stream reader, made on first use. A modern server sends no
