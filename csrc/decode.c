@@ -422,6 +422,39 @@ static enum role member_role(lua_State *L, enum role role) {
 }
 
 /*
+** The first keys of an object, for the duplicate check: most objects of an
+** answer have a few keys, and comparing with those is cheaper than a table
+** lookup per key. Equal short strings are one interned object, so the
+** pointers are usually equal; a long key is compared by its bytes.
+*/
+#define SEEN_KEYS 8
+typedef struct SeenKey {
+  const char *s;
+  size_t len;
+} SeenKey;
+
+/*
+** Is the key at the stack top one the object at obj already has? Among its
+** first SEEN_KEYS keys by comparison, past them by a lookup in the object
+** (which holds the first ones too).
+*/
+static int repeated(lua_State *L, const SeenKey *seen, int n_seen, int obj) {
+  size_t len;
+  const char *k;
+  int i, found;
+  if (n_seen >= SEEN_KEYS) {
+    lua_pushvalue(L, -1);
+    found = lua_rawget(L, obj) != LUA_TNIL;
+    lua_pop(L, 1);
+    return found;
+  }
+  k = lua_tolstring(L, -1, &len);
+  for (i = 0; i < n_seen; i++)
+    if (seen[i].len == len && (seen[i].s == k || memcmp(seen[i].s, k, len) == 0)) return 1;
+  return 0;
+}
+
+/*
 ** Push the object at f->p ('{'), at container level depth, with the role
 ** `role`. Keys in text order go to a list recorded in the order table when
 ** keys are recorded (only for a non-empty object, like json.c). Returns 0
@@ -429,7 +462,8 @@ static enum role member_role(lua_State *L, enum role role) {
 */
 static int push_object(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
-  int obj, keys = 0, nul;
+  SeenKey seen[SEEN_KEYS];
+  int obj, keys = 0, nul, n_seen = 0;
   lua_Integer n = 0;
   f->p++;
   luaL_checkstack(L, 6, "JSON decoder");
@@ -447,9 +481,9 @@ static int push_object(Fast *f, int depth, enum role role) {
   }
   for (;;) {
     if (f->p >= f->end || *f->p != '"' || !push_string(f, &nul) || nul) return 0;
-    lua_pushvalue(L, -1);
-    if (lua_rawget(L, obj) != LUA_TNIL) return 0; /* a duplicate key */
-    lua_pop(L, 1);
+    if (repeated(L, seen, n_seen, obj)) return 0;
+    if (n_seen < SEEN_KEYS) seen[n_seen].s = lua_tolstring(L, -1, &seen[n_seen].len);
+    n_seen++;
     if (keys != 0) {
       lua_pushvalue(L, -1);
       lua_rawseti(L, keys, ++n);
@@ -520,6 +554,96 @@ static int push_array(Fast *f, int depth, enum role role) {
 */
 static int open_container(Fast *f) {
   return ++f->containers <= f->max_containers || f->max_containers == 0;
+}
+
+/* The members of a JSON-RPC message classify reads, in this order on the stack. */
+enum { M_METHOD, M_ID, M_ERROR, M_RESULT, M_COUNT };
+
+/*
+** Which of those members the key at the stack top names, or -1.
+*/
+static int message_member(lua_State *L) {
+  size_t n;
+  const char *k = lua_tolstring(L, -1, &n);
+  switch (n) {
+    case 2: return memcmp(k, "id", 2) == 0 ? M_ID : -1;
+    case 5: return memcmp(k, "error", 5) == 0 ? M_ERROR : -1;
+    case 6:
+      if (memcmp(k, "method", 6) == 0) return M_METHOD;
+      return memcmp(k, "result", 6) == 0 ? M_RESULT : -1;
+    default: return -1;
+  }
+}
+
+/*
+** Read the message object at f->p ('{') without building it: the members
+** classify reads go to the M_COUNT slots from `slots` (which hold nil for
+** an absent one), every other member is read (its verdict counts) and
+** dropped. Nobody is handed the message itself, so its table would be built
+** only to be thrown away. The keys stay on the stack until the end, so the
+** duplicate check compares live strings. Returns 1, 0 on a refusal, or -1
+** when the object has more members than that check holds (the caller then
+** reads it the general way).
+*/
+static int read_message(Fast *f, int slots, enum role role) {
+  lua_State *L = f->L;
+  SeenKey seen[SEEN_KEYS];
+  int n_seen = 0, nul, which;
+  f->p++;
+  skip_blanks(f);
+  if (f->p < f->end && *f->p == '}') {
+    f->p++;
+    return 1;
+  }
+  luaL_checkstack(L, SEEN_KEYS + 4, "JSON decoder");
+  for (;;) {
+    if (f->p >= f->end || *f->p != '"' || !push_string(f, &nul) || nul) return 0;
+    if (n_seen == SEEN_KEYS) return -1;
+    if (repeated(L, seen, n_seen, 0)) return 0;
+    seen[n_seen].s = lua_tolstring(L, -1, &seen[n_seen].len);
+    n_seen++;
+    skip_blanks(f);
+    if (f->p >= f->end || *f->p != ':') return 0;
+    f->p++;
+    skip_blanks(f);
+    which = message_member(L);
+    if (!push_value(f, 2, member_role(L, role))) return 0;
+    if (which >= 0) lua_replace(L, slots + which);
+    else lua_pop(L, 1);
+    skip_blanks(f);
+    if (f->p < f->end && *f->p == ',') {
+      f->p++;
+      skip_blanks(f);
+      continue;
+    }
+    if (f->p < f->end && *f->p == '}') break;
+    return 0;
+  }
+  f->p++;
+  return 1;
+}
+
+/*
+** The top of a JSON-RPC answer: its members pushed as M_COUNT values
+** (returns M_COUNT) when read_message takes the object at f->p, else the
+** value the general way (returns 1); 0 on a refusal.
+*/
+static int push_message(Fast *f, enum role role) {
+  lua_State *L = f->L;
+  const unsigned char *start = f->p;
+  size_t containers = f->containers;
+  int slots = lua_gettop(L) + 1, i, r;
+  luaL_checkstack(L, M_COUNT + 2, "JSON decoder");
+  for (i = 0; i < M_COUNT; i++) lua_pushnil(L);
+  r = open_container(f) ? read_message(f, slots, role) : 0;
+  if (r >= 0) {
+    lua_settop(L, r ? slots + M_COUNT - 1 : slots - 1);
+    return r ? M_COUNT : 0;
+  }
+  lua_settop(L, slots - 1);
+  f->p = start;
+  f->containers = containers;
+  return push_value(f, 1, role);
 }
 
 /* ==================================================================== */
@@ -990,12 +1114,15 @@ static void text_open(Text *t, lua_State *L, int reuse, size_t cap) {
 ** indexes of the array marker and the order table (order 0: no key order
 ** recorded). `listing` (LISTING_*): the text is a tools/list answer whose
 ** tools' schemas are pushed as JSON text, the input schemas as what an
-** import keeps of them with LISTING_KEPT. *containers (if not NULL) gets
-** the count of objects and arrays opened.
+** import keeps of them with LISTING_KEPT. With `message`, a top-level
+** object is read as push_message reads it: its members pushed instead
+** (returns M_COUNT). *containers (if not NULL) gets the count of objects and
+** arrays opened.
 */
 static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int order, size_t max_containers,
-                       int listing, size_t *containers) {
-  int base = lua_gettop(L);
+                       int listing, int message, size_t *containers) {
+  int base = lua_gettop(L), n;
+  enum role top = listing != LISTING_NONE ? R_MESSAGE : R_NONE;
   Fast f;
   Text t;
   fast_open(&f, L, s, len);
@@ -1008,19 +1135,17 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
     f.keep = listing == LISTING_KEPT;
   }
   skip_blanks(&f);
-  if (!push_value(&f, 1, listing != LISTING_NONE ? R_MESSAGE : R_NONE)) {
+  if (message && f.p < f.end && *f.p == '{') n = push_message(&f, top);
+  else n = push_value(&f, 1, top);
+  if (n != 0) skip_blanks(&f);
+  if (n == 0 || f.p != f.end) {
     lua_settop(L, base);
     return 0;
   }
-  skip_blanks(&f);
-  if (f.p != f.end) {
-    lua_settop(L, base);
-    return 0;
-  }
-  lua_replace(L, base + 1);
-  lua_settop(L, base + 1);
+  if (listing != LISTING_NONE) lua_remove(L, base + 2); /* the text builder's buffer */
+  lua_remove(L, base + 1);                              /* the scratch slot */
   if (containers != NULL) *containers = f.containers;
-  return 1;
+  return n;
 }
 
 /*
@@ -1080,7 +1205,7 @@ int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered) {
   lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
   lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
   if (!lua_istable(L, base + 1)) return luaL_error(L, "the JSON codec is not loaded");
-  ok = fast_decode(L, s, len, base + 1, ordered && lua_istable(L, base + 2) ? base + 2 : 0, 0, 0, NULL);
+  ok = fast_decode(L, s, len, base + 1, ordered && lua_istable(L, base + 2) ? base + 2 : 0, 0, 0, 0, NULL);
   if (ok) lua_replace(L, base + 1);
   lua_settop(L, base + ok);
   return ok;
@@ -1115,7 +1240,7 @@ static int l_fast_decode(lua_State *L) {
   const char *s = text_arg(L, 1, &len);
   int ordered = lua_toboolean(L, 2);
   lua_settop(L, 2);
-  if (fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0, 0, 0, NULL)) return 1;
+  if (fast_decode(L, s, len, lua_upvalueindex(1), ordered ? lua_upvalueindex(2) : 0, 0, 0, 0, NULL)) return 1;
   return delegate(L, 3, 2);
 }
 
@@ -1157,30 +1282,21 @@ static int push_rpc_error(lua_State *L, int e) {
 }
 
 /*
-** Classify the decoded response at root exactly as json.c's rpc_classify
-** does on jansson's tree, with the same kinds, details and precedence.
+** Classify a response by its members method, id, error and result (at the
+** M_COUNT stack slots from `first`, nil when absent) exactly as json.c's
+** rpc_classify does on jansson's tree, with the same kinds, details and
+** precedence.
 */
-static int classify(lua_State *L, int root, lua_Integer expected, int marker) {
-  int id_matches, id_null, e, r;
-  if (!is_object(L, root, marker)) {
-    lua_pushliteral(L, "malformed");
-    lua_pushliteral(L, "the body is not a JSON object");
-    return 2;
-  }
-  if (member(L, root, "method") != LUA_TNIL) {
+static int classify_members(lua_State *L, int first, lua_Integer expected, int marker) {
+  int id = first + M_ID, e = first + M_ERROR, r = first + M_RESULT, id_matches;
+  if (!lua_isnil(L, first + M_METHOD)) {
     lua_pushliteral(L, "other");
     lua_pushliteral(L, "a server request or notification");
     return 2;
   }
-  member(L, root, "id");
-  id_matches = lua_isinteger(L, -1) && lua_tointeger(L, -1) == expected;
-  id_null = mcp_json_is_null(L, -1);
-  member(L, root, "error");
-  e = lua_gettop(L);
-  member(L, root, "result");
-  r = lua_gettop(L);
+  id_matches = lua_isinteger(L, id) && lua_tointeger(L, id) == expected;
   if (is_object(L, e, marker)) {
-    if (!id_matches && !id_null) {
+    if (!id_matches && !mcp_json_is_null(L, id)) {
       lua_pushliteral(L, "other");
       lua_pushliteral(L, "a response to another request");
       return 2;
@@ -1196,6 +1312,25 @@ static int classify(lua_State *L, int root, lua_Integer expected, int marker) {
   lua_pushliteral(L, "malformed");
   lua_pushliteral(L, "the response carries neither a result nor an error");
   return 2;
+}
+
+/*
+** Classify the decoded response at root (read the general way): a JSON
+** object's members go to classify_members.
+*/
+static int classify(lua_State *L, int root, lua_Integer expected, int marker) {
+  int first;
+  if (!is_object(L, root, marker)) {
+    lua_pushliteral(L, "malformed");
+    lua_pushliteral(L, "the body is not a JSON object");
+    return 2;
+  }
+  first = lua_gettop(L) + 1;
+  member(L, root, "method");
+  member(L, root, "id");
+  member(L, root, "error");
+  member(L, root, "result");
+  return classify_members(L, first, expected, marker);
 }
 
 /*
@@ -1257,15 +1392,15 @@ static int l_fast_classify(lua_State *L) {
   const char *held = mcp_body_bytes(L, 1, &len);
   const char *s = held != NULL ? held : text_arg(L, 1, &len);
   lua_Integer expected, max_containers = luaL_optinteger(L, 4, 0);
-  int ordered = lua_toboolean(L, 3), listing = LISTING_NONE, n;
+  int ordered = lua_toboolean(L, 3), listing = LISTING_NONE, n, read;
   if (!lua_isinteger(L, 2)) luaL_typeerror(L, 2, "integer"); /* ids are integers: no "1" or 1.0 */
   expected = lua_tointeger(L, 2);
   if (lua_type(L, 3) == LUA_TSTRING)
     listing = luaL_checkoption(L, 3, NULL, listings) == 0 ? LISTING_TEXT : LISTING_KEPT;
   lua_settop(L, 4);
-  if (!fast_decode(L, s, len, lua_upvalueindex(1),
-                   ordered && listing == LISTING_NONE ? lua_upvalueindex(2) : 0,
-                   max_containers > 0 ? (size_t)max_containers : 0, listing, &containers)) {
+  read = fast_decode(L, s, len, lua_upvalueindex(1), ordered && listing == LISTING_NONE ? lua_upvalueindex(2) : 0,
+                     max_containers > 0 ? (size_t)max_containers : 0, listing, 1, &containers);
+  if (read == 0) {
     if (held != NULL) { /* jansson reads strings: the rare refusal pays for one copy */
       lua_pushlstring(L, s, len);
       mcp_body_release(L, 1);
@@ -1277,7 +1412,8 @@ static int l_fast_classify(lua_State *L) {
     return n;
   }
   mcp_body_release(L, 1); /* everything decoded is a copy: the bytes can go now */
-  n = classify(L, 5, expected, lua_upvalueindex(1));
+  if (read == M_COUNT) n = classify_members(L, 5, expected, lua_upvalueindex(1));
+  else n = classify(L, 5, expected, lua_upvalueindex(1));
   if (max_containers <= 0 || !lua_isstring(L, -n) || strcmp(lua_tostring(L, -n), "result") != 0) return n;
   lua_pushinteger(L, (lua_Integer)containers); /* as json.c returns it: for a bound across responses */
   return n + 1;

@@ -573,11 +573,40 @@ static const char *enc_value(Enc *e, int idx) {
 }
 
 /*
-** Encode the value at idx, with the array marker and order table at the given
-** stack indexes (order 0: none). Pushes the text and returns NULL, or returns
-** the reason with the stack as it was.
+** A JSON-RPC request around the encoded params: its id and its method. A
+** request is the text every call makes, so it is written in one buffer
+** rather than joined from pieces in Lua (two more strings, and the id
+** formatted by printf).
 */
-static const char *encode_with(lua_State *L, int idx, int flags, int marker, int order) {
+typedef struct Frame {
+  lua_Integer id;
+  const char *method;
+  size_t method_len;
+} Frame;
+
+/*
+** Write the value at idx, framed as a request's params when frame is not NULL.
+*/
+static const char *enc_framed(Enc *e, int idx, const Frame *frame) {
+  const char *r;
+  if (frame == NULL) return enc_value(e, idx);
+  PUT_LITERAL(e, "{\"jsonrpc\":\"2.0\",\"id\":");
+  put_integer(e, frame->id);
+  PUT_LITERAL(e, ",\"method\":");
+  if ((r = put_string(e, frame->method, frame->method_len)) != NULL) return r;
+  PUT_LITERAL(e, ",\"params\":");
+  if ((r = enc_value(e, idx)) != NULL) return r;
+  put_char(e, '}');
+  return NULL;
+}
+
+/*
+** Encode the value at idx (framed as a request's params when frame is not
+** NULL), with the array marker and order table at the given stack indexes
+** (order 0: none). Pushes the text and returns NULL, or returns the reason
+** with the stack as it was.
+*/
+static const char *encode_with(lua_State *L, int idx, int flags, int marker, int order, const Frame *frame) {
   char first_buf[INIT_BUF];
   KeyRef first_keys[INIT_KEYS];
   Enc e;
@@ -599,7 +628,7 @@ static const char *encode_with(lua_State *L, int idx, int flags, int marker, int
   e.order = order;
   e.ascii = (flags & MCP_JSON_ASCII) != 0;
   e.depth = 0;
-  r = enc_value(&e, idx);
+  r = enc_framed(&e, idx, frame);
   if (r != NULL) {
     lua_settop(L, base);
     return r;
@@ -622,7 +651,7 @@ const char *mcp_json_encode(lua_State *L, int idx, int flags) {
   lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
   top = lua_gettop(L);
   order = lua_istable(L, top) ? top : 0;
-  r = encode_with(L, idx, flags, top - 1, order);
+  r = encode_with(L, idx, flags, top - 1, order, NULL);
   if (r != NULL) {
     lua_pop(L, 2);
     return r;
@@ -639,7 +668,7 @@ static int l_encode(lua_State *L) {
   const char *r;
   luaL_checkany(L, 1);
   lua_settop(L, 1);
-  r = encode_with(L, 1, 0, lua_upvalueindex(1), lua_upvalueindex(2));
+  r = encode_with(L, 1, 0, lua_upvalueindex(1), lua_upvalueindex(2), NULL);
   if (r != NULL) return luaL_error(L, "cannot encode JSON: %s", r);
   return 1;
 }
@@ -651,7 +680,29 @@ static int l_try_encode(lua_State *L) {
   const char *r;
   luaL_checkany(L, 1);
   lua_settop(L, 1);
-  r = encode_with(L, 1, 0, lua_upvalueindex(1), lua_upvalueindex(2));
+  r = encode_with(L, 1, 0, lua_upvalueindex(1), lua_upvalueindex(2), NULL);
+  if (r != NULL) {
+    lua_pushnil(L);
+    lua_pushstring(L, r);
+    return 2;
+  }
+  return 1;
+}
+
+/*
+** core.rpc_request(id, method, params) -> the text of the JSON-RPC request
+** {"jsonrpc":"2.0","id":id,"method":method,"params":params} | nil, reason
+** when params (or method) cannot be encoded. id is an integer.
+*/
+static int l_rpc_request(lua_State *L) {
+  Frame frame;
+  const char *r;
+  if (!lua_isinteger(L, 1)) luaL_typeerror(L, 1, "integer");
+  frame.id = lua_tointeger(L, 1);
+  frame.method = luaL_checklstring(L, 2, &frame.method_len);
+  luaL_checkany(L, 3);
+  lua_settop(L, 3);
+  r = encode_with(L, 3, 0, lua_upvalueindex(1), lua_upvalueindex(2), &frame);
   if (r != NULL) {
     lua_pushnil(L);
     lua_pushstring(L, r);
@@ -1192,5 +1243,7 @@ void mcp_register_json(lua_State *L) {
 
   push_closure(L, l_rpc_classify, marker, order, tree);
   lua_setfield(L, module, "rpc_classify");
+  push_closure(L, l_rpc_request, marker, order, 0);
+  lua_setfield(L, module, "rpc_request");
   lua_settop(L, module);
 }

@@ -22,9 +22,11 @@ local WAIT = {}           -- what a task yields while its exchange is in flight
 -- The coroutines gather runs. Weak: a task nobody drives any more is collected.
 local tasks = setmetatable({}, { __mode = "k" })
 
+local running = coroutine.running
+
 --- Is the running code a task of gather (so it may yield to the engine)?
 function engine.inside()
-  return tasks[coroutine.running()] ~= nil
+  return tasks[running()] ~= nil
 end
 
 -- Give the engine a turn: a task yields to its gather; anything else waits
@@ -95,7 +97,7 @@ end
 -- `on_open(status)`, if given, is called once when the response's head has
 -- arrived (inside a task only).
 function engine.send(leg, req, on_open)
-  if leg.start and engine.inside() then return send_in_task(leg, req, on_open) end
+  if leg.start and tasks[running()] ~= nil then return send_in_task(leg, req, on_open) end
   return leg:send(req)
 end
 

@@ -28,6 +28,7 @@ local modern = require "mcpclient.modern"
 
 local json = core.json
 local fail = errors.fail
+local floor = math.floor
 
 local MAX_RESPONSE_BYTES = 2 * 1024 * 1024  -- the read cap of one exchange
 -- Objects and arrays one response may open (each costs a few hundred bytes
@@ -55,7 +56,8 @@ Transport.__index = Transport
 
 -- The one rounding of a duration: whole milliseconds, never negative.
 local function whole_ms(ms)
-  return math.max(0, math.floor(ms + 0.5))
+  if ms <= 0 then return 0 end
+  return floor(ms + 0.5)
 end
 
 --- @param config { identifier, url, target (parsed url), leg, spawn_leg (makes another leg on the
@@ -449,12 +451,6 @@ local function with_progress_token(params, id)
   return copy
 end
 
--- A method's JSON text; the ones this client sends are encoded once.
-local method_text = {}
-for _, method in ipairs { "initialize", "ping", "server/discover", "tools/list", "tools/call" } do
-  method_text[method] = json.encode(method)
-end
-
 -- A server request found on the stream of `call`, answered at once.
 local function answerer(self, call)
   return function(id, request_method, request_params)
@@ -466,15 +462,12 @@ function Transport:open_call(op, session, method, params, ordered)
   local is_modern = session ~= nil and session.modern
   local id = self:next_id()
   if op.on_progress then params = with_progress_token(params, id) end
-  local encoded, why = json.try_encode(is_modern and modern.envelope(params, session.version) or params)
-  if not encoded then
+  local body, why = core.rpc_request(id, method, is_modern and modern.envelope(params, session.version) or params)
+  if not body then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
-  local call = { op = op, session = session, id = id, method = method, ordered = ordered,
-    resumptions = 0, accepted = false }
-  call.body = '{"jsonrpc":"2.0","id":' .. id .. ',"method":' .. (method_text[method] or json.encode(method))
-    .. ',"params":' .. encoded .. '}'
-  return call
+  return { op = op, session = session, id = id, method = method, ordered = ordered, resumptions = 0, accepted = false,
+    body = body }
 end
 
 -- The call's stream reader, made on first use. A modern server sends no
@@ -608,16 +601,18 @@ end
 
 -- A kept body: application/json (or unlabelled) holding the answer. A large
 -- one comes as a held body (the leg's buffer itself, read once by
--- rpc_classify), so a catalogue page never exists twice in memory.
+-- rpc_classify), so a catalogue page never exists twice in memory. A body
+-- of blanks only is named as empty; only a body the classifier refuses can
+-- be one, so an answer is not searched for them first.
 function Transport:json_answer(call, response, info)
   local media = response.media_type or ""
   if media ~= "" and media ~= "application/json" then
     return fail("content_type", { server = self.identifier, media_type = media })
   end
-  if type(response.body) == "string" and not response.body:find("%S") then
+  local kind, a, b = core.rpc_classify(response.body, call.id, call.ordered, MAX_CONTAINERS)
+  if kind == "malformed" and type(response.body) == "string" and not response.body:find("%S") then
     return fail("malformed", { server = self.identifier, detail = "empty body with status " .. response.status })
   end
-  local kind, a, b = core.rpc_classify(response.body, call.id, call.ordered, MAX_CONTAINERS)
   local result, message, err = self:answer(kind, a, b)
   if not result then return nil, message, err end
   info.containers = b

@@ -82,6 +82,42 @@ describe("the single-pass decoder", function()
     assert(ok, err)
   end)
 
+  it("refuses a repeated key wherever it stands, short or long, as jansson does", function()
+    local slow = reference(json.decode)
+    local long = string.rep("k", 60)  -- past the length Lua interns
+    local function object(keys)
+      local members = {}
+      for i, k in ipairs(keys) do members[i] = string.format("%q:%d", k, i) end
+      return "{" .. table.concat(members, ",") .. "}"
+    end
+    local texts = {}
+    for n = 2, 20 do
+      for at = 1, n - 1 do
+        local keys = {}
+        for i = 1, n do keys[i] = "k" .. i end
+        keys[n] = keys[at]                              -- the last repeats an earlier one
+        texts[#texts + 1] = object(keys)
+        keys[n] = long .. "x"
+        keys[at] = long .. "x"                          -- a long key repeated
+        texts[#texts + 1] = object(keys)
+        keys[at] = long .. "y"                          -- long keys of one length that differ
+        texts[#texts + 1] = object(keys)
+        keys[at] = long                                 -- a prefix of the other
+        texts[#texts + 1] = object(keys)
+      end
+    end
+    for _, text in ipairs(texts) do
+      local fv, fm = json.decode(text)
+      local sv, sm = slow(text)
+      assert.equal(sm, fm, text)
+      if sv == nil then assert.is_nil(fv, text) else same(fv, sv) end
+    end
+    assert.is_nil(json.decode(object { "a", "b", "a" }))
+    assert.is_nil(json.decode(object { "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k1" }))
+    assert.is_nil(json.decode(object { "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k9" }))
+    assert.is_table(json.decode(object { long, long .. "x", "k" }))
+  end)
+
   it("records key order only on non-empty objects, in text order", function()
     local v = json.decode('{"b":1,"a":{},"c":{"z":1,"y":2}}', true)
     assert.same({ "b", "a", "c" }, json.key_order(v))
@@ -109,6 +145,43 @@ describe("the single-pass decoder", function()
           local f = table.pack(core.rpc_classify(body, 1, ordered, cap or nil))
           local s = table.pack(slow(body, 1, ordered, cap or nil))
           assert.equal(s.n, f.n)
+          for i = 1, f.n do same(f[i], s[i]) end
+        end
+      end
+    end
+  end)
+
+  it("classifies an answer read member by member as jansson's classifier does, whatever its members", function()
+    local slow = reference(core.rpc_classify)
+    local members = { '"jsonrpc":"2.0"', '"id":1', '"id":2', '"id":null', '"id":"1"', '"result":{"a":[1,{"b":2}]}',
+      '"result":[]', '"result":null', '"error":{"code":-1,"message":"m"}', '"error":"x"', '"method":"ping"',
+      '"method":null', '"ix":1', '"resul":{}', '"x":{"y":[{},{}]}', '"a\\u0000":1', '"id":1.0',
+      '"result":{"a":1,"a":2}', '"z":tru' }
+    local bodies = { "{}", "{ }", ' { "id" : 1 , "result" : { } } ', '{"id":1,"result":{}}x', '{"id":1,"result":{}',
+      '{"id":1,"result":{},}', '{"id" 1}', '{"id":1 "result":{}}' }
+    for i = 1, #members do
+      for j = 1, #members do
+        bodies[#bodies + 1] = "{" .. members[i] .. "," .. members[j] .. "}"
+        bodies[#bodies + 1] = '{"jsonrpc":"2.0",' .. members[i] .. ',"k":[],' .. members[j] .. "}"
+      end
+    end
+    for n = 6, 11 do  -- around the most members a message is read without its table
+      local list = {}
+      for i = 1, n - 2 do list[i] = string.format('"k%d":%d', i, i) end
+      list[#list + 1] = '"id":1'
+      list[#list + 1] = '"result":{"v":' .. n .. "}"
+      bodies[#bodies + 1] = "{" .. table.concat(list, ",") .. "}"
+      list[1] = '"id":1'
+      bodies[#bodies + 1] = "{" .. table.concat(list, ",") .. "}"   -- "id" twice
+      list[1], list[n] = '"k1":1', '"k1":{}'
+      bodies[#bodies + 1] = "{" .. table.concat(list, ",") .. "}"   -- "k1" twice, the last member
+    end
+    for _, body in ipairs(bodies) do
+      for _, decoding in ipairs({ false, true }) do
+        for _, cap in ipairs({ false, 1, 2, 3, 65536 }) do
+          local f = table.pack(core.rpc_classify(body, 1, decoding, cap or nil))
+          local s = table.pack(slow(body, 1, decoding, cap or nil))
+          assert.equal(s.n, f.n, body)
           for i = 1, f.n do same(f[i], s[i]) end
         end
       end

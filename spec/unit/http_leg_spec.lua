@@ -652,6 +652,33 @@ describe("core.http_leg", function()
       assert.equal(200, assert(leg:send(req { url = url("/json") })).status)
     end)
 
+    it("names what is wrong with the header lines and the text fields, whatever its place", function()
+      local function raised(r)
+        local ok, why = pcall(leg.send, leg, r)
+        assert.is_false(ok)
+        return tostring(why):match("send: .*$")
+      end
+      local holed = { "A: b", "C: d", "E: f" }
+      holed[2] = nil
+      local cases = {
+        { { "A: b", "C: d\0" }, "send: headers[2] must not contain NUL or line breaks" },
+        { { "A: b", "C: d", "E\r: f" }, "send: headers[3] must not contain NUL or line breaks" },
+        { { "A: b", "\nC: d" }, "send: headers[2] must not contain NUL or line breaks" },
+        { { "A: b", "C: d", x = "E: f" }, "send: 'headers' must be an array of strings" },
+        { { [2] = "C: d" }, "send: 'headers' must be an array of strings" },
+      }
+      for i, case in ipairs(cases) do
+        assert.equal(case[2], raised(req { url = url("/json"), headers = case[1] }), "case " .. i)
+      end
+      local hole = raised(req { url = url("/json"), headers = holed })
+      assert.truthy(hole == "send: 'headers' has a hole at 2" or hole == "send: 'headers' must be an array of strings",
+        hole)
+      assert.equal("send: 'url' must not contain NUL or line breaks", raised(req { url = url("/json") .. "\n" }))
+      assert.equal("send: 'url' must not contain NUL or line breaks", raised(req { url = url("/js\0on") }))
+      assert.equal("send: 'ca_file' must not contain NUL", raised(req { url = url("/json"), ca_file = "a\0b" }))
+      assert.equal(200, assert(leg:send(req { url = url("/json"), headers = { "A: b", "C: d" } })).status)
+    end)
+
     it("raises when a send gives both 'body' and 'secret_body', or a secret body a POST cannot carry", function()
       assert.has_error(function()
         leg:send(req { method = "POST", url = url("/echo"), body = "a", secret_body = "b" })

@@ -360,4 +360,42 @@ describe("core.json", function()
       assert.same({ 1234, "1234" }, back.o.key1234)
     end)
   end)
+
+  describe("core.rpc_request", function()
+    -- what the request text was when the transport joined it from pieces
+    local function joined(id, method, params)
+      return '{"jsonrpc":"2.0","id":' .. id .. ',"method":' .. json.encode(method) .. ',"params":'
+        .. json.encode(params) .. "}"
+    end
+
+    it("writes the request the pieces made, byte for byte", function()
+      local ordered = json.decode('{"z":1,"a":{"y":[1,2.5,"\\u00e9"],"b":null},"m":{}}', true)
+      local cases = {
+        { 1, "tools/call", { name = "echo", arguments = { message = "hello" } } },
+        { 42, "tools/list", { cursor = "c\"\n\0" } },
+        { 9007199254740993, "ping", {} },
+        { math.maxinteger, "initialize", { protocolVersion = "2025-11-25", capabilities = {}, clientInfo = {} } },
+        { -7, "x/\xc3\xa9", json.array { 1, json.null, true, false, 0.1, -0.0 } },
+        { 0, "server/discover", ordered },
+        { 3, "tools/call", { name = "t", arguments = { b = 1, a = 2, c = { 3, 4 }, [""] = "" } } },
+      }
+      for i, case in ipairs(cases) do
+        assert.equal(joined(case[1], case[2], case[3]), core.rpc_request(case[1], case[2], case[3]), "case " .. i)
+      end
+    end)
+
+    it("gives try_encode's reason when the params cannot be encoded, and raises on misuse", function()
+      local bad = { { f = print }, { [1] = 1, x = 2 }, { s = "\xff" }, { n = 0 / 0 } }
+      for _, params in ipairs(bad) do
+        local text, why = core.rpc_request(1, "tools/call", params)
+        assert.is_nil(text)
+        assert.equal(select(2, json.try_encode(params)), why)
+      end
+      assert.is_nil((core.rpc_request(1, "\xff", {})))
+      assert.has_error(function() core.rpc_request("1", "ping", {}) end)
+      assert.has_error(function() core.rpc_request(1.5, "ping", {}) end)
+      assert.has_error(function() core.rpc_request(1, nil, {}) end)
+      assert.has_error(function() core.rpc_request(1, "ping") end)
+    end)
+  end)
 end)
