@@ -6,7 +6,9 @@
 -- encode. rpc_classify(body, 1) returns exactly one of its four shapes,
 -- calls malformed exactly what decode refuses (or what is blank), and when it
 -- returns a result that result encodes to the bytes of the decoded body's own
--- "result" member.
+-- "result" member. rpc_request(id, method, params) writes exactly what
+-- joining the encoded pieces gives, with the decoded value as params and the
+-- body itself as the method name (or refuses where try_encode refuses).
 local core = require "mcpclient.core"
 
 local json = core.json
@@ -84,6 +86,21 @@ local function classify(body, ordered, decoded)
   end
 end
 
+-- The request rpc_request writes against the one the encoded pieces make.
+local function request(body, value)
+  local id = #body - 3
+  local text, why = core.rpc_request(id, body, value)
+  local method, method_why = json.try_encode(body)
+  local params, params_why = json.try_encode(value)
+  if method == nil or params == nil then
+    check(text == nil and why == (params_why or method_why), "rpc_request: %s where try_encode refuses: %s",
+      tostring(why), tostring(params_why or method_why))
+    return
+  end
+  check(text == '{"jsonrpc":"2.0","id":' .. id .. ',"method":' .. method .. ',"params":' .. params .. "}",
+    "rpc_request differs from the joined pieces")
+end
+
 return function(body, oom)
   local plain, plain_text = stable(body, false, encode, "sorted")
   local ordered = stable(body, true, encode, "ordered")
@@ -96,4 +113,8 @@ return function(body, oom)
   end
   classify(body, false, plain)
   classify(body, true, ordered)
+  if not oom then
+    request(body, plain)
+    if ordered ~= nil then request(body, ordered) end
+  end
 end
