@@ -454,6 +454,21 @@ static int repeated(lua_State *L, const SeenKey *seen, int n_seen, int obj) {
   return 0;
 }
 
+/* What follows a member or an element: another one, the end of the container, or a refusal. */
+enum { SEP_BAD, SEP_MORE, SEP_END };
+
+/*
+** Read what follows a member or an element: ',' and the blanks after it
+** (SEP_MORE), the closing byte (SEP_END), or anything else (SEP_BAD).
+*/
+static int separator(Fast *f, unsigned char close) {
+  skip_blanks(f);
+  if (f->p >= f->end || (*f->p != ',' && *f->p != close)) return SEP_BAD;
+  if (*f->p++ == close) return SEP_END;
+  skip_blanks(f);
+  return SEP_MORE;
+}
+
 /*
 ** Push the object at f->p ('{'), at container level depth, with the role
 ** `role`. Keys in text order go to a list recorded in the order table when
@@ -463,7 +478,7 @@ static int repeated(lua_State *L, const SeenKey *seen, int n_seen, int obj) {
 static int push_object(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
   SeenKey seen[SEEN_KEYS];
-  int obj, keys = 0, nul, n_seen = 0;
+  int obj, keys = 0, nul, n_seen = 0, sep;
   lua_Integer n = 0;
   f->p++;
   luaL_checkstack(L, 6, "JSON decoder");
@@ -494,16 +509,9 @@ static int push_object(Fast *f, int depth, enum role role) {
     skip_blanks(f);
     if (!push_value(f, depth + 1, member_role(L, role))) return 0;
     lua_rawset(L, obj);
-    skip_blanks(f);
-    if (f->p < f->end && *f->p == ',') {
-      f->p++;
-      skip_blanks(f);
-      continue;
-    }
-    if (f->p < f->end && *f->p == '}') break;
-    return 0;
+    if ((sep = separator(f, '}')) == SEP_BAD) return 0;
+    if (sep == SEP_END) break;
   }
-  f->p++;
   if (keys != 0) {
     lua_pushvalue(L, obj);
     lua_insert(L, keys);
@@ -518,7 +526,7 @@ static int push_object(Fast *f, int depth, enum role role) {
 */
 static int push_array(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
-  int arr, empty;
+  int arr, empty, sep;
   lua_Integer n = 0;
   f->p++;
   luaL_checkstack(L, 4, "JSON decoder");
@@ -535,17 +543,9 @@ static int push_array(Fast *f, int depth, enum role role) {
   for (;;) {
     if (!push_value(f, depth + 1, role == R_TOOLS ? R_TOOL : R_NONE)) return 0;
     lua_rawseti(L, arr, ++n);
-    skip_blanks(f);
-    if (f->p < f->end && *f->p == ',') {
-      f->p++;
-      skip_blanks(f);
-      continue;
-    }
-    if (f->p < f->end && *f->p == ']') break;
-    return 0;
+    if ((sep = separator(f, ']')) == SEP_BAD) return 0;
+    if (sep == SEP_END) return 1;
   }
-  f->p++;
-  return 1;
 }
 
 /*
@@ -588,7 +588,7 @@ static int message_member(lua_State *L) {
 static int read_message(Fast *f, int slots, enum role role) {
   lua_State *L = f->L;
   SeenKey seen[SEEN_KEYS];
-  int n_seen = 0, nul, which;
+  int n_seen = 0, nul, which, sep;
   f->p++;
   skip_blanks(f);
   if (f->p < f->end && *f->p == '}') {
@@ -610,17 +610,9 @@ static int read_message(Fast *f, int slots, enum role role) {
     if (!push_value(f, 2, member_role(L, role))) return 0;
     if (which >= 0) lua_replace(L, slots + which);
     else lua_pop(L, 1);
-    skip_blanks(f);
-    if (f->p < f->end && *f->p == ',') {
-      f->p++;
-      skip_blanks(f);
-      continue;
-    }
-    if (f->p < f->end && *f->p == '}') break;
-    return 0;
+    if ((sep = separator(f, '}')) == SEP_BAD) return 0;
+    if (sep == SEP_END) return 1;
   }
-  f->p++;
-  return 1;
 }
 
 /*
@@ -900,21 +892,14 @@ static int emit_open(Fast *f, Text *t, unsigned char open, unsigned char close) 
   return 1;
 }
 
-/* What follows a member or an element: another one, the end of the container, or a refusal. */
-enum { SEP_BAD, SEP_MORE, SEP_END };
-
-/*
-** Read and write what follows a member or an element: ',' (SEP_MORE), the
-** closing byte (SEP_END), or anything else (SEP_BAD).
-*/
+/* Read what follows a member or an element (see separator) and write it. */
 static int emit_separator(Fast *f, Text *t, unsigned char close) {
-  skip_blanks(f);
-  if (f->p >= f->end || (*f->p != ',' && *f->p != close)) return SEP_BAD;
-  text_room(f, t, 1);
-  t->out[t->n++] = *f->p;
-  if (*f->p++ == close) return SEP_END;
-  skip_blanks(f);
-  return SEP_MORE;
+  int sep = separator(f, close);
+  if (sep != SEP_BAD) {
+    text_room(f, t, 1);
+    t->out[t->n++] = sep == SEP_END ? close : ',';
+  }
+  return sep;
 }
 
 /*
