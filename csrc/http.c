@@ -661,6 +661,13 @@ static const char *string_field(lua_State *L, int f, size_t *len, int line) {
   return s;
 }
 
+/* A boolean field; false when absent. */
+static int flag_field(lua_State *L, int f) {
+  if (!lua_isnil(L, SLOT(f)) && !lua_isboolean(L, SLOT(f)))
+    luaL_error(L, "send: '%s' must be a boolean", field_names[f].name);
+  return lua_toboolean(L, SLOT(f));
+}
+
 /* An integer field >= 1 (floats with an integral value are accepted). */
 static lua_Integer count_field(lua_State *L, int f, lua_Integer dflt, lua_Integer max) {
   int isint = 0;
@@ -779,16 +786,10 @@ static void read_request(lua_State *L, Request *r) {
     luaL_error(L, "send: 'cancel' must be a function");
   if (!lua_isnil(L, SLOT(F_ON_STREAM)) && !lua_isfunction(L, SLOT(F_ON_STREAM)))
     luaL_error(L, "send: 'on_stream' must be a function");
-  if (!lua_isnil(L, SLOT(F_SEND_ONLY)) && !lua_isboolean(L, SLOT(F_SEND_ONLY)))
-    luaL_error(L, "send: 'send_only' must be a boolean");
-  if (!lua_isnil(L, SLOT(F_IDEMPOTENT)) && !lua_isboolean(L, SLOT(F_IDEMPOTENT)))
-    luaL_error(L, "send: 'idempotent' must be a boolean");
-  if (!lua_isnil(L, SLOT(F_HOLD_BODY)) && !lua_isboolean(L, SLOT(F_HOLD_BODY)))
-    luaL_error(L, "send: 'hold_body' must be a boolean");
-  r->hold_body = lua_toboolean(L, SLOT(F_HOLD_BODY));
-  r->idempotent = lua_toboolean(L, SLOT(F_IDEMPOTENT));
+  r->send_only = flag_field(L, F_SEND_ONLY);
+  r->idempotent = flag_field(L, F_IDEMPOTENT);
+  r->hold_body = flag_field(L, F_HOLD_BODY);
   r->has_cancel = lua_isfunction(L, SLOT(F_CANCEL));
-  r->send_only = lua_toboolean(L, SLOT(F_SEND_ONLY));
 }
 
 /*
