@@ -673,20 +673,21 @@ static int l_encode(lua_State *L) {
   return 1;
 }
 
+/* try_encode's and rpc_request's results: the text encode_with pushed, or nil and its reason. */
+static int encoded_or_reason(lua_State *L, const char *reason) {
+  if (reason == NULL) return 1;
+  lua_pushnil(L);
+  lua_pushstring(L, reason);
+  return 2;
+}
+
 /*
 ** json.try_encode(value) -> text | nil, reason.
 */
 static int l_try_encode(lua_State *L) {
-  const char *r;
   luaL_checkany(L, 1);
   lua_settop(L, 1);
-  r = encode_with(L, 1, 0, lua_upvalueindex(1), lua_upvalueindex(2), NULL);
-  if (r != NULL) {
-    lua_pushnil(L);
-    lua_pushstring(L, r);
-    return 2;
-  }
-  return 1;
+  return encoded_or_reason(L, encode_with(L, 1, 0, lua_upvalueindex(1), lua_upvalueindex(2), NULL));
 }
 
 /*
@@ -696,19 +697,12 @@ static int l_try_encode(lua_State *L) {
 */
 static int l_rpc_request(lua_State *L) {
   Frame frame;
-  const char *r;
   if (!lua_isinteger(L, 1)) luaL_typeerror(L, 1, "integer");
   frame.id = lua_tointeger(L, 1);
   frame.method = luaL_checklstring(L, 2, &frame.method_len);
   luaL_checkany(L, 3);
   lua_settop(L, 3);
-  r = encode_with(L, 3, 0, lua_upvalueindex(1), lua_upvalueindex(2), &frame);
-  if (r != NULL) {
-    lua_pushnil(L);
-    lua_pushstring(L, r);
-    return 2;
-  }
-  return 1;
+  return encoded_or_reason(L, encode_with(L, 3, 0, lua_upvalueindex(1), lua_upvalueindex(2), &frame));
 }
 
 /* ==================================================================== */
