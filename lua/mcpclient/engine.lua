@@ -32,7 +32,7 @@ end
 -- Give the engine a turn: a task yields to its gather; anything else waits
 -- on the engine for at most STEP_MS.
 local function pause()
-  if tasks[coroutine.running()] then
+  if engine.inside() then
     coroutine.yield(WAIT)
   else
     core.engine_step(STEP_MS)
@@ -97,7 +97,7 @@ end
 -- `on_open(status)`, if given, is called once when the response's head has
 -- arrived (inside a task only).
 function engine.send(leg, req, on_open)
-  if leg.start and tasks[running()] ~= nil then return send_in_task(leg, req, on_open) end
+  if leg.start and engine.inside() then return send_in_task(leg, req, on_open) end
   return leg:send(req)
 end
 
