@@ -24,9 +24,6 @@
 -- again, since the database may have applied it; the next statement outside
 -- a transaction reconnects.
 local check_options = require("mcpclient.agent.options").check
--- The drivers' module is required on the first open, not when this file loads: it
--- maps libsqlite3 and libpq, which a program that never opens a store should not carry.
-local function drivers() return require "mcpclient.db" end
 local credentials = require "mcpclient.credentials"
 local dialect = require "mcpclient.agent.store.dialect"
 
@@ -96,7 +93,8 @@ local function connect(conninfo, password, connect_ms, busy_ms)
     if not secret then return nil, "the password reference did not resolve: " .. tostring(reason), "08001" end
     options.password = secret
   end
-  local db, message, code = drivers().pg_connect(conninfo, options)
+  -- the drivers load with the first open: a program that never opens a store maps no database library
+  local db, message, code = require("mcpclient.db").pg_connect(conninfo, options)
   if not db then return nil, message, code end
   db:timeout(connect_ms)
   -- The server keeps the same bounds, for when this client can no longer

@@ -18,9 +18,6 @@
 --   adapter.dialect               the SQL it speaks (optional: SQLite's; see store/dialect.lua)
 -- params is an array (json.null or nil for NULL; params.n counts trailing nils).
 local check_options = require("mcpclient.agent.options").check
--- The drivers' module is required on the first open, not when this file loads: it
--- maps libsqlite3 and libpq, which a program that never opens a store should not carry.
-local function drivers() return require "mcpclient.db" end
 
 local sqlite = {}
 
@@ -39,7 +36,8 @@ function sqlite.open(path, options)
   local mode = options.journal_mode or "wal"
   if not journal_modes[mode] then error(string.format("unknown journal_mode %q", mode), 2) end
 
-  local db, message, code = drivers().sqlite_open(path, { readonly = options.readonly == true })
+  -- the drivers load with the first open: a program that never opens a store maps no database library
+  local db, message, code = require("mcpclient.db").sqlite_open(path, { readonly = options.readonly == true })
   if not db then return nil, message, code end
   db:busy_timeout(timeout)
   local file = path ~= "" and path ~= ":memory:" and not path:find("^file:")
