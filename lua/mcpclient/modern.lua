@@ -422,7 +422,6 @@ function modern.normalise_schema_text(text)
   return stored_schema(schema)
 end
 
-
 --- The schema rule of the era a listing came from (list_tools' second value):
 --- the 2026-07-28 rules for "modern", the 2025 normaliser otherwise.
 function modern.schema_for(era)
