@@ -1,22 +1,13 @@
 /*
-** clock.c: the monotonic clock every budget and duration is measured on,
-** and a sleep for waits that must not spin (event-stream retry intervals).
+** clock.c: Lua's view of the monotonic clock every budget and duration is
+** measured on (monotonic.h), and a sleep for waits that must not spin
+** (event-stream retry intervals).
 */
 #include <errno.h>
 #include <math.h>
 #include <time.h>
 
 #include "core.h"
-
-/*
-** Nanoseconds on CLOCK_MONOTONIC. Only differences mean anything; the origin
-** is arbitrary, so nothing may treat this as a time of day.
-*/
-int64_t mcp_monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
-}
 
 /*
 ** monotonic_ns() -> integer nanoseconds, for Lua code that measures

@@ -43,12 +43,8 @@ void mcp_register_loopback(lua_State *L); /* loopback.c: core.loopback_listen() 
 /* The clock (clock.c)                                                  */
 /* ==================================================================== */
 
-/*
-** Nanoseconds on CLOCK_MONOTONIC. Only differences mean anything (the origin
-** is arbitrary): every budget and duration is measured on it, never a time
-** of day. Safe to call from libcurl callbacks (no Lua, no allocation).
-*/
-int64_t mcp_monotonic_ns(void);
+/* mcp_monotonic_ns(): the clock both modules measure on. */
+#include "monotonic.h"
 
 /* ==================================================================== */
 /* The JSON codec (json.c)                                              */

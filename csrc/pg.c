@@ -37,13 +37,12 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include <libpq-fe.h>
 
 #include "db.h"
+#include "monotonic.h"
 
 #define PG_MT "mcpclient.pg_db"
 
@@ -120,20 +119,9 @@ static int push_conn_failure(lua_State *L, PGconn *conn, const char *fallback, c
 ** Waiting on the socket against a deadline
 ** ====================================================================== */
 
-/*
-** Nanoseconds on CLOCK_MONOTONIC, the clock clock.c gives mcpclient.core:
-** deadlines are differences on it, never times of day. A copy of those three
-** lines rather than a call, because this module cannot call into core.so.
-*/
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec;
-}
-
 /* Milliseconds left until deadline_ns (0 when it has passed). */
 static int ms_left(int64_t deadline_ns) {
-  int64_t left = deadline_ns - now_ns();
+  int64_t left = deadline_ns - mcp_monotonic_ns();
   if (left <= 0) return 0;
   left = (left + 999999) / 1000000;
   return left > INT_MAX ? INT_MAX : (int)left;
@@ -281,7 +269,7 @@ static int l_connect(lua_State *L) {
   if (p->conn == NULL) return push_failure(L, "out of memory for a connection", "08001");
   PQsetNoticeProcessor(p->conn, drop_notice, NULL);
   if (PQstatus(p->conn) == CONNECTION_BAD) made = -1;
-  else made = poll_connect(p->conn, now_ns() + (int64_t)timeout * 1000000);
+  else made = poll_connect(p->conn, mcp_monotonic_ns() + (int64_t)timeout * 1000000);
   if (made <= 0) {
     int n = made == 0 ? push_failure(L, "the connection was not made in time", "08001")
                       : push_conn_failure(L, p->conn, "the connection failed", "08001");
@@ -478,7 +466,7 @@ static int64_t cancel_running(PGconn *conn, int grace_ms) {
     PQcancel(cancel, errbuf, (int)sizeof errbuf);
     PQfreeCancel(cancel);
   }
-  return now_ns() + (int64_t)grace_ms * 1000000;
+  return mcp_monotonic_ns() + (int64_t)grace_ms * 1000000;
 }
 
 /*
@@ -605,7 +593,7 @@ static int db_run(lua_State *L, int mode) {
   else
     sent = PQsendQueryParams(p->conn, sql, ps.n, ps.types, ps.values, ps.lengths, ps.formats, 0);
   if (!sent) return push_conn_failure(L, p->conn, "the statement could not be sent", "08006");
-  ready = collect(p->conn, now_ns() + (int64_t)p->timeout_ms * 1000000, p->grace_ms, &cancelled, &res);
+  ready = collect(p->conn, mcp_monotonic_ns() + (int64_t)p->timeout_ms * 1000000, p->grace_ms, &cancelled, &res);
   if (ready <= 0 || res == NULL) {
     if (res != NULL) PQclear(res);
     return push_incomplete(L, p, ready);
