@@ -58,6 +58,7 @@ typedef struct Fast {
   unsigned char *buf;   /* the scratch userdata's bytes */
   struct Text *schemas; /* a tools/list answer: where its tools' schemas are written as text (else NULL) */
   int keep;             /* ... and its tools' input schemas are judged as an import judges them */
+  int schema_order;     /* ... and the order table for a schema read as tables (its keys keep their order) */
 } Fast;
 
 /* Bytes a string may hold unescaped and unchecked: printable ASCII but '"' and '\\'. */
@@ -999,6 +1000,7 @@ static int schema_value_as_text(lua_State *L, int keep) {
 */
 static int push_schema_text(Fast *f, int depth, int keep) {
   mcp_member members[MCP_MAX_MEMBERS];
+  int ok;
   Text *t = f->schemas;
   const unsigned char *start = f->p;
   size_t containers = f->containers;
@@ -1013,7 +1015,10 @@ static int push_schema_text(Fast *f, int depth, int keep) {
   }
   f->p = start;
   f->containers = containers;
-  return push_value(f, depth, R_NONE) && schema_value_as_text(f->L, keep);
+  f->order = f->schema_order; /* the text keeps the schema's key order: so must the tables it is written from */
+  ok = push_value(f, depth, R_NONE);
+  f->order = 0;
+  return ok && schema_value_as_text(f->L, keep);
 }
 
 /*
@@ -1062,7 +1067,7 @@ static void fast_open(Fast *f, lua_State *L, const char *s, size_t len) {
   f->buf = NULL;
   f->containers = f->max_containers = 0;
   f->schemas = NULL;
-  f->keep = 0;
+  f->keep = f->schema_order = 0;
   luaL_checkstack(L, 6, "JSON decoder");
   lua_pushnil(L);
   f->scratch = lua_gettop(L);
@@ -1099,7 +1104,8 @@ static void text_open(Text *t, lua_State *L, int reuse, size_t cap) {
 ** indexes of the array marker and the order table (order 0: no key order
 ** recorded). `listing` (LISTING_*): the text is a tools/list answer whose
 ** tools' schemas are pushed as JSON text, the input schemas as what an
-** import keeps of them with LISTING_KEPT. With `message`, a top-level
+** import keeps of them with LISTING_KEPT; key order is then recorded only
+** in a schema the text builder hands back to the table reader. With `message`, a top-level
 ** object is read as push_message reads it: its members pushed instead
 ** (returns M_COUNT). *containers (if not NULL) gets the count of objects and
 ** arrays opened.
@@ -1118,6 +1124,8 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
     text_open(&t, L, 0, 4096);
     f.schemas = &t;
     f.keep = listing == LISTING_KEPT;
+    f.schema_order = order;
+    f.order = 0; /* outside its schemas a listing records no key order */
   }
   skip_blanks(&f);
   if (message && f.p < f.end && *f.p == '{') n = push_message(&f, top);
@@ -1383,7 +1391,7 @@ static int l_fast_classify(lua_State *L) {
   if (lua_type(L, 3) == LUA_TSTRING)
     listing = luaL_checkoption(L, 3, NULL, listings) == 0 ? LISTING_TEXT : LISTING_KEPT;
   lua_settop(L, 4);
-  read = fast_decode(L, s, len, lua_upvalueindex(1), ordered && listing == LISTING_NONE ? lua_upvalueindex(2) : 0,
+  read = fast_decode(L, s, len, lua_upvalueindex(1), ordered || listing != LISTING_NONE ? lua_upvalueindex(2) : 0,
                      max_containers > 0 ? (size_t)max_containers : 0, listing, 1, &containers);
   if (read == 0) {
     if (held != NULL) { /* jansson reads strings: the rare refusal pays for one copy */
