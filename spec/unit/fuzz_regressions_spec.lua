@@ -166,3 +166,26 @@ describe("fuzz finding: the C leg and the transport read the media type differen
     end)
   end)
 end)
+
+describe("listing (a tools/list answer with its schemas as text)", function()
+  -- The text builder hands a schema past 64 levels (or with an object of more than 64 members)
+  -- back to the table reader, which read it without recording key order: the text came out with
+  -- sorted keys instead of the server's order.
+  local function schema_text(schema)
+    local _, result = core.rpc_classify('{"id":1,"result":{"tools":[{"name":"t","outputSchema":' .. schema .. "}]}}",
+      1, "text")
+    return result.tools[1].outputSchema
+  end
+
+  it("keeps the key order of a schema nested past the text builder's 64 levels", function()
+    local deep = string.rep('{"a":', 70) .. '{"type":"object","properties":{},"required":[]}' .. string.rep("}", 70)
+    assert.equal(deep, schema_text(deep))
+  end)
+
+  it("keeps the key order of a schema object of more than 64 members", function()
+    local wide = {}
+    for i = 70, 1, -1 do wide[#wide + 1] = string.format('"k%02d":%d', i, i) end
+    local text = '{"type":"object",' .. table.concat(wide, ",") .. "}"
+    assert.equal(text, schema_text(text))
+  end)
+end)

@@ -192,18 +192,6 @@ describe("core.rpc_classify", function()
       assert.same({ inputSchema = {} }, result.tools[1].x)
     end)
 
-    it("keeps a schema's key order where the text builder hands it to the table reader", function()
-      -- past 64 levels (or 64 members in one object) the schema is read as tables, then written
-      local deep = string.rep('{"a":', 70) .. '{"type":"object","properties":{},"required":[]}' .. string.rep("}", 70)
-      local _, result = classify('{"id":1,"result":{"tools":[{"name":"t","outputSchema":' .. deep .. "}]}}", 1, "text")
-      assert.equal(deep, result.tools[1].outputSchema)
-      local wide = {}
-      for i = 70, 1, -1 do wide[#wide + 1] = string.format('"k%02d":%d', i, i) end
-      local text = '{"type":"object",' .. table.concat(wide, ",") .. "}"
-      _, result = classify('{"id":1,"result":{"tools":[{"name":"t","outputSchema":' .. text .. "}]}}", 1, "text")
-      assert.equal(text, result.tools[1].outputSchema)
-    end)
-
     it("raises on a decoding it does not know", function()
       assert.has_error(function() classify(BODY, 3, "tables") end)
     end)
