@@ -1,11 +1,16 @@
 --- mcpclient under benchmark (bench/run.lua starts it; it is not a test).
 --
---   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|cold|list|cancel] [--calls N]
+--   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|leg|cold|list|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
 --          [--seed S] [--schemas kept|text|tables] [--walk pages|whole]
 --   Run from the repository root (it finds ./lua and ./build by itself).
 --
 --   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
+--   leg     the floor's loop driven through mcpclient's leg alone: one core.http_leg, the
+--           handshake, then W untimed and N timed POSTs of one fixed tools/call body with the
+--           header lines the client sends; nothing encoded or decoded, none of the library's Lua.
+--           What the leg (libcurl's multi interface, the pool, the request and response tables)
+--           costs over bench/floor, so the rest of the client's share can be read off warm.
 --   cold    N times: connect, call_tool("echo"), close — each timed whole (handshake, call, DELETE).
 --   list    one connection; W untimed, then N timed listings of the whole catalogue, every
 --           inputSchema passed through the normaliser an import uses. --walk pages (the
@@ -86,6 +91,35 @@ local function note_error(message)
   first_error = first_error or tostring(message)
 end
 
+-- The leg mode's exchanges: a fixed request body, the session's header lines, a checked answer.
+local function leg_poster(leg)
+  local req = { method = "POST", url = opts.url, timeout_ms = 30000, connect_timeout_ms = 10000,
+    max_bytes = 2 * 1024 * 1024, headers = { "Content-Type: application/json",
+      "Accept: application/json, text/event-stream" } }
+  return function(body, expect_result)
+    req.body = body
+    local response, kind, detail = leg:send(req)
+    if not response then
+      note_error(kind .. ": " .. tostring(detail))
+    elseif response.status >= 300 or (expect_result and not response.body:find('"result"', 1, true)) then
+      note_error("unexpected answer: HTTP " .. response.status)
+    end
+    return response, req.headers
+  end
+end
+
+-- initialize (keeping the session id and the revision in the header lines), then initialized.
+local function leg_handshake(post)
+  local response, headers = post('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
+    .. '"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}', true)
+  if not response then return end
+  local session = response.headers["mcp-session-id"]
+  if session then headers[#headers + 1] = "Mcp-Session-Id: " .. session end
+  local version = response.body:match('"protocolVersion"%s*:%s*"([^"]+)"')
+  if version then headers[#headers + 1] = "MCP-Protocol-Version: " .. version end
+  post('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+end
+
 local function echo_once(conn)
   local outcome, message = conn:call_tool("echo", { message = opts.message })
   if not outcome then
@@ -133,6 +167,20 @@ if opts.mode == "warm" then
     latencies[i] = core.now() - s
   end
   conn:close()
+elseif opts.mode == "leg" then
+  local leg = core.http_leg()
+  local post = leg_poster(leg)
+  leg_handshake(post)
+  local body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":'
+    .. '{"message":' .. core.json.encode(opts.message) .. '}}}'
+  for _ = 1, opts.warmup do post(body, true) end
+  cpu0, t0 = os.clock(), core.now()
+  for i = 1, n do
+    local s = core.now()
+    post(body, true)
+    latencies[i] = core.now() - s
+  end
+  leg:close()
 elseif opts.mode == "cold" then
   cpu0, t0 = os.clock(), core.now()
   for i = 1, n do
@@ -189,7 +237,7 @@ elseif opts.mode == "cancel" then
   end
   conn:close()
 else
-  usage("--mode must be warm, cold, list or cancel")
+  usage("--mode must be warm, leg, cold, list or cancel")
 end
 
 local wall = core.now() - t0

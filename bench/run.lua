@@ -21,8 +21,9 @@
 --   BENCH_CANCELS=50    cancelled calls per run           BENCH_TOOLS=4900 BENCH_PAGE=100
 --   BENCH_ONLY=warm,cold,list,cancel,startup,roundtrips   a subset of the scenarios
 --   BENCH_SDK_SERVERS=0 skip the SDK reference servers (fast servers only)
---   BENCH_CLIENTS=mcpclient,mcpclient_whole,floor,sdk,sdk2   a subset of the clients (sdk: v1,
---                       sdk2: v2; mcpclient_whole: the listing held whole, list scenario only)
+--   BENCH_CLIENTS=mcpclient,mcpclient_whole,mcpclient_leg,floor,sdk,sdk2   a subset of the clients
+--                       (sdk: v1, sdk2: v2; mcpclient_whole: the listing held whole, list scenario
+--                       only; mcpclient_leg: the floor's loop through mcpclient's leg, warm only)
 --   BENCH_OUT=bench/RESULTS.md
 --   BENCH_PIN=split     split: servers on CPU 0, clients on CPU 1 (the default with 2+ CPUs and
 --                       taskset); same: everything on CPU 0; none: let the scheduler place them.
@@ -59,7 +60,7 @@ for name in (os.getenv("BENCH_ONLY") or "warm,cold,list,cancel,startup,roundtrip
   only[name] = true
 end
 local wanted = {}
-for name in (os.getenv("BENCH_CLIENTS") or "mcpclient,mcpclient_whole,floor,sdk,sdk2"):gmatch("[%w_]+") do
+for name in (os.getenv("BENCH_CLIENTS") or "mcpclient,mcpclient_whole,mcpclient_leg,floor,sdk,sdk2"):gmatch("[%w_]+") do
   wanted[name] = true
 end
 
@@ -184,6 +185,9 @@ local CLIENTS = {
   -- the listing with the catalogue held whole (list_tools) instead of page by page
   mcpclient_whole = { label = "mcpclient, whole catalogue held",
     program = "lua5.4 bench/mcpclient_client.lua --walk whole" },
+  -- the floor's loop through mcpclient's leg (warm only): what the leg costs over the floor
+  mcpclient_leg = { label = "mcpclient's leg alone (the floor's loop)", program = "lua5.4 bench/mcpclient_client.lua",
+    modes = { warm = "leg" } },
   floor = { label = "floor (libcurl loop)", program = "bench/floor" },
   sdk = { label = "TypeScript SDK client v1", program = "node bench/sdk_client.mjs" },
   -- Version negotiation as mcpclient's default: the modern era where the server offers it.
@@ -210,8 +214,9 @@ local failures = {}
 -- Run one client process; returns its report (plus wall_total_s, the process's whole life) or nil.
 local function run_client(client, mode, server, args, cpu)
   if cpu == nil then cpu = config.client_cpu end
-  local cmd = pinned(cpu) .. CLIENTS[client].program .. " --url " .. quote(server.url) .. " --mode " .. mode
-    .. " " .. args
+  local modes = CLIENTS[client].modes
+  local cmd = pinned(cpu) .. CLIENTS[client].program .. " --url " .. quote(server.url) .. " --mode "
+    .. (modes and modes[mode] or mode) .. " " .. args
   local errfile = os.tmpname()
   local t0 = core.now()
   local pipe = assert(io.popen(cmd .. " 2>" .. quote(errfile)))
@@ -372,6 +377,7 @@ local function chosen(list)
 end
 
 local CLIENT_ORDER = chosen { "mcpclient", "floor", "sdk", "sdk2" }
+local WARM_ORDER = chosen { "mcpclient", "mcpclient_leg", "floor", "sdk", "sdk2" }
 local LIST_ORDER = chosen { "mcpclient", "mcpclient_whole", "floor", "sdk", "sdk2" }
 
 local function warm_args()
@@ -610,8 +616,10 @@ local function floor_row(w, label, scenario)
   local f = median(values(scenario, "fast-json", "floor", "ops_per_s"))
   local r = ratio(m, f)
   if scenario == "warm-same" and not r then return end
-  w("| %s | %s vs %s calls/s = %s%s | %s |", label, num(m), num(f), r and string.format("%.0f %%", r * 100) or "–",
-    per_run(paired(scenario, "fast-json", "mcpclient", "floor", "ops_per_s")), verdict(r, r and r >= 0.9))
+  local leg = ratio(median(values(scenario, "fast-json", "mcpclient_leg", "ops_per_s")), f)
+  w("| %s | %s vs %s calls/s = %s%s%s | %s |", label, num(m), num(f), r and string.format("%.0f %%", r * 100) or "–",
+    per_run(paired(scenario, "fast-json", "mcpclient", "floor", "ops_per_s")),
+    leg and string.format("; the leg alone: %.0f %%", leg * 100) or "", verdict(r, r and r >= 0.9))
 end
 
 local function roundtrip_row(w)
@@ -702,6 +710,10 @@ local function ratio_bits(scenario, sname, op_label)
   if ratio(m_ops, f_ops) then
     bits[#bits + 1] = string.format("%s/s mcpclient/floor = %.0f %%", op_label, m_ops / f_ops * 100)
   end
+  local l_ops = median(values(scenario, sname, "mcpclient_leg", "ops_per_s"))
+  if ratio(l_ops, f_ops) then
+    bits[#bits + 1] = string.format("%s/s leg alone/floor = %.0f %%", op_label, l_ops / f_ops * 100)
+  end
   return bits
 end
 
@@ -755,6 +767,9 @@ local function build_report(m, started_at, elapsed)
     .. " %d-tool catalogue (%d per page) per run after 1 untimed; %d cancels per run",
     config.runs, config.calls, config.warmup, config.cold, config.lists, config.tools, config.page, config.cancels)
   w("- **Clients:** mcpclient = `bench/mcpclient_client.lua` (Lua 5.4 + the C core);"
+    .. " mcpclient's leg alone = the same script's `--mode leg` (the floor's loop driven from Lua through"
+    .. " one `core.http_leg`: the handshake, then one fixed tools/call body; nothing encoded or decoded and"
+    .. " none of the library's Lua, so it shows what the leg costs over the floor);"
     .. " floor = `bench/floor` (one libcurl easy handle posting the same tools/call body, nothing parsed);"
     .. " TypeScript SDK client v1 = `bench/sdk_client.mjs` (Client + StreamableHTTPClientTransport);"
     .. " TypeScript SDK client v2 = `bench/sdk2_client.mjs` (the same classes of the v2 packages, with"
@@ -838,11 +853,11 @@ local function build_report(m, started_at, elapsed)
     string.format("%d timed `echo` calls per run after %d untimed. Against the SDK's Node server the server is"
       .. " the bottleneck (a bare keep-alive loop outruns it): compare CPU per call and RSS there, not calls/s.",
       config.calls, config.warmup),
-    "call", all_servers, CLIENT_ORDER)
+    "call", all_servers, WARM_ORDER)
   figure_table("warm-same", "Warm tools/call, clients on the server's CPU",
     "The same as above against fast-json, with each client pinned to the CPU the server runs on: no"
       .. " wake-up crosses CPUs, so this shows the clients' own cost with the least interference from the VM.",
-    "call", { "fast-json" }, CLIENT_ORDER)
+    "call", { "fast-json" }, WARM_ORDER)
   figure_table("cold", "Cold call (new connection, handshake, one call, close — per iteration)",
     string.format("%d per run, inside one process: connect (the clients that probe for the 2026-07-28 era,"
       .. " mcpclient and the SDK client v2, send server/discover first), initialize + initialized, tools/call,"
@@ -943,10 +958,10 @@ local function main()
   local fast_and_sdk = { "fast-json", "fast-sse", table.unpack(sdk_servers) }
   if only.warm then
     say("bench: warm calls")
-    interleave("warm", fast_and_sdk, CLIENT_ORDER, "warm", warm_args)
+    interleave("warm", fast_and_sdk, WARM_ORDER, "warm", warm_args)
     if config.pin == "split" then
       say("bench: warm calls, clients on the server's CPU")
-      interleave("warm-same", { "fast-json" }, CLIENT_ORDER, "warm", warm_args, config.server_cpu)
+      interleave("warm-same", { "fast-json" }, WARM_ORDER, "warm", warm_args, config.server_cpu)
     end
   end
   if only.roundtrips then
