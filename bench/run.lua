@@ -6,7 +6,9 @@
 -- 127.0.0.1 — the fast echo server with JSON answers (and a 4 900-tool catalogue in pages),
 -- the same with a session and event-stream answers, and the official SDK's reference server in
 -- stateless-JSON and session-SSE modes — and runs four clients against them, interleaved
--- (A B C D A B C D …): mcpclient (bench/mcpclient_client.lua), the floor (bench/floor) and the
+-- (A B C D A B C D …): mcpclient (bench/mcpclient_client.lua; for warm calls also its
+-- `--mode leg`, the floor's loop through mcpclient's own leg; for listings also `--walk whole`),
+-- the floor (bench/floor) and the
 -- official TypeScript SDK clients v1 (bench/sdk_client.mjs, @modelcontextprotocol/sdk) and v2
 -- (bench/sdk2_client.mjs, @modelcontextprotocol/client). Each client process reports its own
 -- figures as one JSON line; this script takes medians with min–max over the runs, prints the
