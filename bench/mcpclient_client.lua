@@ -91,33 +91,29 @@ local function note_error(message)
   first_error = first_error or tostring(message)
 end
 
--- The leg mode's exchanges: a fixed request body, the session's header lines, a checked answer.
-local function leg_poster(leg)
-  local req = { method = "POST", url = opts.url, timeout_ms = 30000, connect_timeout_ms = 10000,
-    max_bytes = 2 * 1024 * 1024, headers = { "Content-Type: application/json",
-      "Accept: application/json, text/event-stream" } }
-  return function(body, expect_result)
-    req.body = body
-    local response, kind, detail = leg:send(req)
-    if not response then
-      note_error(kind .. ": " .. tostring(detail))
-    elseif response.status >= 300 or (expect_result and not response.body:find('"result"', 1, true)) then
-      note_error("unexpected answer: HTTP " .. response.status)
-    end
-    return response, req.headers
+-- One exchange of the leg mode: the body posted with req's header lines, the answer checked.
+local function leg_post(leg, req, body, expect_result)
+  req.body = body
+  local response, kind, detail = leg:send(req)
+  if not response then
+    note_error(kind .. ": " .. tostring(detail))
+  elseif response.status >= 300 or (expect_result and not response.body:find('"result"', 1, true)) then
+    note_error("unexpected answer: HTTP " .. response.status)
   end
+  return response
 end
 
--- initialize (keeping the session id and the revision in the header lines), then initialized.
-local function leg_handshake(post)
-  local response, headers = post('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
+-- initialize (the session id and the revision join req's header lines), then initialized.
+local function leg_handshake(leg, req)
+  local response = leg_post(leg, req, '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
     .. '"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}', true)
   if not response then return end
+  local headers = req.headers
   local session = response.headers["mcp-session-id"]
   if session then headers[#headers + 1] = "Mcp-Session-Id: " .. session end
   local version = response.body:match('"protocolVersion"%s*:%s*"([^"]+)"')
   if version then headers[#headers + 1] = "MCP-Protocol-Version: " .. version end
-  post('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+  leg_post(leg, req, '{"jsonrpc":"2.0","method":"notifications/initialized"}')
 end
 
 local function echo_once(conn)
@@ -169,15 +165,17 @@ if opts.mode == "warm" then
   conn:close()
 elseif opts.mode == "leg" then
   local leg = core.http_leg()
-  local post = leg_poster(leg)
-  leg_handshake(post)
+  local req = { method = "POST", url = opts.url, timeout_ms = 30000, connect_timeout_ms = 10000,
+    max_bytes = 2 * 1024 * 1024, headers = { "Content-Type: application/json",
+      "Accept: application/json, text/event-stream" } }
+  leg_handshake(leg, req)
   local body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":'
     .. '{"message":' .. core.json.encode(opts.message) .. '}}}'
-  for _ = 1, opts.warmup do post(body, true) end
+  for _ = 1, opts.warmup do leg_post(leg, req, body, true) end
   cpu0, t0 = os.clock(), core.now()
   for i = 1, n do
     local s = core.now()
-    post(body, true)
+    leg_post(leg, req, body, true)
     latencies[i] = core.now() - s
   end
   leg:close()
