@@ -44,10 +44,10 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 
-#define MAX_HEAD      (64 * 1024)
-#define MAX_BODY      (16 * 1024 * 1024)
-#define MAX_METHODS   32
-#define MAX_EVENTS    128
+#define MAX_HEAD       (64 * 1024)
+#define MAX_BODY       (16 * 1024 * 1024)
+#define MAX_METHODS    32
+#define MAX_EVENTS     128
 #define MAX_JSON_DEPTH 64
 
 #define ATTR_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -90,7 +90,9 @@ static void buf_add(Buf *b, const void *s, size_t n) {
 }
 
 /* ** Append a C string. */
-static void buf_str(Buf *b, const char *s) { buf_add(b, s, strlen(s)); }
+static void buf_str(Buf *b, const char *s) {
+  buf_add(b, s, strlen(s));
+}
 
 /* ** Append formatted text; the catalogue and the headers are built with it. */
 ATTR_PRINTF(2, 3)
@@ -130,7 +132,7 @@ static struct {
 
 static volatile sig_atomic_t stop_requested;
 
-static unsigned session_tag;          /* a per-process prefix, so stale ids from another run fail */
+static unsigned session_tag; /* a per-process prefix, so stale ids from another run fail */
 static unsigned long sessions_issued;
 static unsigned char *session_deleted; /* index n: session n was deleted */
 
@@ -160,9 +162,8 @@ static void stats_json(Buf *b, unsigned long open_conns) {
              "{\"connections\":%lu,\"open_connections\":%lu,\"stats_requests\":%lu,"
              "\"http\":{\"POST\":%lu,\"GET\":%lu,\"DELETE\":%lu,\"other\":%lu},"
              "\"requests\":%lu,\"responses\":%lu,\"invalid\":%lu,\"methods\":{",
-             count.connections, open_conns, count.stats, count.post, count.get, count.del,
-             count.other_verb, count.post + count.get + count.del + count.other_verb,
-             count.responses, count.invalid);
+             count.connections, open_conns, count.stats, count.post, count.get, count.del, count.other_verb,
+             count.post + count.get + count.del + count.other_verb, count.responses, count.invalid);
   for (int i = 0; i < count.nmethods; i++) {
     buf_printf(b, "%s\"%s\":%lu", i ? "," : "", count.method[i], count.method_count[i]);
   }
@@ -297,7 +298,9 @@ static int member(Span obj, const char *key, Span *out) {
 }
 
 /* ** Is the span a JSON string? */
-static int is_string(Span v) { return v.e - v.s >= 2 && *v.s == '"'; }
+static int is_string(Span v) {
+  return v.e - v.s >= 2 && *v.s == '"';
+}
 
 /* ** Does the string span hold exactly text (raw, unescaped comparison)? */
 static int string_is(Span v, const char *text) {
@@ -309,25 +312,28 @@ static int string_is(Span v, const char *text) {
 /* The catalogue: generated once, served from memory                      */
 /* ===================================================================== */
 
-static Buf *pages;   /* each the JSON text of one tools/list result */
+static Buf *pages; /* each the JSON text of one tools/list result */
 static int npages;
 
 static const char *const verbs[] = {"search", "update", "export", "summarise", "archive", "count", "tag"};
-static const char *const nouns[] = {"invoices", "tickets", "contacts", "orders", "documents", "events",
-                                    "repositories", "incidents", "shipments", "contracts", "notes"};
+static const char *const nouns[] = {"invoices",  "tickets",   "contacts",     "orders",
+                                    "documents", "events",    "repositories", "incidents",
+                                    "shipments", "contracts", "notes"};
 
 /* ** The two tools the benchmarks call, with the schemas their arguments need. */
 static void fixed_tool(Buf *b, int which) {
   if (which == 0) {
-    buf_str(b, "{\"name\":\"echo\",\"title\":\"Echo\",\"description\":\"Returns the message it is given.\","
-               "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
-               "\"description\":\"The text to send back.\"}},\"required\":[\"message\"],"
-               "\"additionalProperties\":false},\"annotations\":{\"readOnlyHint\":true}}");
+    buf_str(b,
+            "{\"name\":\"echo\",\"title\":\"Echo\",\"description\":\"Returns the message it is given.\","
+            "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
+            "\"description\":\"The text to send back.\"}},\"required\":[\"message\"],"
+            "\"additionalProperties\":false},\"annotations\":{\"readOnlyHint\":true}}");
   } else {
-    buf_str(b, "{\"name\":\"slow\",\"title\":\"Slow\",\"description\":\"Waits the given number of "
-               "milliseconds, then answers.\",\"inputSchema\":{\"type\":\"object\",\"properties\":"
-               "{\"ms\":{\"type\":\"integer\",\"description\":\"How long to wait, in milliseconds.\","
-               "\"minimum\":0}},\"additionalProperties\":false},\"annotations\":{\"readOnlyHint\":true}}");
+    buf_str(b,
+            "{\"name\":\"slow\",\"title\":\"Slow\",\"description\":\"Waits the given number of "
+            "milliseconds, then answers.\",\"inputSchema\":{\"type\":\"object\",\"properties\":"
+            "{\"ms\":{\"type\":\"integer\",\"description\":\"How long to wait, in milliseconds.\","
+            "\"minimum\":0}},\"additionalProperties\":false},\"annotations\":{\"readOnlyHint\":true}}");
   }
 }
 
@@ -339,31 +345,31 @@ static void fixed_tool(Buf *b, int which) {
 */
 static void generated_tool(Buf *b, int i) {
   const char *verb = verbs[i % 7], *noun = nouns[(i / 7) % 11];
-  buf_printf(b,
-             "{\"name\":\"%s_%s_%05d\",\"title\":\"%c%s %s (%d)\","
-             "\"description\":\"%c%s the %s of workspace %d. Use it when the user asks about %s kept in "
-             "workspace %d; the answer lists at most `limit` entries, newest first, with their identifiers.\","
-             "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
-             "\"query\":{\"type\":\"string\",\"description\":\"Free-text query; words are matched against "
-             "titles and bodies.\",\"maxLength\":%d},"
-             "\"limit\":{\"type\":\"integer\",\"description\":\"Maximum number of entries to return.\","
-             "\"minimum\":1,\"maximum\":%d,\"default\":20},"
-             "\"order\":{\"type\":\"string\",\"description\":\"Sort order of the entries.\","
-             "\"enum\":[\"newest\",\"oldest\",\"relevance\"]},"
-             "\"filter\":{\"type\":\"object\",\"description\":\"Restricts the %s to entries whose field "
-             "matches.\",\"properties\":{"
-             "\"field\":{\"type\":\"string\",\"description\":\"The field to compare.\","
-             "\"enum\":[\"owner\",\"status\",\"label\",\"created\"]},"
-             "\"value\":{\"type\":\"string\",\"description\":\"The value the field must hold.\"},"
-             "\"exact\":{\"type\":\"boolean\",\"description\":\"Exact comparison (default: prefix match).\"}},"
-             "\"required\":[\"field\",\"value\"],\"additionalProperties\":false},"
-             "\"tags\":{\"type\":\"array\",\"description\":\"Only entries carrying every one of these tags.\","
-             "\"items\":{\"type\":\"string\",\"minLength\":1},\"maxItems\":%d}},"
-             "\"required\":[\"query\"],\"additionalProperties\":false},"
-             "\"annotations\":{\"readOnlyHint\":%s,\"openWorldHint\":false}}",
-             verb, noun, i, verb[0] - 'a' + 'A', verb + 1, noun, i, verb[0] - 'a' + 'A', verb + 1, noun,
-             i % 97, noun, i % 97, 200 + i % 300, 50 + i % 50, noun, 4 + i % 8,
-             (i % 7 == 0 || i % 7 == 5) ? "true" : "false");
+  buf_printf(
+    b,
+    "{\"name\":\"%s_%s_%05d\",\"title\":\"%c%s %s (%d)\","
+    "\"description\":\"%c%s the %s of workspace %d. Use it when the user asks about %s kept in "
+    "workspace %d; the answer lists at most `limit` entries, newest first, with their identifiers.\","
+    "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+    "\"query\":{\"type\":\"string\",\"description\":\"Free-text query; words are matched against "
+    "titles and bodies.\",\"maxLength\":%d},"
+    "\"limit\":{\"type\":\"integer\",\"description\":\"Maximum number of entries to return.\","
+    "\"minimum\":1,\"maximum\":%d,\"default\":20},"
+    "\"order\":{\"type\":\"string\",\"description\":\"Sort order of the entries.\","
+    "\"enum\":[\"newest\",\"oldest\",\"relevance\"]},"
+    "\"filter\":{\"type\":\"object\",\"description\":\"Restricts the %s to entries whose field "
+    "matches.\",\"properties\":{"
+    "\"field\":{\"type\":\"string\",\"description\":\"The field to compare.\","
+    "\"enum\":[\"owner\",\"status\",\"label\",\"created\"]},"
+    "\"value\":{\"type\":\"string\",\"description\":\"The value the field must hold.\"},"
+    "\"exact\":{\"type\":\"boolean\",\"description\":\"Exact comparison (default: prefix match).\"}},"
+    "\"required\":[\"field\",\"value\"],\"additionalProperties\":false},"
+    "\"tags\":{\"type\":\"array\",\"description\":\"Only entries carrying every one of these tags.\","
+    "\"items\":{\"type\":\"string\",\"minLength\":1},\"maxItems\":%d}},"
+    "\"required\":[\"query\"],\"additionalProperties\":false},"
+    "\"annotations\":{\"readOnlyHint\":%s,\"openWorldHint\":false}}",
+    verb, noun, i, verb[0] - 'a' + 'A', verb + 1, noun, i, verb[0] - 'a' + 'A', verb + 1, noun, i % 97, noun,
+    i % 97, 200 + i % 300, 50 + i % 50, noun, 4 + i % 8, (i % 7 == 0 || i % 7 == 5) ? "true" : "false");
 }
 
 /*
@@ -400,11 +406,11 @@ typedef struct Conn {
   size_t in_off;
   Buf out;
   size_t out_off;
-  int64_t due;          /* monotonic ns when `held` is due; 0: nothing held */
-  Buf held;             /* a slow tool's answer (or its stream's tail) */
-  int close_after;      /* close once `out` is drained */
-  int want_out;         /* EPOLLOUT is registered */
-  int continued;        /* 100 Continue sent for the request being read */
+  int64_t due;     /* monotonic ns when `held` is due; 0: nothing held */
+  Buf held;        /* a slow tool's answer (or its stream's tail) */
+  int close_after; /* close once `out` is drained */
+  int want_out;    /* EPOLLOUT is registered */
+  int continued;   /* 100 Continue sent for the request being read */
 } Conn;
 
 static int epfd;
@@ -508,7 +514,8 @@ static void answer(Conn *c, int status, const char *type, const char *extra, con
 /* ** A JSON-RPC error with a null id, the way the SDK server answers transport faults. */
 static void transport_error(Conn *c, int status, int code, const char *message) {
   Buf b = {0};
-  buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":%d,\"message\":\"%s\"},\"id\":null}", code, message);
+  buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":%d,\"message\":\"%s\"},\"id\":null}", code,
+             message);
   answer(c, status, "application/json", NULL, b.p, b.len);
   free(b.p);
 }
@@ -567,8 +574,10 @@ static void do_initialize(Conn *c, Span id, Span params) {
   }
   Buf b = {0};
   result_head(&b, id);
-  buf_printf(&b, "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":false}},"
-                 "\"serverInfo\":{\"name\":\"bench-echo\",\"version\":\"1.0.0\"}}}", version);
+  buf_printf(&b,
+             "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":false}},"
+             "\"serverInfo\":{\"name\":\"bench-echo\",\"version\":\"1.0.0\"}}}",
+             version);
   char extra[96] = "";
   if (opt.session) {
     char sid[48];
@@ -625,8 +634,9 @@ static void do_slow(Conn *c, Span id, Span args) {
   result_head(&json, id);
   buf_printf(&json, "{\"content\":[{\"type\":\"text\",\"text\":\"slept %ld ms\"}]}}", ms);
   if (opt.sse) {
-    buf_str(&c->out, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     "Transfer-Encoding: chunked\r\n\r\n");
+    buf_str(&c->out,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n");
     Buf ev = {0};
     buf_str(&ev, "event: message\ndata: ");
     buf_add(&ev, json.p, json.len);
@@ -986,8 +996,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--slow-ms")) opt.slow_ms = int_arg(argc, argv, &i);
     else if (!strcmp(argv[i], "--exit-with-parent")) opt.exit_with_parent = 1;
     else {
-      fprintf(stderr, "usage: echo_server [--port N] [--session] [--sse] [--tools N] [--page-size M] "
-                      "[--slow-ms N] [--exit-with-parent]\n");
+      fprintf(stderr,
+              "usage: echo_server [--port N] [--session] [--sse] [--tools N] [--page-size M] "
+              "[--slow-ms N] [--exit-with-parent]\n");
       return 2;
     }
   }

@@ -179,8 +179,8 @@ static int answered(Client *c, long status) {
 /* ** initialize (keeping the session and revision), then notifications/initialized. */
 static void handshake(Client *c) {
   static const char init[] =
-      "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\","
-      "\"capabilities\":{},\"clientInfo\":{\"name\":\"floor\",\"version\":\"1.0.0\"}}}";
+    "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\","
+    "\"capabilities\":{},\"clientInfo\":{\"name\":\"floor\",\"version\":\"1.0.0\"}}}";
   static const char initialized[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
   if (!answered(c, perform(c, init))) die("initialize failed");
   const char *v = strstr(c->body.p, "\"protocolVersion\":\"");
@@ -342,12 +342,13 @@ int main(int argc, char **argv) {
     client_close(&c);
   }
   qsort(lat, (size_t)calls, sizeof *lat, cmp_i64);
-  printf("{\"client\":\"floor\",\"mode\":\"%s\",\"n\":%ld,\"wall_s\":%.6f,\"ops_per_s\":%.3f,"
-         "\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"max_ms\":%.4f,\"cpu_s\":%.6f,\"cpu_per_op_us\":%.3f,"
-         "\"peak_rss_kb\":%ld,\"pages\":%d,\"errors\":%lu}\n",
-         mode, calls, wall, wall > 0 ? (double)calls / wall : 0.0, pct_ms(lat, (size_t)calls, 0.50),
-         pct_ms(lat, (size_t)calls, 0.99), calls ? (double)lat[calls - 1] / 1e6 : 0.0, cpu,
-         calls ? cpu / (double)calls * 1e6 : 0.0, peak_rss_kb(), pages, errors);
+  printf(
+    "{\"client\":\"floor\",\"mode\":\"%s\",\"n\":%ld,\"wall_s\":%.6f,\"ops_per_s\":%.3f,"
+    "\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"max_ms\":%.4f,\"cpu_s\":%.6f,\"cpu_per_op_us\":%.3f,"
+    "\"peak_rss_kb\":%ld,\"pages\":%d,\"errors\":%lu}\n",
+    mode, calls, wall, wall > 0 ? (double)calls / wall : 0.0, pct_ms(lat, (size_t)calls, 0.50),
+    pct_ms(lat, (size_t)calls, 0.99), calls ? (double)lat[calls - 1] / 1e6 : 0.0, cpu,
+    calls ? cpu / (double)calls * 1e6 : 0.0, peak_rss_kb(), pages, errors);
   free(lat);
   curl_global_cleanup();
   return errors ? 1 : 0;

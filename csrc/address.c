@@ -21,9 +21,9 @@
 
 #include "core.h"
 
-#define LOOKUP_MT "mcpclient.lookup"
-#define HOST_MAX 256               /* a DNS name is at most 253 bytes */
-#define WAIT_MAX_MS 1000           /* the longest single wait of lookup:wait() */
+#define LOOKUP_MT   "mcpclient.lookup"
+#define HOST_MAX    256  /* a DNS name is at most 253 bytes */
+#define WAIT_MAX_MS 1000 /* the longest single wait of lookup:wait() */
 
 /*
 ** address_bytes(text) -> 4- or 16-byte string, or nil when text is not a
@@ -33,12 +33,9 @@
 static int l_address_bytes(lua_State *L) {
   const char *text = luaL_checkstring(L, 1);
   unsigned char bytes[16];
-  if (inet_pton(AF_INET, text, bytes) == 1)
-    lua_pushlstring(L, (const char *)bytes, 4);
-  else if (inet_pton(AF_INET6, text, bytes) == 1)
-    lua_pushlstring(L, (const char *)bytes, 16);
-  else
-    lua_pushnil(L);
+  if (inet_pton(AF_INET, text, bytes) == 1) lua_pushlstring(L, (const char *)bytes, 4);
+  else if (inet_pton(AF_INET6, text, bytes) == 1) lua_pushlstring(L, (const char *)bytes, 16);
+  else lua_pushnil(L);
   return 1;
 }
 
@@ -182,7 +179,7 @@ static void lookup_release(Lookup *lk) {
 ** marks it as never to be deleted. 1 when done.
 */
 static int keep_module_loaded(void) {
-  static int kept = 0;  /* also the address dladdr finds this module by */
+  static int kept = 0; /* also the address dladdr finds this module by */
   Dl_info info;
   if (kept) return 1;
   if (dladdr(&kept, &info) == 0 || info.dli_fname == NULL) return 0;
@@ -334,8 +331,11 @@ static int lookup_close(lua_State *L) {
 */
 void mcp_register_address(lua_State *L) {
   static const luaL_Reg methods[] = {{"wait", lookup_wait}, {"close", lookup_close}, {NULL, NULL}};
-  static const luaL_Reg fns[] = {{"address_bytes", l_address_bytes}, {"idna", l_idna},
-                                 {"url_host", l_url_host}, {"lookup", l_lookup}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"address_bytes", l_address_bytes},
+                                 {"idna", l_idna},
+                                 {"url_host", l_url_host},
+                                 {"lookup", l_lookup},
+                                 {NULL, NULL}};
   if (luaL_newmetatable(L, LOOKUP_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");

@@ -17,7 +17,7 @@
 #define BODY_MT "mcpclient.body"
 
 typedef struct Held {
-  char *bytes;  /* malloc'd; NULL once released */
+  char *bytes; /* malloc'd; NULL once released */
   size_t len;
 } Held;
 
@@ -44,8 +44,8 @@ static int body_tostring(lua_State *L) {
 ** caller, who still owns them.
 */
 void mcp_body_push(lua_State *L, char *bytes, size_t len) {
-  static const luaL_Reg meta[] = {{"__gc", body_gc}, {"__len", body_len}, {"__tostring", body_tostring},
-                                  {NULL, NULL}};
+  static const luaL_Reg meta[] = {
+    {"__gc", body_gc}, {"__len", body_len}, {"__tostring", body_tostring}, {NULL, NULL}};
   Held *h = lua_newuserdatauv(L, sizeof *h, 0);
   h->bytes = NULL;
   h->len = 0;

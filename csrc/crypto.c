@@ -26,7 +26,8 @@ static int l_sha256(lua_State *L) {
   const char *data = luaL_checklstring(L, 1, &n);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (!EVP_Digest(data, n, digest, &len, EVP_sha256(), NULL)) return luaL_error(L, "sha256: libcrypto failed");
+  if (!EVP_Digest(data, n, digest, &len, EVP_sha256(), NULL))
+    return luaL_error(L, "sha256: libcrypto failed");
   lua_pushlstring(L, (const char *)digest, len);
   return 1;
 }
@@ -103,7 +104,10 @@ static int l_base64url(lua_State *L) {
 ** instead of libcrypto prompting on the terminal.
 */
 static int no_passphrase(char *buf, int size, int rwflag, void *ud) {
-  (void)buf; (void)size; (void)rwflag; (void)ud;
+  (void)buf;
+  (void)size;
+  (void)rwflag;
+  (void)ud;
   return 0;
 }
 
@@ -170,7 +174,11 @@ static int l_jws_sign(lua_State *L) {
   unsigned char *sig, raw[64];
   luaL_argcheck(L, es || strcmp(alg, "RS256") == 0, 1, "ES256 or RS256");
   key = load_key(pem, pem_n);
-  if (!key) { lua_pushnil(L); lua_pushliteral(L, "the private key is not a PEM key without a passphrase"); return 2; }
+  if (!key) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "the private key is not a PEM key without a passphrase");
+    return 2;
+  }
   want = es ? EVP_PKEY_EC : EVP_PKEY_RSA;
   if (EVP_PKEY_base_id(key) != want || (es && EVP_PKEY_bits(key) != 256)) {
     EVP_PKEY_free(key);
@@ -180,11 +188,19 @@ static int l_jws_sign(lua_State *L) {
   }
   sig = sign_sha256(key, input, in_n, &sig_n);
   EVP_PKEY_free(key);
-  if (!sig) { lua_pushnil(L); lua_pushliteral(L, "the signature could not be made"); return 2; }
+  if (!sig) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "the signature could not be made");
+    return 2;
+  }
   if (es) {
     int ok = der_to_raw(sig, sig_n, raw);
     OPENSSL_free(sig);
-    if (!ok) { lua_pushnil(L); lua_pushliteral(L, "the signature could not be converted"); return 2; }
+    if (!ok) {
+      lua_pushnil(L);
+      lua_pushliteral(L, "the signature could not be converted");
+      return 2;
+    }
     lua_pushlstring(L, (const char *)raw, sizeof raw);
     return 1;
   }
@@ -198,8 +214,8 @@ static int l_jws_sign(lua_State *L) {
 */
 void mcp_register_crypto(lua_State *L) {
   static const luaL_Reg fns[] = {
-    { "sha256", l_sha256 }, { "random_bytes", l_random_bytes }, { "base64", l_base64 },
-    { "base64url", l_base64url }, { "jws_sign", l_jws_sign }, { NULL, NULL },
+    {"sha256", l_sha256},       {"random_bytes", l_random_bytes}, {"base64", l_base64},
+    {"base64url", l_base64url}, {"jws_sign", l_jws_sign},         {NULL, NULL},
   };
   luaL_newlib(L, fns);
   lua_setfield(L, -2, "crypto");

@@ -25,7 +25,8 @@ int mcp_db_is_null(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TLIGHTUSERDATA) return 0;
   idx = lua_absindex(L, idx);
   luaL_checkstack(L, 1, "json.null");
-  is_null = lua_getfield(L, LUA_REGISTRYINDEX, MCP_JSON_NULL_KEY) == LUA_TLIGHTUSERDATA && lua_rawequal(L, idx, -1);
+  is_null =
+    lua_getfield(L, LUA_REGISTRYINDEX, MCP_JSON_NULL_KEY) == LUA_TLIGHTUSERDATA && lua_rawequal(L, idx, -1);
   lua_pop(L, 1);
   return is_null;
 }

@@ -1015,7 +1015,8 @@ static int push_schema_text(Fast *f, int depth, int keep) {
   }
   f->p = start;
   f->containers = containers;
-  f->order = f->schema_order; /* the text keeps the schema's key order: so must the tables it is written from */
+  f->order =
+    f->schema_order; /* the text keeps the schema's key order: so must the tables it is written from */
   ok = push_value(f, depth, R_NONE);
   f->order = 0;
   return ok && schema_value_as_text(f->L, keep);
@@ -1391,8 +1392,9 @@ static int l_fast_classify(lua_State *L) {
   if (lua_type(L, 3) == LUA_TSTRING)
     listing = luaL_checkoption(L, 3, NULL, listings) == 0 ? LISTING_TEXT : LISTING_KEPT;
   lua_settop(L, 4);
-  read = fast_decode(L, s, len, lua_upvalueindex(1), ordered || listing != LISTING_NONE ? lua_upvalueindex(2) : 0,
-                     max_containers > 0 ? (size_t)max_containers : 0, listing, 1, &containers);
+  read =
+    fast_decode(L, s, len, lua_upvalueindex(1), ordered || listing != LISTING_NONE ? lua_upvalueindex(2) : 0,
+                max_containers > 0 ? (size_t)max_containers : 0, listing, 1, &containers);
   if (read == 0) {
     if (held != NULL) { /* jansson reads strings: the rare refusal pays for one copy */
       lua_pushlstring(L, s, len);

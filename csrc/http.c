@@ -33,26 +33,26 @@
 
 #include "core.h"
 
-#define LEG_MT   "mcpclient.http_leg"
-#define POOL_MT  "mcpclient.http_pool"
-#define ENGINE_MT "mcpclient.engine"
-#define ENGINE_KEY "mcpclient.engine.instance"  /* the registry slot holding the engine */
+#define LEG_MT     "mcpclient.http_leg"
+#define POOL_MT    "mcpclient.http_pool"
+#define ENGINE_MT  "mcpclient.engine"
+#define ENGINE_KEY "mcpclient.engine.instance" /* the registry slot holding the engine */
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_BYTES          2097152
-#define POLL_MS                    10            /* the cancel hook's polling period */
-#define HEAD_CAP                   (256 * 1024)  /* response header bytes, all lines */
-#define KEEP_CAP                   (256 * 1024)  /* larger buffers are released after a send */
+#define POLL_MS                    10           /* the cancel hook's polling period */
+#define HEAD_CAP                   (256 * 1024) /* response header bytes, all lines */
+#define KEEP_CAP                   (256 * 1024) /* larger buffers are released after a send */
 /* libcurl's receive buffer: a catalogue page of ~130 KB takes a quarter of the reads and write
 ** callbacks of libcurl's 16 KB default (measured: ~10 % of a listing's CPU, warm calls alike);
 ** its pages are touched only as far as an answer fills them. */
 #define RECEIVE_BUFFER             65536L
-#define MAX_BYTES_LIMIT            (1024 * 1024 * 1024)  /* the largest max_bytes accepted */
-#define MEDIA_CAP                  128           /* media type bytes reported; longer ones are cut */
-#define ENGINE_CONNECTIONS         64            /* idle connections the engine keeps, all pools */
-#define HOST_CONNECTIONS           16            /* connections to one server in one pool; more wait */
-#define SMALL_BODY                 1024          /* no libcurl asks for 100-continue for a body this small */
-#define HOLD_MIN                   (64 * 1024)   /* a hold_body answer this large is handed over, not copied */
+#define MAX_BYTES_LIMIT            (1024 * 1024 * 1024) /* the largest max_bytes accepted */
+#define MEDIA_CAP                  128                  /* media type bytes reported; longer ones are cut */
+#define ENGINE_CONNECTIONS         64                   /* idle connections the engine keeps, all pools */
+#define HOST_CONNECTIONS           16                   /* connections to one server in one pool; more wait */
+#define SMALL_BODY                 1024        /* no libcurl asks for 100-continue for a body this small */
+#define HOLD_MIN                   (64 * 1024) /* a hold_body answer this large is handed over, not copied */
 
 /* Leg user values: the pool it dials through, and the body of the running send. */
 #define UV_POOL 1
@@ -62,21 +62,37 @@
 /* Request fields: one list, expanded into the enum, the names and slots  */
 /* ===================================================================== */
 
+/* clang-format off */
 #define REQ_FIELDS(X) \
-  X(METHOD, method) X(URL, url) X(HEADERS, headers) X(SECRET_HEADER, secret_header) \
-  X(BODY, body) X(SECRET_BODY, secret_body) X(TIMEOUT_MS, timeout_ms) X(CONNECT_TIMEOUT_MS, connect_timeout_ms) \
-  X(MAX_BYTES, max_bytes) X(PIN, pin) X(CA_FILE, ca_file) X(CLIENT_CERT, client_cert) \
-  X(CLIENT_KEY, client_key) X(CANCEL, cancel) X(ON_STREAM, on_stream) X(SEND_ONLY, send_only) \
-  X(IDEMPOTENT, idempotent) X(HOLD_BODY, hold_body)
+  X(METHOD, method) \
+  X(URL, url) \
+  X(HEADERS, headers) \
+  X(SECRET_HEADER, secret_header) \
+  X(BODY, body) \
+  X(SECRET_BODY, secret_body) \
+  X(TIMEOUT_MS, timeout_ms) \
+  X(CONNECT_TIMEOUT_MS, connect_timeout_ms) \
+  X(MAX_BYTES, max_bytes) \
+  X(PIN, pin) \
+  X(CA_FILE, ca_file) \
+  X(CLIENT_CERT, client_cert) \
+  X(CLIENT_KEY, client_key) \
+  X(CANCEL, cancel) \
+  X(ON_STREAM, on_stream) \
+  X(SEND_ONLY, send_only) \
+  X(IDEMPOTENT, idempotent) \
+  X(HOLD_BODY, hold_body)
+/* clang-format on */
 
 #define AS_ENUM(id, name) F_##id,
 enum { REQ_FIELDS(AS_ENUM) F_COUNT };
 #undef AS_ENUM
 
 #define AS_NAME(id, name) {#name, sizeof(#name) - 1},
-static const struct { const char *name; size_t len; } field_names[F_COUNT] = {
-  REQ_FIELDS(AS_NAME)
-};
+static const struct {
+  const char *name;
+  size_t len;
+} field_names[F_COUNT] = {REQ_FIELDS(AS_NAME)};
 #undef AS_NAME
 
 /* send(self, req): the fields are copied into fixed stack slots after req, so
@@ -110,51 +126,51 @@ typedef struct Exchange {
 ** another.
 */
 typedef struct Pool {
-  CURLSH *share;                /* NULL once closed */
-  char *pin;                    /* the pin of its DNS cache, or NULL */
-  struct curl_slist *resolve;   /* that pin as a CURLOPT_RESOLVE list */
-  int used;                     /* a transfer ran through it: the pin is fixed */
-  int closing;                  /* close was refused while a leg used it: the last leg ends it */
-  unsigned version;             /* changes whenever share or resolve does */
+  CURLSH *share;              /* NULL once closed */
+  char *pin;                  /* the pin of its DNS cache, or NULL */
+  struct curl_slist *resolve; /* that pin as a CURLOPT_RESOLVE list */
+  int used;                   /* a transfer ran through it: the pin is fixed */
+  int closing;                /* close was refused while a leg used it: the last leg ends it */
+  unsigned version;           /* changes whenever share or resolve does */
 } Pool;
 
 typedef struct Leg {
-  CURL *easy;                   /* NULL once closed */
-  CURLM *multi;                 /* the engine while the handle is in it, else NULL */
-  CURLU *parsed;                /* reused to check a pin against the url */
-  struct curl_slist *headers;   /* the last send's plain header lines, kept for the next */
-  struct curl_slist *tail;      /* the last node of headers (before any credential), or NULL */
-  int kept;                     /* headers holds a whole list (it may be empty) */
-  int kept_expect;              /* ... that starts with "Expect:" */
-  lua_Integer n_kept;           /* ... and then this many of the send's lines */
-  struct curl_slist *secret;    /* this send's credential node, linked after tail */
-  char *checked_url;            /* the url and pin last found to agree, or NULL */
+  CURL *easy;                 /* NULL once closed */
+  CURLM *multi;               /* the engine while the handle is in it, else NULL */
+  CURLU *parsed;              /* reused to check a pin against the url */
+  struct curl_slist *headers; /* the last send's plain header lines, kept for the next */
+  struct curl_slist *tail;    /* the last node of headers (before any credential), or NULL */
+  int kept;                   /* headers holds a whole list (it may be empty) */
+  int kept_expect;            /* ... that starts with "Expect:" */
+  lua_Integer n_kept;         /* ... and then this many of the send's lines */
+  struct curl_slist *secret;  /* this send's credential node, linked after tail */
+  char *checked_url;          /* the url and pin last found to agree, or NULL */
   char *checked_pin;
-  char *secret_body;            /* this send's copy of a secret body, or NULL */
+  char *secret_body; /* this send's copy of a secret body, or NULL */
   size_t secret_body_len;
-  Pool *pool;                   /* the pool in user value UV_POOL */
-  const Pool *applied;          /* the pool the handle was last given, or NULL */
-  unsigned applied_version;     /* that pool's version then */
-  char *default_cainfo;         /* libcurl's built-in CA bundle, restored after a custom one */
-  int custom_tls;               /* the last send set ca_file, client_cert or client_key */
-  int busy;                     /* a send is running: hooks may re-enter */
-  int started;                  /* busy with a send begun by start(), driven from Lua */
-  Exchange x;                   /* the running exchange, as the engine reports it */
-  size_t body_len;              /* the running send's body length */
+  Pool *pool;               /* the pool in user value UV_POOL */
+  const Pool *applied;      /* the pool the handle was last given, or NULL */
+  unsigned applied_version; /* that pool's version then */
+  char *default_cainfo;     /* libcurl's built-in CA bundle, restored after a custom one */
+  int custom_tls;           /* the last send set ca_file, client_cert or client_key */
+  int busy;                 /* a send is running: hooks may re-enter */
+  int started;              /* busy with a send begun by start(), driven from Lua */
+  Exchange x;               /* the running exchange, as the engine reports it */
+  size_t body_len;          /* the running send's body length */
   int has_body, send_only;
-  curl_socket_t last_socket;    /* the socket the last exchange used, or CURL_SOCKET_BAD */
+  curl_socket_t last_socket; /* the socket the last exchange used, or CURL_SOCKET_BAD */
   /* per exchange, written by the libcurl callbacks */
   Buf body, stream, head;
-  size_t max_bytes, held;       /* body bytes kept or streamed so far */
-  int want_stream;              /* on_stream was given */
-  int mode;                     /* BODY_*: decided at the first body byte */
-  int in_head;                  /* between a status line and its blank line */
-  int event_stream;             /* the current response is text/event-stream */
-  char media[MEDIA_CAP];        /* its media type: the last Content-Type of the head, lower case */
+  size_t max_bytes, held; /* body bytes kept or streamed so far */
+  int want_stream;        /* on_stream was given */
+  int mode;               /* BODY_*: decided at the first body byte */
+  int in_head;            /* between a status line and its blank line */
+  int event_stream;       /* the current response is text/event-stream */
+  char media[MEDIA_CAP];  /* its media type: the last Content-Type of the head, lower case */
   int truncated, out_of_memory, head_overflow;
-  int attempts;                 /* requests libcurl began for this exchange (see on_prereq) */
-  int idempotent;               /* this exchange may be resent on a fresh connection */
-  int hold_body;                /* a large 2xx body is handed over as a held body (body.c) */
+  int attempts;   /* requests libcurl began for this exchange (see on_prereq) */
+  int idempotent; /* this exchange may be resent on a fresh connection */
+  int hold_body;  /* a large 2xx body is handed over as a held body (body.c) */
   char errbuf[CURL_ERROR_SIZE];
 } Leg;
 
@@ -165,18 +181,18 @@ typedef struct Request {
   const char *secret;
   const char *body;
   size_t body_len;
-  const char *secret_body;      /* sent like body, but from a copy the leg wipes */
+  const char *secret_body; /* sent like body, but from a copy the leg wipes */
   size_t secret_body_len;
   long timeout_ms, connect_timeout_ms;
   size_t max_bytes;
   const char *pin;
-  size_t pin_hostport;          /* length of "host:port" in pin */
+  size_t pin_hostport; /* length of "host:port" in pin */
   const char *ca_file, *client_cert, *client_key;
   lua_Integer n_headers;
   int has_cancel;
-  int send_only;                /* stop once the request is sent: nobody waits for the answer */
-  int idempotent;               /* sending it twice does no harm (initialize, GET, DELETE) */
-  int hold_body;                /* hand a large 2xx body over instead of copying it */
+  int send_only;  /* stop once the request is sent: nobody waits for the answer */
+  int idempotent; /* sending it twice does no harm (initialize, GET, DELETE) */
+  int hold_body;  /* hand a large 2xx body over instead of copying it */
 } Request;
 
 /* ===================================================================== */
@@ -274,17 +290,15 @@ static void note_media_type(Leg *leg, const char *line, size_t n) {
 */
 static size_t on_header(char *line, size_t size, size_t n, void *ud) {
   Leg *leg = ud;
-  (void)size;  /* always 1 */
+  (void)size; /* always 1 */
   if (n >= 5 && memcmp(line, "HTTP/", 5) == 0) {
     leg->head.len = 0;
     leg->event_stream = 0;
     leg->media[0] = '\0';
     leg->in_head = 1;
   } else if (leg->in_head) {
-    if (n >= 1 && n <= 2 && (line[0] == '\r' || line[0] == '\n'))
-      leg->in_head = 0;
-    else
-      note_media_type(leg, line, n);
+    if (n >= 1 && n <= 2 && (line[0] == '\r' || line[0] == '\n')) leg->in_head = 0;
+    else note_media_type(leg, line, n);
   }
   if (leg->head.len + n > HEAD_CAP) {
     leg->head_overflow = 1;
@@ -306,7 +320,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   Leg *leg = ud;
   size_t room = leg->max_bytes - leg->held, take = n < room ? n : room;
   Buf *dst;
-  (void)size;  /* always 1 */
+  (void)size; /* always 1 */
   if (leg->mode == BODY_UNDECIDED)
     leg->mode = (leg->want_stream && leg->event_stream) ? BODY_STREAM : BODY_KEEP;
   dst = leg->mode == BODY_STREAM ? &leg->stream : &leg->body;
@@ -393,12 +407,11 @@ static void pool_release(Pool *pool);
 ** of the multi first, and the send loop notices easy == NULL.
 */
 static void leg_release(Leg *leg) {
-  if (leg->easy != NULL && leg->multi != NULL)
-    curl_multi_remove_handle(leg->multi, leg->easy);
+  if (leg->easy != NULL && leg->multi != NULL) curl_multi_remove_handle(leg->multi, leg->easy);
   leg->multi = NULL;
   drop_headers(leg);
   free_header_list(leg);
-  if (leg->easy != NULL) curl_easy_cleanup(leg->easy);  /* leaves the pool's share too */
+  if (leg->easy != NULL) curl_easy_cleanup(leg->easy); /* leaves the pool's share too */
   if (leg->easy != NULL && leg->pool != NULL && leg->pool->closing) pool_release(leg->pool);
   if (leg->parsed != NULL) curl_url_cleanup(leg->parsed);
   leg->easy = NULL;
@@ -441,8 +454,7 @@ static void ensure_curl(lua_State *L) {
   static int ready = 0;
   if (!ready) {
     OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS, NULL);
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-      luaL_error(L, "libcurl could not be initialised");
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) luaL_error(L, "libcurl could not be initialised");
     ready = 1;
   }
 }
@@ -547,7 +559,7 @@ static int pool_gc(lua_State *L) {
 static int l_http_pool(lua_State *L) {
   Pool *pool;
   ensure_curl(L);
-  pool = lua_newuserdatauv(L, sizeof *pool, 1);  /* its successor, once retired */
+  pool = lua_newuserdatauv(L, sizeof *pool, 1); /* its successor, once retired */
   memset(pool, 0, sizeof *pool);
   luaL_setmetatable(L, POOL_MT);
   pool->share = curl_share_init();
@@ -655,7 +667,7 @@ static const char *string_field(lua_State *L, int f, size_t *len, int line) {
   if (t != LUA_TSTRING) luaL_error(L, "send: '%s' must be a string", field_names[f].name);
   s = lua_tolstring(L, SLOT(f), &n);
   if (len != NULL) *len = n;
-  if (f == F_BODY || f == F_SECRET_BODY) return s;  /* bodies are bytes */
+  if (f == F_BODY || f == F_SECRET_BODY) return s; /* bodies are bytes */
   if (bad_text(s, n, line))
     luaL_error(L, "send: '%s' must not contain NUL%s", field_names[f].name, line ? " or line breaks" : "");
   return s;
@@ -801,7 +813,8 @@ static void read_request(lua_State *L, Request *r) {
 static int pin_matches_url(Leg *leg, const Request *r) {
   char *host = NULL, *port = NULL;
   int ok = 0;
-  if (curl_url_set(leg->parsed, CURLUPART_URL, r->url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK)
+  if (curl_url_set(leg->parsed, CURLUPART_URL, r->url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) !=
+      CURLUE_OK)
     return -1;
   if (curl_url_get(leg->parsed, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
       curl_url_get(leg->parsed, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
@@ -948,8 +961,9 @@ static const char *apply_pool(Leg *leg) {
 static const char *apply_tls(Leg *leg, const Request *r) {
   int custom = r->ca_file != NULL || r->client_cert != NULL || r->client_key != NULL;
   if (!custom && !leg->custom_tls) return NULL;
-  leg->custom_tls = 1;  /* until all three are known to be reset */
-  if (curl_easy_setopt(leg->easy, CURLOPT_CAINFO, r->ca_file ? r->ca_file : leg->default_cainfo) != CURLE_OK ||
+  leg->custom_tls = 1; /* until all three are known to be reset */
+  if (curl_easy_setopt(leg->easy, CURLOPT_CAINFO, r->ca_file ? r->ca_file : leg->default_cainfo) !=
+        CURLE_OK ||
       curl_easy_setopt(leg->easy, CURLOPT_SSLCERT, r->client_cert) != CURLE_OK ||
       curl_easy_setopt(leg->easy, CURLOPT_SSLKEY, r->client_key) != CURLE_OK)
     return "out of memory";
@@ -984,7 +998,7 @@ static int same_headers(lua_State *L, const Leg *leg, const Request *r, int expe
   if (!leg->kept || leg->kept_expect != expect || leg->n_kept != r->n_headers) return 0;
   node = expect ? leg->headers->next : leg->headers;
   for (i = 1; same && i <= r->n_headers; i++, node = node->next) {
-    lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
+    lua_rawgeti(L, SLOT(F_HEADERS), i); /* checked: a string, anchored by the table */
     same = strcmp(node->data, lua_tostring(L, -1)) == 0;
     lua_pop(L, 1);
   }
@@ -1014,7 +1028,7 @@ static const char *build_headers(lua_State *L, Leg *leg, const Request *r, int e
   if (expect && !add_line(leg, "Expect:")) return "out of memory";
   for (i = 1; i <= r->n_headers; i++) {
     int added;
-    lua_rawgeti(L, SLOT(F_HEADERS), i);  /* checked: a string, anchored by the table */
+    lua_rawgeti(L, SLOT(F_HEADERS), i); /* checked: a string, anchored by the table */
     added = add_line(leg, lua_tostring(L, -1));
     lua_pop(L, 1);
     if (!added) return "out of memory";
@@ -1043,7 +1057,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
   } else {
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, (char *)NULL);  /* no pointer to an old body */
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, (char *)NULL); /* no pointer to an old body */
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     if (curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method == M_DELETE ? "DELETE" : NULL) != CURLE_OK)
       return "out of memory";
@@ -1131,7 +1145,8 @@ static int request_sent(Leg *leg) {
   curl_off_t up = 0;
   if (curl_easy_getinfo(leg->easy, CURLINFO_REQUEST_SIZE, &head) != CURLE_OK || head <= 0) return 0;
   if (!leg->has_body || leg->body_len == 0) return 1;
-  return curl_easy_getinfo(leg->easy, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK && up >= (curl_off_t)leg->body_len;
+  return curl_easy_getinfo(leg->easy, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK &&
+         up >= (curl_off_t)leg->body_len;
 }
 
 /*
@@ -1202,7 +1217,7 @@ static void push_headers(lua_State *L, Leg *leg) {
   char *p = leg->head.p, *end = p + leg->head.len, *c;
   int first = 1, lines = 0;
   for (c = p; c < end && (c = memchr(c, '\n', (size_t)(end - c))) != NULL; c++) lines++;
-  lua_createtable(L, 0, lines > 2 ? lines - 2 : 0);  /* less the status line and the blank one */
+  lua_createtable(L, 0, lines > 2 ? lines - 2 : 0); /* less the status line and the blank one */
   while (p < end) {
     char *eol = memchr(p, '\n', (size_t)(end - p)), *line = p, *colon, *v, *ve;
     if (eol == NULL) eol = end;
@@ -1231,7 +1246,8 @@ static void push_headers(lua_State *L, Leg *leg) {
 */
 static void push_body(lua_State *L, Leg *leg, const Exchange *x) {
   if (leg->mode == BODY_STREAM) lua_pushliteral(L, "");
-  else if (leg->hold_body && x->status >= 200 && x->status < 300 && !leg->truncated && leg->body.len >= HOLD_MIN) {
+  else if (leg->hold_body && x->status >= 200 && x->status < 300 && !leg->truncated &&
+           leg->body.len >= HOLD_MIN) {
     mcp_body_push(L, leg->body.p, leg->body.len);
     leg->body.p = NULL;
     leg->body.len = leg->body.cap = 0;
@@ -1251,7 +1267,8 @@ static void push_response(lua_State *L, Leg *leg, const Exchange *x, int stopped
   lua_setfield(L, -2, "body");
   lua_pushnumber(L, (lua_Number)(x->t1 - x->t0) / 1e6);
   lua_setfield(L, -2, "duration_ms");
-  lua_pushboolean(L, leg->mode == BODY_STREAM || (leg->mode == BODY_UNDECIDED && leg->want_stream && leg->event_stream));
+  lua_pushboolean(
+    L, leg->mode == BODY_STREAM || (leg->mode == BODY_UNDECIDED && leg->want_stream && leg->event_stream));
   lua_setfield(L, -2, "streamed");
   lua_pushboolean(L, stopped);
   lua_setfield(L, -2, "stopped");
@@ -1295,12 +1312,8 @@ static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
 static int push_outcome(lua_State *L, Leg *leg, const Exchange *x, int outcome, int sent) {
   int results;
   switch (outcome) {
-    case OUT_CANCELLED:
-      results = push_failure(L, "cancelled", "the call was cancelled");
-      break;
-    case OUT_MULTI_FAIL:
-      results = push_failure(L, "transport", curl_multi_strerror(x->multi_code));
-      break;
+    case OUT_CANCELLED: results = push_failure(L, "cancelled", "the call was cancelled"); break;
+    case OUT_MULTI_FAIL: results = push_failure(L, "transport", curl_multi_strerror(x->multi_code)); break;
     case OUT_STOPPED:
       push_response(L, leg, x, 1);
       results = 1;
@@ -1408,7 +1421,7 @@ static int leg_send(lua_State *L) {
   /* From here until busy is cleared nothing may raise. */
   if ((why = leg_launch(L, leg, &r)) != NULL) return push_failure(L, "transport", why);
   outcome = drive(L, leg, &r, &leg->x);
-  if (outcome == OUT_CLOSED) {  /* leg_release already removed the handle and wiped */
+  if (outcome == OUT_CLOSED) { /* leg_release already removed the handle and wiped */
     leg->busy = 0;
     return luaL_error(L, "the http leg was closed during its send");
   }
@@ -1544,12 +1557,11 @@ static int l_engine_step(lua_State *L) {
 ** first time (busted reopens the module per spec file).
 */
 void mcp_register_http(lua_State *L) {
-  static const luaL_Reg methods[] = {{"send", leg_send}, {"start", leg_start}, {"pump", leg_pump},
-                                     {"finish", leg_finish}, {"abort", leg_abort},
-                                     {"status", leg_status}, {"close", leg_close},
-                                     {NULL, NULL}};
-  static const luaL_Reg fns[] = {{"http_leg", l_http_leg}, {"http_pool", l_http_pool},
-                                 {"engine_step", l_engine_step}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"send", leg_send},     {"start", leg_start}, {"pump", leg_pump},
+                                     {"finish", leg_finish}, {"abort", leg_abort}, {"status", leg_status},
+                                     {"close", leg_close},   {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+    {"http_leg", l_http_leg}, {"http_pool", l_http_pool}, {"engine_step", l_engine_step}, {NULL, NULL}};
   if (luaL_newmetatable(L, LEG_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");

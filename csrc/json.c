@@ -31,11 +31,11 @@
 _Static_assert(sizeof(lua_Integer) == sizeof(json_int_t), "lua_Integer must be jansson's json_int_t");
 _Static_assert(sizeof(lua_Number) == sizeof(double), "lua_Number must be double");
 
-#define ARRAY_KEY "mcpclient.json.array"  /* registry: the array marker metatable */
-#define ORDER_KEY "mcpclient.json.order"  /* registry: weak-keyed table -> key list */
-#define TREE_KEY "mcpclient.json.tree"    /* registry: metatable of the tree box */
+#define ARRAY_KEY "mcpclient.json.array" /* registry: the array marker metatable */
+#define ORDER_KEY "mcpclient.json.order" /* registry: weak-keyed table -> key list */
+#define TREE_KEY  "mcpclient.json.tree"  /* registry: metatable of the tree box */
 
-#define LOAD_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL)
+#define LOAD_FLAGS    (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL)
 #define DEPTH_MESSAGE "invalid JSON: nesting deeper than 512 levels"
 
 /* json.null is the address of this byte: unique, and never a valid table or string. */
@@ -47,17 +47,17 @@ static char null_sentinel;
 /* ==================================================================== */
 
 /* Reasons returned by mcp_json_encode (static, so returning them costs nothing). */
-#define E_UTF8 "a string is not valid UTF-8"
-#define E_NUMBER "NaN and infinity cannot be encoded"
-#define E_DEPTH "nesting is deeper than 512 levels (or the value has a cycle)"
-#define E_MIXED "a table mixes string and integer keys"
-#define E_KEY "a table has a key that is neither a string nor a positive integer"
-#define E_SPARSE "a table's integer keys are not 1..n (a sparse array)"
+#define E_UTF8     "a string is not valid UTF-8"
+#define E_NUMBER   "NaN and infinity cannot be encoded"
+#define E_DEPTH    "nesting is deeper than 512 levels (or the value has a cycle)"
+#define E_MIXED    "a table mixes string and integer keys"
+#define E_KEY      "a table has a key that is neither a string nor a positive integer"
+#define E_SPARSE   "a table's integer keys are not 1..n (a sparse array)"
 #define E_ARRAYKEY "an array-marked table has a key that is not a positive integer"
 
-#define INIT_BUF 1024       /* bytes of output held on the C stack before spilling */
-#define INIT_KEYS 32        /* object keys held on the C stack before spilling */
-#define STACK_VALUES 256    /* per object, values kept on the Lua stack (rawget beyond) */
+#define INIT_BUF       1024 /* bytes of output held on the C stack before spilling */
+#define INIT_KEYS      32   /* object keys held on the C stack before spilling */
+#define STACK_VALUES   256  /* per object, values kept on the Lua stack (rawget beyond) */
 #define SORT_INSERTION 12   /* below this many keys, insertion sort beats qsort */
 
 /* One string key of the object being written; vidx is its value's stack slot or 0. */
@@ -70,13 +70,13 @@ typedef struct KeyRef {
 
 typedef struct Enc {
   lua_State *L;
-  char *b;            /* output so far: n bytes of cap */
+  char *b; /* output so far: n bytes of cap */
   size_t n, cap;
-  KeyRef *k;          /* a stack of keys shared by the nested objects being written */
+  KeyRef *k; /* a stack of keys shared by the nested objects being written */
   size_t nk, kcap;
-  int bslot, kslot;   /* stack slots anchoring the spilled buffers (nil until spilled) */
-  int marker, order;  /* stack indexes of the array metatable and the order table (0: none) */
-  int ascii;          /* MCP_JSON_ASCII */
+  int bslot, kslot;  /* stack slots anchoring the spilled buffers (nil until spilled) */
+  int marker, order; /* stack indexes of the array metatable and the order table (0: none) */
+  int ascii;         /* MCP_JSON_ASCII */
   int depth;
 } Enc;
 
@@ -92,22 +92,16 @@ enum { C_PLAIN, C_ESCAPE, C_SLASH, C_LEAD, C_BAD };
 #define CL C_LEAD
 #define CB C_BAD
 static const unsigned char char_class[256] = {
-  CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE,
-  CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE,
-  CP, CP, CE, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CS,
-  CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP,
-  CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP,
-  CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CE, CP, CP, CP,
-  CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP,
-  CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP,
-  CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB,
-  CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB,
-  CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB,
-  CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB,
-  CB, CB, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL,
-  CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL,
-  CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL,
-  CL, CL, CL, CL, CL, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB,
+  CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE, CE,
+  CE, CE, CE, CE, CE, CE, CP, CP, CE, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CS, CP, CP, CP, CP,
+  CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP,
+  CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CE, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP,
+  CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CP, CB, CB,
+  CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB,
+  CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB,
+  CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL,
+  CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL,
+  CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CL, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB, CB,
 };
 #undef CP
 #undef CE
@@ -236,32 +230,28 @@ static const char *put_string(Enc *e, const char *str, size_t len) {
     unsigned long cp = 0;
     size_t m = 1;
     switch (char_class[c]) {
-    case C_PLAIN:
-      p++;
-      continue;
-    case C_SLASH:
-      if (!e->ascii) {
-        p++;
-        continue;
+      case C_PLAIN: p++; continue;
+      case C_SLASH:
+        if (!e->ascii) {
+          p++;
+          continue;
+        }
+        break;
+      case C_LEAD: {
+        int ok;
+        uint32_t u;
+        m = mcp_utf8_unit(p, (size_t)(end - p), &ok, &u);
+        if (!ok) return E_UTF8;
+        cp = u;
       }
-      break;
-    case C_LEAD: {
-      int ok;
-      uint32_t u;
-      m = mcp_utf8_unit(p, (size_t)(end - p), &ok, &u);
-      if (!ok) return E_UTF8;
-      cp = u;
-    }
-      /* hidden code points are escaped even in UTF-8 mode: a terminal showing --json obeys them raw */
-      if (!e->ascii && !mcp_text_hidden((uint32_t)cp)) {
-        p += m;
-        continue;
-      }
-      break;
-    case C_BAD:
-      return E_UTF8;
-    default:
-      break;
+        /* hidden code points are escaped even in UTF-8 mode: a terminal showing --json obeys them raw */
+        if (!e->ascii && !mcp_text_hidden((uint32_t)cp)) {
+          p += m;
+          continue;
+        }
+        break;
+      case C_BAD: return E_UTF8;
+      default: break;
     }
     if (p > run) put_raw(e, (const char *)run, (size_t)(p - run));
     RESERVE(e, 12);
@@ -276,15 +266,15 @@ static const char *put_string(Enc *e, const char *str, size_t len) {
     } else {
       char short_form = 0;
       switch (c) {
-      case '"': short_form = '"'; break;
-      case '\\': short_form = '\\'; break;
-      case '/': short_form = '/'; break;
-      case '\b': short_form = 'b'; break;
-      case '\f': short_form = 'f'; break;
-      case '\n': short_form = 'n'; break;
-      case '\r': short_form = 'r'; break;
-      case '\t': short_form = 't'; break;
-      default: break;
+        case '"': short_form = '"'; break;
+        case '\\': short_form = '\\'; break;
+        case '/': short_form = '/'; break;
+        case '\b': short_form = 'b'; break;
+        case '\f': short_form = 'f'; break;
+        case '\n': short_form = 'n'; break;
+        case '\r': short_form = 'r'; break;
+        case '\t': short_form = 't'; break;
+        default: break;
       }
       if (short_form) {
         e->b[e->n++] = '\\';
@@ -1024,7 +1014,7 @@ static int l_rpc_classify(lua_State *L) {
     (void)to_lua(&d, res, 2); /* depth_ok already bounded the whole tree */
     drop_tree(box);
     if (max_containers <= 0) return 2;
-    lua_pushinteger(L, (lua_Integer)containers);  /* so a caller can bound several responses together */
+    lua_pushinteger(L, (lua_Integer)containers); /* so a caller can bound several responses together */
     return 3;
   }
   return classified(L, box, "malformed", "the response carries neither a result nor an error");

@@ -18,7 +18,7 @@
 #include "core.h"
 
 #define LISTENER_MT "mcpclient.loopback_listener"
-#define MAX_HEAD 8192
+#define MAX_HEAD    8192
 
 typedef struct {
   int fd; /* -1 once closed */
@@ -26,8 +26,8 @@ typedef struct {
 } Listener;
 
 static const char PAGE[] =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\n"
-    "Connection: close\r\n\r\nmcpclient received the authorization response. You can close this window.\n";
+  "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\n"
+  "Connection: close\r\n\r\nmcpclient received the authorization response. You can close this window.\n";
 static const char NOT_FOUND[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /*
@@ -219,7 +219,7 @@ static int l_listen(lua_State *L) {
 */
 void mcp_register_loopback(lua_State *L) {
   static const luaL_Reg methods[] = {
-      {"accept", l_accept}, {"port", l_port}, {"close", l_close}, {NULL, NULL}};
+    {"accept", l_accept}, {"port", l_port}, {"close", l_close}, {NULL, NULL}};
   if (luaL_newmetatable(L, LISTENER_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");

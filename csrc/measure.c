@@ -160,7 +160,8 @@ static size_t value_length(Measure *m, int idx, int level) {
   switch (lua_type(L, idx)) {
     case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? 4 : 5;
     case LUA_TNUMBER:
-      return lua_isinteger(L, idx) ? integer_length(lua_tointeger(L, idx)) : real_length(lua_tonumber(L, idx));
+      return lua_isinteger(L, idx) ? integer_length(lua_tointeger(L, idx))
+                                   : real_length(lua_tonumber(L, idx));
     case LUA_TSTRING: s = lua_tolstring(L, idx, &n); return string_length(s, n);
     case LUA_TLIGHTUSERDATA: return mcp_json_is_null(L, idx) ? 4 : 0;
     case LUA_TTABLE: {

@@ -47,13 +47,13 @@
 #define PG_MT "mcpclient.pg_db"
 
 /* Type oids from the server's catalogue (stable across versions). */
-#define OID_BOOL 16
-#define OID_BYTEA 17
-#define OID_INT8 20
-#define OID_INT2 21
-#define OID_INT4 23
-#define OID_FLOAT4 700
-#define OID_FLOAT8 701
+#define OID_BOOL    16
+#define OID_BYTEA   17
+#define OID_INT8    20
+#define OID_INT2    21
+#define OID_INT4    23
+#define OID_FLOAT4  700
+#define OID_FLOAT8  701
 #define OID_NUMERIC 1700
 
 /* How long a cancelled statement may take to end before the connection is dropped (default). */
@@ -172,8 +172,10 @@ static int l_db_close(lua_State *L) {
 /* __tostring: type and state, never the connection string (it may hold a password). */
 static int l_db_tostring(lua_State *L) {
   Pg *p = (Pg *)luaL_checkudata(L, 1, PG_MT);
-  lua_pushfstring(L, "postgresql db (%s)", p->closed ? "closed"
-                  : p->conn != NULL && PQstatus(p->conn) == CONNECTION_OK ? "open" : "lost");
+  lua_pushfstring(L, "postgresql db (%s)",
+                  p->closed                                               ? "closed"
+                  : p->conn != NULL && PQstatus(p->conn) == CONNECTION_OK ? "open"
+                                                                          : "lost");
   return 1;
 }
 
@@ -308,8 +310,7 @@ static int bind_one(lua_State *L, Params *ps, int i) {
   const char *s;
   ps->values[i] = NULL, ps->lengths[i] = 0, ps->formats[i] = 0, ps->types[i] = 0;
   switch (lua_type(L, -1)) {
-    case LUA_TNIL:
-      return 0;
+    case LUA_TNIL: return 0;
     case LUA_TNUMBER:
       if (lua_isinteger(L, -1)) {
         snprintf(ps->numbers[i], sizeof ps->numbers[i], "%lld", (long long)lua_tointeger(L, -1));
@@ -343,11 +344,12 @@ static int bind_one(lua_State *L, Params *ps, int i) {
       }
       lua_pop(L, 1);
       break;
-    default:
-      break;
+    default: break;
   }
-  return luaL_error(L, "parameter %d: a %s cannot be bound (use an integer, number, string, boolean, "
-                    "json.null or {blob = string})", i + 1, luaL_typename(L, -1));
+  return luaL_error(L,
+                    "parameter %d: a %s cannot be bound (use an integer, number, string, boolean, "
+                    "json.null or {blob = string})",
+                    i + 1, luaL_typename(L, -1));
 }
 
 /*
@@ -361,7 +363,10 @@ static int bind_params(lua_State *L, int pi, Params *ps) {
   char *block;
   size_t each = sizeof(char *) + 2 * sizeof(int) + sizeof(Oid) + 32;
   ps->n = 0;
-  if (lua_isnoneornil(L, pi)) { lua_pushnil(L); return 0; }
+  if (lua_isnoneornil(L, pi)) {
+    lua_pushnil(L);
+    return 0;
+  }
   luaL_checktype(L, pi, LUA_TTABLE);
   lua_pushliteral(L, "n");
   if (lua_rawget(L, pi) == LUA_TNIL) {
@@ -375,14 +380,17 @@ static int bind_params(lua_State *L, int pi, Params *ps) {
   if (n > 65535) luaL_error(L, "too many parameters (%I)", n);
   block = (char *)lua_newuserdatauv(L, (size_t)n * each + 1, 0);
   ps->n = (int)n;
-  ps->numbers = (char (*)[32])block;
+  ps->numbers = (char(*)[32])block;
   ps->values = (const char **)(block + (size_t)n * 32);
   ps->lengths = (int *)(block + (size_t)n * (32 + sizeof(char *)));
   ps->formats = ps->lengths + n;
   ps->types = (Oid *)(ps->formats + n);
   for (i = 0; i < n; i++) {
     lua_rawgeti(L, pi, i + 1);
-    if (bind_one(L, ps, (int)i)) { lua_pop(L, 1); return (int)i + 1; }
+    if (bind_one(L, ps, (int)i)) {
+      lua_pop(L, 1);
+      return (int)i + 1;
+    }
     lua_pop(L, 1);
   }
   return 0;
@@ -405,7 +413,10 @@ static void push_bytea(lua_State *L, const char *s, size_t len) {
   luaL_Buffer b;
   size_t i, n;
   char *out;
-  if (len < 2 || s[0] != '\\' || s[1] != 'x') { lua_pushlstring(L, s, len); return; }
+  if (len < 2 || s[0] != '\\' || s[1] != 'x') {
+    lua_pushlstring(L, s, len);
+    return;
+  }
   n = (len - 2) / 2;
   out = luaL_buffinitsize(L, &b, n);
   for (i = 0; i < n; i++) out[i] = (char)(hex_value(s[2 + 2 * i]) * 16 + hex_value(s[3 + 2 * i]));
@@ -417,21 +428,15 @@ static void push_field(lua_State *L, const PGresult *res, int r, int c) {
   const char *s = PQgetvalue(res, r, c);
   size_t len = (size_t)PQgetlength(res, r, c);
   switch (PQftype(res, c)) {
-    case OID_INT2: case OID_INT4: case OID_INT8:
-      lua_pushinteger(L, (lua_Integer)strtoll(s, NULL, 10));
-      break;
-    case OID_FLOAT4: case OID_FLOAT8: case OID_NUMERIC:
-      lua_pushnumber(L, (lua_Number)strtod(s, NULL));
-      break;
-    case OID_BOOL:
-      lua_pushinteger(L, s[0] == 't');
-      break;
-    case OID_BYTEA:
-      push_bytea(L, s, len);
-      break;
-    default:
-      lua_pushlstring(L, s, len);
-      break;
+    case OID_INT2:
+    case OID_INT4:
+    case OID_INT8: lua_pushinteger(L, (lua_Integer)strtoll(s, NULL, 10)); break;
+    case OID_FLOAT4:
+    case OID_FLOAT8:
+    case OID_NUMERIC: lua_pushnumber(L, (lua_Number)strtod(s, NULL)); break;
+    case OID_BOOL: lua_pushinteger(L, s[0] == 't'); break;
+    case OID_BYTEA: push_bytea(L, s, len); break;
+    default: lua_pushlstring(L, s, len); break;
   }
 }
 
@@ -528,8 +533,10 @@ static int push_incomplete(lua_State *L, Pg *p, int ready) {
   int n;
   if (ready == 0) {
     lua_pushnil(L);
-    lua_pushfstring(L, "the statement did not finish within %d ms and the database did not answer "
-                    "the cancel; the connection was closed (08006)", p->timeout_ms);
+    lua_pushfstring(L,
+                    "the statement did not finish within %d ms and the database did not answer "
+                    "the cancel; the connection was closed (08006)",
+                    p->timeout_ms);
     lua_pushliteral(L, "08006");
     n = 3;
   } else {
@@ -550,7 +557,8 @@ static int push_outcome(lua_State *L, Pg *p, PGresult *res, int mode, int cancel
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     if (cancelled && state != NULL && strcmp(state, "57014") == 0) {
       lua_pushnil(L);
-      lua_pushfstring(L, "the statement did not finish within %d ms and was cancelled (57014)", p->timeout_ms);
+      lua_pushfstring(L, "the statement did not finish within %d ms and was cancelled (57014)",
+                      p->timeout_ms);
       lua_pushliteral(L, "57014");
       return 3;
     }
@@ -581,19 +589,20 @@ static int db_run(lua_State *L, int mode) {
   if (mode != RUN_SCRIPT) nul = bind_params(L, 3, &ps);
   if (nul) {
     lua_pushnil(L);
-    lua_pushfstring(L, "parameter %d is text holding a NUL byte, which PostgreSQL text cannot store; "
-                    "bind it as {blob = string} (22021)", nul);
+    lua_pushfstring(L,
+                    "parameter %d is text holding a NUL byte, which PostgreSQL text cannot store; "
+                    "bind it as {blob = string} (22021)",
+                    nul);
     lua_pushliteral(L, "22021");
     return 3;
   }
   if (p->conn == NULL || PQstatus(p->conn) != CONNECTION_OK)
     return push_failure(L, "the connection to the database was lost", "08006");
-  if (mode == RUN_SCRIPT)
-    sent = PQsendQuery(p->conn, sql);
-  else
-    sent = PQsendQueryParams(p->conn, sql, ps.n, ps.types, ps.values, ps.lengths, ps.formats, 0);
+  if (mode == RUN_SCRIPT) sent = PQsendQuery(p->conn, sql);
+  else sent = PQsendQueryParams(p->conn, sql, ps.n, ps.types, ps.values, ps.lengths, ps.formats, 0);
   if (!sent) return push_conn_failure(L, p->conn, "the statement could not be sent", "08006");
-  ready = collect(p->conn, mcp_monotonic_ns() + (int64_t)p->timeout_ms * 1000000, p->grace_ms, &cancelled, &res);
+  ready =
+    collect(p->conn, mcp_monotonic_ns() + (int64_t)p->timeout_ms * 1000000, p->grace_ms, &cancelled, &res);
   if (ready <= 0 || res == NULL) {
     if (res != NULL) PQclear(res);
     return push_incomplete(L, p, ready);
@@ -604,9 +613,15 @@ static int db_run(lua_State *L, int mode) {
 }
 
 /* The three entry points differ only in what a successful run returns. */
-static int l_db_exec(lua_State *L) { return db_run(L, RUN_SCRIPT); }
-static int l_db_execute(lua_State *L) { return db_run(L, RUN_EXECUTE); }
-static int l_db_query(lua_State *L) { return db_run(L, RUN_QUERY); }
+static int l_db_exec(lua_State *L) {
+  return db_run(L, RUN_SCRIPT);
+}
+static int l_db_execute(lua_State *L) {
+  return db_run(L, RUN_EXECUTE);
+}
+static int l_db_query(lua_State *L) {
+  return db_run(L, RUN_QUERY);
+}
 
 /* ======================================================================
 ** Connection-level calls
@@ -657,14 +672,17 @@ static int l_db_in_transaction(lua_State *L) {
 ** only on the first opening of the module (busted reopens it per spec file).
 */
 void mcp_register_pg(lua_State *L) {
-  static const luaL_Reg db_methods[] = {
-    {"exec", l_db_exec}, {"execute", l_db_execute}, {"query", l_db_query},
-    {"changes", l_db_changes}, {"timeout", l_db_timeout}, {"alive", l_db_alive},
-    {"in_transaction", l_db_in_transaction}, {"close", l_db_close}, {NULL, NULL}
-  };
+  static const luaL_Reg db_methods[] = {{"exec", l_db_exec},
+                                        {"execute", l_db_execute},
+                                        {"query", l_db_query},
+                                        {"changes", l_db_changes},
+                                        {"timeout", l_db_timeout},
+                                        {"alive", l_db_alive},
+                                        {"in_transaction", l_db_in_transaction},
+                                        {"close", l_db_close},
+                                        {NULL, NULL}};
   static const luaL_Reg db_meta[] = {
-    {"__gc", l_db_close}, {"__close", l_db_close}, {"__tostring", l_db_tostring}, {NULL, NULL}
-  };
+    {"__gc", l_db_close}, {"__close", l_db_close}, {"__tostring", l_db_tostring}, {NULL, NULL}};
   if (luaL_newmetatable(L, PG_MT)) {
     luaL_setfuncs(L, db_meta, 0);
     luaL_newlib(L, db_methods);

@@ -33,15 +33,15 @@
 
 #include "db.h"
 
-#define DB_MT "mcpclient.sqlite_db"
+#define DB_MT   "mcpclient.sqlite_db"
 #define STMT_MT "mcpclient.sqlite_stmt"
 
 /* Statements cached per connection; SQL built at run time beyond this runs uncached. */
 #define STMT_CACHE_MAX 256
 
 typedef struct Db {
-  sqlite3 *db;       /* NULL before open and after close */
-  int cached;        /* statements in the cache table */
+  sqlite3 *db; /* NULL before open and after close */
+  int cached;  /* statements in the cache table */
 } Db;
 
 typedef struct Stmt {
@@ -56,26 +56,60 @@ enum { RUN_EXECUTE, RUN_QUERY, RUN_INSERT };
 ** Result code names
 ** ====================================================================== */
 
-#define CODE(name) {name, #name}
-static const struct { int code; const char *name; } code_names[] = {
-  CODE(SQLITE_ERROR), CODE(SQLITE_INTERNAL), CODE(SQLITE_PERM), CODE(SQLITE_ABORT),
-  CODE(SQLITE_BUSY), CODE(SQLITE_LOCKED), CODE(SQLITE_NOMEM), CODE(SQLITE_READONLY),
-  CODE(SQLITE_INTERRUPT), CODE(SQLITE_IOERR), CODE(SQLITE_CORRUPT), CODE(SQLITE_NOTFOUND),
-  CODE(SQLITE_FULL), CODE(SQLITE_CANTOPEN), CODE(SQLITE_PROTOCOL), CODE(SQLITE_EMPTY),
-  CODE(SQLITE_SCHEMA), CODE(SQLITE_TOOBIG), CODE(SQLITE_CONSTRAINT), CODE(SQLITE_MISMATCH),
-  CODE(SQLITE_MISUSE), CODE(SQLITE_NOLFS), CODE(SQLITE_AUTH), CODE(SQLITE_FORMAT),
-  CODE(SQLITE_RANGE), CODE(SQLITE_NOTADB),
-  CODE(SQLITE_BUSY_RECOVERY), CODE(SQLITE_BUSY_SNAPSHOT),
+#define CODE(name) \
+  { name, #name }
+static const struct {
+  int code;
+  const char *name;
+} code_names[] = {
+  CODE(SQLITE_ERROR),
+  CODE(SQLITE_INTERNAL),
+  CODE(SQLITE_PERM),
+  CODE(SQLITE_ABORT),
+  CODE(SQLITE_BUSY),
+  CODE(SQLITE_LOCKED),
+  CODE(SQLITE_NOMEM),
+  CODE(SQLITE_READONLY),
+  CODE(SQLITE_INTERRUPT),
+  CODE(SQLITE_IOERR),
+  CODE(SQLITE_CORRUPT),
+  CODE(SQLITE_NOTFOUND),
+  CODE(SQLITE_FULL),
+  CODE(SQLITE_CANTOPEN),
+  CODE(SQLITE_PROTOCOL),
+  CODE(SQLITE_EMPTY),
+  CODE(SQLITE_SCHEMA),
+  CODE(SQLITE_TOOBIG),
+  CODE(SQLITE_CONSTRAINT),
+  CODE(SQLITE_MISMATCH),
+  CODE(SQLITE_MISUSE),
+  CODE(SQLITE_NOLFS),
+  CODE(SQLITE_AUTH),
+  CODE(SQLITE_FORMAT),
+  CODE(SQLITE_RANGE),
+  CODE(SQLITE_NOTADB),
+  CODE(SQLITE_BUSY_RECOVERY),
+  CODE(SQLITE_BUSY_SNAPSHOT),
 #ifdef SQLITE_BUSY_TIMEOUT
   CODE(SQLITE_BUSY_TIMEOUT),
 #endif
   CODE(SQLITE_LOCKED_SHAREDCACHE),
-  CODE(SQLITE_READONLY_RECOVERY), CODE(SQLITE_READONLY_CANTLOCK), CODE(SQLITE_READONLY_ROLLBACK),
+  CODE(SQLITE_READONLY_RECOVERY),
+  CODE(SQLITE_READONLY_CANTLOCK),
+  CODE(SQLITE_READONLY_ROLLBACK),
   CODE(SQLITE_READONLY_DBMOVED),
-  CODE(SQLITE_CANTOPEN_NOTEMPDIR), CODE(SQLITE_CANTOPEN_ISDIR), CODE(SQLITE_CANTOPEN_FULLPATH),
-  CODE(SQLITE_CONSTRAINT_CHECK), CODE(SQLITE_CONSTRAINT_COMMITHOOK), CODE(SQLITE_CONSTRAINT_FOREIGNKEY),
-  CODE(SQLITE_CONSTRAINT_FUNCTION), CODE(SQLITE_CONSTRAINT_NOTNULL), CODE(SQLITE_CONSTRAINT_PRIMARYKEY),
-  CODE(SQLITE_CONSTRAINT_TRIGGER), CODE(SQLITE_CONSTRAINT_UNIQUE), CODE(SQLITE_CONSTRAINT_VTAB),
+  CODE(SQLITE_CANTOPEN_NOTEMPDIR),
+  CODE(SQLITE_CANTOPEN_ISDIR),
+  CODE(SQLITE_CANTOPEN_FULLPATH),
+  CODE(SQLITE_CONSTRAINT_CHECK),
+  CODE(SQLITE_CONSTRAINT_COMMITHOOK),
+  CODE(SQLITE_CONSTRAINT_FOREIGNKEY),
+  CODE(SQLITE_CONSTRAINT_FUNCTION),
+  CODE(SQLITE_CONSTRAINT_NOTNULL),
+  CODE(SQLITE_CONSTRAINT_PRIMARYKEY),
+  CODE(SQLITE_CONSTRAINT_TRIGGER),
+  CODE(SQLITE_CONSTRAINT_UNIQUE),
+  CODE(SQLITE_CONSTRAINT_VTAB),
   CODE(SQLITE_CONSTRAINT_ROWID),
 #ifdef SQLITE_CONSTRAINT_PINNED
   CODE(SQLITE_CONSTRAINT_PINNED),
@@ -271,7 +305,7 @@ static Stmt *push_stmt(lua_State *L, int dbi, Db *d, int sqli, int *nret) {
     lua_remove(L, -2);
     return (Stmt *)lua_touserdata(L, -1);
   }
-  lua_pop(L, 1);                               /* cache stays below */
+  lua_pop(L, 1); /* cache stays below */
   if (len >= (size_t)INT_MAX) luaL_error(L, "SQL text too long");
   s = (Stmt *)lua_newuserdatauv(L, sizeof(Stmt), 1);
   s->stmt = NULL;
@@ -297,7 +331,7 @@ static Stmt *push_stmt(lua_State *L, int dbi, Db *d, int sqli, int *nret) {
     s->cached = 1;
     d->cached++;
   }
-  lua_remove(L, -2);                           /* the cache */
+  lua_remove(L, -2); /* the cache */
   return s;
 }
 
@@ -309,18 +343,15 @@ static int bind_one(lua_State *L, sqlite3_stmt *st, int at) {
   size_t len;
   const char *p;
   switch (lua_type(L, -1)) {
-    case LUA_TNIL:
-      return sqlite3_bind_null(st, at);
+    case LUA_TNIL: return sqlite3_bind_null(st, at);
     case LUA_TNUMBER:
       if (lua_isinteger(L, -1)) return sqlite3_bind_int64(st, at, (sqlite3_int64)lua_tointeger(L, -1));
       return sqlite3_bind_double(st, at, (double)lua_tonumber(L, -1));
     case LUA_TSTRING:
       p = lua_tolstring(L, -1, &len);
       return sqlite3_bind_text64(st, at, p, (sqlite3_uint64)len, SQLITE_STATIC, SQLITE_UTF8);
-    case LUA_TBOOLEAN:
-      return sqlite3_bind_int(st, at, lua_toboolean(L, -1));
-    case LUA_TLIGHTUSERDATA:
-      return mcp_db_is_null(L, -1) ? sqlite3_bind_null(st, at) : -1;
+    case LUA_TBOOLEAN: return sqlite3_bind_int(st, at, lua_toboolean(L, -1));
+    case LUA_TLIGHTUSERDATA: return mcp_db_is_null(L, -1) ? sqlite3_bind_null(st, at) : -1;
     case LUA_TTABLE: {
       int rc = -1;
       lua_pushliteral(L, "blob");
@@ -331,8 +362,7 @@ static int bind_one(lua_State *L, sqlite3_stmt *st, int at) {
       lua_pop(L, 1);
       return rc;
     }
-    default:
-      return -1;
+    default: return -1;
   }
 }
 
@@ -365,8 +395,10 @@ static void bind_params(lua_State *L, sqlite3_stmt *st, int pi) {
     if (rc != SQLITE_OK) {
       sqlite3_clear_bindings(st);
       if (rc < 0)
-        luaL_error(L, "parameter %I: a %s cannot be bound (use an integer, number, string, boolean, "
-                   "json.null or {blob = string})", i, luaL_typename(L, -1));
+        luaL_error(L,
+                   "parameter %I: a %s cannot be bound (use an integer, number, string, boolean, "
+                   "json.null or {blob = string})",
+                   i, luaL_typename(L, -1));
       /* SQLITE_TOOBIG or SQLITE_NOMEM: a limit of this build, not a database failure */
       luaL_error(L, "parameter %I could not be bound: %s", i, sqlite3_errstr(rc));
     }
@@ -377,12 +409,8 @@ static void bind_params(lua_State *L, sqlite3_stmt *st, int pi) {
 /* Push column i of the current row; returns 0 (nothing pushed) for NULL. */
 static int push_column(lua_State *L, sqlite3_stmt *st, int i) {
   switch (sqlite3_column_type(st, i)) {
-    case SQLITE_INTEGER:
-      lua_pushinteger(L, (lua_Integer)sqlite3_column_int64(st, i));
-      return 1;
-    case SQLITE_FLOAT:
-      lua_pushnumber(L, (lua_Number)sqlite3_column_double(st, i));
-      return 1;
+    case SQLITE_INTEGER: lua_pushinteger(L, (lua_Integer)sqlite3_column_int64(st, i)); return 1;
+    case SQLITE_FLOAT: lua_pushnumber(L, (lua_Number)sqlite3_column_double(st, i)); return 1;
     case SQLITE_TEXT: {
       const unsigned char *p = sqlite3_column_text(st, i);
       int len = sqlite3_column_bytes(st, i);
@@ -395,8 +423,7 @@ static int push_column(lua_State *L, sqlite3_stmt *st, int i) {
       lua_pushlstring(L, p ? (const char *)p : "", p ? (size_t)len : 0);
       return 1;
     }
-    default:
-      return 0;
+    default: return 0;
   }
 }
 
@@ -439,10 +466,8 @@ static int stmt_run(lua_State *L, Stmt *s, int pi, int mode) {
     lua_createtable(L, 0, ncols);
     for (i = 0; i < ncols; i++) {
       lua_rawgeti(L, names, i + 1);
-      if (push_column(L, st, i))
-        lua_rawset(L, -3);
-      else
-        lua_pop(L, 1);
+      if (push_column(L, st, i)) lua_rawset(L, -3);
+      else lua_pop(L, 1);
     }
     lua_rawseti(L, rows, ++nrows);
   }
@@ -455,15 +480,9 @@ static int stmt_run(lua_State *L, Stmt *s, int pi, int mode) {
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   switch (mode) {
-    case RUN_QUERY:
-      lua_settop(L, rows);
-      break;
-    case RUN_INSERT:
-      lua_pushinteger(L, (lua_Integer)sqlite3_last_insert_rowid(db));
-      break;
-    default:
-      lua_pushinteger(L, (lua_Integer)sqlite3_changes64(db));
-      break;
+    case RUN_QUERY: lua_settop(L, rows); break;
+    case RUN_INSERT: lua_pushinteger(L, (lua_Integer)sqlite3_last_insert_rowid(db)); break;
+    default: lua_pushinteger(L, (lua_Integer)sqlite3_changes64(db)); break;
   }
   return 1;
 }
@@ -485,9 +504,15 @@ static int db_run(lua_State *L, int mode) {
 }
 
 /* The three db entry points differ only in what a successful run returns. */
-static int l_db_execute(lua_State *L) { return db_run(L, RUN_EXECUTE); }
-static int l_db_query(lua_State *L) { return db_run(L, RUN_QUERY); }
-static int l_db_insert(lua_State *L) { return db_run(L, RUN_INSERT); }
+static int l_db_execute(lua_State *L) {
+  return db_run(L, RUN_EXECUTE);
+}
+static int l_db_query(lua_State *L) {
+  return db_run(L, RUN_QUERY);
+}
+static int l_db_insert(lua_State *L) {
+  return db_run(L, RUN_INSERT);
+}
 
 /* ======================================================================
 ** Connection-level calls
@@ -528,14 +553,12 @@ static int l_db_busy_timeout(lua_State *L) {
 ** only on the first opening of the module (busted reopens it per spec file).
 */
 void mcp_register_sqlite(lua_State *L) {
-  static const luaL_Reg db_methods[] = {
-    {"exec", l_db_exec}, {"execute", l_db_execute}, {"query", l_db_query},
-    {"insert", l_db_insert}, {"changes", l_db_changes}, {"busy_timeout", l_db_busy_timeout},
-    {"close", l_db_close}, {NULL, NULL}
-  };
+  static const luaL_Reg db_methods[] = {{"exec", l_db_exec},       {"execute", l_db_execute},
+                                        {"query", l_db_query},     {"insert", l_db_insert},
+                                        {"changes", l_db_changes}, {"busy_timeout", l_db_busy_timeout},
+                                        {"close", l_db_close},     {NULL, NULL}};
   static const luaL_Reg db_meta[] = {
-    {"__gc", l_db_close}, {"__close", l_db_close}, {"__tostring", l_db_tostring}, {NULL, NULL}
-  };
+    {"__gc", l_db_close}, {"__close", l_db_close}, {"__tostring", l_db_tostring}, {NULL, NULL}};
   static const luaL_Reg stmt_meta[] = {{"__gc", l_stmt_gc}, {NULL, NULL}};
   if (luaL_newmetatable(L, DB_MT)) {
     luaL_setfuncs(L, db_meta, 0);

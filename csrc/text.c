@@ -12,12 +12,12 @@
 
 #include "core.h"
 
-#define CLIP_LIMIT 200            /* code points of far-side text in a message */
-#define LABEL_LIMIT 100           /* code points of a server's self-description */
-#define BOUND_LIMIT 50000         /* bytes of a tool result handed on */
+#define CLIP_LIMIT  200   /* code points of far-side text in a message */
+#define LABEL_LIMIT 100   /* code points of a server's self-description */
+#define BOUND_LIMIT 50000 /* bytes of a tool result handed on */
 
 #define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
-#define ELLIPSIS "\xE2\x80\xA6"    /* U+2026 */
+#define ELLIPSIS    "\xE2\x80\xA6" /* U+2026 */
 
 /* ======================================================================
 ** UTF-8 units
@@ -271,8 +271,8 @@ static int text_block(lua_State *L) {
   if (lua_type(L, -1) != LUA_TTABLE) return -1;
   lua_pushliteral(L, "type");
   lua_rawget(L, -2);
-  keep = lua_type(L, -1) == LUA_TSTRING && lua_rawlen(L, -1) == 4 &&
-         memcmp(lua_tostring(L, -1), "text", 4) == 0;
+  keep =
+    lua_type(L, -1) == LUA_TSTRING && lua_rawlen(L, -1) == 4 && memcmp(lua_tostring(L, -1), "text", 4) == 0;
   lua_pop(L, 1);
   if (!keep) return -1;
   lua_pushliteral(L, "text");
@@ -378,7 +378,8 @@ static int l_bound(lua_State *L) {
   char marker[80];
   luaL_Buffer b;
   luaL_argcheck(L, limit > 0, 2, "limit must be positive");
-  mlen = (size_t)snprintf(marker, sizeof marker, "\n" ELLIPSIS "[tool result truncated at " LUA_INTEGER_FMT " bytes]",
+  mlen = (size_t)snprintf(marker, sizeof marker,
+                          "\n" ELLIPSIS "[tool result truncated at " LUA_INTEGER_FMT " bytes]",
                           (LUAI_UACINT)limit);
   luaL_argcheck(L, (lua_Unsigned)limit >= mlen, 2, "limit is shorter than the truncation marker");
   if ((lua_Unsigned)n <= (lua_Unsigned)limit && mcp_utf8_valid((const unsigned char *)s, n)) {
@@ -427,9 +428,11 @@ static int l_repair_utf8(lua_State *L) {
 
 /* Adds clip, label, flatten, bound and repair_utf8 to the module table. */
 void mcp_register_text(lua_State *L) {
-  static const luaL_Reg fns[] = {
-    {"clip", l_clip},     {"label", l_label},   {"flatten", l_flatten},
-    {"bound", l_bound},   {"repair_utf8", l_repair_utf8}, {NULL, NULL}
-  };
+  static const luaL_Reg fns[] = {{"clip", l_clip},
+                                 {"label", l_label},
+                                 {"flatten", l_flatten},
+                                 {"bound", l_bound},
+                                 {"repair_utf8", l_repair_utf8},
+                                 {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -37,8 +37,18 @@ static int fz_slow_decode(lua_State *L) {
 /* The normaliser's refused keywords (csrc/schema.c), as the checker's model lists them too. */
 static int refused(const char *s, size_t n) {
   static const char *const names[] = {
-    "$ref", "$dynamicRef", "$defs", "definitions", "if", "then", "else", "patternProperties",
-    "propertyNames", "dependentSchemas", "dependentRequired", "unevaluatedProperties",
+    "$ref",
+    "$dynamicRef",
+    "$defs",
+    "definitions",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "propertyNames",
+    "dependentSchemas",
+    "dependentRequired",
+    "unevaluatedProperties",
   };
   size_t k;
   for (k = 0; k < sizeof names / sizeof names[0]; k++)

@@ -83,8 +83,7 @@ static int fz_headers(lua_State *L) {
 
 #define FZ_LUA_COUNTERS 16384
 
-__attribute__((used, section("__libfuzzer_extra_counters")))
-static uint8_t fz_lua_counters[FZ_LUA_COUNTERS];
+__attribute__((used, section("__libfuzzer_extra_counters"))) static uint8_t fz_lua_counters[FZ_LUA_COUNTERS];
 static uintptr_t fz_prev_line;
 
 /* Line hook: count Lua line-to-line edges in the project's own modules. */
