@@ -17,6 +17,8 @@ LUALIB_API int luaopen_mcpclient_core(lua_State *L);
 LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   lua_newtable(L);
   mcp_register_json(L);
+  mcp_register_engine(L);
+  mcp_register_pipe(L);
   mcp_register_decode(L);
   mcp_register_sse(L);
   mcp_register_http(L);

@@ -27,7 +27,7 @@
 void mcp_register_json(lua_State *L);    /* json.c:    core.json.{encode, try_encode, decode, null, array,
                                                         is_array, key_order, set_key_order}, core.rpc_classify */
 void mcp_register_sse(lua_State *L);     /* sse.c:     core.sse_decoder() */
-void mcp_register_http(lua_State *L);    /* http.c:    core.http_leg(), core.resolve() */
+void mcp_register_http(lua_State *L);    /* http.c:    core.http_leg(), core.http_pool() */
 void mcp_register_clock(lua_State *L);   /* clock.c:   core.monotonic_ns(), core.now(), core.sleep() */
 void mcp_register_address(lua_State *L); /* address.c: core.address_bytes() */
 void mcp_register_text(lua_State *L);   /* text.c:    core.clip(), core.label(), core.flatten(), core.bound(),
@@ -38,6 +38,9 @@ void mcp_register_decode(lua_State *L); /* decode.c:  single-pass core.json.deco
 void mcp_register_crypto(lua_State *L); /* crypto.c:  core.crypto.{sha256, random_bytes, base64, base64url,
                                                         jws_sign} */
 void mcp_register_loopback(lua_State *L); /* loopback.c: core.loopback_listen() (the login redirect) */
+void mcp_register_engine(lua_State *L);   /* engine.c:   core.engine_step(), engine_watch(), engine_pollfd(),
+                                                         engine_timeout(), fd_ready() */
+void mcp_register_pipe(lua_State *L);     /* pipe.c:     core.pipe(), fd_read(), fd_write(), fd_close() */
 
 /* ==================================================================== */
 /* The clock (clock.c)                                                  */

@@ -4,8 +4,12 @@
 ** a secret body copied in at send time and wiped after). Names are resolved
 ** by the host gate (address.c), which pins what it allowed.
 **
-** One curl-multi handle per process (the engine) drives every transfer, so
-** many exchanges can be in flight at once. A leg owns one libcurl easy
+** One curl-multi handle per process drives every transfer, so many
+** exchanges can be in flight at once. It is the driver of the engine
+** (engine.c): libcurl's socket and timer callbacks put its sockets and its
+** timeout into the engine's one wait, and the engine hands their readiness
+** back (curl_multi_socket_action), so a transfer, a watched pipe and a host's
+** own loop all wait on one descriptor. A leg owns one libcurl easy
 ** handle; a pool (a libcurl share handle) holds the connection cache and the
 ** DNS cache of the legs made from it, so kept-alive connections and pinned
 ** addresses belong to one connection to one server and never cross to
@@ -32,11 +36,12 @@
 #include <openssl/crypto.h>
 
 #include "core.h"
+#include "engine.h"
 
-#define LEG_MT     "mcpclient.http_leg"
-#define POOL_MT    "mcpclient.http_pool"
-#define ENGINE_MT  "mcpclient.engine"
-#define ENGINE_KEY "mcpclient.engine.instance" /* the registry slot holding the engine */
+#define LEG_MT    "mcpclient.http_leg"
+#define POOL_MT   "mcpclient.http_pool"
+#define MULTI_MT  "mcpclient.http_multi"
+#define MULTI_KEY "mcpclient.http_multi" /* the registry slot holding the multi handle */
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_BYTES          2097152
@@ -134,9 +139,23 @@ typedef struct Pool {
   unsigned version;           /* changes whenever share or resolve does */
 } Pool;
 
+/*
+** The multi handle: the engine's driver. libcurl tells it which sockets to
+** watch and when its timer is due; it puts them into the engine's epoll
+** descriptor, and the engine hands their readiness back (socket_action).
+*/
+typedef struct Multi {
+  CURLM *multi;
+  mcp_engine *engine;
+  int handles;    /* easy handles in it, done or not */
+  int running;    /* what libcurl last reported as still running */
+  CURLMcode code; /* the first failure of the current engine turn, else CURLM_OK */
+} Multi;
+
 typedef struct Leg {
   CURL *easy;                 /* NULL once closed */
-  CURLM *multi;               /* the engine while the handle is in it, else NULL */
+  CURLM *multi;               /* the engine's multi handle while the handle is in it, else NULL */
+  Multi *driver;              /* the multi handle of the engine */
   CURLU *parsed;              /* reused to check a pin against the url */
   struct curl_slist *headers; /* the last send's plain header lines, kept for the next */
   struct curl_slist *tail;    /* the last node of headers (before any credential), or NULL */
@@ -407,7 +426,10 @@ static void pool_release(Pool *pool);
 ** of the multi first, and the send loop notices easy == NULL.
 */
 static void leg_release(Leg *leg) {
-  if (leg->easy != NULL && leg->multi != NULL) curl_multi_remove_handle(leg->multi, leg->easy);
+  if (leg->easy != NULL && leg->multi != NULL) {
+    curl_multi_remove_handle(leg->multi, leg->easy);
+    leg->driver->handles--;
+  }
   leg->multi = NULL;
   drop_headers(leg);
   free_header_list(leg);
@@ -459,47 +481,13 @@ static void ensure_curl(lua_State *L) {
   }
 }
 
-typedef struct Engine {
-  CURLM *multi;
-} Engine;
-
-/* __gc: at exit, after every leg (legs are made after the engine, so they are finalized first). */
-static int engine_gc(lua_State *L) {
-  Engine *e = luaL_checkudata(L, 1, ENGINE_MT);
-  if (e->multi != NULL) curl_multi_cleanup(e->multi);
-  e->multi = NULL;
+/* __gc: at exit, after every leg (legs are made after the multi handle, so they are finalized first). */
+static int multi_gc(lua_State *L) {
+  Multi *m = luaL_checkudata(L, 1, MULTI_MT);
+  if (m->engine != NULL && m->engine->driver == m) m->engine->driver = NULL;
+  if (m->multi != NULL) curl_multi_cleanup(m->multi);
+  m->multi = NULL;
   return 0;
-}
-
-/*
-** The engine: one multi handle for the Lua state (the process, for a host
-** with one state), made on first use and held by the registry until the
-** state closes, so no leg can outlive it. Connections are bounded per pool
-** and host; a transfer beyond the bound waits inside libcurl for a
-** connection to come free.
-*/
-static CURLM *engine(lua_State *L) {
-  Engine *e;
-  ensure_curl(L);
-  if (lua_getfield(L, LUA_REGISTRYINDEX, ENGINE_KEY) == LUA_TUSERDATA) {
-    e = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    return e->multi;
-  }
-  lua_pop(L, 1);
-  e = lua_newuserdatauv(L, sizeof *e, 0);
-  e->multi = NULL;
-  if (luaL_newmetatable(L, ENGINE_MT)) {
-    lua_pushcfunction(L, engine_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
-  e->multi = curl_multi_init();
-  if (e->multi == NULL) luaL_error(L, "libcurl could not create the engine's multi handle");
-  curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, (long)ENGINE_CONNECTIONS);
-  curl_multi_setopt(e->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)HOST_CONNECTIONS);
-  lua_setfield(L, LUA_REGISTRYINDEX, ENGINE_KEY);
-  return e->multi;
 }
 
 /*
@@ -521,6 +509,99 @@ static void engine_collect(CURLM *multi) {
     leg->x.code = msg->data.result;
     leg->x.t1 = mcp_monotonic_ns();
   }
+}
+
+/* libcurl's socket callback: watch s in the engine for what libcurl wants (nothing: forget it). */
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
+  Multi *m = userp;
+  unsigned events = 0;
+  (void)easy;
+  if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= MCP_ENGINE_IN;
+  if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= MCP_ENGINE_OUT;
+  mcp_engine_driver_fd(m->engine, s, events, socketp != NULL);
+  curl_multi_assign(m->multi, s, events ? (void *)m : NULL); /* non-NULL: registered */
+  return 0;
+}
+
+/* libcurl's timer callback: when the engine must next call it, whatever the sockets do. */
+static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
+  Multi *m = userp;
+  (void)multi;
+  mcp_engine_driver_timer(m->engine, timeout_ms);
+  return 0;
+}
+
+/* The engine's turn for one ready socket: libcurl works on it, then the outcomes are routed. */
+static void driver_ready(void *driver, int fd, unsigned events) {
+  Multi *m = driver;
+  int action = 0;
+  CURLMcode code;
+  if (events & MCP_ENGINE_IN) action |= CURL_CSELECT_IN;
+  if (events & MCP_ENGINE_OUT) action |= CURL_CSELECT_OUT;
+  if (events & MCP_ENGINE_ERR) action |= CURL_CSELECT_ERR;
+  code = curl_multi_socket_action(m->multi, fd, action, &m->running);
+  if (code != CURLM_OK && code != CURLM_BAD_SOCKET && m->code == CURLM_OK) m->code = code;
+  engine_collect(m->multi);
+}
+
+/* The engine's turn for libcurl's timer. */
+static void driver_timer(void *driver) {
+  Multi *m = driver;
+  CURLMcode code = curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &m->running);
+  if (code != CURLM_OK && m->code == CURLM_OK) m->code = code;
+  engine_collect(m->multi);
+}
+
+/* Transfers in the engine (core.engine_step reports it). */
+static int driver_running(void *driver) {
+  return ((Multi *)driver)->handles;
+}
+
+/*
+** The engine's driver: one multi handle for the Lua state (the process, for
+** a host with one state), made on first use and held by the registry until
+** the state closes, so no leg can outlive it; it holds the engine (made by
+** the core module) the same way. Connections are bounded per pool and host;
+** a transfer beyond the bound waits inside libcurl for a connection to come
+** free.
+*/
+static Multi *engine(lua_State *L) {
+  Multi *m;
+  mcp_engine *e;
+  ensure_curl(L);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, MULTI_KEY) == LUA_TUSERDATA) {
+    m = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return m;
+  }
+  lua_pop(L, 1);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, MCP_ENGINE_KEY) != LUA_TUSERDATA)
+    luaL_error(L, "the engine is missing (mcpclient.core makes it)");
+  e = lua_touserdata(L, -1);
+  m = lua_newuserdatauv(L, sizeof *m, 1);
+  memset(m, 0, sizeof *m);
+  if (luaL_newmetatable(L, MULTI_MT)) {
+    lua_pushcfunction(L, multi_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  lua_insert(L, -2);
+  lua_setiuservalue(L, -2, 1); /* the engine lives as long as its driver */
+  m->engine = e;
+  m->multi = curl_multi_init();
+  if (m->multi == NULL) luaL_error(L, "libcurl could not create the engine's multi handle");
+  curl_multi_setopt(m->multi, CURLMOPT_MAXCONNECTS, (long)ENGINE_CONNECTIONS);
+  curl_multi_setopt(m->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)HOST_CONNECTIONS);
+  curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, (void *)m);
+  curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+  curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, (void *)m);
+  lua_setfield(L, LUA_REGISTRYINDEX, MULTI_KEY);
+  e->driver = m;
+  e->driver_ready = driver_ready;
+  e->driver_timer = driver_timer;
+  e->driver_running = driver_running;
+  return m;
 }
 
 /* ===================================================================== */
@@ -618,10 +699,12 @@ static int l_http_leg(lua_State *L) {
     lua_settop(L, 0);
     l_http_pool(L);
   }
+  Multi *driver;
   luaL_checkudata(L, 1, POOL_MT);
-  engine(L);
+  driver = engine(L);
   leg = lua_newuserdatauv(L, sizeof *leg, 2);
   memset(leg, 0, sizeof *leg);
+  leg->driver = driver;
   leg->last_socket = CURL_SOCKET_BAD;
   luaL_setmetatable(L, LEG_MT);
   lua_pushvalue(L, 1);
@@ -1152,21 +1235,21 @@ static int request_sent(Leg *leg) {
 /*
 ** Put the configured handle into the engine; the exchange starts now.
 */
-static int engine_add(lua_State *L, Leg *leg) {
-  CURLM *multi = engine(L);
+static int engine_add(Leg *leg) {
+  CURLM *multi = leg->driver->multi;
   memset(&leg->x, 0, sizeof leg->x);
   leg->x.t0 = mcp_monotonic_ns();
   if ((leg->x.multi_code = curl_multi_add_handle(multi, leg->easy)) != CURLM_OK) return 0;
   leg->multi = multi;
+  leg->driver->handles++;
   return 1;
 }
 
-/* One turn of the engine: let libcurl work, then route what finished. */
-static CURLMcode engine_perform(CURLM *multi) {
-  int running = 0;
-  CURLMcode code = curl_multi_perform(multi, &running);
-  engine_collect(multi);
-  return code;
+/* One turn of the engine (waiting at most ms): libcurl works on what is ready. */
+static CURLMcode engine_turn(Multi *m, int ms) {
+  m->code = CURLM_OK;
+  m->engine->run(m->engine, ms);
+  return m->code;
 }
 
 /*
@@ -1177,10 +1260,12 @@ static CURLMcode engine_perform(CURLM *multi) {
 ** after each one.
 */
 static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
-  CURLM *multi = leg->multi;
+  Multi *m = leg->driver;
+  int wait = 0;
   for (;;) {
     int hook;
-    if ((x->multi_code = engine_perform(multi)) != CURLM_OK) return OUT_MULTI_FAIL;
+    if ((x->multi_code = engine_turn(m, wait)) != CURLM_OK) return OUT_MULTI_FAIL;
+    wait = POLL_MS;
     if (leg->stream.len > 0) {
       hook = deliver(L, leg);
       if (hook < 0) return OUT_RAISE;
@@ -1201,7 +1286,6 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
       if (leg->easy == NULL) return OUT_CLOSED;
       if (hook) return OUT_CANCELLED;
     }
-    if ((x->multi_code = curl_multi_poll(multi, NULL, 0, POLL_MS, NULL)) != CURLM_OK) return OUT_MULTI_FAIL;
   }
 }
 
@@ -1340,7 +1424,10 @@ static int leg_settle(Leg *leg) {
   sent = leg->x.status > 0 || request_sent(leg);
   if (curl_easy_getinfo(leg->easy, CURLINFO_ACTIVESOCKET, &leg->last_socket) != CURLE_OK)
     leg->last_socket = CURL_SOCKET_BAD;
-  if (leg->multi != NULL) curl_multi_remove_handle(leg->multi, leg->easy);
+  if (leg->multi != NULL) {
+    curl_multi_remove_handle(leg->multi, leg->easy);
+    leg->driver->handles--;
+  }
   leg->multi = NULL;
   drop_headers(leg);
   leg->busy = leg->started = 0;
@@ -1385,8 +1472,7 @@ static Leg *leg_begin(lua_State *L, Request *r) {
 static const char *leg_launch(lua_State *L, Leg *leg, const Request *r) {
   const char *why;
   leg->busy = 1;
-  if ((why = configure(L, leg, r)) == NULL && !engine_add(L, leg))
-    why = curl_multi_strerror(leg->x.multi_code);
+  if ((why = configure(L, leg, r)) == NULL && !engine_add(leg)) why = curl_multi_strerror(leg->x.multi_code);
   if (why != NULL) {
     drop_headers(leg);
     leg->busy = 0;
@@ -1530,38 +1616,19 @@ static int leg_abort(lua_State *L) {
   return 0;
 }
 
-/*
-** core.engine_step(ms): wait up to ms milliseconds for any transfer of the
-** engine to have something, then let libcurl work. Returns the number of
-** transfers in the engine.
-*/
-static int l_engine_step(lua_State *L) {
-  lua_Integer ms = luaL_checkinteger(L, 1);
-  CURLM *multi = engine(L);
-  int running = 0;
-  CURLMcode code = CURLM_OK;
-  if (ms > 0) code = curl_multi_poll(multi, NULL, 0, ms > 1000 ? 1000 : (int)ms, NULL);
-  if (code == CURLM_OK) code = curl_multi_perform(multi, &running);
-  engine_collect(multi);
-  if (code != CURLM_OK) return luaL_error(L, "the engine failed: %s", curl_multi_strerror(code));
-  lua_pushinteger(L, running);
-  return 1;
-}
-
 /* ===================================================================== */
 /* Registration                                                           */
 /* ===================================================================== */
 
 /*
-** Adds http_leg, http_pool and engine_step to the module table. Metatables are made only the
+** Adds http_leg and http_pool to the module table. Metatables are made only the
 ** first time (busted reopens the module per spec file).
 */
 void mcp_register_http(lua_State *L) {
   static const luaL_Reg methods[] = {{"send", leg_send},     {"start", leg_start}, {"pump", leg_pump},
                                      {"finish", leg_finish}, {"abort", leg_abort}, {"status", leg_status},
                                      {"close", leg_close},   {NULL, NULL}};
-  static const luaL_Reg fns[] = {
-    {"http_leg", l_http_leg}, {"http_pool", l_http_pool}, {"engine_step", l_engine_step}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"http_leg", l_http_leg}, {"http_pool", l_http_pool}, {NULL, NULL}};
   if (luaL_newmetatable(L, LEG_MT)) {
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");

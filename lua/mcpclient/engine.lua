@@ -6,43 +6,85 @@
 --   }
 --   -- results[1] = { n = 1, outcome } ; results[2] = { n = 3, nil, message, err }
 --
--- The C core drives every transfer of the process with one curl-multi
--- handle. gather runs each function in a coroutine (a task); an exchange a
--- task starts waits by yielding, so the other tasks run while it is in
--- flight. Outside gather nothing yields: every call blocks as it always did.
--- A task polls its own cancel hook and keeps its own budget, so cancelling
--- one operation leaves the others running.
+-- The C core's engine is one epoll descriptor: every HTTP transfer's socket,
+-- every descriptor an operation waits on (a stdio child's pipes) and
+-- libcurl's timer wake the same wait. gather runs each function in a
+-- coroutine (a task); an exchange a task starts waits by yielding, so the
+-- other tasks run while it is in flight. A task polls its own cancel hook and
+-- keeps its own budget, so cancelling one operation leaves the others running.
+--
+-- Three ways to wait, chosen where the operation runs:
+--   * in a task of gather: yield to gather, which waits on the engine for all;
+--   * in another coroutine, when the host installed a wait hook (mcp.loop):
+--     call the hook, which yields to the host's own event loop until the
+--     engine's descriptor is readable or its timeout has passed;
+--   * anywhere else: block on the engine, as a plain call always did.
 local core = require "mcpclient.core"
 
 local engine = {}
 
 local STEP_MS = 10        -- the longest wait between two looks at the cancel hooks
+local STEP = STEP_MS / 1000
 local WAIT = {}           -- what a task yields while its exchange is in flight
 
 -- The coroutines gather runs. Weak: a task nobody drives any more is collected.
 local tasks = setmetatable({}, { __mode = "k" })
 
-local running = coroutine.running
+-- The host's wait hook (mcp.loop), and how many operations are in it now.
+local host_wait = nil
+local hosted_waits = 0
+
+local running, yield, isyieldable = coroutine.running, coroutine.yield, coroutine.isyieldable
 
 --- Is the running code a task of gather (so it may yield to the engine)?
 function engine.inside()
   return tasks[running()] ~= nil
 end
 
--- Give the engine a turn: a task yields to its gather; anything else waits
--- on the engine for at most STEP_MS.
-local function pause()
-  if engine.inside() then
-    coroutine.yield(WAIT)
+-- Does the running code wait through the host's hook? Only in a coroutine
+-- that may yield (not the main one, not under a C call that cannot yield).
+local function hosted()
+  if not host_wait then return false end
+  local _, main = running()
+  return not main and isyieldable()
+end
+
+-- Counts an operation out of the hook however the hook ends: it returned,
+-- raised, or the host closed the coroutine while it waited.
+local leave_hook = setmetatable({}, { __close = function() hosted_waits = hosted_waits - 1 end })
+
+-- One wait through the host's hook, then a turn of the engine for what woke it.
+local function wait_on_host()
+  hosted_waits = hosted_waits + 1
+  do
+    local _ <close> = leave_hook
+    host_wait(engine.host)
+  end
+  core.engine_step(0)
+end
+
+-- Give the engine a turn: a task yields to its gather; a hosted coroutine
+-- waits through the host's hook; anything else waits on the engine for at
+-- most `ms` (STEP_MS when not given).
+local function pause(ms)
+  if tasks[running()] then
+    yield(WAIT)
+  elseif hosted() then
+    wait_on_host()
   else
-    core.engine_step(STEP_MS)
+    core.engine_step(ms or STEP_MS)
   end
 end
 
---- Sleep for `seconds`, letting the other tasks run when called inside one.
--- Returns false when the cancel hook fired before the time was up.
+-- May the running code wait without blocking the process?
+local function can_yield()
+  return tasks[running()] ~= nil or hosted()
+end
+
+--- Sleep for `seconds`, letting the other tasks (or the host's loop) run
+-- meanwhile. Returns false when the cancel hook fired before the time was up.
 function engine.sleep(seconds, cancel)
-  if not engine.inside() then
+  if not can_yield() then
     local slices = math.max(1, math.ceil(seconds / 0.02))
     for _ = 1, slices do
       if cancel and cancel() then return false end
@@ -53,19 +95,19 @@ function engine.sleep(seconds, cancel)
   local wake = core.monotonic_ns() + math.floor(seconds * 1e9)
   repeat
     if cancel and cancel() then return false end
-    coroutine.yield(WAIT)
+    pause()
   until core.monotonic_ns() >= wake
   return true
 end
 
 --[[
-One exchange of a task: start it in the engine, then hand stream bytes to
-on_stream, poll the cancel hook and yield until it ends. It returns what
-leg:send would: the response table, or nil, kind, detail. The guard takes the
-transfer out of the engine whatever ends the task: a raise, or a gather that
-closes its coroutine.
+One exchange that waits without blocking: start it in the engine, then hand
+stream bytes to on_stream, poll the cancel hook and pause until it ends. It
+returns what leg:send would: the response table, or nil, kind, detail. The
+guard takes the transfer out of the engine whatever ends the wait: a raise,
+or a gather (or host) that closes its coroutine.
 ]]
-local function send_in_task(leg, req, on_open)
+local function send_waiting(leg, req, on_open)
   local cancel, on_stream = req.cancel, req.on_stream
   if cancel and cancel() then return nil, "cancelled", "the call was cancelled" end
   local started, kind, detail = leg:start(req)
@@ -87,24 +129,60 @@ local function send_in_task(leg, req, on_open)
         on_open(status)
         on_open = nil
       end
-      coroutine.yield(WAIT)
+      pause()
     end
   end
 end
 
---- Send one exchange on `leg`: inside a task it waits by yielding; outside,
--- and for a leg that cannot be started (a fake a spec injects), it blocks.
--- `on_open(status)`, if given, is called once when the response's head has
--- arrived (inside a task only).
+--- Send one exchange on `leg`: inside a task or a hosted coroutine it waits
+-- without blocking; elsewhere, and for a leg that cannot be started (a fake a
+-- spec injects), it blocks. `on_open(status)`, if given, is called once when
+-- the response's head has arrived (when waiting without blocking only).
 function engine.send(leg, req, on_open)
-  if leg.start and engine.inside() then return send_in_task(leg, req, on_open) end
+  if leg.start and can_yield() then return send_waiting(leg, req, on_open) end
   return leg:send(req)
 end
 
---- Wait until `ready()` is true: the other tasks run meanwhile. Outside a
--- task nothing else can make it true, so it returns at once.
+--- Wait until `ready()` is true: the other tasks (or host coroutines) run
+-- meanwhile. Where nothing else can run, nothing else can make it true, so
+-- it returns at once.
 function engine.wait_until(ready)
-  while engine.inside() and not ready() do coroutine.yield(WAIT) end
+  while can_yield() and not ready() do pause() end
+end
+
+-- Stops watching a descriptor when its waiter is done, however that ends.
+local function unwatch(fd)
+  return setmetatable({}, { __close = function() core.engine_watch(fd, nil) end })
+end
+
+--- Wait until descriptor `fd` is ready for `events` ("r", "w" or "rw").
+-- Inside a task it yields to gather; in a hosted coroutine it waits through
+-- the host's hook; elsewhere it blocks on the engine, which wakes as soon as
+-- the descriptor is ready (HTTP transfers in flight keep moving meanwhile).
+-- `deadline` (seconds on the core.now() clock, or nil) and `cancel` (a hook,
+-- or nil) are polled as a transfer's are, at least every 10 ms.
+-- Returns the events the descriptor is ready for (a hang-up or error counts
+-- as ready: the read sees end of file, the write the error), or nil, "timeout",
+-- detail once the deadline passed, or nil, "cancelled", detail once the hook
+-- said so. Readiness wins over both when they coincide. One waiter per
+-- descriptor at a time; a descriptor that is not open raises.
+function engine.await(fd, events, deadline, cancel)
+  local ready = core.fd_ready(fd, events)
+  if ready then return ready end
+  core.engine_watch(fd, events)
+  local _ <close> = unwatch(fd)
+  while true do
+    if cancel and cancel() then return nil, "cancelled", "the call was cancelled" end
+    local ms = STEP_MS
+    if deadline then
+      local left = deadline - core.now()
+      if left <= 0 then return nil, "timeout", "the time budget ran out while waiting for the server" end
+      if left < STEP then ms = math.max(1, math.ceil(left * 1000)) end
+    end
+    pause(ms)
+    ready = core.fd_ready(fd, events)
+    if ready then return ready end
+  end
 end
 
 -- What one finished task gives: its results packed, or its error.
@@ -132,7 +210,8 @@ end
 -- function's results ({ n = …, … } as table.pack gives). A function that
 -- raised gives { n = 0, error = <the value it raised> }: what pcall would
 -- have shown its caller. gather may be nested: an inner gather's tasks wait
--- on the same engine.
+-- on the same engine. In a hosted coroutine gather waits through the host's
+-- hook instead of blocking.
 function engine.gather(fns)
   if type(fns) ~= "table" then error("gather expects a table of functions", 2) end
   local n = fns.n or #fns
@@ -151,6 +230,39 @@ function engine.gather(fns)
   end
   while round(cos, results) > 0 do pause() end
   return results
+end
+
+--- The engine as a pollable (mcp.engine), the protocol cqueues speaks and any
+-- event loop can follow: poll `pollfd()` for `events()`, at most `timeout()`
+-- seconds, then call `step()`. Each function ignores its arguments, so both
+-- `mcp.engine.step()` and `e:step()` work.
+engine.host = {
+  --- The engine's descriptor: readable when a transfer, a watched descriptor
+  -- or a timer needs a turn.
+  pollfd = function() return core.engine_pollfd() end,
+  --- What to poll pollfd for: always "r".
+  events = function() return "r" end,
+  --- Seconds until the engine needs a turn whatever the descriptor does, or
+  -- nil: libcurl's next timer, and at most 10 ms while an operation waits
+  -- through the host's hook (its cancel hook and budget are polled so often).
+  timeout = function()
+    local t = core.engine_timeout()
+    if hosted_waits > 0 and (t == nil or t > STEP) then t = STEP end
+    return t
+  end,
+  --- Run what is ready; never blocks.
+  step = function() core.engine_step(0) end,
+}
+
+--- Install the host's wait hook (mcp.loop): `options.wait(engine)` is called
+-- instead of blocking whenever an operation waits inside a coroutine that is
+-- not one of gather's; it returns once the engine's descriptor is readable or
+-- its timeout has passed (with cqueues: `function(e) cqueues.poll(e) end`).
+-- `mcp.loop{}` removes the hook: every wait outside gather blocks again.
+function engine.loop(options)
+  if type(options) ~= "table" then error("loop expects a table { wait = function(engine) ... end }", 2) end
+  if options.wait ~= nil and type(options.wait) ~= "function" then error("loop: 'wait' must be a function", 2) end
+  host_wait = options.wait
 end
 
 return engine

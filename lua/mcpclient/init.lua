@@ -19,6 +19,10 @@ local mcp = {
   now = core.now,
   -- run functions at once: mcp.gather{ fn, ... } -> { table.pack(fn()) or { n = 0, error = e }, ... }
   gather = engine.gather,
+  -- the engine as a pollable for a host's event loop: pollfd(), events(), timeout(), step()
+  engine = engine.host,
+  -- mcp.loop{ wait = function(engine) ... end }: waits inside host coroutines yield to the host
+  loop = engine.loop,
   PROTOCOL_VERSION = connection.PROTOCOL_VERSION,
   SUPPORTED_VERSIONS = connection.SUPPORTED_VERSIONS,
 }
