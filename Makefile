@@ -14,26 +14,34 @@ OPT      ?= -O2
 # What every build of csrc/ shares (the module, the ASan tree, the fuzz harnesses).
 BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CWARNS) $(shell pkg-config --cflags $(PKGS))
 CFLAGS   += -fPIC $(OPT) -Werror $(BASE_CFLAGS)
-# Two modules, each linking only its own libraries; the lua5.4 interpreter loads them:
-# never link either against liblua. mcpclient.core is the protocol client's (libcurl,
-# jansson, OpenSSL's libcrypto, libidn2); mcpclient.db holds the store's database drivers
-# (libsqlite3, libpq), so a program that only speaks MCP never maps those.
-CORE_LDLIBS = $(shell pkg-config --libs libcurl jansson libcrypto libidn2)
+# Three modules, each linking only its own libraries; the lua5.4 interpreter loads them:
+# never link any against liblua. mcpclient.core is the protocol client's (jansson: the
+# engine, JSON, event streams, schemas, the text rule); mcpclient.net holds what needs
+# libcurl, OpenSSL's libcrypto or libidn2 (the HTTP legs, host names, OAuth's crypto),
+# loaded on the first HTTP connection; mcpclient.db holds the store's database drivers
+# (libsqlite3, libpq). A program that only speaks stdio maps neither of the last two's.
+CORE_LDLIBS = $(shell pkg-config --libs jansson)
+NET_LDLIBS  = $(shell pkg-config --libs libcurl libcrypto libidn2)
 DB_LDLIBS   = $(shell pkg-config --libs sqlite3 libpq)
 
 BUILD    ?= build
 SOURCES   = $(wildcard csrc/*.c)
 DB_SOURCES   = csrc/db.c csrc/sqlite.c csrc/pg.c
-CORE_SOURCES = $(filter-out $(DB_SOURCES),$(SOURCES))
+# body.c and utf8.c go into both core and net: neither module can call into the other.
+SHARED_SOURCES = csrc/body.c csrc/utf8.c
+NET_SOURCES  = csrc/net.c csrc/http.c csrc/address.c csrc/crypto.c csrc/loopback.c $(SHARED_SOURCES)
+CORE_SOURCES = $(filter-out $(DB_SOURCES) $(NET_SOURCES),$(SOURCES)) $(SHARED_SOURCES)
 CORE_OBJECTS = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(CORE_SOURCES))
+NET_OBJECTS  = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(NET_SOURCES))
 DB_OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(DB_SOURCES))
 MODULE    = $(BUILD)/mcpclient/core.so
+NET_MODULE = $(BUILD)/mcpclient/net.so
 DB_MODULE = $(BUILD)/mcpclient/db.so
 
 .PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-store soak fuzz fuzz-deps \
         fuzz-coverage clean docs docs-check rock
 
-all: $(MODULE) $(DB_MODULE)
+all: $(MODULE) $(NET_MODULE) $(DB_MODULE)
 
 $(BUILD)/obj/%.o: csrc/%.c csrc/*.h
 	@mkdir -p $(dir $@)
@@ -42,6 +50,10 @@ $(BUILD)/obj/%.o: csrc/%.c csrc/*.h
 $(MODULE): $(CORE_OBJECTS)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(CFLAGS) -o $@ $(CORE_OBJECTS) $(LDFLAGS) $(CORE_LDLIBS)
+
+$(NET_MODULE): $(NET_OBJECTS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(CFLAGS) -o $@ $(NET_OBJECTS) $(LDFLAGS) $(NET_LDLIBS)
 
 $(DB_MODULE): $(DB_OBJECTS)
 	@mkdir -p $(dir $@)
@@ -139,8 +151,9 @@ FUZZ_SECONDS   ?= 30
 FUZZ_HARNESSES ?= sse json schema text response decode listing
 FUZZ_INSTRUMENT ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS     = -g -O1 -fno-omit-frame-pointer $(FUZZ_INSTRUMENT) $(BASE_CFLAGS)
-FUZZ_LIBS       = $(shell pkg-config --libs lua5.4) $(CORE_LDLIBS) -lm
-FUZZ_OBJECTS    = $(patsubst csrc/%.c,$(FUZZ_BUILD)/obj/%.o,$(CORE_SOURCES))
+FUZZ_LIBS       = $(shell pkg-config --libs lua5.4) $(CORE_LDLIBS) $(NET_LDLIBS) -lm
+# A harness is one program: core and net linked together (each shared file once).
+FUZZ_OBJECTS    = $(patsubst csrc/%.c,$(FUZZ_BUILD)/obj/%.o,$(sort $(CORE_SOURCES) $(NET_SOURCES)))
 FUZZ_ENV        = ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .SECONDARY: $(FUZZ_OBJECTS) $(patsubst %,$(FUZZ_BUILD)/%_fuzz,$(FUZZ_HARNESSES))

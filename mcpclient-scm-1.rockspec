@@ -22,17 +22,29 @@ external_dependencies = {
 build = {
   type = "builtin",
   modules = {
-    -- The protocol client's C half.
+    -- The protocol client's C half: the engine, JSON, event streams, schemas, the text rule.
     ["mcpclient.core"] = {
       sources = {
-        "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/http.c",
-        "csrc/clock.c", "csrc/address.c", "csrc/text.c", "csrc/schema.c",
+        "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/engine.c", "csrc/pipe.c",
+        "csrc/clock.c", "csrc/text.c", "csrc/utf8.c", "csrc/schema.c",
         "csrc/decode.c", "csrc/measure.c", "csrc/body.c",
-        "csrc/crypto.c", "csrc/loopback.c",
       },
-      libraries = { "curl", "jansson", "crypto", "idn2" },
-      incdirs = { "$(CURL_INCDIR)", "$(JANSSON_INCDIR)", "$(CRYPTO_INCDIR)", "$(IDN2_INCDIR)" },
-      libdirs = { "$(CURL_LIBDIR)", "$(JANSSON_LIBDIR)", "$(CRYPTO_LIBDIR)", "$(IDN2_LIBDIR)" },
+      libraries = { "jansson" },
+      incdirs = { "$(JANSSON_INCDIR)" },
+      libdirs = { "$(JANSSON_LIBDIR)" },
+      defines = { "_POSIX_C_SOURCE=200809L" },
+    },
+    -- What needs libcurl, libcrypto or libidn2 (the HTTP legs, host names, OAuth's crypto),
+    -- apart so a program that only speaks stdio never maps them (the core loads this on the
+    -- first HTTP connection). body.c and utf8.c are in both: neither module calls the other.
+    ["mcpclient.net"] = {
+      sources = {
+        "csrc/net.c", "csrc/http.c", "csrc/address.c", "csrc/crypto.c", "csrc/loopback.c",
+        "csrc/body.c", "csrc/utf8.c",
+      },
+      libraries = { "curl", "crypto", "idn2" },
+      incdirs = { "$(CURL_INCDIR)", "$(CRYPTO_INCDIR)", "$(IDN2_INCDIR)" },
+      libdirs = { "$(CURL_LIBDIR)", "$(CRYPTO_LIBDIR)", "$(IDN2_LIBDIR)" },
       defines = { "_POSIX_C_SOURCE=200809L" },
     },
     -- The store's database drivers, apart so a program that only speaks MCP never maps

@@ -21,26 +21,28 @@
 
 /*
 ** Each registrar expects the module table at the top of the stack and
-** leaves it there. core.c calls them in this order; json comes first
-** because it creates the registry state the others' C calls rely on.
+** leaves it there. core.c calls those of mcpclient.core, json first because
+** it creates the registry state the others' C calls rely on; net.c calls
+** those of mcpclient.net (http, address, crypto, loopback).
 */
-void mcp_register_json(lua_State *L);    /* json.c:    core.json.{encode, try_encode, decode, null, array,
+void mcp_register_json(lua_State *L);   /* json.c:    core.json.{encode, try_encode, decode, null, array,
                                                         is_array, key_order, set_key_order}, core.rpc_classify */
-void mcp_register_sse(lua_State *L);     /* sse.c:     core.sse_decoder() */
-void mcp_register_http(lua_State *L);    /* http.c:    core.http_leg(), core.http_pool() */
-void mcp_register_clock(lua_State *L);   /* clock.c:   core.monotonic_ns(), core.now(), core.sleep() */
-void mcp_register_address(lua_State *L); /* address.c: core.address_bytes() */
+void mcp_register_engine(lua_State *L); /* engine.c:  core.engine_step(), engine_watch(), engine_pollfd(),
+                                                        engine_timeout(), fd_ready() */
+void mcp_register_pipe(lua_State *L);   /* pipe.c:    core.pipe(), fd_read(), fd_write(), fd_close() */
+void mcp_register_sse(lua_State *L);    /* sse.c:     core.sse_decoder() */
+void mcp_register_clock(lua_State *L);  /* clock.c:   core.monotonic_ns(), core.now(), core.sleep() */
 void mcp_register_text(lua_State *L);   /* text.c:    core.clip(), core.label(), core.flatten(), core.bound(),
                                                         core.repair_utf8() */
 void mcp_register_schema(lua_State *L); /* schema.c:  core.normalise_schema(), core.decode_stored_schema() */
 void mcp_register_decode(lua_State *L); /* decode.c:  single-pass core.json.decode and core.rpc_classify
-                                                       over json.c's (registered after json) */
-void mcp_register_crypto(lua_State *L); /* crypto.c:  core.crypto.{sha256, random_bytes, base64, base64url,
-                                                        jws_sign} */
-void mcp_register_loopback(lua_State *L); /* loopback.c: core.loopback_listen() (the login redirect) */
-void mcp_register_engine(lua_State *L);   /* engine.c:   core.engine_step(), engine_watch(), engine_pollfd(),
-                                                         engine_timeout(), fd_ready() */
-void mcp_register_pipe(lua_State *L);     /* pipe.c:     core.pipe(), fd_read(), fd_write(), fd_close() */
+                                                        over json.c's (registered after json) */
+/* mcpclient.net */
+void mcp_register_http(lua_State *L);     /* http.c:     net.http_leg(), net.http_pool() */
+void mcp_register_address(lua_State *L);  /* address.c:  net.address_bytes(), idna(), url_host(), lookup() */
+void mcp_register_crypto(lua_State *L);   /* crypto.c:   net.crypto.{sha256, random_bytes, base64, base64url,
+                                                         jws_sign} */
+void mcp_register_loopback(lua_State *L); /* loopback.c: net.loopback_listen() (the login redirect) */
 
 /* ==================================================================== */
 /* The clock (clock.c)                                                  */
@@ -87,7 +89,8 @@ int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
 
 /*
-** body.c: a response body the leg hands over without a copy. push takes
+** body.c (linked into both modules: the leg makes held bodies, the decoder
+** reads them): a response body the leg hands over without a copy. push takes
 ** ownership of bytes (from malloc) once it returns; bytes gives the body at
 ** idx (NULL when idx is no held body; raises when it was read already);
 ** release frees them (read once: rpc_classify releases what it read).
@@ -146,18 +149,19 @@ void mcp_schema_keep(lua_State *L, const char *text, size_t len, const mcp_membe
 int mcp_schema_keyword(const char *key, size_t len);
 
 /* ==================================================================== */
-/* UTF-8 (text.c)                                                       */
+/* UTF-8 (utf8.c, text.c)                                               */
 /* ==================================================================== */
 
 /*
-** text.c's strict UTF-8 reader, shared by the encoder and the schema check:
-** no overlongs, surrogates or code points past U+10FFFF.
+** utf8.c's strict UTF-8 reader, shared by the encoder, the schema check and
+** the host gate's name check (linked into both modules): no overlongs,
+** surrogates or code points past U+10FFFF.
 */
 /* Length of the unit at s (n > 0): a character (*ok = 1, *cp set) or the maximal invalid subpart (*ok = 0). */
 size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp);
 /* 1 when all n bytes are well-formed UTF-8. */
 int mcp_utf8_valid(const unsigned char *s, size_t n);
-/* 1 for C1 controls and the bidi/invisible formatting characters the text rule removes. */
+/* text.c: 1 for C1 controls and the bidi/invisible formatting characters the text rule removes. */
 int mcp_text_hidden(uint32_t cp);
 
 #endif

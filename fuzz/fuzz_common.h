@@ -38,6 +38,7 @@
 #define FZ_HEAP_CAP ((size_t)512 * 1024 * 1024)
 
 int luaopen_mcpclient_core(lua_State *L);
+int luaopen_mcpclient_net(lua_State *L);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -92,8 +93,9 @@ static uint64_t fz_hash(const uint8_t *data, size_t size) {
 }
 
 /*
-** Open the state: standard libraries, mcpclient.core preloaded under its real
-** name (so Lua modules that require it get the instrumented one), the
+** Open the state: standard libraries, mcpclient.core and mcpclient.net loaded
+** under their real names (so Lua modules that require them get the
+** instrumented ones; core reaches net's names through require), the
 ** project's Lua paths, then fuzz/lua/<checker>.lua, whose returned function
 ** is kept in the registry as "fz.check". extra, if given, registers more C
 ** functions into the core table before the checker loads.
@@ -105,6 +107,8 @@ static void fz_open(const char *checker, void (*extra)(lua_State *L)) {
   fz_oom_mode = getenv("FUZZ_OOM") != NULL && getenv("FUZZ_OOM")[0] == '1';
   luaL_openlibs(L);
   luaL_requiref(L, "mcpclient.core", luaopen_mcpclient_core, 0);
+  luaL_requiref(L, "mcpclient.net", luaopen_mcpclient_net, 0);
+  lua_pop(L, 1);
   if (extra != NULL) extra(L);
   lua_pop(L, 1);
   snprintf(path, sizeof path,

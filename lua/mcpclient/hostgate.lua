@@ -172,13 +172,22 @@ local function in_network(bytes, network, bits)
   return (bytes:byte(whole + 1) & mask) == (network:byte(whole + 1) & mask)
 end
 
+-- A list of networks, parsed on its first use: address parsing lives in the
+-- network module (mcpclient.net), which a program that never dials never loads.
 local function networks(list)
-  local parsed = {}
-  for _, cidr in ipairs(list) do
-    local address, bits = cidr:match("^(.+)/(%d+)$")
-    parsed[#parsed + 1] = { assert(core.address_bytes(address)), tonumber(bits), cidr }
+  return { cidrs = list }
+end
+
+local function parsed(set)
+  if not set.parsed then
+    local out = {}
+    for _, cidr in ipairs(set.cidrs) do
+      local address, bits = cidr:match("^(.+)/(%d+)$")
+      out[#out + 1] = { assert(core.address_bytes(address)), tonumber(bits), cidr }
+    end
+    set.parsed = out
   end
-  return parsed
+  return set.parsed
 end
 
 -- Never dialled by default: nothing a remote tool server legitimately lives on.
@@ -200,16 +209,17 @@ local private = networks {
   "::1/128", "fc00::/7",
 }
 
-local mapped_v4 = core.address_bytes("::ffff:0.0.0.0")
+-- The first 12 bytes of an IPv4-mapped IPv6 address (::ffff:0.0.0.0/96).
+local MAPPED_V4 = string.rep("\0", 10) .. "\255\255"
 
 -- An IPv4-mapped IPv6 address is judged as the IPv4 address it carries.
 local function unmap(bytes)
-  if #bytes == 16 and bytes:sub(1, 12) == mapped_v4:sub(1, 12) then return bytes:sub(13) end
+  if #bytes == 16 and bytes:sub(1, 12) == MAPPED_V4 then return bytes:sub(13) end
   return bytes
 end
 
-local function matches(bytes, list)
-  for _, net in ipairs(list) do
+local function matches(bytes, set)
+  for _, net in ipairs(parsed(set)) do
     if in_network(bytes, net[1], net[2]) then return true end
   end
   return false

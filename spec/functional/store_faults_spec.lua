@@ -415,7 +415,8 @@ describe("store faults in a child process (health)", function()
         "mkdir -p " .. to .. "/build/mcpclient " .. to .. "/spec",
         "cp -r " .. from .. "/lua " .. to .. "/",
         "cp -r " .. from .. "/spec/support " .. to .. "/spec/",
-        "cp " .. from .. "/build/mcpclient/core.so " .. from .. "/build/mcpclient/db.so " .. to .. "/build/mcpclient/",
+        "cp " .. from .. "/build/mcpclient/core.so " .. from .. "/build/mcpclient/net.so "
+          .. from .. "/build/mcpclient/db.so " .. to .. "/build/mcpclient/",
         "chmod -R a+rX " .. to,
       } do assert(shell(command), command) end
       assert(shell("chmod 1777 " .. quote(dir)) and shell("chmod 0644 " .. quote(child)))
