@@ -48,7 +48,7 @@ void mcp_register_loopback(lua_State *L); /* loopback.c: net.loopback_listen() (
 /* The clock (clock.c)                                                  */
 /* ==================================================================== */
 
-/* mcp_monotonic_ns(): the clock both modules measure on. */
+/* mcp_monotonic_ns(): the clock every module measures on. */
 #include "monotonic.h"
 
 /* ==================================================================== */
@@ -89,7 +89,7 @@ int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
 
 /*
-** body.c (linked into both modules: the leg makes held bodies, the decoder
+** body.c (linked into core and net: the leg makes held bodies, the decoder
 ** reads them): a response body the leg hands over without a copy. push takes
 ** ownership of bytes (from malloc) once it returns; bytes gives the body at
 ** idx (NULL when idx is no held body; raises when it was read already);
@@ -154,7 +154,7 @@ int mcp_schema_keyword(const char *key, size_t len);
 
 /*
 ** utf8.c's strict UTF-8 reader, shared by the encoder, the schema check and
-** the host gate's name check (linked into both modules): no overlongs,
+** the host gate's name check (linked into core and net): no overlongs,
 ** surrogates or code points past U+10FFFF.
 */
 /* Length of the unit at s (n > 0): a character (*ok = 1, *cp set) or the maximal invalid subpart (*ok = 0). */

@@ -1,7 +1,8 @@
 /*
-** monotonic.h: the clock every budget and duration is measured on, for both
-** C modules. It is a header, not a function of clock.c, because mcpclient.db
-** cannot call into mcpclient.core (Lua opens C modules with RTLD_LOCAL).
+** monotonic.h: the clock every budget and duration is measured on, for every
+** C module. It is a header, not a function of clock.c, because mcpclient.db
+** and mcpclient.net cannot call into mcpclient.core (Lua opens C modules with
+** RTLD_LOCAL).
 */
 #ifndef MCPCLIENT_MONOTONIC_H
 #define MCPCLIENT_MONOTONIC_H
