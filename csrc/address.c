@@ -12,8 +12,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -119,6 +122,7 @@ typedef struct Shared {
   pthread_cond_t done_cond;
   char name[HOST_MAX];
   int done, abandoned, rc, saved_errno;
+  int wake; /* an eventfd the thread makes readable when done: the engine can wait on it */
   struct addrinfo *list;
 } Shared;
 
@@ -130,6 +134,7 @@ typedef struct Lookup {
 /* Free the shared state and its answer; the mutex is not held. */
 static void shared_free(Shared *s) {
   if (s->list != NULL) freeaddrinfo(s->list);
+  if (s->wake >= 0) close(s->wake);
   pthread_cond_destroy(&s->done_cond);
   pthread_mutex_destroy(&s->mutex);
   free(s);
@@ -154,6 +159,11 @@ static void *lookup_thread(void *arg) {
   s->list = rc == 0 ? list : NULL;
   s->done = 1;
   abandoned = s->abandoned;
+  if (s->wake >= 0) {
+    uint64_t one = 1;
+    ssize_t put = write(s->wake, &one, sizeof one); /* never blocks nor fails: one write, counter 1 */
+    (void)put;
+  }
   pthread_cond_signal(&s->done_cond);
   pthread_mutex_unlock(&s->mutex);
   if (abandoned) shared_free(s);
@@ -237,9 +247,11 @@ static int l_lookup(lua_State *L) {
   luaL_setmetatable(L, LOOKUP_MT);
   s = calloc(1, sizeof *s);
   if (s == NULL) return luaL_error(L, "out of memory");
+  s->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* -1: lookup:fd() says none, waits use slices */
   memcpy(s->name, host, len);
   s->name[len] = '\0';
   if (!shared_start(s)) {
+    if (s->wake >= 0) close(s->wake);
     free(s);
     lua_pushnil(L);
     lua_pushliteral(L, "a resolver thread could not be started");
@@ -319,6 +331,19 @@ static int lookup_wait(lua_State *L) {
   return 1 + push_answer(L, s);
 }
 
+/*
+** lookup:fd() -> a descriptor that turns readable once the answer is in (the
+** engine waits on it: engine.await), or nil when none could be made (then
+** wait in slices).
+*/
+static int lookup_fd(lua_State *L) {
+  Lookup *lk = luaL_checkudata(L, 1, LOOKUP_MT);
+  if (lk->shared == NULL) return luaL_error(L, "attempt to use a closed lookup");
+  if (lk->shared->wake < 0) lua_pushnil(L);
+  else lua_pushinteger(L, lk->shared->wake);
+  return 1;
+}
+
 /* lookup:close(): abandon or free; also __gc and __close. */
 static int lookup_close(lua_State *L) {
   lookup_release(luaL_checkudata(L, 1, LOOKUP_MT));
@@ -330,7 +355,8 @@ static int lookup_close(lua_State *L) {
 ** lookup metatable is made only the first time (busted reopens the module).
 */
 void mcp_register_address(lua_State *L) {
-  static const luaL_Reg methods[] = {{"wait", lookup_wait}, {"close", lookup_close}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {
+    {"wait", lookup_wait}, {"fd", lookup_fd}, {"close", lookup_close}, {NULL, NULL}};
   static const luaL_Reg fns[] = {{"address_bytes", l_address_bytes},
                                  {"idna", l_idna},
                                  {"url_host", l_url_host},

@@ -8,6 +8,7 @@
 -- so DNS cannot change between the check and the connect. A host that cannot
 -- be made canonical, or that libcurl would read differently, is refused.
 local core = require "mcpclient.core"
+local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 
 local hostgate = {}
@@ -260,22 +261,27 @@ local function libcurl_agrees(target)
 end
 
 --- Resolve `host` on a helper thread, waiting in slices of 10 ms so the
---- operation's deadline and cancel hook bound it like any other wait. A
---- lookup given up on is left to finish (and free itself) on its thread.
+--- operation's deadline and cancel hook bound it like any other wait. Each
+--- slice is a wait on the engine for the lookup's descriptor, so the answer
+--- is taken the moment it is in, and inside gather or a host's loop the
+--- other work runs meanwhile. A lookup given up on is left to finish (and
+--- free itself) on its thread.
 -- @return { addresses } | nil, reason [, "timeout" | "cancelled"]
 function hostgate.resolve(host, deadline, cancel)
   local budget = deadline:remaining()
   local started = core.monotonic_ns()
   local lookup <close>, why = core.lookup(host)
   if not lookup then return nil, why end
+  local fd = lookup:fd()
   while true do
-    local done, addresses, reason = lookup:wait(RESOLVE_SLICE_MS)
+    local done, addresses, reason = lookup:wait(fd and 0 or RESOLVE_SLICE_MS)
     if done then return addresses, reason end
     if cancel and cancel() then return nil, "the operation was cancelled", "cancelled" end
     if deadline:remaining() <= 0 or (core.monotonic_ns() - started) / 1e9 >= budget then
       return nil, string.format("the host name did not resolve within the %s-second operation budget",
         errors.seconds(deadline.total)), "timeout"
     end
+    if fd then engine.await(fd, "r", core.now() + RESOLVE_SLICE_MS / 1000) end
   end
 end
 

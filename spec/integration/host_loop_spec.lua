@@ -2,12 +2,18 @@
 -- host's coroutines wait through mcp.loop's hook instead of blocking, against
 -- the official SDK's reference server on 127.0.0.1 (started and stopped by
 -- PID here). The host's own work keeps its time, a cancel hook or a budget
--- ends a call as promptly as in blocking mode, nothing is sent twice, and
--- many calls over many connections give exactly what the blocking API gives.
+-- ends a call as promptly as in blocking mode, nothing is sent twice, the
+-- host gate refuses before dialling, a run's turn keeps the model's order,
+-- and many calls over many connections give exactly what the blocking API
+-- gives.
+local catalogue = require "mcpclient.agent.catalogue"
 local cqueues = require "cqueues"
 local core = require "mcpclient.core"
+local json = require "mcpclient.json"
 local mcp = require "mcpclient"
 local peers = require "support.peers"
+local run = require "mcpclient.agent.run"
+local store_module = require "mcpclient.agent.store"
 
 local function count(peer, method)
   local n = 0
@@ -119,6 +125,66 @@ describe("the engine in a host's event loop #integration", function()
     assert.equal("slept 0.5", results[1][1].text)
     assert.equal("Echo: g", results[2][1].text)
     assert.is_true(ticks_during >= 10, "the host ran " .. ticks_during .. " times during the gather")
+  end)
+
+  it("refuses a host the gate refuses, before anything is dialled, as in blocking mode", function()
+    local resolved = 0
+    local conn <close> = mcp.connect {
+      url = "http://169.254.169.254/mcp", identifier = "metadata", health = mcp.health.discard,
+      resolver = function() resolved = resolved + 1 end,
+    }
+    local outcome, message, err
+    under_cqueues { function() outcome, message, err = conn:call_tool("echo", { message = "x" }) end }
+    assert.is_nil(outcome)
+    assert.equal("refused_host", err.kind, message)
+    assert.equal(0, resolved)
+    assert.equal(0, core.engine_step(0))
+  end)
+
+  it("a run's turn inside a host coroutine: calls at once, the host running, the trail in the model's order", function()
+    local db = os.tmpname()
+    os.remove(db)
+    local store <close> = assert(store_module.open(db))
+    local server = assert(store:add_server {
+      identifier = "peer", name = "SDK peer", url = peer.url, data_class = "publicContent",
+      requires_approval = "0", enabled = true,
+    })
+    local report = catalogue.import(store, assert(store:server(server)), { log = function() end })
+    assert.is_false(report.refused, table.concat(report.skip_reasons, "\n"))
+    assert(store:set_tool_enabled("mcp_peer_slow", true))
+    local r = assert(run.start(store, {
+      user = { name = "ops", uid = 1, admin = true },
+      configuration = { identifier = "cfg-local", provider = "p-local" },
+      providers = { ["p-local"] = { zone = "local" } },
+    }))
+    local results, wall, ticks, done = nil, nil, 0, false
+    under_cqueues {
+      function()
+        local t0 = core.now()
+        results = r:turn {
+          { name = "mcp_peer_slow", arguments = { seconds = 1 } },
+          { name = "mcp_peer_slow", arguments = { seconds = 0.5 } },
+          { name = "mcp_peer_slow", arguments = { seconds = 0.2 } },
+        }
+        wall, done = core.now() - t0, true
+      end,
+      function()
+        while not done do cqueues.sleep(0.05); ticks = ticks + 1 end
+      end,
+    }
+    assert.equal("slept 1", results[1].text)
+    assert.equal("slept 0.5", results[2].text)
+    assert.equal("slept 0.2", results[3].text)
+    assert.is_true(wall < 1.8, "the turn took " .. wall .. " s")
+    assert.is_true(ticks >= 10, "the host ran " .. ticks .. " times during the turn")
+    local order = {}
+    for _, event in ipairs(assert(r:events())) do
+      if event.kind == "tool" then order[#order + 1] = json.decode(event.payload).toolArguments.seconds end
+    end
+    assert.same({ 1, 0.5, 0.2 }, order)
+    r:finish()
+    store:close()
+    for _, path in ipairs { db, db .. "-wal", db .. "-shm" } do os.remove(path) end
   end)
 
   it("200 calls over 20 connections give exactly what the blocking API gives", function()

@@ -203,4 +203,25 @@ describe("core.lookup", function()
     assert.is_nil(none)
     assert.is_string(why)
   end)
+
+  it("gives a descriptor the engine waits on, readable once the answer is in", function()
+    local engine = require "mcpclient.engine"
+    local lookup <close> = assert(core.lookup("localhost"))
+    local fd = assert(lookup:fd())
+    assert.equal("r", engine.await(fd, "r", core.now() + 5))
+    local done, addresses = lookup:wait(0)
+    assert.is_true(done)
+    assert.is_table(addresses)
+    lookup:close()
+    assert.has_error(function() lookup:fd() end, "attempt to use a closed lookup")
+    -- inside gather the resolution waits by yielding: both tasks finish
+    local results = engine.gather {
+      function()
+        return hostgate.resolve("localhost", Deadline.open(5, core.now))
+      end,
+      function() return "other" end,
+    }
+    assert.is_table(results[1][1])
+    assert.equal("other", results[2][1])
+  end)
 end)
