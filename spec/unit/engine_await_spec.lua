@@ -147,3 +147,85 @@ describe("engine.await", function()
     assert.has_error(function() engine.await(closed, "r") end)
   end)
 end)
+
+-- Is the engine's timeout capped at 10 ms because an operation waits through
+-- the host's hook? nil when libcurl's own timer (left by another spec's
+-- transfers) is due that soon anyway, so the cap cannot be seen.
+local function waits_counted()
+  local t, c = mcp.engine.timeout(), core.engine_timeout()
+  if c and c <= 0.011 then return nil end
+  return t == 0.01
+end
+
+describe("mcp.engine and mcp.loop", function()
+  local opened
+  before_each(function() opened = {} end)
+  after_each(function()
+    mcp.loop {}
+    for _, fd in ipairs(opened) do core.fd_close(fd) end
+  end)
+
+  it("is a pollable: its descriptor turns readable when a watched descriptor is ready; step never blocks", function()
+    local e = mcp.engine
+    assert.equal("r", e.events())
+    assert.equal("r", e:events())
+    local pollfd = e.pollfd()
+    assert.equal(pollfd, e:pollfd())
+    assert.is_nil(core.fd_ready(pollfd, "r"))
+    local r, w = pipe(opened)
+    core.engine_watch(r, "r")
+    assert.is_nil(core.fd_ready(pollfd, "r"))
+    core.fd_write(w, "x")
+    assert.equal("r", core.fd_ready(pollfd, "r"))
+    core.engine_watch(r, nil)
+    assert.is_nil(core.fd_ready(pollfd, "r"))
+    local t0 = core.now()
+    for _ = 1, 100 do e.step() end
+    assert.is_true(core.now() - t0 < 0.5)
+  end)
+
+  it("hands a wait inside a host's coroutine to the hook, which drives it from the host's loop", function()
+    local r, w = pipe(opened)
+    local calls, seen_timeout = 0, nil
+    mcp.loop {
+      wait = function(pollable)
+        calls = calls + 1
+        assert(pollable == mcp.engine)
+        seen_timeout = pollable.timeout()
+        coroutine.yield("parked")
+      end,
+    }
+    local co = coroutine.create(function() return engine.await(r, "r", core.now() + 5) end)
+    local ok, parked = coroutine.resume(co)
+    assert.is_true(ok)
+    assert.equal("parked", parked)            -- yielded to the host instead of blocking
+    assert.equal(1, calls)
+    assert.is_true(seen_timeout <= 0.01)      -- the hook is woken often enough for cancel hooks
+    assert.is_not_false(waits_counted())
+    -- the host's loop: resume the coroutine whenever the engine's descriptor is readable
+    core.fd_write(w, "go")
+    assert.equal("r", core.fd_ready(mcp.engine.pollfd(), "r"))
+    local done, ready = coroutine.resume(co)
+    assert.is_true(done)
+    assert.equal("r", ready)
+    assert.equal("dead", coroutine.status(co))
+    assert.is_not_true(waits_counted())        -- nothing waits any more
+    -- the main thread never calls the hook, and mcp.loop{} removes it
+    assert.equal("r", engine.await(r, "r", core.now() + 1))
+    assert.equal(1, calls)
+  end)
+
+  it("counts a wait out of the hook when the host closes the coroutine mid-wait", function()
+    local r = pipe(opened)
+    mcp.loop { wait = function() coroutine.yield() end }
+    local co = coroutine.create(function() return engine.await(r, "r") end)
+    assert.is_true(coroutine.resume(co))
+    assert.is_not_false(waits_counted())
+    assert.is_true(coroutine.close(co))
+    assert.is_not_true(waits_counted())
+    -- and the descriptor is no longer watched
+    local w = opened[2]
+    core.fd_write(w, "x")
+    assert.is_nil(core.fd_ready(mcp.engine.pollfd(), "r"))
+  end)
+end)
