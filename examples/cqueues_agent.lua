@@ -22,8 +22,15 @@ local tool = arg[2] or "echo"
 local arguments = arg[3] and assert(mcp.json.decode(arg[3])) or { message = "hi" }
 local count = math.tointeger(tonumber(arg[4] or "3")) or error(usage)
 
--- Every wait of an operation inside a cqueues coroutine now yields to cqueues.
-mcp.loop { wait = function(engine) cqueues.poll(engine) end }
+-- Every wait of an operation inside a cqueues coroutine now yields to cqueues
+-- (in a coroutine cqueues does not manage, false: that wait blocks instead).
+mcp.loop {
+  wait = function(engine)
+    local _, managed = cqueues.running()
+    if not managed then return false end
+    cqueues.poll(engine)
+  end,
+}
 
 local cq = cqueues.new()
 local listener = socket.listen { host = "127.0.0.1", port = 0 }

@@ -53,14 +53,17 @@ end
 -- raised, or the host closed the coroutine while it waited.
 local leave_hook = setmetatable({}, { __close = function() hosted_waits = hosted_waits - 1 end })
 
--- One wait through the host's hook, then a turn of the engine for what woke it.
-local function wait_on_host()
+-- One wait through the host's hook, then a turn of the engine for what woke
+-- it. A hook that answers false cannot yield from this coroutine (one the
+-- host's loop does not resume): the wait blocks on the engine instead.
+local function wait_on_host(ms)
+  local answer
   hosted_waits = hosted_waits + 1
   do
     local _ <close> = leave_hook
-    host_wait(engine.host)
+    answer = host_wait(engine.host)
   end
-  core.engine_step(0)
+  core.engine_step(answer == false and ms or 0)
 end
 
 -- Give the engine a turn: a task yields to its gather; a hosted coroutine
@@ -70,7 +73,7 @@ local function pause(ms)
   if tasks[running()] then
     yield(WAIT)
   elseif hosted() then
-    wait_on_host()
+    wait_on_host(ms or STEP_MS)
   else
     core.engine_step(ms or STEP_MS)
   end
@@ -258,7 +261,10 @@ engine.host = {
 -- instead of blocking whenever an operation waits inside a coroutine that is
 -- not one of gather's; it returns once the engine's descriptor is readable or
 -- its timeout has passed (with cqueues: `function(e) cqueues.poll(e) end`).
--- `mcp.loop{}` removes the hook: every wait outside gather blocks again.
+-- It returns false when the running coroutine is not one the host's loop
+-- resumes (a plain generator inside a host coroutine): that wait then blocks
+-- on the engine, as without a hook. `mcp.loop{}` removes the hook: every wait
+-- outside gather blocks again.
 function engine.loop(options)
   if type(options) ~= "table" then error("loop expects a table { wait = function(engine) ... end }", 2) end
   if options.wait ~= nil and type(options.wait) ~= "function" then error("loop: 'wait' must be a function", 2) end

@@ -228,4 +228,22 @@ describe("mcp.engine and mcp.loop", function()
     core.fd_write(w, "x")
     assert.is_nil(core.fd_ready(mcp.engine.pollfd(), "r"))
   end)
+
+  it("blocks instead when the hook answers false (a coroutine the host's loop does not resume)", function()
+    local r = pipe(opened)
+    local calls = 0
+    mcp.loop { wait = function() calls = calls + 1; return false end }
+    local co = coroutine.create(function()
+      local t0 = core.now()
+      local ready, kind = engine.await(r, "r", core.now() + 0.1)
+      return ready, kind, core.now() - t0
+    end)
+    local ok, ready, kind, took = coroutine.resume(co)
+    assert.is_true(ok)
+    assert.equal("dead", coroutine.status(co)) -- it never yielded
+    assert.is_nil(ready)
+    assert.equal("timeout", kind)
+    assert.is_true(took >= 0.09 and took < 1, "took " .. took .. " s")
+    assert.is_true(calls >= 1 and calls <= 30, calls .. " hook calls: the waits blocked, not spun")
+  end)
 end)
