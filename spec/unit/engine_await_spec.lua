@@ -67,8 +67,9 @@ describe("engine.await", function()
   it("blocks outside gather until the descriptor is ready, waking at once (no polling tick)", function()
     local r, w = pipe(opened)
     local lat = latencies(r, w, 20)
-    -- woken by the descriptor, not found at the next 10 ms look (which puts the median near 5 ms)
-    assert.is_true(median(lat) < 2, "median wake latency " .. median(lat) .. " ms")
+    -- woken by the descriptor (measured: a median of 0.1-0.2 ms), not found at the next 10 ms look
+    -- (which puts the median near 5 ms)
+    assert.is_true(median(lat) < 3, "median wake latency " .. median(lat) .. " ms")
     -- the writer closed its end: a hang-up counts as readable, and the read says end of file
     core.fd_close(w)
     assert.equal("r", engine.await(r, "r", core.now() + 5))
@@ -100,7 +101,7 @@ describe("engine.await", function()
     local results = mcp.gather { function() return latencies(r, w, 20) end, function() return "other" end }
     assert.equal("other", results[2][1])
     local lat = results[1][1]
-    assert.is_true(median(lat) < 2, "median wake latency " .. median(lat) .. " ms")
+    assert.is_true(median(lat) < 3, "median wake latency " .. median(lat) .. " ms")
   end)
 
   it("ends at the deadline with kind timeout, inside gather and out", function()
