@@ -32,7 +32,7 @@ int mcp_db_is_null(lua_State *L, int idx) {
 }
 
 /*
-** The module table: db.sqlite_open, db.sqlite_version, db.pg_connect,
+** The module table: db.sqlite_open, db.sqlite_path_state, db.sqlite_version, db.pg_connect,
 ** db.pg_version.
 */
 LUALIB_API int luaopen_mcpclient_db(lua_State *L) {

@@ -2,6 +2,7 @@
 ** sqlite.c: a small SQLite binding for the embedded store.
 **
 **   db.sqlite_open(path [, { readonly = false, create = true }]) -> db | nil, message, code
+**   db.sqlite_path_state(path)   -> "file" | "missing" | nil, message, code
 **   db:exec(sql)                 -> true | nil, message, code   (a script: no parameters)
 **   db:execute(sql [, params])   -> changes | nil, message, code
 **   db:query(sql [, params])     -> { row, ... } | nil, message, code
@@ -26,8 +27,11 @@
 ** value. Closing the db finalizes the cached statements and closes the
 ** connection with sqlite3_close_v2, which never fails.
 */
+#include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -148,6 +152,107 @@ static int push_failure(lua_State *L, sqlite3 *db, int rc) {
 }
 
 /* ======================================================================
+** The path: a regular file, or one that can be created
+** ====================================================================== */
+
+/* What a file that is not a regular one is, in words. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/*
+** Push the refusal of a path: nil, "<reason> (SQLITE_CANTOPEN)", "SQLITE_CANTOPEN".
+** The reason is built by the caller on the Lua stack top (popped here).
+*/
+static int push_path_refusal(lua_State *L) {
+  lua_pushnil(L);
+  lua_pushfstring(L, "%s (SQLITE_CANTOPEN)", lua_tostring(L, -2));
+  lua_pushliteral(L, "SQLITE_CANTOPEN");
+  lua_remove(L, -4);
+  return 3;
+}
+
+/*
+** Refuse a database path SQLite must not open, before it does: anything but
+** a regular file (a FIFO opened for reading and writing blocks its first
+** read forever, so the open would hang), a sidecar SQLite opens beside it
+** (-wal, -shm, -journal) that is not a regular file either, and a missing
+** file that cannot be created (its directory missing or not one). Pushes
+** the failure triple and returns 3, or returns 0 when the path may be opened.
+** ":memory:", "" (a private temporary database) and file: URIs are SQLite's
+** own names and are not checked.
+*/
+static int refuse_path(lua_State *L, const char *path, int create) {
+  static const char *const sidecars[] = {"-wal", "-shm", "-journal"};
+  char buf[PATH_MAX + 16];
+  struct stat st;
+  size_t len = strlen(path), i;
+  char *slash;
+  if (len == 0 || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0 || len >= PATH_MAX)
+    return 0;
+  if (stat(path, &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      lua_pushfstring(L, "the database path names %s, not a regular file", file_kind(st.st_mode));
+      return push_path_refusal(L);
+    }
+    for (i = 0; i < sizeof sidecars / sizeof sidecars[0]; i++) {
+      memcpy(buf, path, len);
+      strcpy(buf + len, sidecars[i]);
+      if (stat(buf, &st) == 0 && !S_ISREG(st.st_mode)) {
+        lua_pushfstring(L, "the database's %s file beside it is %s, not a regular file", sidecars[i] + 1,
+                        file_kind(st.st_mode));
+        return push_path_refusal(L);
+      }
+    }
+    return 0;
+  }
+  if (errno != ENOENT) {
+    lua_pushfstring(L, "the database path cannot be reached: %s", strerror(errno));
+    return push_path_refusal(L);
+  }
+  if (!create) return 0; /* SQLite says it cannot open a missing file */
+  memcpy(buf, path, len + 1);
+  slash = strrchr(buf, '/');
+  if (slash == NULL) return 0; /* the working directory exists */
+  if (slash == buf) slash[1] = '\0';
+  else *slash = '\0';
+  if (stat(buf, &st) != 0) {
+    lua_pushfstring(L,
+                    "the database file does not exist and cannot be created: its directory is missing (%s)",
+                    strerror(errno));
+    return push_path_refusal(L);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    lua_pushliteral(L, "the database file cannot be created: the path's directory part is not a directory");
+    return push_path_refusal(L);
+  }
+  if (access(buf, W_OK | X_OK) != 0) {
+    lua_pushfstring(L, "the database file does not exist and cannot be created in its directory: %s",
+                    strerror(errno));
+    return push_path_refusal(L);
+  }
+  return 0;
+}
+
+/*
+** db.sqlite_path_state(path) -> "file" | "missing" | nil, message, code:
+** what a database path names, told without opening it (opening a FIFO to
+** look blocks), refused as sqlite_open would refuse it.
+*/
+static int l_path_state(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (refuse_path(L, path, 0)) return 3;
+  lua_pushstring(L, stat(path, &st) == 0 ? "file" : "missing");
+  return 1;
+}
+
+/* ======================================================================
 ** Handles
 ** ====================================================================== */
 
@@ -218,8 +323,9 @@ static int l_db_tostring(lua_State *L) {
 }
 
 /*
-** db.sqlite_open(path [, flags]): the userdata is created closed and only
-** then acquires the connection, so a raise in between leaks nothing. flags:
+** db.sqlite_open(path [, flags]): the path is checked first (refuse_path:
+** at once, never a hang), then the userdata is created closed and only then
+** acquires the connection, so a raise in between leaks nothing. flags:
 ** readonly (default false), create (default true; ignored when readonly).
 ** Unknown flags raise.
 */
@@ -244,6 +350,7 @@ static int l_open(lua_State *L) {
       lua_pop(L, 1);
     }
   }
+  if (refuse_path(L, path, !readonly && create)) return 3;
   d = (Db *)lua_newuserdatauv(L, sizeof(Db), 1);
   d->db = NULL;
   d->cached = 0;
@@ -549,7 +656,7 @@ static int l_db_busy_timeout(lua_State *L) {
 }
 
 /*
-** Registrar: db.sqlite_open and db.sqlite_version. Metatables are built
+** Registrar: db.sqlite_open, db.sqlite_path_state and db.sqlite_version. Metatables are built
 ** only on the first opening of the module (busted reopens it per spec file).
 */
 void mcp_register_sqlite(lua_State *L) {
@@ -570,6 +677,8 @@ void mcp_register_sqlite(lua_State *L) {
   lua_pop(L, 1);
   lua_pushcfunction(L, l_open);
   lua_setfield(L, -2, "sqlite_open");
+  lua_pushcfunction(L, l_path_state);
+  lua_setfield(L, -2, "sqlite_path_state");
   lua_pushstring(L, sqlite3_libversion());
   lua_setfield(L, -2, "sqlite_version");
 }

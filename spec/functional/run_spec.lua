@@ -15,6 +15,7 @@ local CONFIG = { identifier = "cfg-local", provider = "p-local", model = "m-1" }
 local PROVIDERS = { ["p-local"] = { zone = "local" }, ["p-global"] = { zone = "externalGlobal" } }
 local NOW = 1700000000
 
+local fence = require "support.fence"
 local servers = require "support.servers"
 local open_store = servers.open_store
 
@@ -476,7 +477,8 @@ describe("the lease and the fence", function()
     current = start(store, fake, { now = function() return clock end })
     clock = NOW + 60
     assert.equal("seen", current:invoke("mcp_audit_read_page", {}).text)
-    assert.equal("non_idempotent_write", seen[1].pending_effect)
+    -- the fence names the call: its tool, its arguments' digest and the audit sequence its step takes
+    assert.same({ fence.entry("mcp_audit_read_page", {}, 1) }, fence.entries(seen[1].pending_effect))
     assert.equal(NOW + 60 + 900, seen[1].lease_expires)
     local row = assert(store:run(current.uid))
     assert.equal("", row.pending_effect)
@@ -537,7 +539,8 @@ describe("the fail-closed audit", function()
     assert.equal("store", r.error.store_error.kind) -- what the store said, kept as it was
     local row = assert(store:run(r.uid))
     assert.equal("failed", row.status)
-    assert.equal("non_idempotent_write", row.pending_effect) -- the effect happened, its record is missing
+    -- the effect happened, its record is missing: the fence names it
+    assert.same({ fence.entry("mcp_audit_read_page", {}, 1) }, fence.entries(row.pending_effect))
     assert.equal("failed", r:finish())
   end)
 

@@ -21,6 +21,7 @@ local operator = require "mcpclient.agent.operator"
 local run = require "mcpclient.agent.run"
 local store = require "mcpclient.agent.store"
 local Fake = require "support.fake_server"
+local fence = require "support.fence"
 
 local json = core.json
 local WARNING = 'An MCP liveness observation for "docs" could not be stored'
@@ -510,7 +511,7 @@ describe("store faults during a run's remote call (the fail-closed audit)", func
       { r.uid }))
     db:close()
     assert.are_not.equal("completed", rows[1].status)
-    assert.equal("non_idempotent_write", rows[1].pending_effect)
+    assert.same({ fence.entry("mcp_audit_write_page", { title = "x" }, 1) }, fence.entries(rows[1].pending_effect))
     assert.equal(0, events[1].n)
   end
 

@@ -20,6 +20,7 @@ end
 local catalogue = require "mcpclient.agent.catalogue"
 local run = require "mcpclient.agent.run"
 local Fake = require "support.fake_server"
+local fence = require "support.fence"
 local servers = require "support.servers"
 
 local json = core.json
@@ -222,7 +223,8 @@ describe("the store on PostgreSQL, faults", function()
     local reopened <close> = assert(store_module.open(conninfo))
     assert.same(dense(before), sequences(reopened, r.uid))
     -- and the fence still marks the write whose outcome is unknown
-    assert.equal("non_idempotent_write", reopened:run(r.uid).pending_effect)
+    assert.same({ fence.entry("mcp_audit_read_page", { uid = 2 }, before + 1) },
+      fence.entries(reopened:run(r.uid).pending_effect))
   end)
 
   it("reads again once over a new connection, and fails a write clearly without sending it again", function()
@@ -238,7 +240,7 @@ describe("the store on PostgreSQL, faults", function()
     local ok, message, err = s:update_server(uid, { name = "after" })
     assert.is_nil(ok)
     assert.equal("store", err.kind)
-    assert.equal("08006", err.code)
+    assert.equal("08006", err.sql_code)
     assert.matches("lost during a write, which may or may not have been applied and is not sent again", message,
       1, true)
     -- a liveness contact does not wait for a new connection either
@@ -261,7 +263,7 @@ describe("the store on PostgreSQL, faults", function()
     assert.is_nil(ok)
     assert.equal("store", err.kind)
     -- cancelled (57014), or, when even the cancel did not land in time, the connection given up (08006)
-    assert.is_truthy(err.code == "57014" or err.code == "08006", err.code)
+    assert.is_truthy(err.sql_code == "57014" or err.sql_code == "08006", err.sql_code)
     assert.matches("did not finish within", message)
     assert.is_true(waited < 0.2, string.format("a contact waited %.3f s", waited))
     -- any other statement is bounded by busy_timeout_ms
@@ -270,7 +272,7 @@ describe("the store on PostgreSQL, faults", function()
     ok, message, err = short:update_server(uid, { name = "mine" })
     waited = core.now() - t0
     assert.is_nil(ok)
-    assert.equal("57014", err.code)
+    assert.equal("57014", err.sql_code)
     assert.matches("did not finish within 300 ms", message, 1, true)
     assert.is_true(waited >= 0.3 and waited < 0.6, string.format("a write waited %.3f s", waited))
     assert(holder:exec("ROLLBACK"))
@@ -289,7 +291,7 @@ describe("the store on PostgreSQL, faults", function()
     local none, message, err = store_module.open(conninfo, { password = "vault:pg",
       resolver = function(reference) return reference == "vault:pg" and wrong or nil end })
     assert.is_nil(none) -- the reference wins over PGPASSWORD in the environment
-    assert.equal("08001", err.code)
+    assert.equal("08001", err.sql_code)
     assert.matches("password authentication failed", message, 1, true)
     assert.is_nil(message:find(wrong, 1, true))
     local right <close> = assert(store_module.open(conninfo, { password = "vault:pg",
@@ -308,7 +310,7 @@ describe("the store on PostgreSQL, faults", function()
     assert.equal(1, #assert(ro:servers()) + 1)
     local ok, message, err = ro:add_server { identifier = "nope" }
     assert.is_nil(ok)
-    assert.equal("25006", err.code)
+    assert.equal("25006", err.sql_code)
     assert.matches("read-only transaction", message, 1, true)
   end)
 
@@ -320,7 +322,7 @@ describe("the store on PostgreSQL, faults", function()
     local none, message, err = store_module.open(uri)
     assert.is_nil(none)
     assert.equal("store", err.kind)
-    assert.equal("08001", err.code)
+    assert.equal("08001", err.sql_code)
     assert.matches("password authentication failed", message, 1, true)
     assert.is_nil(message:find(password, 1, true))
     assert.equal("postgresql://" .. (os.getenv("PGUSER") or "postgres") .. ":***@" .. host .. ":" .. port .. "/"

@@ -118,7 +118,8 @@ describe("mcpclient.agent.store", function()
       assert.equal(message, err.message)
       assert.equal("open the database", err.operation)
       assert.equal("store", err.kind)
-      assert.equal("SQLITE_CANTOPEN", err.code)
+      assert.equal("SQLITE_CANTOPEN", err.sql_code)
+      assert.is_nil(err.code) -- the SQL code has its own field
     end)
 
     it("describes a location without its password", function()
@@ -434,7 +435,7 @@ describe("mcpclient.agent.store", function()
       assert.equal("The store could not record a contact with server " .. uid
         .. ": database is locked (SQLITE_BUSY)", message)
       assert.equal("store", err.kind)
-      assert.equal("SQLITE_BUSY", err.code)
+      assert.equal("SQLITE_BUSY", err.sql_code)
       local logged = {}
       local recorder = s:health_recorder(uid, function(level, text) logged[#logged + 1] = { level, text } end)
       local raised, why = pcall(recorder, "docs", 3)

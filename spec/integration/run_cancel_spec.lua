@@ -77,7 +77,7 @@ describe("cancelling a run from another process #integration", function()
     -- the call is in flight: fenced in the store and received by the server
     wait_for("the call to be in flight", 10, function()
       local row = store:run(uid)
-      if not (row and row.pending_effect == "non_idempotent_write") then return nil end
+      if not (row and row.pending_effect:find('"tool":"mcp_peer_slow"', 1, true)) then return nil end
       for _, line in ipairs(peer.log_lines()) do
         if line:match("^POST tools/call ") then return true end
       end

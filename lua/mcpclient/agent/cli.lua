@@ -771,17 +771,22 @@ local function is_file_path(path)
   return path:match("^%a[%w+.-]*://") == nil and not store_module.is_postgres(path)
 end
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close(); return true end
-  return false
-end
-
 -- Make the directory a new database file goes in (private to the user).
 local function make_directory(path)
   local dir = path:match("^(.*)/[^/]+$")
-  if not dir or dir == "" or exists(dir) then return true end
+  if not dir or dir == "" or os.execute("test -d " .. quoted(dir)) == true then return true end
   return os.execute("mkdir -p -m 700 " .. quoted(dir) .. " 2>/dev/null") == true
+end
+
+-- Is there a database file at `path`? Told without opening it (a FIFO opened
+-- to look would block): true, false, or nil, message for a path that is not
+-- a regular file and never can be one (refused at once).
+local function database_file(path)
+  local state, message, err = store_module.file_status(path)
+  if not state then
+    return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300), tostring(message)), err
+  end
+  return state == "file"
 end
 
 -- Open the store | nil, message; or false when the database is missing and this command only reads.
@@ -789,21 +794,23 @@ local function open_database(env, parsed)
   local getenv = env.getenv or os.getenv
   local path, why = cli.database_path(parsed, getenv)
   if not path then return nil, why end
-  if is_file_path(path) and not exists(path) then
-    if not CREATES[parsed.command] then return false, path end
-    if not make_directory(path) then
+  if is_file_path(path) then
+    local present, refused, err = database_file(path)
+    if present == nil then return nil, refused, err end
+    if not present and not CREATES[parsed.command] then return false, path end
+    if not present and not make_directory(path) then
       return nil, string.format('The directory for the database "%s" cannot be made.', inert(path, 300))
     end
   end
   local open = env.open_store or store_module.open
-  local store, message = open(path)
+  local store, message, err = open(path)
   if store then
     grants.protect(path)   -- it may hold OAuth tokens: owner only
     return store, path
   end
   -- a connection string's password stays out of the message
   return nil, string.format('The database "%s" cannot be opened: %s', inert(store_module.describe(path), 300),
-    tostring(message))
+    tostring(message)), err
 end
 
 ---------------------------------------------------------------------------
@@ -860,15 +867,15 @@ end
 
 -- Open the database and run the parsed command on it.
 local function run(env, out, parsed)
-  local store, path = env.store, nil
+  local store, path, open_err = env.store, nil, nil
   if not store then
-    store, path = open_database(env, parsed)
+    store, path, open_err = open_database(env, parsed)
     if store == false then
       if EMPTY_WITHOUT[parsed.command] then EMPTY_WITHOUT[parsed.command](out, parsed); return cli.OK end
       return refuse(out, parsed, string.format('No database at "%s" yet: nothing is configured. Add a server with '
         .. "`mcpclient add` (it creates the database), or name another with --db.", inert(path, 300)))
     end
-    if not store then return refuse(out, parsed, path) end
+    if not store then return refuse(out, parsed, path, open_err) end
   end
   local ran, code = pcall(commands[parsed.command], context(env, store, out, parsed, path), out, parsed)
   if store ~= env.store then store:close() end

@@ -32,7 +32,7 @@ local function adapter_of(store)
 end
 
 local function failed(what, message, code)
-  return errors.fail("store", { operation = what, detail = message, code = code })
+  return errors.fail("store", { operation = what, detail = message, sql_code = code })
 end
 
 -- The saved records of one server, newest first; {} when there are none or no table yet.

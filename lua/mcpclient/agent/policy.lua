@@ -21,6 +21,8 @@
 --                                               | "externalEu" | "externalGlobal" } }
 --   context       { correlation_id, run_uid, provider, model, configuration_identifier }
 --                 (what a governance row needs; every key optional)
+local errors = require "mcpclient.errors"
+
 local policy = {}
 
 -- The canonical tables live in locals: the copies published on `policy` may
@@ -84,6 +86,7 @@ policy.REASONS = {
   REQUIRES_ADMIN = "requiresAdmin",
   CONFIGURATION_GROUP = "configurationGroup",
   TRUST_ZONE = "trustZone",
+  STORE_UNAVAILABLE = "storeUnavailable",
 }
 local R = copy(policy.REASONS)
 
@@ -186,6 +189,7 @@ local MESSAGES = {
   [R.TOOL_DISABLED] = "%s is disabled globally or its group is switched off.",
   [R.REQUIRES_ADMIN] = "%s is available to administrators only.",
   [R.CONFIGURATION_GROUP] = "%s is outside the tool groups this configuration allows.",
+  [R.STORE_UNAVAILABLE] = "%s is unavailable for now: its switch could not be read from the store.",
 }
 
 --- The operator's sentence for a decision.
@@ -200,10 +204,10 @@ function policy.message(decision)
   return string.format(MESSAGES[decision.reason], decision.tool)
 end
 
-local function decision(name, allowed, reason, data_class, zone, ceiling, observed_only)
+local function decision(name, allowed, reason, data_class, zone, ceiling, observed_only, err)
   local d = {
     tool = name, allowed = allowed, observed_only = observed_only or false, reason = reason,
-    data_class = data_class, zone = zone, ceiling = ceiling,
+    data_class = data_class, zone = zone, ceiling = ceiling, err = err,
   }
   d.message = policy.message(d)
   return d
@@ -288,12 +292,15 @@ end
 -- @param options {
 --   registry    = { get = function(name) -> tool|nil, names = function() -> { name, ... } } (required),
 --   state       = { tool_enabled = function(name) -> true|false|nil,
---                   group_enabled = function(group) -> true|false|nil } or nil (no rows at all),
+--                   group_enabled = function(group) -> true|false|nil } or nil (no rows at all);
+--                 nil (no row) | nil, message, err (the read failed: the tool is refused with
+--                 reason "storeUnavailable" and decision.err = err, whatever the switch held),
 --   mode        = the raw `dataClassEnforcement` setting, or a function returning it, read at every
 --                 decision (one that raises enforces); see policy.mode,
 --   providers   = { [provider id] = { zone = ... } } (see policy.effective_zone),
 --   on_decision = function(decision, context, row) or nil: called after a decision that is refused
---                 or observed-only, with its governance row; what it raises propagates }
+--                 or observed-only, with its governance row; what it raises propagates; it returns
+--                 nil, message[, err] when the row could not be recorded (decision.unrecorded = err) }
 function policy.new(options)
   check_options(options)
   local registry, state = options.registry, options.state
@@ -317,27 +324,47 @@ function Gate:mode()
   return policy.mode(raw)
 end
 
+-- One switch as the state function reads it: true | false | nil (no row),
+-- or, when the read failed (the function returned nil, message[, err]),
+-- nil and the failure value (a store failure unchanged; anything else made one).
+local function read_switch(fn, key)
+  local value, message, err = fn(key)
+  if value ~= nil or message == nil then return value end
+  if type(err) == "table" and err.kind then return nil, err end
+  local _, _, made = errors.fail("store", { operation = "read a tool switch", detail = tostring(message) })
+  return nil, made
+end
+
 -- Is the tool switched on? Its group must be on (no row = on) and the tool
 -- itself on (its row, else its default). A row that is not a boolean counts
--- as "off": the switch fails closed.
+-- as "off", and a switch that cannot be read is off too, its failure
+-- returned beside: the switch fails closed, never open.
+-- → on [, err]
 local function enabled(self, tool)
   local state = self.state
   if state.group_enabled then
-    local group = state.group_enabled(tool.group)
+    local group, err = read_switch(state.group_enabled, tool.group)
+    if err then return false, err end
     if group ~= nil and group ~= true then return false end
   end
-  local row
-  if state.tool_enabled then row = state.tool_enabled(tool.name) end
+  local row, err
+  if state.tool_enabled then row, err = read_switch(state.tool_enabled, tool.name) end
+  if err then return false, err end
   if row == nil then return tool.enabled_by_default == true end
   return row == true
 end
 
--- The registry's names whose tools are switched on, in registry order.
+-- The registry's names whose tools are switched on, in registry order, and
+-- those whose switch could not be read: their refusal is decided (and
+-- recorded) like any other, never skipped in silence.
 local function enabled_names(self)
   local out = {}
   for _, name in ipairs(self.registry.names()) do
     local tool = self.registry.get(name)
-    if tool ~= nil and enabled(self, tool) then out[#out + 1] = name end
+    if tool ~= nil then
+      local on, err = enabled(self, tool)
+      if on or err then out[#out + 1] = name end
+    end
   end
   return out
 end
@@ -366,9 +393,12 @@ local function allowed_by_configuration(configuration, group)
 end
 
 -- The checks before the trust zone, cheapest and least revealing first.
--- → the refusal's reason, or nil when the tool passes them
+-- → the refusal's reason (and the store's failure when a switch could not
+-- be read), or nil when the tool passes them
 local function switch_and_role(self, tool, configuration, user)
-  if not enabled(self, tool) then return R.TOOL_DISABLED end
+  local on, err = enabled(self, tool)
+  if err then return R.STORE_UNAVAILABLE, err end
+  if not on then return R.TOOL_DISABLED end
   -- No user is not an administrator. A remote tool is admin-only whatever it says.
   if (tool.requires_admin == true or tool.remote) and (type(user) ~= "table" or user.admin ~= true) then
     return R.REQUIRES_ADMIN
@@ -386,8 +416,8 @@ local function evaluate(self, name, configuration, user)
     return decision(name, false, R.NOT_REGISTERED, MOST_SENSITIVE, zone, ceiling)
   end
   local class = policy.class_of(tool)
-  local refused = switch_and_role(self, tool, configuration, user)
-  if refused then return decision(name, false, refused, class, zone, ceiling) end
+  local refused, err = switch_and_role(self, tool, configuration, user)
+  if refused then return decision(name, false, refused, class, zone, ceiling, false, err) end
   if not policy.is_at_most(class, ceiling) then
     -- Observe mode exists so an upgrade does not silently drop tools that
     -- already worked. No remote tool worked before the gate, so none
@@ -399,7 +429,10 @@ local function evaluate(self, name, configuration, user)
 end
 
 --- Decide whether `name` may be offered to / called by a model.
--- @return decision { tool, allowed, observed_only, reason, data_class, zone, ceiling, message }
+-- @return decision { tool, allowed, observed_only, reason, data_class, zone, ceiling, message
+--   [, err] [, unrecorded] }
+--   err         the failure value when a switch could not be read (reason "storeUnavailable")
+--   unrecorded  the failure value on_decision returned: the decision's governance row was not recorded
 -- A refused or observed-only decision is reported to on_decision with its
 -- governance row; an allowed one reports nothing.
 function Gate:decide(name, configuration, user, context)
@@ -407,7 +440,13 @@ function Gate:decide(name, configuration, user, context)
   local d = evaluate(self, name, configuration, user)
   if self.on_decision and (not d.allowed or d.observed_only) then
     local merged = row_context(context, configuration)
-    self.on_decision(d, merged, policy.governance_row(d, merged, user))
+    local recorded, message, err = self.on_decision(d, merged, policy.governance_row(d, merged, user))
+    if recorded == nil and message ~= nil then
+      if type(err) ~= "table" or not err.kind then
+        err = select(3, errors.fail("store", { operation = "record a governance event", detail = tostring(message) }))
+      end
+      d.unrecorded = err
+    end
   end
   return d
 end
@@ -419,11 +458,15 @@ local function candidates(self, requested)
 end
 
 --- The candidates (the requested names, or every enabled tool) the gate
--- allows, in candidate order. Each decision is reported as by decide.
+-- allows, in candidate order. Each decision is reported as by decide; the
+-- first decision whose governance row could not be recorded ends the walk.
+-- @return names [, unrecorded] (the failure value of that record)
 function Gate:filter_offerable(requested, configuration, user, context)
   local out = {}
   for _, name in ipairs(candidates(self, requested)) do
-    if self:decide(name, configuration, user, context).allowed then out[#out + 1] = name end
+    local d = self:decide(name, configuration, user, context)
+    if d.unrecorded then return out, d.unrecorded end
+    if d.allowed then out[#out + 1] = name end
   end
   return out
 end

@@ -85,7 +85,8 @@ run.COMPLETED = "completed"
 run.FAILED = "failed"
 run.CANCELLED = "cancelled"
 
-local PENDING_WRITE = "non_idempotent_write"
+local UNENCODABLE = "(the arguments could not be encoded)"
+local FENCE_ORDER = { "tool", "arguments_sha256", "sequence" }
 local PAYLOAD_ORDER = { "kind", "round", "durationMs", "toolName", "toolArguments", "toolResult", "toolIsError" }
 
 -- The states of one call of a turn (a record, see new_turn):
@@ -173,21 +174,19 @@ end
 -- The gate a run uses when the host brings none: enablement from the
 -- store's rows, and every refused or observed-only decision written to the
 -- store as a governance event (denial-only: an executed call writes none).
-local function default_gate(store, registry, options, log)
+-- A switch that cannot be read reaches the gate as the store's failure (the
+-- gate then refuses the tool as unavailable), and a row that cannot be
+-- written reaches it too (the run then stops closed).
+local function default_gate(store, registry, options)
   return policy.new {
     registry = registry,
     state = {
-      tool_enabled = function(name) return (store:tool_enabled(name)) end,
-      group_enabled = function(group) return (store:group_enabled(group)) end,
+      tool_enabled = function(name) return store:tool_enabled(name) end,
+      group_enabled = function(group) return store:group_enabled(group) end,
     },
     mode = options.mode,
     providers = options.providers,
-    on_decision = function(_, _, row)
-      local ok, message = store:insert_governance_event(row)
-      if not ok then
-        warn_to(log, "A tool gate decision could not be recorded as a governance event: " .. tostring(message))
-      end
-    end,
+    on_decision = function(_, _, row) return store:insert_governance_event(row) end,
   }
 end
 
@@ -309,7 +308,7 @@ function run.start(store, options)
   local self = setmetatable({
     store = store, uuid = options.uuid or new_uuid(), user = options.user, configuration = options.configuration,
     registry = registry,
-    gate = options.gate or default_gate(store, registry, options, log),
+    gate = options.gate or default_gate(store, registry, options),
     provider = tools.owned,
     now = options.now or os.time,
     clock = options.clock or core.now,
@@ -317,7 +316,7 @@ function run.start(store, options)
     remote_budget = options.remote_budget or run.REMOTE_BUDGET,
     log = log,
     status = run.RUNNING, round = 0, segment = 1, remote_calls = 0,
-    trail = {}, persisted = false,
+    trail = {}, persisted = false, sequence = 0, fenced = {},
   }, Run)
   claim(self, options.owner or default_owner())
   return self
@@ -359,18 +358,51 @@ local function fail(self, kind, detail, store_error)
   return err
 end
 
-local function lease_lost(self, name, store_error)
-  return fail(self, "run_lease_lost", string.format("Run %s lost its execution lease; %s.", self.uuid,
-    name and string.format('"%s" was not called', name) or "it stops here"), store_error)
+-- The run stops because the store failed under a write of its row: run.error
+-- is the store's own failure value, unchanged (kind "store"). The row is
+-- marked failed if the store takes that write; if not, it stays running with
+-- its fence, and the next process that opens the store once the lease has
+-- expired marks it failed (see store:recover_runs).
+local function store_failed(self, name, err)
+  self.error = err
+  under_lease(self, { status = run.FAILED, lease_expires = math.floor(self.now()) })
+  self.status = run.FAILED
+  warn_to(self.log, string.format("Run %s stops because its row could not be written; %s. %s", self.uuid,
+    name and string.format('"%s" was not called', name) or "it stops here", err.message))
+  return err
 end
 
--- The run ends as `status` (completed or cancelled), its fence cleared.
+-- A lease write changed nothing (`err` nil: another owner holds the run) or
+-- failed (`err`: the store's failure). Either way the run stops here.
+local function lease_trouble(self, name, err)
+  if err then return store_failed(self, name, err) end
+  return fail(self, "run_lease_lost", string.format("Run %s lost its execution lease; %s.", self.uuid,
+    name and string.format('"%s" was not called', name) or "it stops here"))
+end
+
+-- A refusal whose governance event could not be recorded: the run stops
+-- closed, as for an executed write whose step could not be. → err
+local function unrecorded_refusal(self, name, store_error)
+  return fail(self, "audit_persistence_failed", string.format("The refusal of %s could not be recorded as a "
+    .. "governance event in run %s; the run stops because a refusal must not go unrecorded.",
+    name and string.format('tool "%s"', name) or "a tool", self.uuid), store_error)
+end
+
+-- The run ends as `status` (completed or cancelled), its fence cleared. A
+-- store that fails that write fails the run (run.error: its failure value):
+-- the row still says running, and only this process knows why.
 local function conclude(self, status)
   local ok, err = under_lease(self, { status = status, pending_effect = "", lease_expires = math.floor(self.now()) })
   self.status = status
-  if not ok and self.persisted then
-    warn_to(self.log, string.format("Run %s ended %s but its row could not be updated: %s", self.uuid,
-      status, err and err.message or "the lease is held by another owner"))
+  if ok or not self.persisted then
+    self.fenced = {}
+  elseif err then
+    self.error, self.status = err, run.FAILED
+    warn_to(self.log, string.format("Run %s ended %s but its row could not be updated: %s", self.uuid, status,
+      err.message))
+  else
+    warn_to(self.log, string.format("Run %s ended %s but its row could not be updated: the lease is held by "
+      .. "another owner", self.uuid, status))
   end
 end
 
@@ -411,7 +443,7 @@ local function encode_payload(payload, order)
   if order then json.set_key_order(payload, order) end
   local text = json.try_encode(payload)
   if text then return text end
-  payload.toolArguments = "(the arguments could not be encoded)"
+  payload.toolArguments = UNENCODABLE
   if payload.calls then
     for _, call in ipairs(payload.calls) do call.toolArguments = nil end
   end
@@ -439,6 +471,7 @@ local function record_step(self, step)
       step.name, self.uuid, tostring(message)))
     return false, err
   end
+  self.sequence = sequence
   return true
 end
 
@@ -447,7 +480,8 @@ local function note(self, kind, fields)
   fields.kind = kind
   local event = { kind = kind, round = fields.round or self.round, payload = encode_payload(fields) }
   if self.persisted then
-    self.store:append_event(self.uid, event)
+    local sequence = self.store:append_event(self.uid, event)
+    if sequence then self.sequence = sequence end
   else
     self.trail[#self.trail + 1] = event
   end
@@ -499,12 +533,15 @@ local function remote_withheld(self, offered)
 end
 
 --- The tools the gate offers to the model now, as { name, description,
---- parameters } (every enabled tool is decided; refusals are recorded).
+--- parameters } (every enabled tool is decided; refusals are recorded: one
+--- that cannot be recorded stops the run closed, and nothing is offered).
 -- @return specs, why (a sentence when remote tools were withheld because the
---   run's user is not an administrator; nil otherwise)
+--   run's user is not an administrator, or when the run stopped; nil otherwise)
 function Run:tools()
   local offered = {}
-  for _, name in ipairs(self.gate:filter_offerable(nil, self.configuration, self.user, gate_context(self))) do
+  local names, unrecorded = self.gate:filter_offerable(nil, self.configuration, self.user, gate_context(self))
+  if unrecorded then return offered, unrecorded_refusal(self, nil, unrecorded).message end
+  for _, name in ipairs(names) do
     local t = self.registry.get(name)
     if t then
       offered[#offered + 1] = t.spec and t:spec()
@@ -563,6 +600,16 @@ local function admit(self, rec)
   local tool = self.registry.get(name)
   if tool == nil then return refuse(rec, string.format('Error: unknown tool "%s"', name)) end
   local decision = self.gate:decide(name, self.configuration, self.user, gate_context(self))
+  if decision.unrecorded then
+    local err = unrecorded_refusal(self, name, decision.unrecorded)
+    return stop(rec, error_result(err.message, err))
+  end
+  if decision.reason == policy.REASONS.STORE_UNAVAILABLE then
+    -- not a verdict on the tool: the store that holds its switch could not be read
+    rec.state, rec.result = REFUSED, error_result(string.format('Error: tool "%s" is unavailable for now (its '
+      .. "switch could not be read from the store); it was not called.", name), decision.err)
+    return
+  end
   if not decision.allowed then return refuse(rec, string.format('Error: tool "%s" not permitted', name)) end
   if is_write(tool) and not (self.persisted and self.owner) then return refuse_unfenced_write(self, rec) end
   if tool.remote then
@@ -603,18 +650,35 @@ end
 -- Execution of one admitted call
 ---------------------------------------------------------------------------
 
--- Before a byte leaves: a cancelled run sends nothing, and a write stamps its
--- pending effect under the lease (a lost lease stops the run). → true to go on
-local function ready_to_send(self, rec)
+-- The fence's entry for one write: its local tool name, the SHA-256 (hex)
+-- of its arguments' JSON text as its audit step records them, and the audit
+-- sequence its step is to take.
+local function fence_entry(rec, sequence)
+  local arguments = rec.call.arguments
+  if arguments == nil then arguments = {} end
+  local text = json.try_encode(arguments) or json.encode(UNENCODABLE)
+  local digest = core.crypto.sha256(text):gsub(".", function(c) return string.format("%02x", c:byte()) end)
+  return json.set_key_order({ tool = core.repair_utf8(rec.call.name), arguments_sha256 = digest,
+    sequence = sequence }, FENCE_ORDER)
+end
+
+-- Before a byte leaves: a cancelled run sends nothing, and a write is named
+-- in the fence under the lease (the fence lists every write of the turn that
+-- may be on the wire; a lost lease or a failed store stops the run). `sequence`
+-- is the audit sequence the call's step is to take. → true to go on
+local function ready_to_send(self, rec, sequence)
   if cancel_requested(self) then
     conclude(self, run.CANCELLED)
     not_called(self, rec)
     return false
   end
   if is_write(rec.tool) then
-    local ok, err = under_lease(self, { pending_effect = PENDING_WRITE, lease_expires = lease_until(self) })
+    local fenced = self.fenced
+    fenced[#fenced + 1] = fence_entry(rec, sequence)
+    local ok, err = under_lease(self, { pending_effect = json.encode(json.array(fenced)),
+      lease_expires = lease_until(self) })
     if not ok then
-      lease_lost(self, rec.call.name, err)
+      lease_trouble(self, rec.call.name, err)
       not_called(self, rec)
       return false
     end
@@ -662,11 +726,14 @@ local function settle_call(self, rec, recorded, store_error, last_write)
   end
   if not self.persisted then return end
   local fields = { lease_expires = lease_until(self) }
-  if write and last_write then fields.pending_effect = "" end
+  local clears = write and last_write
+  if clears then fields.pending_effect = "" end
   local ok, lease_err = under_lease(self, fields)
   if not ok then
-    lease_lost(self, nil, lease_err)
+    lease_trouble(self, nil, lease_err)
     rec.stopped = true
+  elseif clears then
+    self.fenced = {}
   end
 end
 
@@ -740,7 +807,7 @@ local function suspend(self, turn)
   end
   local ok, err = under_lease(self, { status = run.WAITING, lease_expires = lease_until(self) })
   if self.persisted and not ok then
-    lease_lost(self, nil, err)
+    lease_trouble(self, nil, err)
     for _, rec in ipairs(turn.records) do
       if rec.state == ADMITTED then not_called(self, rec) end
     end
@@ -760,11 +827,17 @@ end
 
 -- Ready every admitted call in the model's order (the cancel flag, the fence
 -- stamped for writes); → the calls to execute, and the last write among them.
+-- The turn's steps are recorded in the model's order after the calls (a
+-- refusal's and an executed call's; a call not made has none), so each call's
+-- audit sequence is known before it is sent.
 local function ready_all(self, turn)
-  local ready, last_write = {}, nil
+  local ready, last_write, sequence = {}, nil, self.sequence
   for _, rec in ipairs(turn.records) do
-    if rec.state == ADMITTED then
-      if self.status == run.RUNNING and ready_to_send(self, rec) then
+    if rec.state == REFUSED then
+      sequence = sequence + 1
+    elseif rec.state == ADMITTED then
+      if self.status == run.RUNNING and ready_to_send(self, rec, sequence + 1) then
+        sequence = sequence + 1
         ready[#ready + 1] = rec
         if is_write(rec.tool) then last_write = rec end
       elseif rec.state == ADMITTED then
@@ -847,7 +920,7 @@ function Run:resume()
   local turn, approved = self.waiting, self.approval
   local ok, err = under_lease(self, { status = run.RUNNING, lease_expires = lease_until(self) })
   self.waiting, self.approval = nil, nil
-  if self.persisted and not ok then lease_lost(self, nil, err) else self.status = run.RUNNING end
+  if self.persisted and not ok then lease_trouble(self, nil, err) else self.status = run.RUNNING end
   self.segment, self.remote_calls = self.segment + 1, 0
   for _, rec in ipairs(turn.records) do
     if rec.state == SUSPENDED then

@@ -7,7 +7,7 @@
 --
 -- Every repository method returns its value, or nil, message, err on a
 -- database failure (errors.fail("store"): err.operation says what was being
--- done, err.code is the database's result code name); it never raises for one. Misuse
+-- done, err.sql_code is the database's own code); it never raises for one. Misuse
 -- (wrong argument types, unknown fields, a closed store) raises. Every value
 -- reaches the database as a bound parameter; the only names spliced into SQL
 -- text are column names from the fixed lists below.
@@ -17,12 +17,15 @@
 -- "postgresql://" URI or a libpq key=value string) the shared one, and
 -- store.open_adapter takes a host's. What differs between the databases'
 -- SQL lives in mcpclient.agent.store.dialect.
+local core = require "mcpclient.core"
 local errors = require "mcpclient.errors"
 local check_options = require("mcpclient.agent.options").check
 local dialect = require "mcpclient.agent.store.dialect"
 local migrations = require "mcpclient.agent.store.migrations"
 local postgres = require "mcpclient.agent.store.postgres"
 local sqlite = require "mcpclient.agent.store.sqlite"
+
+local json = core.json
 
 local store = {
   migrations = migrations,
@@ -38,10 +41,11 @@ Store.__index = Store
 ---------------------------------------------------------------------------
 
 -- The failure value for a database failure while trying to `what`; `code` is
--- the adapter's result code name (e.g. "SQLITE_BUSY"), kept for callers that
+-- the adapter's code (SQLite's result code name, e.g. "SQLITE_BUSY";
+-- PostgreSQL's SQLSTATE, e.g. "57014"), kept as err.sql_code for callers that
 -- tell a locked database from a broken one.
 local function fail(what, detail, code)
-  return errors.fail("store", { operation = what, detail = detail, code = code })
+  return errors.fail("store", { operation = what, detail = detail, sql_code = code })
 end
 
 local function check_uid(value, name, level)
@@ -343,7 +347,14 @@ function store.open_adapter(adapter, options)
       return nil, message, err
     end
   end
-  return setmetatable({ adapter = adapter, depth = 0 }, Store)
+  local opened = setmetatable({ adapter = adapter, depth = 0 }, Store)
+  if options.migrate ~= false and list == migrations and target >= 1 then
+    -- runs whose worker vanished mid-write are marked failed by the next
+    -- opener; a store that cannot do it now still opens (a later opener or
+    -- a claim does it, and `mcpclient runs` shows such a run meanwhile)
+    opened:recover_runs()
+  end
+  return opened
 end
 
 -- Open the PostgreSQL store at conninfo (see mcpclient.agent.store.postgres).
@@ -389,6 +400,19 @@ function store.open(path, options)
   })
   if not adapter then return fail("open the database", message, code) end
   return store.open_adapter(adapter, { migrate_to = options.migrate_to, migrate = not options.readonly })
+end
+
+--- What an SQLite location names, told without opening it: "file" (a
+-- regular file), "missing" (nothing yet), or nil, message, err (kind
+-- "store") for a path store.open would refuse at once: a FIFO, a directory,
+-- a device, a socket, one that cannot be reached. A PostgreSQL location is
+-- "database" (its existence is the server's to tell).
+function store.file_status(location)
+  if type(location) ~= "string" then error("store.file_status: location must be a string", 2) end
+  if postgres.is_conninfo(location) then return "database" end
+  local state, message, code = require("mcpclient.db").sqlite_path_state(location)
+  if not state then return fail("open the database", message, code) end
+  return state
 end
 
 --- Whether `location` names a PostgreSQL store (a postgresql:// URI or a
@@ -865,21 +889,90 @@ function Store:guarded_update_run(uid, owner, fields, status)
   return adapter:changes()
 end
 
+-- A run left behind: still running, its lease expired, and its fence set
+-- (a write may have run whose step is not in the audit). Nobody may take it
+-- over and go on as if nothing happened.
+local LEFT_BEHIND = "status = 'running' AND lease_expires < ? AND pending_effect <> ''"
+local RECOVERED_ORDER = { "kind", "reason", "owner", "leaseExpires", "fence" }
+
+-- Mark one run left behind failed (one compare-and-set: of several
+-- processes that find it, one marks it) and append a "recovered" event that
+-- says why and repeats the fence. → true marked | false (not left behind any
+-- more) | nil, message, err
+local function fail_closed(self, row, now)
+  local what = "mark run " .. row.uid .. " failed"
+  return self:transaction(function()
+    local adapter = adapter_of(self)
+    local ok, message, code = adapter:exec("UPDATE agent_run SET status = 'failed', tstamp = ? WHERE uid = ? AND "
+      .. "claimed_by = ? AND " .. LEFT_BEHIND, { now, row.uid, row.claimed_by, now })
+    if not ok then return fail(what, message, code) end
+    if adapter:changes() ~= 1 then return false end
+    local payload = json.set_key_order({ kind = "recovered", reason = "the lease expired while a fenced write "
+      .. "was unrecorded: the call may or may not have run", owner = core.repair_utf8(row.claimed_by),
+      leaseExpires = row.lease_expires, fence = core.repair_utf8(row.pending_effect) }, RECOVERED_ORDER)
+    local sequence, event_message, err = self:append_event(row.uid, { kind = "recovered",
+      payload = json.encode(payload) })
+    if not sequence then return nil, event_message, err end
+    return true
+  end)
+end
+
+--- Mark every run left behind failed: still running, its lease expired
+-- before `now` (default: now), its fence set. Each gets a "recovered" event
+-- naming its owner, its lease and its fence, which stays on the row so the
+-- operator can tell which call may have run (see `mcpclient runs`). The store
+-- does this itself when it is opened for writing and when a run is claimed.
+-- → the uids marked (a list) | nil, message, err
+function Store:recover_runs(now)
+  now = check_time(now, "now")
+  local rows, message, err = select_rows(self, "find the runs left behind", "SELECT * FROM agent_run WHERE "
+    .. LEFT_BEHIND .. " ORDER BY uid ASC", { now }, hydrate_run)
+  if not rows then return nil, message, err end
+  local marked = {}
+  for _, row in ipairs(rows) do
+    local done, done_message, done_err = fail_closed(self, row, now)
+    if done == nil then return nil, done_message, done_err end
+    if done then marked[#marked + 1] = row.uid end
+  end
+  return marked
+end
+
 --- Take over a running run whose lease has expired (lease_expires < now),
 -- or renew one's own: one compare-and-set, so of several workers that see
 -- the same expired lease exactly one gets it, and the old owner's next
--- fenced write changes nothing. → 1 claimed, 0 not (someone holds it)
+-- fenced write changes nothing. A run left behind with its fence set is not
+-- taken over: it is marked failed (see recover_runs). → 1 claimed, 0 not
+-- (someone holds it, or it was left behind)
 function Store:claim_run(uid, owner, lease_expires, now)
   check_uid(uid)
   if type(owner) ~= "string" then error("owner must be a string", 2) end
   check_uid(lease_expires, "lease_expires")
   now = check_time(now, "now")
+  local row, message, err = self:run(uid)
+  if row == nil and message ~= nil then return nil, message, err end
+  if row and row.claimed_by ~= owner and row.status == "running" and row.lease_expires < now
+      and row.pending_effect ~= "" then
+    local marked
+    marked, message, err = fail_closed(self, row, now)
+    if marked == nil then return nil, message, err end
+  end
   local adapter = adapter_of(self)
-  local ok, message, code = adapter:exec("UPDATE agent_run SET claimed_by = ?, lease_expires = ?, tstamp = ? "
+  local ok, code
+  ok, message, code = adapter:exec("UPDATE agent_run SET claimed_by = ?, lease_expires = ?, tstamp = ? "
     .. "WHERE uid = ? AND status = 'running' AND (claimed_by = ? OR lease_expires < ?)",
     { owner, lease_expires, now, uid, owner, now })
   if not ok then return fail("claim run " .. uid, message, code) end
   return adapter:changes()
+end
+
+--- The runs, newest first: every one, or (open = true) those an operator
+-- may have to act on: still running or waiting for approval, or with their
+-- fence set. → rows (as Store:run gives them)
+function Store:runs(open)
+  if open ~= nil and type(open) ~= "boolean" then error("runs: open must be a boolean", 2) end
+  local where = open and " WHERE status IN ('running', 'waiting_approval') OR pending_effect <> ''" or ""
+  return select_rows(self, "list the runs", "SELECT * FROM agent_run" .. where .. " ORDER BY uid DESC", {},
+    hydrate_run)
 end
 
 --- Ask a run to stop (a run's cancel hook polls this flag). → true

@@ -20,9 +20,10 @@
 -- speaks the same SQL with `?` placeholders (rewritten here to $1, $2, ...).
 -- A lost connection is made again once for a read outside a transaction
 -- (a read repeated cannot act twice) and for a BEGIN (nothing done yet); a
--- write that loses its connection fails (code "08006") and is never sent
--- again, since the database may have applied it; the next statement outside
--- a transaction reconnects.
+-- write that loses its connection fails (its code kept: "08006", or the
+-- server's own, see postgres.connection_lost) and is never sent again, since
+-- the database may have applied it; the next statement outside a transaction
+-- reconnects.
 local check_options = require("mcpclient.agent.options").check
 local credentials = require "mcpclient.credentials"
 local dialect = require "mcpclient.agent.store.dialect"
@@ -50,6 +51,19 @@ local CANCEL_GRACE_MS = 1000
 local BUDGET_GRACE_MS = 100
 
 local LOST = "08006"
+
+-- The SQLSTATEs that mean the session is gone, whatever else they say: the
+-- connection exception class (08000 and 08xxx: lost, never made, refused),
+-- the server shutting down or ending the backend (57P01 admin shutdown, also
+-- what pg_terminate_backend sends; 57P02 crash shutdown; 57P03 cannot connect
+-- now; 57P05 idle session timeout) and 25P03 (idle in transaction too long).
+local SESSION_ENDED = { ["57P01"] = true, ["57P02"] = true, ["57P03"] = true, ["57P05"] = true, ["25P03"] = true }
+
+--- Whether an SQLSTATE means the connection was lost (see SESSION_ENDED).
+function postgres.connection_lost(code)
+  return type(code) == "string" and (code:sub(1, 2) == "08" or SESSION_ENDED[code] == true)
+end
+local connection_lost = postgres.connection_lost
 
 -- How long a session may sit in an open transaction before the server ends
 -- it: the store's transactions last milliseconds, so only a worker that
@@ -189,7 +203,7 @@ end
 
 -- A write that lost its connection: say so, and that it is not repeated.
 local function lost_write(message, code)
-  if code ~= LOST then return nil, message, code end
+  if not connection_lost(code) then return nil, message, code end
   return nil, "the connection to the database was lost during a write, which may or may not have been "
     .. "applied and is not sent again: " .. message, code
 end
@@ -215,7 +229,7 @@ function Adapter:exec(sql, params)
   end
   if params == nil then
     ok, message, code = self.db:exec(sql)
-    if not ok and code == LOST and sql == dialect.postgresql.begin and not self.in_transaction then
+    if not ok and connection_lost(code) and sql == dialect.postgresql.begin and not self.in_transaction then
       -- the connection died since the last statement; a BEGIN did nothing yet, so it may be sent again
       ok, message, code = reconnect(self)
       if ok then ok, message, code = self.db:exec(sql) end
@@ -236,7 +250,7 @@ function Adapter:rows(sql, params)
   local rows
   params = as_bytes(params)
   rows, message, code = self.db:query(numbered(sql), params)
-  if rows or code ~= LOST or self.in_transaction then return rows, message, code end
+  if rows or not connection_lost(code) or self.in_transaction then return rows, message, code end
   ok, message, code = reconnect(self)
   if not ok then return nil, message, code end
   return self.db:query(numbered(sql), params)
