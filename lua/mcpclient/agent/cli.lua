@@ -51,6 +51,7 @@ local COMMAND_FLAGS = {
   enable = { ["--tool"] = "flag", ["--group"] = "flag" },
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
   add = SERVER_FLAGS, edit = SERVER_FLAGS,
+  runs = { ["--open"] = "flag" },
 }
 
 local GLOBAL_FLAGS = { "--db", "--json", "--budget", "--version", "--help" }
@@ -733,6 +734,28 @@ function commands.logout(ctx, out, parsed)
   return cli.OK
 end
 
+-- The agent runs and what to do about each (see docs/CLI.md, "Runs after a crash").
+function commands.runs(ctx, out, parsed)
+  no_more_than(parsed, 0)
+  local views, message, err = operator.runs(ctx.store, { open = parsed.flags["--open"] == true })
+  if not views then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    local shown = {}
+    for i, view in ipairs(views) do shown[i] = render.run_json(view) end
+    out:json(list(shown))
+    return cli.OK
+  end
+  if #views == 0 then
+    out:line(parsed.flags["--open"] and "No open run." or "No run yet.")
+    return cli.OK
+  end
+  for i, view in ipairs(views) do
+    if i > 1 then out:line() end
+    render.run(out, view)
+  end
+  return cli.OK
+end
+
 ---------------------------------------------------------------------------
 -- The database
 ---------------------------------------------------------------------------
@@ -744,6 +767,8 @@ local EMPTY_WITHOUT = { servers = function(out, parsed)
   if parsed.json then out:json(list {}) else out:line(operator.NO_SERVERS) end
 end, tools = function(out, parsed)
   if parsed.json then out:json(list {}) else out:line(operator.NO_TOOLS) end
+end, runs = function(out, parsed)
+  if parsed.json then out:json(list {}) else out:line("No run yet.") end
 end }
 
 -- A shell word for `text` (single-quoted).
@@ -867,8 +892,9 @@ end
 
 -- Open the database and run the parsed command on it.
 local function run(env, out, parsed)
-  local store, path, open_err = env.store, nil, nil
+  local store, path = env.store, nil
   if not store then
+    local open_err
     store, path, open_err = open_database(env, parsed)
     if store == false then
       if EMPTY_WITHOUT[parsed.command] then EMPTY_WITHOUT[parsed.command](out, parsed); return cli.OK end

@@ -24,6 +24,9 @@ local credentials = require "mcpclient.credentials"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local names = require "mcpclient.agent.names"
+local run = require "mcpclient.agent.run"
+
+local json = core.json
 
 local operator = {}
 
@@ -623,6 +626,86 @@ function operator.set_enabled(store, name, enabled, options)
   end
   if not ok then return nil, message, err end
   return what
+end
+
+---------------------------------------------------------------------------
+-- Runs: what was left behind, and what to do about it
+---------------------------------------------------------------------------
+
+-- Does the run's audit hold the fenced call? A tool step that names the tool
+-- with the same arguments, at the fence's sequence or after it (a refusal
+-- whose step could not be written shifts the numbers, never backwards).
+local function recorded(events, entry)
+  for _, e in ipairs(events) do
+    if e.kind == "tool" and (entry.sequence == nil or e.sequence >= entry.sequence) then
+      local ok, step = pcall(json.decode, e.payload)
+      if ok and type(step) == "table" and step.toolName == entry.tool
+          and run.digest(step.toolArguments) == entry.arguments_sha256 then
+        return true
+      end
+    end
+  end
+  return false
+end
+
+-- What the operator does next about a run, in one sentence.
+local function next_step(view)
+  local unrecorded = 0
+  for _, entry in ipairs(view.fence) do
+    if not entry.recorded then unrecorded = unrecorded + 1 end
+  end
+  if unrecorded > 0 and (view.status ~= "running" or view.lease_expired) then
+    return "A fenced write may have run without its audit step: ask the server (or its logs) whether the call "
+      .. "named in the fence ran, with arguments of that digest, and act on it there; the run is not resumed."
+  elseif unrecorded > 0 then
+    return "A write is on the wire under a live lease: wait for its owner, or for the lease to expire."
+  elseif view.status == "running" and view.lease_expired then
+    return "Its worker stopped between calls (nothing is unrecorded): a worker may claim it, or leave it."
+  elseif view.status == "running" then
+    return "Running: its owner holds the lease."
+  elseif view.status == "waiting_approval" then
+    return "Waiting for a person to approve its calls in the process that started it."
+  end
+  return "Nothing to do: the audit holds every call the run made."
+end
+
+-- One run as the operator sees it.
+local function run_view(store, row, now)
+  local view = { uid = row.uid, uuid = row.uuid, status = row.status, owner = row.claimed_by,
+    lease_expires = row.lease_expires, lease_expired = row.lease_expires < now, user_name = row.user_name,
+    configuration = row.configuration, created = row.crdate, updated = row.tstamp,
+    cancel_requested = row.cancel_requested, fence = run.fence(row.pending_effect) }
+  if #view.fence > 0 then
+    local events, message, err = store:events(row.uid)
+    if not events then return nil, message, err end
+    for _, entry in ipairs(view.fence) do entry.recorded = not entry.unnamed and recorded(events, entry) end
+  end
+  view.next = next_step(view)
+  return view
+end
+
+--- The runs, newest first, with what an operator needs after a crash: state,
+-- owner, lease, the fenced calls (each with whether the audit holds it) and
+-- the next step. Runs left behind are marked failed first (store:recover_runs).
+-- @param options { open = true: only runs still running or waiting, or with their fence set;
+--   now = unix seconds (default os.time()) }
+-- @return array of { uid, uuid, status, owner, lease_expires, lease_expired, user_name, configuration,
+--   created, updated, cancel_requested, fence = { { tool, arguments_sha256, sequence, recorded }
+--   | { unnamed = true, text, recorded = false } }, next } | nil, message, err
+function operator.runs(store, options)
+  options = options or {}
+  local now = options.now or os.time()
+  -- a store that cannot be written (read-only) is still listed: a run left
+  -- behind then shows as running with its lease expired, and the same next step
+  store:recover_runs(now)
+  local rows, message, err = store:runs(options.open == true)
+  if not rows then return nil, message, err end
+  local views = {}
+  for i, row in ipairs(rows) do
+    views[i], message, err = run_view(store, row, now)
+    if not views[i] then return nil, message, err end
+  end
+  return views
 end
 
 return operator

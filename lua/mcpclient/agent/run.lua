@@ -329,6 +329,40 @@ function run.cancel(store, run_uid)
 end
 
 ---------------------------------------------------------------------------
+-- The write fence, as the store keeps it
+---------------------------------------------------------------------------
+
+--- The SHA-256 (lowercase hex) of a call's arguments as its audit step
+--- records them (their JSON text; nil counts as {}). An audit step's
+--- toolArguments, decoded and encoded again, give the same digest.
+function run.digest(arguments)
+  if arguments == nil then arguments = {} end
+  local text = json.try_encode(arguments) or json.encode(UNENCODABLE)
+  return (core.crypto.sha256(text):gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+
+--- The calls a run's fence (its row's pending_effect) names: a list of
+--- { tool, arguments_sha256, sequence }, each a write that may have been sent
+--- and whose audit step was to take that sequence; {} when the fence is clear.
+--- A fence this library did not write (an older version's "non_idempotent_write")
+--- is one entry { unnamed = true, text = <the text> }.
+function run.fence(text)
+  if type(text) ~= "string" then error("run.fence: text must be a string", 2) end
+  if text == "" then return {} end
+  local ok, list = pcall(json.decode, text)
+  local entries = {}
+  if ok and type(list) == "table" and json.is_array(list) then
+    for i, e in ipairs(list) do
+      if type(e) ~= "table" or type(e.tool) ~= "string" then entries = nil; break end
+      entries[i] = { tool = e.tool, arguments_sha256 = tostring(e.arguments_sha256 or ""),
+        sequence = math.tointeger(e.sequence) }
+    end
+    if entries and #entries > 0 then return entries end
+  end
+  return { { unnamed = true, text = text } }
+end
+
+---------------------------------------------------------------------------
 -- Lease and status writes
 ---------------------------------------------------------------------------
 
@@ -650,15 +684,10 @@ end
 -- Execution of one admitted call
 ---------------------------------------------------------------------------
 
--- The fence's entry for one write: its local tool name, the SHA-256 (hex)
--- of its arguments' JSON text as its audit step records them, and the audit
--- sequence its step is to take.
+-- The fence's entry for one write: its local tool name, the digest of its
+-- arguments (run.digest), and the audit sequence its step is to take.
 local function fence_entry(rec, sequence)
-  local arguments = rec.call.arguments
-  if arguments == nil then arguments = {} end
-  local text = json.try_encode(arguments) or json.encode(UNENCODABLE)
-  local digest = core.crypto.sha256(text):gsub(".", function(c) return string.format("%02x", c:byte()) end)
-  return json.set_key_order({ tool = core.repair_utf8(rec.call.name), arguments_sha256 = digest,
+  return json.set_key_order({ tool = core.repair_utf8(rec.call.name), arguments_sha256 = run.digest(rec.call.arguments),
     sequence = sequence }, FENCE_ORDER)
 end
 

@@ -20,6 +20,7 @@ Servers are named by identifier or by numeric id, in every command.
   logout <server>              forget the server's stored OAuth grant
   enable <tool|group>          switch a tool on, or a server's group and all its tools
   disable <tool|group>         switch a tool or a whole group off
+  runs [--open]                the agent runs: state, owner, lease, the write fence, what to do next
   help [<command>]             this text, or one command's
 
 global options:
@@ -126,6 +127,14 @@ and an agent loop's on the same database, uses and refreshes it. `servers` shows
 usage: mcpclient logout <server> [--json]
 
 Forgets the server's stored OAuth grant.]==],
+  runs = [==[
+usage: mcpclient runs [--open] [--json]
+
+The agent runs on this database, newest first: state, lease owner and expiry, and the
+write fence (the calls that may have been sent: tool, arguments digest, the audit sequence
+each step was to take, and whether the audit holds it), with the next step for each. A run
+whose worker vanished during a write (lease expired, fence set) is marked failed first.
+--open shows only runs still running or waiting, or with a fence set.]==],
   help = [==[
 usage: mcpclient help [<command>]]==],
 }

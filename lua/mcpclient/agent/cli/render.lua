@@ -145,6 +145,52 @@ function render.tools(out, tools)
   render.columns(out, rows)
 end
 
+---------------------------------------------------------------------------
+-- Runs
+---------------------------------------------------------------------------
+
+-- One fenced call in words.
+local function fence_line(entry)
+  if entry.unnamed then
+    return string.format("an unnamed write (%s): the audit cannot be matched to it", inert(entry.text, 64))
+  end
+  return string.format("%s, arguments sha256 %s, audit sequence %s: %s", inert(entry.tool, 64),
+    inert(entry.arguments_sha256, 64), entry.sequence and tostring(entry.sequence) or "?",
+    entry.recorded and "in the audit" or "NOT in the audit (it may or may not have run)")
+end
+
+--- One run as text: its state, owner, lease, fence and next step.
+function render.run(out, view)
+  out:line(string.format("run %d  %s  [%s]", view.uid, inert(view.uuid, 64), inert(view.status, 32)))
+  local function row(label, value)
+    out:line(string.format("  %-10s%s", label .. ":", value))
+  end
+  row("Owner", view.owner ~= "" and inert(view.owner, 64) or "(none)")
+  local lease = render.iso(view.lease_expires)
+  row("Lease", lease == json.null and "(none)" or (lease .. (view.lease_expired and " (expired)" or "")))
+  if view.user_name ~= "" then row("User", inert(view.user_name, 64)) end
+  if view.cancel_requested then row("Cancel", "requested") end
+  if #view.fence == 0 then
+    row("Fence", "clear")
+  else
+    for i, entry in ipairs(view.fence) do row(i == 1 and "Fence" or "", fence_line(entry)) end
+  end
+  row("Next", view.next)
+end
+
+--- One run as data.
+function render.run_json(view)
+  local fence = {}
+  for i, e in ipairs(view.fence) do
+    fence[i] = e.unnamed and { unnamed = true, text = e.text, recorded = false }
+      or { tool = e.tool, arguments_sha256 = e.arguments_sha256, sequence = maybe(e.sequence), recorded = e.recorded }
+  end
+  return { id = view.uid, uuid = view.uuid, status = view.status, owner = view.owner,
+    lease_expires = render.iso(view.lease_expires), lease_expired = view.lease_expired, user = view.user_name,
+    configuration = view.configuration, created = render.iso(view.created), updated = render.iso(view.updated),
+    cancel_requested = view.cancel_requested, fence = render.list(fence), next = view.next }
+end
+
 --- A tool as data.
 function render.tool_json(t)
   return { server_id = t.server_uid, server = t.identifier, tool_name = t.tool_name, remote_name = t.remote_name,
