@@ -1,13 +1,15 @@
 -- The shared store on PostgreSQL across processes: several workers' audited
 -- calls at once, a lease taken over after expiry, imports at the same time,
 -- migrations at the same time; and its faults: the database restarted or
--- stopped mid-run, a statement waiting on a lock, a wrong password.
+-- stopped mid-run, a backend terminated and the postmaster killed mid-call,
+-- a statement waiting on a lock, a wrong password.
 -- Runs only when the suite runs on PostgreSQL (MCPCLIENT_TEST_PG, see
 -- spec/support/backends.lua and scripts/test).
 local backends = require "support.backends"
 local core = require "mcpclient.core"
 local drivers = require "mcpclient.db"
 local shell = require "support.shell"
+local postgres = require "mcpclient.agent.store.postgres"
 local store_module = require "mcpclient.agent.store"
 
 if not backends.postgres then
@@ -76,7 +78,7 @@ local function start_run(store, fake, extra)
     user = { name = "ops", uid = 7, admin = true },
     configuration = { identifier = "cfg-local", provider = "p-local" },
     providers = { ["p-local"] = { zone = "local" } },
-    provider = catalogue.provider(store, { transport = fake, clock = fake.clock }),
+    provider = catalogue.provider(store, { transport = fake, clock = fake.clock, log = function() end }),
     log = function() end,
   }
   for k, v in pairs(extra or {}) do options[k] = v end
@@ -227,6 +229,96 @@ describe("the store on PostgreSQL, faults", function()
       fence.entries(reopened:run(r.uid).pending_effect))
   end)
 
+  -- Wait until the backend `pid` is gone from the server (a terminated or orphaned backend ends on its own time).
+  local function wait_gone(admin, pid)
+    for _ = 1, 200 do
+      local rows = admin:query("SELECT 1 AS one FROM pg_stat_activity WHERE pid = CAST($1 AS integer)", { pid })
+      if rows and #rows == 0 then return end
+      core.sleep(0.01)
+    end
+    error("backend " .. pid .. " did not end")
+  end
+
+  it("records the step over a new connection when the backend is terminated during a write's call", function()
+    audit_server(s)
+    local admin = assert(drivers.pg_connect(backends.conninfo()))
+    local fake = Fake.new():will_handshake():will_return(text_answer("one"))
+    fake:will(function(_, record)
+      local pid = s.adapter:rows("SELECT pg_backend_pid() AS pid", {})[1].pid
+      assert(admin:query("SELECT pg_terminate_backend(CAST($1 AS integer))", { pid }))
+      wait_gone(admin, pid)
+      return { status = 200, headers = { ["content-type"] = "application/json" }, duration_ms = 1,
+        body = json.encode { jsonrpc = "2.0", id = record.id, result = text_answer("two") },
+        streamed = false, stopped = false, truncated = false }
+    end)
+    local r = start_run(s, fake)
+    assert.equal("one", r:invoke("mcp_audit_read_page", { uid = 1 }).text)
+    -- the server sends 57P01 (admin shutdown) for the terminated session: a connection loss, handled as one
+    local result = r:invoke("mcp_audit_read_page", { uid = 2 })
+    assert.equal("two", result.text, tostring(r.error and r.error.message))
+    assert.equal("running", r.status)
+    assert.equal("completed", r:finish())
+    admin:close()
+    -- server-side executions against the audit: two and two, numbered densely, the fence clear
+    local calls = 0
+    for _, m in ipairs(fake:methods()) do if m == "tools/call" then calls = calls + 1 end end
+    local steps = 0
+    for _, e in ipairs(assert(s:events(r.uid))) do if e.kind == "tool" then steps = steps + 1 end end
+    assert.equal(2, calls)
+    assert.equal(2, steps)
+    assert.same(dense(#assert(s:events(r.uid))), sequences(s, r.uid))
+    assert.equal("", assert(s:run(r.uid)).pending_effect)
+  end)
+
+  it("fails the run closed when the postmaster is killed (-9) during a write's call; the fence names the call",
+    function()
+      audit_server(s)
+      local data = s.adapter:rows("SELECT current_setting('data_directory') AS dir", {})[1].dir
+      local postmaster = math.tointeger(tonumber(shell.read_all(data .. "/postmaster.pid"):match("^(%d+)")))
+      assert.is_not_nil(postmaster)
+      local fake = Fake.new():will_handshake():will_return(text_answer("one"))
+      fake:will(function(_, record)
+        assert(shell.run("kill -KILL " .. postmaster))
+        return { status = 200, headers = { ["content-type"] = "application/json" }, duration_ms = 1,
+          body = json.encode { jsonrpc = "2.0", id = record.id, result = text_answer("two") },
+          streamed = false, stopped = false, truncated = false }
+      end)
+      local r = start_run(s, fake)
+      assert.equal("one", r:invoke("mcp_audit_read_page", { uid = 1 }).text)
+      local ok, result = pcall(r.invoke, r, "mcp_audit_read_page", { uid = 2 })
+      -- the orphaned backends end by themselves once they see the postmaster gone; then it starts again
+      local started = false
+      for _ = 1, 50 do
+        if cluster("start") then started = true; break end
+        core.sleep(0.2)
+      end
+      assert.is_true(started, "the cluster did not start again")
+      assert.is_true(ok, tostring(result))
+      assert.is_true(result.stopped)
+      assert.equal("failed", r.status)
+      assert.equal("audit_persistence_failed", r.error.kind)
+      assert.equal("store", r.error.store_error.kind)
+      -- two executions at the server; one step in the audit; the fence names the other, by sequence 2
+      local calls = 0
+      for _, m in ipairs(fake:methods()) do if m == "tools/call" then calls = calls + 1 end end
+      assert.equal(2, calls)
+      local reopened <close> = assert(store_module.open(conninfo))
+      local steps = {}
+      for _, e in ipairs(assert(reopened:events(r.uid))) do
+        if e.kind == "tool" then steps[#steps + 1] = json.decode(e.payload) end
+      end
+      assert.equal(1, #steps)
+      assert.same({ uid = 1 }, steps[1].toolArguments)
+      local row = assert(reopened:run(r.uid))
+      assert.equal("running", row.status) -- the row could not be told; the lease has not expired yet
+      assert.same({ fence.entry("mcp_audit_read_page", { uid = 2 }, 2) }, fence.entries(row.pending_effect))
+      -- once it has, the run is marked failed and the operator sees the unrecorded call
+      assert.same({ r.uid }, assert(reopened:recover_runs(row.lease_expires + 1)))
+      local views = assert(require("mcpclient.agent.operator").runs(reopened, { open = true }))
+      assert.equal("failed", views[1].status)
+      assert.is_false(views[1].fence[1].recorded)
+    end)
+
   it("reads again once over a new connection, and fails a write clearly without sending it again", function()
     local uid = servers.add(s, { identifier = "before" })
     local admin = assert(drivers.pg_connect(backends.conninfo()))
@@ -251,6 +343,58 @@ describe("the store on PostgreSQL, faults", function()
     assert.matches("a contact does not wait for a new one", contact_message, 1, true)
     assert.equal("Test server", assert(s:server(uid)).name) -- not applied, not repeated; the store works again
     admin:close()
+  end)
+
+  -- The adapter's connection answers its next `methods` with the SQLSTATE `code` (as a server that
+  -- ended the session does), then is given up; the adapter's handling runs for real.
+  local function ended_session(adapter, code, methods)
+    local real_db, fired = adapter.db, { n = 0 }
+    adapter.db = setmetatable({}, { __index = function(_, key)
+      if methods[key] then
+        return function()
+          fired.n = fired.n + 1
+          return nil, "terminating connection due to administrator command (" .. code .. ")", code
+        end
+      end
+      return function(_, ...) return real_db[key](real_db, ...) end
+    end })
+    return fired
+  end
+
+  it("takes 57P01 and the other session-ending SQLSTATEs as a lost connection, like 08006", function()
+    local uid = servers.add(s, { identifier = "kept" })
+    for _, code in ipairs { "57P01", "57P02", "25P03", "08003" } do
+      -- a read outside a transaction: made again once over a new connection
+      local fired = ended_session(s.adapter, code, { query = true })
+      assert.equal("kept", assert(s:server(uid)).identifier)
+      assert.equal(1, fired.n)
+      -- a write: not sent again, and said so, with the server's own code
+      fired = ended_session(s.adapter, code, { execute = true })
+      local ok, message, err = s:update_server(uid, { name = "after" })
+      assert.is_nil(ok)
+      assert.equal(1, fired.n)
+      assert.equal(code, err.sql_code)
+      assert.matches("lost during a write, which may or may not have been applied and is not sent again", message,
+        1, true)
+      assert.equal("Test server", assert(s:server(uid)).name) -- not applied
+      -- a BEGIN (nothing done yet) is sent again over a new connection
+      fired = ended_session(s.adapter, code, { exec = true })
+      assert.is_true(s:transaction(function() return true end))
+      assert.equal(1, fired.n)
+    end
+    -- a session the server really ends under a write: 57P01, or 08006 when the close is seen first
+    local ok, message, code = s.adapter:exec("SELECT pg_terminate_backend(pg_backend_pid())", {})
+    assert.is_nil(ok)
+    assert.is_truthy(code == "57P01" or code == "08006", code)
+    assert.matches("not sent again", message, 1, true)
+    assert.equal("kept", assert(s:server(uid)).identifier)
+    for _, lost in ipairs { "57P01", "57P02", "57P03", "57P05", "25P03", "08000", "08001", "08003", "08004",
+      "08006", "08007", "08P01" } do
+      assert.is_true(postgres.connection_lost(lost), lost)
+    end
+    for _, kept in ipairs { "57014", "23505", "40001", "25006", "XX000" } do
+      assert.is_false(postgres.connection_lost(kept), kept)
+    end
   end)
 
   it("bounds a statement that waits on a lock, a liveness contact to 200 ms", function()
