@@ -419,6 +419,7 @@ describe("a run left behind (" .. backends.name .. ")", function()
     assert.same({ tool = TOOL, arguments_sha256 = fence.digest {}, sequence = 1, recorded = false },
       listed[1].fence[1])
     code, text = run_cli { "runs" }
+    assert.equal(0, code)
     assert.truthy(text:find("done-run", 1, true), text)
   end)
 end)

@@ -19,7 +19,9 @@ function fence.entries(text)
   local list = json.decode(text)
   assert(type(list) == "table" and json.is_array(list), "the fence is not a JSON list: " .. tostring(text))
   local out = {}
-  for i, e in ipairs(list) do out[i] = { tool = e.tool, arguments_sha256 = e.arguments_sha256, sequence = e.sequence } end
+  for i, e in ipairs(list) do
+    out[i] = { tool = e.tool, arguments_sha256 = e.arguments_sha256, sequence = e.sequence }
+  end
   return out
 end
 
