@@ -1,7 +1,7 @@
 --- The other process of spec/integration/run_cancel_spec.lua: start a run on
 --- the store at <db> and call the peer's slow tool in it.
 --
---   lua5.4 spec/support/run_slow_call.lua <db path> <seconds>
+--   lua5.4 spec/support/run_slow_call.lua <db path> <seconds> [<lease seconds>]
 --
 -- (LUA_PATH / LUA_CPATH must reach lua/ and build/.) Prints, flushed line by line:
 --   started <run uid>
@@ -13,6 +13,7 @@ local store = require "mcpclient.agent.store"
 
 local path = arg[1] or error("usage: run_slow_call.lua <db path> <seconds>")
 local seconds = tonumber(arg[2] or "10")
+local lease = math.tointeger(tonumber(arg[3] or "900"))
 
 local function say(...)
   io.stdout:write(...)
@@ -25,6 +26,7 @@ local r = assert(run.start(s, {
   user = { name = "ops", uid = 1, admin = true },
   configuration = { identifier = "cfg-local", provider = "p-local" },
   providers = { ["p-local"] = { zone = "local" } },
+  lease_seconds = lease,
 }))
 say("started ", r.uid)
 local result = r:invoke("mcp_peer_slow", { seconds = seconds })
