@@ -111,10 +111,35 @@ describe("mcpclient.agent.store", function()
         'store.open: unknown option "busy_timeout"')
     end)
 
+    it("refuses at once a path that is not a regular file, and says what it is", function()
+      local dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir " .. dir .. " && mkfifo " .. dir .. "/fifo.db"))
+      for path, reason in pairs {
+        [dir .. "/fifo.db"] = "the database path names a FIFO (named pipe), not a regular file",
+        [dir] = "the database path names a directory, not a regular file",
+        ["/dev/null"] = "the database path names a character device, not a regular file",
+      } do
+        local t0 = os.time()
+        local none, message, err = store.open(path)
+        assert.is_true(os.time() - t0 < 3)
+        assert.is_nil(none)
+        assert.equal("The store could not open the database: " .. reason .. " (SQLITE_CANTOPEN)", message)
+        assert.equal("SQLITE_CANTOPEN", err.sql_code)
+        local state, why = store.file_status(path)
+        assert.is_nil(state)
+        assert.equal(message, why)
+      end
+      assert.equal("missing", store.file_status(dir .. "/new.db"))
+      assert.equal("database", store.file_status("postgresql://db.internal/mcp"))
+      os.execute("rm -rf " .. dir)
+    end)
+
     it("fails to open with nil, message, err", function()
       local none, message, err = store.open("/nonexistent-dir/x.db")
       assert.is_nil(none)
-      assert.equal("The store could not open the database: unable to open database file (SQLITE_CANTOPEN)", message)
+      assert.equal("The store could not open the database: the database file does not exist and cannot be created: "
+        .. "its directory is missing (No such file or directory) (SQLITE_CANTOPEN)", message)
       assert.equal(message, err.message)
       assert.equal("open the database", err.operation)
       assert.equal("store", err.kind)

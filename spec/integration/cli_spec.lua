@@ -379,6 +379,46 @@ describe("the mcpclient command #integration", function()
     os.execute("rm -rf " .. quote(home))
   end)
 
+  it("refuses at once a database path that is not a regular file, or cannot be created as one", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. quote(dir) .. " && mkfifo " .. quote(dir .. "/pipe.db") .. " && mkdir "
+      .. quote(dir .. "/adir.db") .. " && mkfifo " .. quote(dir .. "/plain.db-wal") .. " && : > "
+      .. quote(dir .. "/plain.db")))
+    local cases = {
+      { dir .. "/pipe.db", "servers", "names a FIFO (named pipe), not a regular file" },
+      { dir .. "/pipe.db", "add", "names a FIFO (named pipe), not a regular file" },
+      { dir .. "/adir.db", "tools", "names a directory, not a regular file" },
+      { "/dev/null", "servers", "names a character device, not a regular file" },
+      { dir .. "/plain.db", "servers", "wal file beside it is a FIFO (named pipe), not a regular file" },
+      { dir .. "/plain.db/x.db", "add", "cannot be reached: Not a directory" },
+    }
+    for _, case in ipairs(cases) do
+      local path, command, reason = case[1], case[2], case[3]
+      local argv = { "timeout", "10", "lua5.4", quote(peers.root .. "/bin/mcpclient"), "--db", quote(path), command }
+      if command == "add" then
+        for _, a in ipairs { "--identifier", "x", "--name", "X", "--url", "http://127.0.0.1:9/" } do
+          argv[#argv + 1] = a
+        end
+      end
+      local t0 = core.now()
+      local pipe = assert(io.popen(table.concat(argv, " ") .. " 2>&1"))
+      local out = pipe:read("a")
+      local _, _, code = pipe:close()
+      assert.is_true(core.now() - t0 < 5, path .. ": the command took " .. (core.now() - t0) .. " s")
+      assert.equal(1, code, path .. " " .. command .. ": " .. out)
+      assert.truthy(out:find('The database "' .. path .. '" cannot be opened: ', 1, true), out)
+      assert.truthy(out:find(reason, 1, true), out)
+    end
+    -- and --json names the kind
+    local pipe = assert(io.popen("timeout 10 lua5.4 " .. quote(peers.root .. "/bin/mcpclient") .. " --json --db "
+      .. quote(dir .. "/pipe.db") .. " servers"))
+    local refusal = json.decode(pipe:read("a"))
+    pipe:close()
+    assert.equal("store", refusal.kind)
+    os.execute("rm -rf " .. quote(dir))
+  end)
+
   it("takes the database from MCPCLIENT_DB when --db is not given", function()
     local pipe = assert(io.popen("cd /tmp && MCPCLIENT_DB=" .. quote(db) .. " lua5.4 "
       .. quote(peers.root .. "/bin/mcpclient") .. " add --identifier envdb --name E --url http://127.0.0.1:9/"))
