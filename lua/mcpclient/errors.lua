@@ -26,8 +26,10 @@ end
 
 --[[
 Every kind: what causes it, what the caller should do, and the sentence it
-reads as. README "Errors" and docs/errors.md list the same kinds; a spec
-checks the lists agree.
+reads as; `fields`, where given, the fields of `err` beyond kind and message
+(each a field of one meaning: the store's SQL code is `sql_code`). README
+"Errors" and docs/ERRORS.md list the same kinds; a spec checks the lists and
+the fields agree.
 ]]
 errors.KINDS = {
   refused_host = {
@@ -135,8 +137,9 @@ errors.KINDS = {
     end,
   },
   store = {
-    cause = "the database refused or failed a statement (err.operation, err.code)",
+    cause = "the database refused or failed a statement (err.operation, err.sql_code)",
     action = "look at the database; a run fails closed rather than lose its audit",
+    fields = { "operation", "detail", "sql_code" },
     message = function(f)
       return string.format("The store could not %s: %s", clip(f.operation), clip(f.detail))
     end,

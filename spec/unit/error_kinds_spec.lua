@@ -63,6 +63,41 @@ describe("docs/ERRORS.md", function()
     end
   end)
 
+  it("names in each kind's Fields every field errors.KINDS lists for it", function()
+    local kinds = documented()
+    local listed = 0
+    for kind, spec in pairs(errors.KINDS) do
+      if spec.fields ~= nil and kinds[kind] then
+        local body = table.concat(kinds[kind].lines, "\n")
+        local fields_text = assert(body:match("%*%*Fields:%*%*(.*)$"), kind .. " has no Fields")
+        for _, field in ipairs(spec.fields) do
+          listed = listed + 1
+          assert.is_truthy(fields_text:find("`" .. field .. "`", 1, true), kind .. " does not document " .. field)
+        end
+      end
+    end
+    assert.is_true(listed > 0, "errors.KINDS lists no fields at all")
+  end)
+
+  it("says which field holds the store's SQL code, and that err.code is not it", function()
+    local kinds = documented()
+    local body = table.concat(kinds.store.lines, "\n")
+    assert.is_truthy(body:find("`sql_code`", 1, true))
+    assert.is_truthy(body:find("`err.code` is never set by the store", 1, true))
+    assert.same({ "operation", "detail", "sql_code" }, errors.KINDS.store.fields)
+    -- and the store does as the page says
+    local store = require("mcpclient.agent.store")
+    local _, _, err = store.open("/nonexistent-dir-of-mcpclient/x.db")
+    assert.equal("store", err.kind)
+    assert.equal("SQLITE_CANTOPEN", err.sql_code)
+    assert.is_nil(err.code)
+    for key in pairs(err) do
+      local known = key == "kind" or key == "message"
+      for _, field in ipairs(errors.KINDS.store.fields) do known = known or key == field end
+      assert.is_true(known, "the store's failure carries a field its kind does not list: " .. key)
+    end
+  end)
+
   it("gives each fixed numeric code as errors.KINDS has it", function()
     local kinds = documented()
     for kind, spec in pairs(errors.KINDS) do
