@@ -273,12 +273,22 @@ describe("the store on PostgreSQL, faults", function()
   it("fails the run closed when the postmaster is killed (-9) during a write's call; the fence names the call",
     function()
       audit_server(s)
+      -- the test cluster may run without durability (scripts/test turns synchronous_commit off): a crash
+      -- would then lose commits PostgreSQL's default keeps, so this session commits durably, as by default
+      assert(s.adapter:exec("SET synchronous_commit = on"))
       local data = s.adapter:rows("SELECT current_setting('data_directory') AS dir", {})[1].dir
       local postmaster = math.tointeger(tonumber(shell.read_all(data .. "/postmaster.pid"):match("^(%d+)")))
       assert.is_not_nil(postmaster)
+      local backend = s.adapter:rows("SELECT pg_backend_pid() AS pid", {})[1].pid
       local fake = Fake.new():will_handshake():will_return(text_answer("one"))
       fake:will(function(_, record)
         assert(shell.run("kill -KILL " .. postmaster))
+        -- the store's backend, orphaned, ends once it sees the postmaster gone (until then it would
+        -- still serve the session); wait for that, so the step meets a database that is gone
+        for _ = 1, 500 do
+          if not shell.run("kill -0 " .. backend .. " 2>/dev/null") then break end
+          core.sleep(0.01)
+        end
         return { status = 200, headers = { ["content-type"] = "application/json" }, duration_ms = 1,
           body = json.encode { jsonrpc = "2.0", id = record.id, result = text_answer("two") },
           streamed = false, stopped = false, truncated = false }

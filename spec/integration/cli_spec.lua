@@ -260,7 +260,9 @@ describe("the mcpclient command #integration", function()
     local sdk = start("sdk-stateless")
     local code, out, err = mcpclient(db, "add", "--identifier", "docs", "--name", "Docs", "--url", sdk.url)
     assert.equal(0, code, err)
-    assert.equal("Added server 1 (docs).\nNot usable yet:\n"
+    assert.equal("Added server 1 (docs).\nApproval: a human approves every call of its tools (the default), so an "
+      .. "agent's turn waits for an approval; `mcpclient edit docs --approval no` lets them run without asking.\n"
+      .. "Not usable yet:\n"
       .. "  - no data class is declared, so no tool of it is offered: `mcpclient edit docs --data-class "
       .. "publicContent|editorContent|sourceCode|internalConfiguration|systemDiagnostics|secretAdjacent`\n"
       .. "  - it is disabled: `mcpclient edit docs --enabled`\n", out)
@@ -496,5 +498,157 @@ describe("the mcpclient command #integration", function()
     end
     local _, out = mcpclient(db, "--json", "tools")
     assert.equal("Looks \u{202E}safe\u{2066} \u{9B}31m here\27[0m", json.decode(out)[2].description)
+  end)
+end)
+
+-- A tiny HTTP server (spec/support/tiny_http_server.mjs) on 127.0.0.1: /secret answers 401, /hang never
+-- answers, any other path 404. Started and stopped by its PID.
+local function start_tiny()
+  local pipe = assert(io.popen("cd " .. quote(peers.root) .. " && exec sh -c 'echo $$; exec node "
+    .. "spec/support/tiny_http_server.mjs'", "r"))
+  local pid = math.tointeger(tonumber(pipe:read("l")))
+  local port = assert((pipe:read("l") or ""):match("^(%d+) "), "the tiny server printed no port")
+  local tiny = { pid = pid, base = "http://127.0.0.1:" .. port }
+  function tiny.stop()
+    if tiny.stopped then return end
+    tiny.stopped = true
+    os.execute("kill -TERM " .. pid .. " 2>/dev/null")
+    pipe:close()
+  end
+  return tiny
+end
+
+describe("the mcpclient command, as a new user meets it #integration", function()
+  local db
+  local started = {}
+
+  setup(function() peers.require_available() end)
+  before_each(function() db = fresh_db() end)
+  after_each(function()
+    remove_db(db)
+    for _, p in ipairs(started) do p.stop() end
+    started = {}
+  end)
+
+  local function start(kind)
+    local p = kind == "tiny" and start_tiny() or peers.start(kind)
+    started[#started + 1] = p
+    return p
+  end
+
+  it("checks a URL with no server added and no database at all", function()
+    local sdk = start("sdk-stateless")
+    local missing = db .. ".absent"
+    local code, out, err = mcpclient(missing, "check", sdk.url)
+    assert.equal(0, code, out .. err)
+    assert.truthy(out:find(sdk.url .. ": %d+ passed, 0 failed, %d+ not applicable\n$"), out)
+    assert.is_nil(io.open(missing, "r")) -- nothing was created
+    code, out = mcpclient(missing, "--json", "check", sdk.url)
+    assert.equal(0, code)
+    local report = json.decode(out)
+    assert.equal(sdk.url, report.server)
+    assert.equal(json.null, report.id)
+    assert.is_true(report.ok)
+  end)
+
+  it("fails check --call on a tool the server does not have, showing the tool's error text", function()
+    local sdk = start("sdk-stateless")
+    local code, out = mcpclient(nil, "check", sdk.url, "--call", "no_such_tool")
+    assert.equal(1, code, out)
+    local line = out:match("\n(failed%s+call%s+[^\n]*)")
+    assert.truthy(line, out)
+    assert.truthy(line:find('"no_such_tool"', 1, true), line)
+    assert.truthy(line:lower():find("not found", 1, true), line) -- the server's own words
+    -- a tool that exists and works still passes
+    code, out = mcpclient(nil, "check", sdk.url, "--call", "echo", "--arguments", '{"message":"hi"}')
+    assert.equal(0, code, out)
+  end)
+
+  it("says what to do when an import is refused: 401 → login, 404 → the path, a timeout → it may have run",
+    function()
+      local tiny = start("tiny")
+      local cases = {
+        { "locked", "/secret", "`mcpclient login locked`" },
+        { "wrongpath", "/no/mcp/here", "check the URL's path" },
+        { "silent", "/hang", "may still have acted on the request" },
+      }
+      for _, case in ipairs(cases) do
+        assert.equal(0, (mcpclient(db, "add", "--identifier", case[1], "--name", case[1], "--url", tiny.base .. case[2],
+          "--data-class", "publicContent", "--enabled")))
+        local code, out, err = mcpclient(db, "--budget", "1", "import", case[1])
+        assert.equal(1, code, out .. err)
+        assert.truthy(err:find(case[3], 1, true), case[1] .. ": " .. err)
+      end
+    end)
+
+  it("says a tool switched on stays off while its group is off", function()
+    local sdk = start("sdk-stateless")
+    assert.equal(0, (mcpclient(db, "add", "--identifier", "sdk", "--name", "SDK", "--url", sdk.url, "--data-class",
+      "publicContent", "--enabled")))
+    assert.equal(0, (mcpclient(db, "import", "sdk")))
+    assert.equal(0, (mcpclient(db, "disable", "mcp_sdk")))
+    local code, out = mcpclient(db, "enable", "mcp_sdk_echo")
+    assert.equal(0, code)
+    assert.equal("Tool mcp_sdk_echo is switched on, but it stays off: its group mcp_sdk is off. `mcpclient enable "
+      .. "mcp_sdk` switches the group on.\n", out)
+    code, out = mcpclient(db, "--json", "enable", "mcp_sdk_echo")
+    assert.equal(0, code)
+    assert.equal("mcp_sdk", json.decode(out).group_off)
+    assert.equal(0, (mcpclient(db, "enable", "mcp_sdk")))
+    code, out = mcpclient(db, "enable", "mcp_sdk_echo")
+    assert.equal(0, code)
+    assert.equal("Tool mcp_sdk_echo on.\n", out)
+    -- and once every tool is on, a re-import does not tell how to switch them on again
+    code, out = mcpclient(db, "import", "sdk")
+    assert.equal(0, code)
+    assert.is_nil(out:find("Imported tools start switched off", 1, true), out)
+  end)
+
+  it("says at add that a human approves every call by default, and servers shows it", function()
+    local code, out, err = mcpclient(db, "add", "--identifier", "Docs", "--name", "Docs", "--url",
+      "http://127.0.0.1:9/mcp")
+    assert.equal(0, code)
+    assert.truthy(out:find("\nApproval: a human approves every call of its tools (the default)", 1, true), out)
+    -- an identifier given in upper case is stored lower case, and the command says so
+    assert.truthy(err:find('warning: the identifier "Docs" is stored as "docs"', 1, true), err)
+    code, out = mcpclient(db, "servers", "docs")
+    assert.equal(0, code)
+    assert.truthy(out:find("Approval:         A human approves every call", 1, true), out)
+    code, out = mcpclient(db, "--json", "add", "--identifier", "two", "--name", "Two", "--url", "http://127.0.0.1:9/")
+    assert.equal(0, code)
+    assert.is_true(json.decode(out).requires_approval)
+  end)
+
+  it("shows one server with servers <id>, and refuses an unknown one with its kind", function()
+    for _, id in ipairs { "alpha", "beta" } do
+      assert.equal(0, (mcpclient(db, "add", "--identifier", id, "--name", id, "--url", "http://127.0.0.1:9/")))
+    end
+    local code, out = mcpclient(db, "servers", "beta")
+    assert.equal(0, code)
+    assert.truthy(out:find("^beta  beta %(id 2%)"), out)
+    assert.is_nil(out:find("alpha", 1, true), out)
+    code, out = mcpclient(db, "--json", "servers", "2")
+    assert.equal(0, code)
+    assert.equal(1, #json.decode(out))
+    code, out = mcpclient(db, "--json", "servers", "gamma")
+    assert.equal(1, code)
+    assert.equal("unknown_server", json.decode(out).kind)
+  end)
+
+  it("answers usage errors in JSON under --json, and gives every refusal a kind", function()
+    assert.equal(0, (mcpclient(db, "add", "--identifier", "one", "--name", "One", "--url", "http://127.0.0.1:9/")))
+    local code, out, err = mcpclient(db, "--json", "servers", "a", "b")
+    assert.equal(2, code)
+    local refusal = json.decode(out)
+    assert.equal("invalid", refusal.kind)
+    assert.truthy(refusal.error:find('"servers" takes one argument', 1, true), refusal.error)
+    assert.truthy(err:find("--help", 1, true), err)
+    code, out = mcpclient(db, "--json", "frobnicate")
+    assert.equal(2, code)
+    assert.equal("invalid", json.decode(out).kind)
+    -- a command that needs a database there is none of: a refusal with its kind, never null
+    code, out = mcpclient(db .. ".absent", "--json", "test", "x")
+    assert.equal(1, code)
+    assert.equal("store", json.decode(out).kind)
   end)
 end)

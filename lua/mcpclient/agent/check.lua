@@ -166,6 +166,10 @@ add("call", "a tool call returns an outcome, with its latency",
       if type(outcome.text) ~= "string" or math.type(outcome.latency_ms) == nil then
         return failed("the outcome lacks its text or latency")
       end
+      -- the tool the operator named must work: its error is the check's failure, in its own words
+      if ctx.call and outcome.is_error then
+        return failed(string.format('"%s" answered with a tool error: %s', shown(name, 64), shown(outcome.text, 500)))
+      end
       return passed(string.format('"%s" (%s)%s in %d ms', shown(name, 64), why,
         outcome.is_error and " answered with a tool error" or " answered", math.floor(outcome.latency_ms + 0.5)))
     end)

@@ -11,6 +11,7 @@
 -- object { error, kind } on stdout.
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
+local errors = require "mcpclient.errors"
 local grants = require "mcpclient.agent.grants"
 local help = require "mcpclient.agent.cli.help"
 local login = require "mcpclient.agent.login"
@@ -221,11 +222,17 @@ function Out:err(text) self.stderr:write(inert(text, 2000), "\n") end
 function Out:said(message) self.refusals[#self.refusals + 1] = inert(message, 2000) end
 function Out:json(value) self.stdout:write(json.encode(value), "\n") end
 
--- A refusal, printed once: text on stderr, or { error, kind } on stdout with --json.
+-- The failure value of a refusal the command makes itself, about its database.
+local function database_failure(message)
+  return select(3, errors.fail("store", { operation = "open the database", detail = message }))
+end
+
+-- A refusal, printed once: text on stderr, or { error, kind } on stdout with --json
+-- (a refusal always has its kind: one the command makes itself is about the database).
 local function refuse(out, parsed, message, err)
   out:said(message)
   if parsed.json then
-    out:json { error = inert(message, 2000), kind = maybe(err and err.kind) }
+    out:json { error = inert(message, 2000), kind = (err or database_failure(message)).kind }
   else
     out:err(message)
   end
@@ -303,9 +310,22 @@ end
 
 local commands = {}
 
-function commands.servers(ctx, out, parsed)
-  no_more_than(parsed, 0)
+-- The cards `servers` shows: every server's, or (one argument) the named one's.
+local function cards_of(ctx, parsed)
+  no_more_than(parsed, 1)
   local cards, message, err = operator.readout(ctx.store)
+  if not cards or parsed.args[1] == nil then return cards, message, err end
+  local row
+  row, message, err = server_named(ctx, parsed.args[1])
+  if not row then return nil, message, err end
+  for _, card in ipairs(cards) do
+    if card.uid == row.uid then return { card } end
+  end
+  return {}
+end
+
+function commands.servers(ctx, out, parsed)
+  local cards, message, err = cards_of(ctx, parsed)
   if not cards then return refuse(out, parsed, message, err) end
   if parsed.json then
     local shown = {}
@@ -321,11 +341,18 @@ function commands.servers(ctx, out, parsed)
   return cli.OK
 end
 
--- After a refusal that asks for authorization: how to give it.
-local function oauth_hint(out, err, row)
+-- After a failure to reach a server: what the operator can do about it, by its kind.
+local function refusal_hint(out, err, row)
   if type(err) ~= "table" then return end
+  local who = inert(row.identifier, 64)
   if err.kind == "authorization_required" or (err.kind == "http_status" and err.status == 401) then
-    out:err(string.format("If the server uses OAuth, log in first: `mcpclient login %s`.", inert(row.identifier, 64)))
+    out:err(string.format("If the server uses OAuth, log in first: `mcpclient login %s`.", who))
+  elseif err.kind == "http_status" and err.status == 404 then
+    out:err(string.format("Nothing answers at that path: check the URL's path (an MCP endpoint is often …/mcp) "
+      .. "and fix it with `mcpclient edit %s --url URL`.", who))
+  elseif err.kind == "timeout" then
+    out:err("The server did not answer in time and may still have acted on the request; a longer --budget "
+      .. "gives it more time.")
   end
 end
 
@@ -392,7 +419,7 @@ function commands.test(ctx, out, parsed)
     out:line("Last contact: " .. result.contact)
   else
     out:err(result.error)
-    oauth_hint(out, result.err, row)
+    refusal_hint(out, result.err, row)
   end
   return result.success and cli.OK or cli.FAILED
 end
@@ -418,10 +445,35 @@ end
 
 local STATUS_WIDTH = #"not applicable"
 
+-- Whether `check` was given a URL rather than a configured server.
+local function is_url(text)
+  return type(text) == "string" and text:lower():match("^https?://") ~= nil
+end
+
+-- A store in memory holding one throwaway server for `url` (check needs no
+-- configured server, and no database). → store | nil, message, err
+local function throwaway_store(url)
+  local store, message, err = store_module.open(":memory:")
+  if not store then return nil, message, err end
+  local uid
+  uid, message, err = operator.add(store, { identifier = "check", name = "the server at the URL given", url = url,
+    enabled = true }, { actor = ACTOR })
+  if not uid then
+    store:close()
+    return nil, message, err
+  end
+  return store
+end
+
 function commands.check(ctx, out, parsed)
   local given = need_server(parsed)
   local call = call_of(parsed.flags)
-  local row, message, err = server_named(ctx, given)
+  local row, message, err
+  if ctx.throwaway then
+    row = ctx.store:servers()[1]
+  else
+    row, message, err = server_named(ctx, given)
+  end
   if not row then return refuse(out, parsed, message, err) end
   local show = progress(ctx)
   local options = setmetatable({ call = call, progress = show }, { __index = ctx.options })
@@ -430,16 +482,18 @@ function commands.check(ctx, out, parsed)
   show()
   if not results then return refuse(out, parsed, summary, err) end
   if parsed.json then
-    out:json { server = row.identifier, id = row.uid, ok = summary.ok, passed = summary.passed,
-      failed = summary.failed, not_applicable = summary.not_applicable, checks = list(results) }
+    out:json { server = ctx.throwaway and row.url or row.identifier, id = ctx.throwaway and json.null or row.uid,
+      ok = summary.ok, passed = summary.passed, failed = summary.failed, not_applicable = summary.not_applicable,
+      checks = list(results) }
   else
     local rows = {}
     for i, r in ipairs(results) do
       rows[i] = { r.status .. string.rep(" ", STATUS_WIDTH - #r.status), r.id, inert(r.detail) }
     end
     render.columns(out, rows)
-    out:line(string.format("%s: %d passed, %d failed, %d not applicable", inert(row.identifier, 64), summary.passed,
-      summary.failed, summary.not_applicable))
+    out:line(string.format("%s: %d passed, %d failed, %d not applicable",
+      ctx.throwaway and inert(row.url, 300) or inert(row.identifier, 64), summary.passed, summary.failed,
+      summary.not_applicable))
   end
   return summary.ok and cli.OK or cli.FAILED
 end
@@ -473,13 +527,14 @@ local function import_targets(ctx, parsed)
   return { row }
 end
 
--- One server's outcome as people read it; a refusal goes to stderr, once.
+-- One server's outcome as people read it; a refusal goes to stderr, once, with what to do about it.
 local function print_report(out, report)
   local who = inert(report.identifier, 64)
   if report.refused then
     local reason = report.skip_reasons[1]
     out:said(reason)
     out:err(string.format("%s: refused — %s", who, (reason and reason ~= "") and inert(reason) or "no reason given"))
+    refusal_hint(out, report.err, { identifier = report.identifier })
     return
   end
   out:line(string.format("%s: %d imported, %d skipped, %d orphaned", who, report.imported, report.skipped,
@@ -499,10 +554,20 @@ local function json_reports(out, reports)
   out:json(list(shown))
 end
 
--- After an import that brought tools in: where they stand and how to switch them on.
-local function switch_hint(out, reports)
+-- Whether any live tool of the server is switched off (the hint below is for those).
+local function some_tool_off(ctx, uid)
+  local tools = operator.tools(ctx.store, uid)
+  for _, t in ipairs(tools or {}) do
+    if not t.orphaned and not t.enabled then return true end
+  end
+  return tools == nil
+end
+
+-- After an import that brought tools in: where they stand and how to switch them on
+-- (not again for a re-import whose tools all stayed on).
+local function switch_hint(ctx, out, reports)
   for _, r in ipairs(reports) do
-    if not r.refused and r.imported > 0 then
+    if not r.refused and r.imported > 0 and some_tool_off(ctx, r.server_uid) then
       out:line(string.format("Imported tools start switched off: `mcpclient enable <tool>` switches one on, "
         .. "`mcpclient enable mcp_%s` all of this server's (see `mcpclient tools %s`).", inert(r.identifier, 64),
         inert(r.identifier, 64)))
@@ -529,7 +594,7 @@ function commands.import(ctx, out, parsed)
   if parsed.json then
     json_reports(out, reports)
   else
-    switch_hint(out, reports)
+    switch_hint(ctx, out, reports)
     if refused > 0 and #targets > 1 then
       out:err(string.format("%d of %d server(s) refused the import.", refused, #targets))
     end
@@ -576,6 +641,14 @@ local function group_tools_on(ctx, group)
   return count
 end
 
+-- The group that keeps a tool off although its own switch is on, or nil.
+local function group_keeping_off(ctx, tool_name)
+  for _, t in ipairs(operator.tools(ctx.store) or {}) do
+    if t.tool_name == tool_name and t.group_state == false then return t.group end
+  end
+  return nil
+end
+
 local function switch(enabled)
   return function(ctx, out, parsed)
     if #parsed.args == 0 then usage(string.format('"%s" needs a tool name or a group name.', parsed.command)) end
@@ -586,13 +659,19 @@ local function switch(enabled)
     local name = parsed.args[1]
     local done, message, err = operator.set_enabled(ctx.store, name, enabled, options)
     if not done then return refuse(out, parsed, message, err) end
-    local count
+    local count, group_off
     if done == "group" and enabled then
       count, message, err = group_tools_on(ctx, name)
       if not count then return refuse(out, parsed, message, err) end
+    elseif done == "tool" and enabled then
+      group_off = group_keeping_off(ctx, name)
     end
     if parsed.json then
-      out:json { name = name, switch = done, enabled = enabled, tools_switched_on = maybe(count) }
+      out:json { name = name, switch = done, enabled = enabled, tools_switched_on = maybe(count),
+        group_off = maybe(group_off) }
+    elseif group_off then
+      out:line(string.format("Tool %s is switched on, but it stays off: its group %s is off. `mcpclient enable %s` "
+        .. "switches the group on.", inert(name, 64), inert(group_off, 64), inert(group_off, 64)))
     elseif done == "tool" then
       out:line(string.format("Tool %s %s.", inert(name, 64), enabled and "on" or "off"))
     elseif enabled then
@@ -613,9 +692,20 @@ local function refused_edit(out, parsed, message, err)
   return refuse(out, parsed, message, err)
 end
 
+-- An identifier stored otherwise than given (trimmed, lower case): say so, once.
+local function identifier_stored_as(out, given, row)
+  if given == nil or row == nil or given == row.identifier then return end
+  out:err(string.format('warning: the identifier "%s" is stored as "%s" (identifiers are lower case; its tools are '
+    .. "named mcp_%s_<tool>).", inert(given, 64), inert(row.identifier, 64), inert(row.identifier, 64)))
+end
+
 -- What a just-added server still needs, and the commands that fix it.
 local function after_add(out, row)
   local who = inert(row.identifier, 64)
+  if tostring(row.requires_approval) ~= "0" then
+    out:line(string.format("Approval: a human approves every call of its tools (the default), so an agent's turn "
+      .. "waits for an approval; `mcpclient edit %s --approval no` lets them run without asking.", who))
+  end
   local missing = operator.missing(row)
   if #missing == 0 then
     out:line(string.format("Next: `mcpclient import %s` fetches its tools.", who))
@@ -639,13 +729,15 @@ function commands.add(ctx, out, parsed)
   local uid, message, err = operator.add(ctx.store, fields, ctx.options)
   if not uid then return refused_edit(out, parsed, message, err) end
   local row = ctx.store:server(uid)
+  identifier_stored_as(out, fields.identifier, row)
   if parsed.json then
     local missing = {}
     for i, m in ipairs(operator.missing(row)) do
       missing[i] = { field = m.field, text = m.text,
         fix = string.format("mcpclient edit %s %s", row.identifier, m.flags) }
     end
-    out:json { id = uid, identifier = row.identifier, usable = #missing == 0, missing = list(missing) }
+    out:json { id = uid, identifier = row.identifier, usable = #missing == 0, missing = list(missing),
+      requires_approval = tostring(row.requires_approval) ~= "0" }
     return cli.OK
   end
   out:line(string.format("Added server %d (%s).", uid, inert(row and row.identifier, 64)))
@@ -662,6 +754,7 @@ function commands.edit(ctx, out, parsed)
   local ok
   ok, message, err = operator.edit(ctx.store, row.uid, fields, ctx.options)
   if not ok then return refused_edit(out, parsed, message, err) end
+  identifier_stored_as(out, fields.identifier, ctx.store:server(row.uid))
   if parsed.json then
     out:json { id = row.uid, identifier = (ctx.store:server(row.uid) or row).identifier, updated = true }
   else
@@ -809,9 +902,23 @@ end
 local function database_file(path)
   local state, message, err = store_module.file_status(path)
   if not state then
-    return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300), tostring(message)), err
+    return nil, string.format('The database "%s" cannot be opened: %s', inert(path, 300),
+      tostring(err and err.detail or message)), err
   end
   return state == "file"
+end
+
+-- Why a database could not be opened, said once (the store's own reason,
+-- without repeating that it could not open it), and for PostgreSQL where
+-- the password goes.
+local function open_failure(path, message, err)
+  local reason = tostring(err and err.detail or message)
+  local text = string.format('The database "%s" cannot be opened: %s', inert(store_module.describe(path), 300), reason)
+  if store_module.is_postgres(path) and reason:find("password", 1, true) then
+    text = text .. " Give the password in PGPASSWORD or ~/.pgpass (a command line is not secret), or --db's "
+      .. "user=…; the server's pg_hba.conf decides which method it asks for."
+  end
+  return text
 end
 
 -- Open the store | nil, message; or false when the database is missing and this command only reads.
@@ -834,8 +941,7 @@ local function open_database(env, parsed)
     return store, path
   end
   -- a connection string's password stays out of the message
-  return nil, string.format('The database "%s" cannot be opened: %s', inert(store_module.describe(path), 300),
-    tostring(message)), err
+  return nil, open_failure(path, message, err), err
 end
 
 ---------------------------------------------------------------------------
@@ -844,8 +950,12 @@ end
 
 -- A usage error raised while parsing or running: exit code 2. Anything
 -- else raised is a bug and goes on up.
-local function usage_failed(out, raised, command)
+local function usage_failed(out, raised, command, as_json)
   if getmetatable(raised) ~= Usage then error(raised, 0) end
+  if as_json then
+    -- a script asked for JSON: the refusal is JSON too (kind "invalid": the command line is)
+    out:json { error = inert(raised.message, 2000), kind = "invalid", usage = true }
+  end
   out:err(raised.message)
   out:err(command and string.format("Run `mcpclient %s --help` for its usage.", command)
     or "Run `mcpclient help` for usage.")
@@ -892,8 +1002,14 @@ end
 
 -- Open the database and run the parsed command on it.
 local function run(env, out, parsed)
-  local store, path = env.store, nil
-  if not store then
+  local store, path, throwaway = env.store, nil, false
+  if parsed.command == "check" and is_url(parsed.args[1]) then
+    -- a URL needs no configured server and no database
+    local err
+    store, path, err = throwaway_store(parsed.args[1])
+    if not store then return refuse(out, parsed, path, err) end
+    throwaway, path = true, nil
+  elseif not store then
     local open_err
     store, path, open_err = open_database(env, parsed)
     if store == false then
@@ -903,10 +1019,12 @@ local function run(env, out, parsed)
     end
     if not store then return refuse(out, parsed, path, open_err) end
   end
-  local ran, code = pcall(commands[parsed.command], context(env, store, out, parsed, path), out, parsed)
+  local ctx = context(env, store, out, parsed, path)
+  ctx.throwaway = throwaway
+  local ran, code = pcall(commands[parsed.command], ctx, out, parsed)
   if store ~= env.store then store:close() end
   flush_warnings(out)
-  if not ran then return usage_failed(out, code, parsed.command) end
+  if not ran then return usage_failed(out, code, parsed.command, parsed.json) end
   return code
 end
 
@@ -923,10 +1041,14 @@ function cli.main(argv, env)
   local args = {}
   for i = 1, #(argv or {}) do args[i] = argv[i] end
   local ok, parsed = pcall(parse, args)
-  if not ok then return usage_failed(out, parsed) end
+  if not ok then
+    local as_json = false
+    for _, a in ipairs(args) do if a == "--json" then as_json = true end end
+    return usage_failed(out, parsed, nil, as_json)
+  end
   local shown
   ok, shown = pcall(informational, out, parsed)
-  if not ok then return usage_failed(out, shown) end
+  if not ok then return usage_failed(out, shown, nil, parsed.json) end
   if shown then return shown end
   return run(env, out, parsed)
 end

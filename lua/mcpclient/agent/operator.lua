@@ -214,6 +214,10 @@ local function card_of(store, row)
   local data_class, class_warning = data_class_line(row)
   local approval, approval_warning = approval_line(row)
   local authorization, authorization_warning, grant = authorization_line(store, row)
+  if authorization and (row.auth_credential or "") == "" then
+    -- no static credential, but a grant: requests are not sent unauthenticated
+    authentication, auth_warning = "OAuth — the grant `mcpclient login` keeps (below)", false
+  end
   local card = {
     uid = row.uid, identifier = row.identifier, name = row.name, description = row.description, url = row.url,
     enabled = row.enabled == true,
