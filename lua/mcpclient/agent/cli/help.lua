@@ -7,13 +7,13 @@ usage: mcpclient [--db PATH] [--json] [--budget SECONDS] <command> [arguments]
 
 Servers are named by identifier or by numeric id, in every command.
 
-  servers                      every server: configuration, liveness, tools
+  servers [<server>]           every server (or one): configuration, liveness, tools
   add --identifier ID --name NAME --url URL [server flags]
                                configure a server (says what it still needs)
   edit <server> [server flags] change a server
   remove <server>              remove a server (its tool records stay for the audit)
   test <server> | --all        is the server there? one handshake, records the contact
-  check <server>               the live conformance run: every check that applies
+  check <server> | <URL>       the live conformance run: every check that applies
   import <server> | --all      import the tool catalogue (tools start switched off)
   tools [<server>]             the imported tools and whether each is on
   login <server>               OAuth: authorize in a browser, keep the grant for every later connection
@@ -51,9 +51,9 @@ server flags:
 
 help.COMMANDS = {
   servers = [==[
-usage: mcpclient servers [--json]
+usage: mcpclient servers [<server>] [--json]
 
-Every server, enabled or not, with its configuration, last contact (UTC) and latency,
+Every server (or the one named), enabled or not, with its configuration, last contact (UTC) and latency,
 last import, and imported tools. Lines marked "!" need the operator's attention.
 Reads only: a missing database is reported, never created.]==],
   add = [==[
@@ -82,7 +82,7 @@ One handshake on a fresh connection: reachable or not, the latency, the protocol
 revision and what the server calls itself. Records the contact in the database.
 --all tests every enabled server, up to four at once, one line (or JSON object) each.]==],
   check = [==[
-usage: mcpclient check <server> [--call TOOL [--arguments JSON]] [--json]
+usage: mcpclient check <server> | <URL> [--call TOOL [--arguments JSON]] [--json]
 
 The live conformance run: every check of the per-connection suite that a real server
 can answer (handshake, session, capabilities, paged discovery, schema normalisation of
@@ -91,8 +91,10 @@ through the whole client. One line per check: passed, failed or not applicable, 
 Exit 0 when every applicable check passed, 1 otherwise.
 
 A tool is called only when the server declares it read-only and it needs no argument,
-or when you name one with --call (and its arguments as a JSON object with --arguments).
-Nothing is stored.]==],
+or when you name one with --call (and its arguments as a JSON object with --arguments):
+then the call check fails when the tool answers with an error, and shows its text.
+An http(s) URL instead of a server checks it without adding it (no database needed,
+no credential sent). Nothing is stored.]==],
   import = [==[
 usage: mcpclient import <server> | --all [--json]
 
