@@ -115,18 +115,18 @@ describe("mcpclient.agent.store", function()
       local dir = os.tmpname()
       os.remove(dir)
       assert(os.execute("mkdir " .. dir .. " && mkfifo " .. dir .. "/fifo.db"))
-      for path, reason in pairs {
+      for location, reason in pairs {
         [dir .. "/fifo.db"] = "the database path names a FIFO (named pipe), not a regular file",
         [dir] = "the database path names a directory, not a regular file",
         ["/dev/null"] = "the database path names a character device, not a regular file",
       } do
         local t0 = os.time()
-        local none, message, err = store.open(path)
+        local none, message, err = store.open(location)
         assert.is_true(os.time() - t0 < 3)
         assert.is_nil(none)
         assert.equal("The store could not open the database: " .. reason .. " (SQLITE_CANTOPEN)", message)
         assert.equal("SQLITE_CANTOPEN", err.sql_code)
-        local state, why = store.file_status(path)
+        local state, why = store.file_status(location)
         assert.is_nil(state)
         assert.equal(message, why)
       end
