@@ -212,6 +212,17 @@ describe("the gate over a store that fails on cue (" .. backends.name .. ")", fu
     assert.same({ "storeUnavailable", "storeUnavailable" }, reasons)
   end)
 
+  it("the operator's tool list fails with the store's failure rather than show a group off as on", function()
+    assert(real:set_group_enabled(GROUP, false))
+    wrapper.cues = { reads("tool_group_state") }
+    local tools, message, err = operator.tools(s)
+    assert.is_nil(tools)
+    assert.equal("store", err.kind)
+    assert.truthy(message:find("injected failure", 1, true), message)
+    wrapper.cues = {}
+    assert.is_false(assert(operator.tools(s))[1].enabled)
+  end)
+
   it("a refusal whose governance event cannot be written stops the run closed", function()
     assert(real:set_tool_enabled(TOOL, false))
     local fake = Fake.new()

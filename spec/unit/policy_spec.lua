@@ -526,6 +526,61 @@ describe("governance events", function()
   end)
 end)
 
+describe("a switch that cannot be read, a decision that cannot be recorded", function()
+  local errors = require "mcpclient.errors"
+  local _, _, read_failure = errors.fail("store", { operation = "read a switch", detail = "gone", sql_code = "X" })
+
+  -- A gate whose switches come from `state` (a table of tool_enabled / group_enabled functions).
+  local function gate_with(tools, state, on_decision)
+    local w = world(tools)
+    return policy.new { registry = w.registry, state = state, providers = PROVIDERS, on_decision = on_decision }
+  end
+
+  it("a group switch that cannot be read is off, never on: the tool is refused as unavailable", function()
+    local gate = gate_with({ builtin("edit") }, {
+      group_enabled = function() return nil, read_failure.message, read_failure end,
+      tool_enabled = function() return true end,
+    })
+    local d = gate:decide("edit", config_in("local"), ADMIN)
+    assert.is_false(d.allowed)
+    assert.equal("storeUnavailable", d.reason)
+    assert.equal(read_failure, d.err) -- the store's failure, unchanged
+    assert.equal("edit is unavailable for now: its switch could not be read from the store.", d.message)
+    -- and it is still decided (and so recorded) when the gate lists what to offer, never skipped in silence
+    local decided = {}
+    gate = gate_with({ builtin("edit") }, { group_enabled = function() return nil, "gone" end },
+      function(decision) decided[#decided + 1] = decision.reason end)
+    assert.same({}, gate:filter_offerable(nil, config_in("local"), ADMIN))
+    assert.same({ "storeUnavailable" }, decided)
+  end)
+
+  it("a tool switch that cannot be read is off, even for a tool on by default; a plain message is made a failure",
+    function()
+      local gate = gate_with({ builtin("edit", { enabled_by_default = true }) },
+        { tool_enabled = function() return nil, "the database is gone" end })
+      local d = gate:decide("edit", config_in("local"), ADMIN)
+      assert.is_false(d.allowed)
+      assert.equal("storeUnavailable", d.reason)
+      assert.equal("store", d.err.kind)
+      assert.truthy(d.err.message:find("the database is gone", 1, true))
+    end)
+
+  it("a governance row that cannot be recorded is on the decision; filter_offerable stops there", function()
+    local gate = gate_with({ builtin("a", { enabled_by_default = false }), builtin("b", { requires_admin = true }) },
+      { tool_enabled = function() return true end },
+      function() return nil, read_failure.message, read_failure end)
+    local d = gate:decide("b", config_in("local"), EDITOR)
+    assert.equal("requiresAdmin", d.reason)
+    assert.equal(read_failure, d.unrecorded)
+    local names, unrecorded = gate:filter_offerable({ "a", "b", "a" }, config_in("local"), EDITOR)
+    assert.same({ "a" }, names)
+    assert.equal(read_failure, unrecorded)
+    -- an on_decision that returns nothing (the old contract) records nothing as lost
+    gate = gate_with({ builtin("b", { requires_admin = true }) }, nil, function() end)
+    assert.is_nil(gate:decide("b", config_in("local"), EDITOR).unrecorded)
+  end)
+end)
+
 describe("requires_approval", function()
   it("an explicit marker always requires approval", function()
     assert.is_true(policy.requires_approval({ requires_approval = true, effect = "read_only" }))

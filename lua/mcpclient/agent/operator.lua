@@ -542,12 +542,17 @@ end
 ---------------------------------------------------------------------------
 
 -- Whether a tool is switched on: its group is on (no row: on) and the tool
--- is on (no row: off, as imported tools are).
--- @return enabled, the tool's own switch (true/false/nil), the group's switch (true/false/nil)
+-- is on (no row: off, as imported tools are). A switch that cannot be read
+-- is a failure, never "no row" (which would show a switched-off group as on).
+-- @return { enabled, own = the tool's switch (true/false/nil), group = the group's (true/false/nil) }
+--   | nil, message, err
 local function tool_enabled(store, tool_name, identifier)
-  local group = store:group_enabled(names.group(identifier))
-  local own = store:tool_enabled(tool_name)
-  return group ~= false and own == true, own, group
+  local group, message, err = store:group_enabled(names.group(identifier))
+  if group == nil and message then return nil, message, err end
+  local own
+  own, message, err = store:tool_enabled(tool_name)
+  if own == nil and message then return nil, message, err end
+  return { enabled = group ~= false and own == true, own = own, group = group }
 end
 
 -- The server rows `operator.tools` lists | nil, message, err.
@@ -573,10 +578,13 @@ function operator.tools(store, id)
     tools, message, err = store:tools_of(row.uid)
     if not tools then return nil, message, err end
     for _, t in ipairs(tools) do
-      local enabled, own, group = tool_enabled(store, t.tool_name, row.identifier)
+      local switches
+      switches, message, err = tool_enabled(store, t.tool_name, row.identifier)
+      if not switches then return nil, message, err end
       list[#list + 1] = { server_uid = row.uid, identifier = row.identifier, tool_name = t.tool_name,
         remote_name = t.remote_name, description = t.description, orphaned = t.orphaned == true,
-        enabled = enabled, tool_state = own, group_state = group, group = names.group(row.identifier) }
+        enabled = switches.enabled, tool_state = switches.own, group_state = switches.group,
+        group = names.group(row.identifier) }
     end
   end
   return list
