@@ -915,8 +915,7 @@ local function open_failure(path, message, err)
   local reason = tostring(err and err.detail or message)
   local text = string.format('The database "%s" cannot be opened: %s', inert(store_module.describe(path), 300), reason)
   if store_module.is_postgres(path) and reason:find("password", 1, true) then
-    text = text .. " Give the password in PGPASSWORD or ~/.pgpass (a command line is not secret), or --db's "
-      .. "user=…; the server's pg_hba.conf decides which method it asks for."
+    text = text .. " Give the password in PGPASSWORD or ~/.pgpass (a command line is not secret)."
   end
   return text
 end
