@@ -69,14 +69,15 @@ describe("mcpclient.agent.store", function()
     it("applies every migration on open, once, and reopens idempotently", function()
       s = assert(store.open(path))
       assert.equal(store.SCHEMA_VERSION, s:schema_version())
-      assert.equal(2, store.SCHEMA_VERSION)
+      assert.equal(3, store.SCHEMA_VERSION)
       local uid = assert(s:add_server { identifier = "docs", name = "Docs" })
       s:close()
       s = assert(store.open(path))
       assert.equal(store.SCHEMA_VERSION, s:schema_version())
       assert.equal("docs", s:server(uid).identifier)
       local db = raw(path)
-      assert.same({ { version = 1 }, { version = 2 } }, db:query("SELECT version FROM schema_version ORDER BY version"))
+      assert.same({ { version = 1 }, { version = 2 }, { version = 3 } },
+        db:query("SELECT version FROM schema_version ORDER BY version"))
       local tables = {}
       local catalogue = backends.postgres
         and "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() "
@@ -85,7 +86,7 @@ describe("mcpclient.agent.store", function()
       for _, row in ipairs(db:query(catalogue)) do
         tables[#tables + 1] = row.name
       end
-      assert.same({ "agent_run", "agent_run_event", "governance_event", "mcp_server", "mcp_tool",
+      assert.same({ "agent_run", "agent_run_event", "governance_event", "mcp_oauth_grant", "mcp_server", "mcp_tool",
         "schema_version", "tool_group_state", "tool_state" }, tables)
       db:close()
     end)
@@ -100,13 +101,13 @@ describe("mcpclient.agent.store", function()
       assert.equal(0, row.last_latency_ms)
       s:close()
       s = assert(store.open(path))
-      assert.equal(2, s:schema_version())
+      assert.equal(3, s:schema_version())
       assert.is_true(s:record_contact(uid, 1700000000, 12))
       assert.equal(12, s:server(uid).last_latency_ms)
     end)
 
     it("refuses a migrate_to out of range and unknown options", function()
-      assert.has_error(function() store.open(path, { migrate_to = 3 }) end)
+      assert.has_error(function() store.open(path, { migrate_to = 4 }) end)
       assert.has_error(function() store.open(path, { busy_timeout = 5 }) end,
         'store.open: unknown option "busy_timeout"')
     end)
@@ -159,7 +160,7 @@ describe("mcpclient.agent.store", function()
 
     it("works on :memory:", function()
       s = assert(store.open(":memory:"))
-      assert.equal(2, s:schema_version())
+      assert.equal(3, s:schema_version())
       assert(s:add_server { identifier = "m" })
       assert.equal(1, #s:servers())
     end)
@@ -664,7 +665,7 @@ describe("mcpclient.agent.store", function()
       function adapter.changes() return inner:changes() end
       function adapter.close() inner:close() end
       s = assert(store.open_adapter(adapter))
-      assert.equal(2, s:schema_version())
+      assert.equal(3, s:schema_version())
       local secret = "env:VERY_DISTINCT_REFERENCE"
       local uid = s:add_server { identifier = "zz_identifier", name = "Name'; DROP TABLE mcp_server; --",
         auth_credential = secret, enabled = true }
@@ -684,6 +685,114 @@ describe("mcpclient.agent.store", function()
         assert.is_nil(sql:find("1700000000", 1, true), sql)
         assert.is_nil(sql:find(secret, 1, true), sql)
       end
+    end)
+  end)
+
+  describe("OAuth grants", function()
+    local grants = require "mcpclient.agent.grants"
+    local function record(server, resource, issuer, token)
+      return { server = server, resource = resource, issuer = issuer, token_endpoint = issuer .. "/token",
+        access_token = token, refresh_token = "r-" .. token }
+    end
+
+    it("drops the grants kept before the table joined the migrations, knowingly, and keeps the new shape", function()
+      s = assert(store.open(path, { migrate_to = 2 }))
+      s:close()
+      s = nil
+      -- the table as it used to be made beside the migrations, with a grant in it
+      local db = raw(path)
+      assert(db:exec("CREATE TABLE mcp_oauth_grant (server TEXT NOT NULL, issuer TEXT NOT NULL, "
+        .. "resource TEXT NOT NULL, record TEXT NOT NULL, updated INTEGER NOT NULL, "
+        .. "PRIMARY KEY (server, issuer, resource))"))
+      assert(db:exec("INSERT INTO mcp_oauth_grant VALUES ('docs', 'https://as', 'https://old/mcp', "
+        .. "'{\"access_token\":\"old\"}', 1)"))
+      db:close()
+      s = assert(store.open(path))
+      assert.equal(3, s:schema_version())
+      assert.same({}, assert(s:grants("docs")))
+      assert(grants.save(s, record("docs", "https://new/mcp", "https://as", "t1")))
+      local rows = assert(s:grants("docs"))
+      assert.equal(1, #rows)
+      assert.equal("https://new/mcp", rows[1].resource)
+    end)
+
+    it("keys a grant by server, resource and issuer; a new issuer for a resource replaces the old one", function()
+      s = assert(store.open(path))
+      assert(grants.save(s, record("docs", "https://a/mcp", "https://as1", "t1")))
+      assert(grants.save(s, record("docs", "https://b/mcp", "https://as1", "t2")))
+      assert(grants.save(s, record("docs", "https://a/mcp", "https://as2", "t3")))
+      local list = assert(grants.hook(s).load("docs"))
+      local by_resource = {}
+      for _, r in ipairs(list) do by_resource[r.resource] = r end
+      assert.equal(2, #list)
+      assert.equal("t3", by_resource["https://a/mcp"].access_token)
+      assert.equal("https://as2", by_resource["https://a/mcp"].issuer)
+      assert.equal("t2", by_resource["https://b/mcp"].access_token)
+      assert.has_error(function() grants.save(s, { server = "docs", issuer = "x" }) end)
+    end)
+
+    it("a new URL forgets the server's grants, a new identifier carries them, removal forgets them", function()
+      s = assert(store.open(path))
+      local uid = assert(s:add_server { identifier = "docs", url = "https://a/mcp" })
+      assert(grants.save(s, record("docs", "https://a/mcp", "https://as", "t1")))
+      local ok, forgotten = s:update_server(uid, { name = "Docs" })
+      assert.is_true(ok)
+      assert.equal(0, forgotten)
+      ok, forgotten = s:update_server(uid, { identifier = "docs2" })
+      assert.is_true(ok)
+      assert.equal(0, forgotten)
+      assert.equal(0, #assert(s:grants("docs")))
+      assert.equal(1, #assert(s:grants("docs2")))
+      ok, forgotten = s:update_server(uid, { url = "https://a/mcp" })   -- the same URL: kept
+      assert.equal(0, forgotten)
+      ok, forgotten = s:update_server(uid, { url = "https://b/mcp" })
+      assert.is_true(ok)
+      assert.equal(1, forgotten)
+      assert.equal(0, #assert(s:grants("docs2")))
+      assert(grants.save(s, record("docs2", "https://b/mcp", "https://as", "t2")))
+      ok, forgotten = s:remove_server(uid)
+      assert.is_true(ok)
+      assert.equal(1, forgotten)
+      assert.equal(0, #assert(s:grants("docs2")))
+    end)
+
+    it("uses a grant only for a URL its resource covers", function()
+      s = assert(store.open(path))
+      assert(grants.save(s, record("docs", "https://a.example/mcp", "https://as", "t1")))
+      local row = { identifier = "docs", url = "https://a.example/mcp?x=1", auth_credential = "" }
+      assert.truthy(grants.status(s, row))
+      assert.truthy(grants.oauth_option(s, row))
+      for _, url in ipairs { "https://b.example/mcp", "https://a.example/other", "http://a.example/mcp",
+        "https://a.example:8443/mcp", "https://a.example/mcpx" } do
+        local moved = { identifier = "docs", url = url, auth_credential = "" }
+        assert.is_nil(grants.status(s, moved), url)
+        assert.is_nil(grants.oauth_option(s, moved), url)
+      end
+    end)
+
+    it("a grant table that cannot be read is a store failure, never \"no grant\"", function()
+      s = assert(store.open(path))
+      local db = raw(path)
+      assert(db:exec("DROP TABLE mcp_oauth_grant"))
+      db:close()
+      local row = { identifier = "docs", url = "https://a/mcp", auth_credential = "" }
+      for _, call in ipairs {
+        function() return grants.status(s, row) end,
+        function() return grants.oauth_option(s, row) end,
+        function() return grants.hook(s).load("docs") end,
+        function() return grants.forget(s, "docs") end,
+        function() return grants.save(s, record("docs", "https://a/mcp", "https://as", "t")) end,
+      } do
+        local value, message, err = call()
+        assert.is_nil(value)
+        assert.equal("store", err.kind, message)
+        assert.truthy(message:find("mcp_oauth_grant", 1, true), message)
+      end
+      local catalogue = require "mcpclient.agent.catalogue"
+      row.uid = 0
+      local conn, message, err = catalogue.connect(row, { store = s })
+      assert.is_nil(conn)
+      assert.equal("store", err.kind, message)
     end)
   end)
 end)

@@ -83,7 +83,7 @@ describe("OAuth against a scripted authorization server #integration", function(
       os.remove(server.stderr)
     end
   end)
-  before_each(function() configure { expires_in = 3600, authorization_server = json.null, stall_token = false } end)
+  before_each(function() configure {} end)
 
   it("authorizes on the first 401 with PKCE, then resends the refused request", function()
     local conn <close> = connect()
@@ -186,5 +186,227 @@ describe("OAuth against a scripted authorization server #integration", function(
     assert.is_nil(text:find(MARK, 1, true), "a token was printed:\n" .. text)
     local log = seen()
     assert.equal(1, count(log, "/token refresh_token"))           -- the refresh happened in between
+  end)
+
+  describe("checks the authorization response whole", function()
+    it("refuses a response without state, before the code goes anywhere", function()
+      configure { drop_state = true }
+      local conn <close> = connect()
+      local result, message, err = conn:list_tools()
+      assert.is_nil(result)
+      assert.equal("authorization_failed", err.kind, message)
+      assert.truthy(err.detail:find("no state", 1, true), err.detail)
+      assert.equal(0, count(seen(), "/token authorization_code"))
+    end)
+
+    it("takes an iss equal to the issuer where the server advertises it", function()
+      configure { iss_supported = true, iss = "exact" }
+      local conn <close> = connect()
+      assert(conn:list_tools())
+      assert.equal(1, count(seen(), "/token authorization_code"))
+    end)
+
+    for _, case in ipairs {
+      { iss = "none", why = "names no issuer" },
+      { iss = "other", why = "another issuer" },
+      { iss = "slash", why = "another issuer" },   -- a trailing slash is another string
+    } do
+      it("refuses an advertised iss that is " .. case.iss .. ", sending no code", function()
+        configure { iss_supported = true, iss = case.iss }
+        local conn <close> = connect()
+        local result, message, err = conn:list_tools()
+        assert.is_nil(result)
+        assert.equal("authorization_failed", err.kind, message)
+        assert.truthy(err.detail:find(case.why, 1, true), err.detail)
+        assert.equal(0, count(seen(), "/token authorization_code"))
+      end)
+    end
+
+    it("compares an iss the server did not advertise all the same", function()
+      configure { iss = "slash" }
+      local conn <close> = connect()
+      local result, _, err = conn:list_tools()
+      assert.is_nil(result)
+      assert.equal("authorization_failed", err.kind)
+      assert.equal(0, count(seen(), "/token authorization_code"))
+    end)
+
+    for _, case in ipairs {
+      { name = "with a trailing slash added", issuer = function() return base() .. "/" end },
+      { name = "of another server", issuer = function() return "http://127.0.0.1:1" end },
+      { name = "missing", issuer = function() return "" end },
+    } do
+      it("never uses authorization server metadata whose issuer is " .. case.name, function()
+        configure { metadata_issuer = case.issuer() }
+        local conn <close> = connect()
+        local result, message, err = conn:list_tools()
+        assert.is_nil(result)
+        assert.equal("authorization_failed", err.kind, message)
+        assert.truthy(err.detail:find("issuer", 1, true), err.detail)
+        local log = seen()
+        for _, path in ipairs { "/authorize", "/register", "/token authorization_code" } do
+          assert.equal(0, count(log, path), path)
+        end
+      end)
+    end
+  end)
+
+  describe("never hands back a secret it sent as text", function()
+    -- What the client put in its token requests' forms, as sent.
+    local function capturing_leg(sent)
+      local leg = core.http_leg()
+      return setmetatable({
+        send = function(_, request)
+          if request.secret_body then
+            for name, value in pairs(require("mcpclient.oauth.fetch").query("?" .. request.secret_body)) do
+              sent[name] = value
+            end
+          end
+          return leg:send(request)
+        end,
+        close = function() return leg:close() end,
+      }, {})
+    end
+
+    local function assert_redacted(secret, message, err)
+      assert.truthy(#secret >= 16, secret)
+      for _, text in ipairs { message, err.message, err.detail } do
+        assert.is_nil(text:find(secret, 1, true), text)
+        assert.is_nil(text:find(secret:sub(1, 12), 1, true), text)
+        assert.truthy(text:find("[redacted]", 1, true), text)
+      end
+    end
+
+    for _, field in ipairs { "code", "code_verifier" } do
+      it("replaces the " .. field .. " a token endpoint echoes in error and error_description", function()
+        configure { echo_field = field }
+        local sent = {}
+        local conn <close> = connect { transport = capturing_leg(sent) }
+        local result, message, err = conn:list_tools()
+        assert.is_nil(result)
+        assert.equal("authorization_failed", err.kind, message)
+        assert.truthy(message:find("is not valid", 1, true), message)
+        assert_redacted(sent[field], message, err)
+      end)
+    end
+
+    -- The refresh, client secret and assertion requests, made directly (a refused refresh is not
+    -- reported: it starts a new authorization instead).
+    for _, case in ipairs {
+      { field = "refresh_token", form = { { "grant_type", "refresh_token" } }, client = { method = "none" } },
+      { field = "client_secret", form = { { "grant_type", "client_credentials" } },
+        client = { method = "client_secret_post" } },
+      { field = "assertion", form = { { "grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer" } },
+        client = { method = "none" } },
+      { field = "subject_token", form = { { "grant_type", "urn:ietf:params:oauth:grant-type:token-exchange" } },
+        client = { method = "none" } },
+    } do
+      it("replaces the " .. case.field .. " a token endpoint echoes", function()
+        local grants = require "mcpclient.oauth.grants"
+        local Deadline = require "mcpclient.deadline"
+        configure { echo_field = case.field }
+        local conn <close> = connect()
+        local secret = "S3cr3t/" .. MARK .. " +value&more"
+        local form = { case.form[1] }
+        local client = { client_id = "spec-client", method = case.client.method }
+        if case.field == "client_secret" then client.client_secret = secret else form[2] = { case.field, secret } end
+        local token, message, err = grants.token(conn.transport, { deadline = Deadline.open(5, core.now) },
+          base() .. "/token", form, client, { issuer = base() })
+        assert.is_nil(token)
+        assert.equal("authorization_failed", err.kind, message)
+        assert.truthy(message:find("is not valid", 1, true), message)
+        for _, text in ipairs { message, err.message, err.detail } do
+          assert.is_nil(text:find(MARK, 1, true), text)
+          assert.is_nil(text:find("S3cr3t", 1, true), text)
+          assert.truthy(text:find("[redacted]", 1, true), text)
+        end
+      end)
+    end
+  end)
+
+  describe("obeys the operation", function()
+    it("ends a stalled token request at the cancel hook, not at the budget", function()
+      configure { stall_token = true }
+      local conn <close> = connect()
+      local started = core.now()
+      local fired
+      local result, message, err = conn:list_tools { budget = 10, cancel = function()
+        if core.now() - started >= 0.5 then fired = fired or core.now(); return true end
+        return false
+      end }
+      local ended = core.now()
+      assert.is_nil(result)
+      assert.equal("cancelled", err.kind, message)
+      assert.is_false(err.in_flight)
+      assert.truthy(fired)
+      assert.is_true(ended - fired < 0.3, "returned " .. (ended - fired) .. " s after the cancel")
+    end)
+
+    it("lets the other operations of a gather run while a token request is out", function()
+      local conn <close> = connect()
+      local other <close> = connect()
+      assert(other:list_tools())   -- authorized: its calls need no token request
+      configure { token_delay_ms = 800 }
+      local first_ended, other_ended
+      local results = mcp.gather {
+        function() local r = conn:list_tools(); first_ended = core.now(); return r end,
+        function()
+          local r
+          for _ = 1, 10 do r = other:list_tools() end
+          other_ended = core.now()
+          return r
+        end,
+      }
+      assert.truthy(results[1][1], results[1][2])
+      assert.truthy(results[2][1], results[2][2])
+      assert.is_true(other_ended < first_ended - 0.4,
+        string.format("the other calls ended %.2f s before the authorization", first_ended - other_ended))
+    end)
+
+    it("shares one authorization between two operations refused at once", function()
+      configure { no_refresh = true }
+      local conn <close> = connect()
+      assert(conn:list_tools())
+      configure { no_refresh = true, revoke = true, token_delay_ms = 200 }
+      local results = mcp.gather {
+        function() return conn:list_tools() end,
+        function() return conn:list_tools() end,
+      }
+      assert.truthy(results[1][1], results[1][2])
+      assert.truthy(results[2][1], results[2][2])
+      local log = seen()
+      assert.equal(1, count(log, "/authorize"))
+      assert.equal(1, count(log, "/token authorization_code"))
+    end)
+
+    it("shares one refresh between two operations refused at once", function()
+      local conn <close> = connect()
+      assert(conn:list_tools())
+      configure { revoke = true, token_delay_ms = 200 }
+      local results = mcp.gather {
+        function() return conn:list_tools() end,
+        function() return conn:list_tools() end,
+      }
+      assert.truthy(results[1][1], results[1][2])
+      assert.truthy(results[2][1], results[2][2])
+      local log = seen()
+      assert.equal(1, count(log, "/token refresh_token"))
+      assert.equal(0, count(log, "/authorize"))
+    end)
+
+    it("shares one refresh between two operations that find the token expired", function()
+      local now = 1000
+      local conn <close> = connect { clock = function() return now end }
+      assert(conn:list_tools())
+      configure { token_delay_ms = 200 }
+      now = now + 3600
+      local results = mcp.gather {
+        function() return conn:list_tools() end,
+        function() return conn:list_tools() end,
+      }
+      assert.truthy(results[1][1], results[1][2])
+      assert.truthy(results[2][1], results[2][2])
+      assert.equal(1, count(seen(), "/token refresh_token"))
+    end)
   end)
 end)

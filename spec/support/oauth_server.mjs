@@ -10,13 +10,21 @@
 //   GET  /authorize           302 to redirect_uri with code and state (no person)
 //   POST /token               authorization_code (PKCE checked) and refresh_token grants
 //   POST /register            dynamic client registration
-//   POST /_config             set behaviour: { expires_in, authorization_server, stall_token }
-//   GET  /_state              what arrived: [{ method, path, grant_type, token }]
+//   POST /_config             set behaviour: { expires_in, authorization_server, stall_token, iss_supported,
+//                             iss ("exact" | "slash" | "other" | "none": the iss the redirect carries),
+//                             drop_state, metadata_issuer (a string, or "" for none), echo_field (the token
+//                             endpoint refuses, echoing that form field in its error_description),
+//                             token_delay_ms, no_refresh (issue no refresh tokens), revoke (true: every access token issued so far is refused) }
+//   GET  /_state              what arrived: [{ method, path, grant_type, token, authorization }]
 import crypto from 'node:crypto';
 import http from 'node:http';
 
 export const TOKEN_MARK = 'oauthspecSECRET';
-const config = { expires_in: 3600, authorization_server: null, stall_token: false };
+const defaults = {
+  expires_in: 3600, authorization_server: null, stall_token: false, iss_supported: false, iss: 'none',
+  drop_state: false, metadata_issuer: null, echo_field: null, token_delay_ms: 0, no_refresh: false,
+};
+const config = { ...defaults };
 const log = [];
 const tokens = new Map();   // access token -> expiry (ms)
 const refreshTokens = new Set();
@@ -35,6 +43,7 @@ function issue() {
   const refresh = `ref-${TOKEN_MARK}-${counter}`;
   tokens.set(access, Date.now() + config.expires_in * 1000);
   refreshTokens.add(refresh);
+  if (config.no_refresh) return { access_token: access, token_type: 'Bearer', expires_in: config.expires_in };
   return { access_token: access, token_type: 'Bearer', expires_in: config.expires_in, refresh_token: refresh };
 }
 
@@ -64,6 +73,15 @@ function token(req, res, form) {
   const grant = form.get('grant_type');
   log[log.length - 1].grant_type = grant;
   if (config.stall_token) return;   // never answers: the client's budget must end it
+  if (config.token_delay_ms > 0 && !form.has('_delayed')) {
+    form.set('_delayed', '1');
+    return setTimeout(() => token(req, res, form), config.token_delay_ms);
+  }
+  if (config.echo_field) {
+    const sent = form.get(config.echo_field) || '';
+    return json(res, 400, { error: `invalid_grant ${sent}`,
+      error_description: `the ${config.echo_field} ${sent} (${encodeURIComponent(sent)}) is not valid` });
+  }
   if (grant === 'authorization_code') {
     const challenge = codes.get(form.get('code'));
     const verifier = form.get('code_verifier') || '';
@@ -83,14 +101,16 @@ function token(req, res, form) {
 
 function route(req, res, body) {
   const url = new URL(req.url, base);
-  log.push({ method: req.method, path: url.pathname });
+  log.push({ method: req.method, path: url.pathname, authorization: req.headers.authorization !== undefined });
   switch (url.pathname) {
     case '/mcp': return mcp(req, res, body);
     case '/.well-known/oauth-protected-resource/mcp':
       return json(res, 200, { resource: `${base}/mcp`, authorization_servers: [config.authorization_server || base] });
     case '/.well-known/oauth-authorization-server':
       return json(res, 200, {
-        issuer: base, authorization_endpoint: `${base}/authorize`, token_endpoint: `${base}/token`,
+        issuer: config.metadata_issuer === null ? base : (config.metadata_issuer || undefined),
+        authorization_response_iss_parameter_supported: config.iss_supported || undefined,
+        authorization_endpoint: `${base}/authorize`, token_endpoint: `${base}/token`,
         registration_endpoint: `${base}/register`, response_types_supported: ['code'],
         code_challenge_methods_supported: ['S256'], token_endpoint_auth_methods_supported: ['none'],
         grant_types_supported: ['authorization_code', 'refresh_token'],
@@ -100,13 +120,22 @@ function route(req, res, body) {
       codes.set(code, url.searchParams.get('code_challenge'));
       const back = new URL(url.searchParams.get('redirect_uri'));
       back.searchParams.set('code', code);
-      back.searchParams.set('state', url.searchParams.get('state'));
+      if (!config.drop_state) back.searchParams.set('state', url.searchParams.get('state'));
+      const iss = { exact: base, slash: `${base}/`, other: 'http://127.0.0.1:1' }[config.iss];
+      if (iss) back.searchParams.set('iss', iss);
       res.writeHead(302, { Location: back.toString() });
       return res.end();
     }
     case '/token': return token(req, res, new URLSearchParams(body));
     case '/register': return json(res, 201, { client_id: 'spec-client', token_endpoint_auth_method: 'none' });
-    case '/_config': Object.assign(config, JSON.parse(body)); log.length = 0; return json(res, 200, config);
+    case '/_config': {
+      const given = JSON.parse(body);
+      if (given.revoke) tokens.clear();   // every access token refused from now on; refresh tokens stay
+      delete given.revoke;
+      Object.assign(config, defaults, given);
+      log.length = 0;
+      return json(res, 200, config);
+    }
     case '/_state': log.pop(); return json(res, 200, log);
     default: return json(res, 404, { error: 'not_found' });
   }

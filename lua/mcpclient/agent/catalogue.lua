@@ -79,14 +79,21 @@ function catalogue.connect(row, options)
   end
   local health = options.health
   if health == nil and options.store then health = options.store:health_recorder(row.uid) end
+  -- a grant `mcpclient login` stored for this server's URL is shared with every connection to it;
+  -- a grant table that cannot be read fails the connection (it is not "no grant")
+  local oauth
+  if options.store then
+    local message, err
+    oauth, message, err = grants.oauth_option(options.store, row)
+    if err then return nil, message, err end
+  end
   local spec = {
     url = row.url, identifier = row.identifier, auth = auth,
     name = (type(row.name) == "string" and row.name ~= "") and row.name or nil,
     health = health or health_recorders.discard,
     transport = options.transport, clock = options.clock, resolver = options.resolver, budget = options.budget,
     log = options.log, host_gate = options.host_gate, refuse_private = options.refuse_private,
-    -- a grant `mcpclient login` stored for this server is shared with every connection to it
-    oauth = options.store and grants.oauth_option(options.store, row) or nil,
+    oauth = oauth,
   }
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end

@@ -1,18 +1,19 @@
 --- OAuth grants in the store: what `mcpclient login` obtains and every later
 --- connection to that server (the command's, an agent loop's) uses and
---- refreshes. One row per server, issuer and resource, in the table
---- mcp_oauth_grant of the same database; the record is JSON.
+--- refreshes. One row per server, protected resource and issuer, in the
+--- store's table mcp_oauth_grant (its migrations and dialect); the record is
+--- JSON. A grant is used only for the resource it was issued for.
 --
 --   local grants = require "mcpclient.agent.grants"
 --   local conn = mcp.connect { ..., oauth = { grants = grants.hook(store) } }
---   grants.status(store, "docs")  --> { scope, expires_at, refreshable, usable } | nil
+--   grants.status(store, row)     --> { scope, expires_at, refreshable, usable } | nil
 --   grants.forget(store, "docs")  --> rows removed
 --
 -- Tokens are secrets: the SQLite file is made readable by its owner only
 -- (grants.protect), and no function here returns or prints a token to a
 -- caller other than the oauth provider's hook.
 local core = require "mcpclient.core"
-local errors = require "mcpclient.errors"
+local discovery = require "mcpclient.oauth.discovery"
 
 local json = core.json
 
@@ -20,29 +21,19 @@ local grants = {}
 
 grants.TABLE = "mcp_oauth_grant"
 
-local CREATE = "CREATE TABLE IF NOT EXISTS " .. grants.TABLE .. " (server TEXT NOT NULL, issuer TEXT NOT NULL, "
-  .. "resource TEXT NOT NULL, record TEXT NOT NULL, updated INTEGER NOT NULL, "
-  .. "PRIMARY KEY (server, issuer, resource))"
-
--- The store's adapter (see mcpclient.agent.store.sqlite for its interface).
-local function adapter_of(store)
-  local adapter = rawget(store, "adapter")
-  if adapter == nil then error("attempt to use a closed store", 3) end
-  return adapter
-end
-
-local function failed(what, message, code)
-  return errors.fail("store", { operation = what, detail = message, sql_code = code })
-end
-
--- The saved records of one server, newest first; {} when there are none or no table yet.
+-- The saved records of one server, newest first, or the failure triple: a
+-- store that cannot be read is never taken for one without grants.
 local function records(store, server)
-  local rows = adapter_of(store):rows("SELECT record FROM " .. grants.TABLE
-    .. " WHERE server = ? ORDER BY updated DESC", { server })
+  local rows, message, err = store:grants(server)
+  if not rows then return nil, message, err end
   local list = {}
-  for _, row in ipairs(rows or {}) do
+  for _, row in ipairs(rows) do
     local record = json.decode(row.record)
-    if type(record) == "table" then list[#list + 1] = record end
+    if type(record) == "table" then
+      -- the row's key is what the record is bound to, whatever its JSON says
+      record.server, record.resource, record.issuer = row.server, row.resource, row.issuer
+      list[#list + 1] = record
+    end
   end
   return list
 end
@@ -50,29 +41,51 @@ end
 --- Save one record (the oauth provider's hook calls this after every token).
 -- @return true | nil, message, err (kind "store")
 function grants.save(store, record)
-  local adapter = adapter_of(store)
-  local ok, message, code = adapter:exec(CREATE)
-  if not ok then return failed("create the grant table", message, code) end
-  ok, message, code = adapter:exec("INSERT INTO " .. grants.TABLE .. " (server, issuer, resource, record, updated) "
-    .. "VALUES (?, ?, ?, ?, ?) ON CONFLICT (server, issuer, resource) DO UPDATE SET record = excluded.record, "
-    .. "updated = excluded.updated",
-    { record.server, record.issuer or "", record.resource or "", json.encode(record), os.time() })
-  if not ok then return failed("save an authorization grant", message, code) end
-  return true
+  if type(record) ~= "table" then error("grants.save: record must be a table", 2) end
+  for _, key in ipairs { "server", "resource", "issuer" } do
+    if type(record[key]) ~= "string" or record[key] == "" then
+      error("grants.save: record." .. key .. " must be a non-empty string", 2)
+    end
+  end
+  return store:save_grant(record.server, record.resource, record.issuer, json.encode(record))
 end
 
---- The grant hook for the oauth option: load(server) and save(record) over `store`.
+--- The grant hook for the oauth option over `store`: load(server) gives the
+--- server's records (the provider uses one only where its resource covers the
+--- connection's URL, and only while its issuer is the resource's), save(record)
+--- keeps one. Both report a store failure as nil, message, err.
 function grants.hook(store)
   return {
-    load = function(server) return records(store, server)[1] end,
-    save = function(record) assert(grants.save(store, record)) end,
+    load = function(server) return records(store, server) end,
+    save = function(record) return grants.save(store, record) end,
   }
 end
 
+-- The record a connection to `row` would use: the newest whose resource
+-- covers the row's URL (nil without one), or the failure triple.
+local function usable_record(store, row)
+  local list, message, err = records(store, row.identifier)
+  if not list then return nil, message, err end
+  for _, record in ipairs(list) do
+    if type(record.access_token) == "string" and discovery.covers(record.resource, row.url) then return record end
+  end
+  return nil
+end
+
 --- What the readout may show of a server's grant, never the token:
---- { scope, expires_at (unix seconds | nil), refreshable, usable, issuer } | nil without one.
-function grants.status(store, server)
-  local record = records(store, server)[1]
+--- { scope, expires_at (unix seconds | nil), refreshable, usable, issuer } | nil without one
+--- | nil, message, err when the store could not be read.
+-- @param row the server's row (identifier and url), or its identifier (then any resource counts)
+function grants.status(store, row)
+  local record, message, err
+  if type(row) == "table" then
+    record, message, err = usable_record(store, row)
+  else
+    local list
+    list, message, err = records(store, row)
+    record = list and list[1]
+  end
+  if err then return nil, message, err end
   if not record then return nil end
   local live = math.type(record.expires_at) ~= "integer" or record.expires_at > os.time()
   return { scope = record.scope, expires_at = record.expires_at, issuer = record.issuer,
@@ -80,23 +93,20 @@ function grants.status(store, server)
 end
 
 --- The oauth option a connection to `row` gets: the stored grant's, when the
---- server has one and no static credential; nil otherwise.
+--- server has one for its URL and no static credential; nil otherwise; or
+--- nil, message, err when the store could not be read.
 function grants.oauth_option(store, row)
   if type(row.auth_credential) == "string" and row.auth_credential ~= "" then return nil end
-  if not records(store, row.identifier)[1] then return nil end
+  local record, message, err = usable_record(store, row)
+  if err then return nil, message, err end
+  if not record then return nil end
   return { grants = grants.hook(store) }
 end
 
 --- Remove every grant of a server.
 -- @return the number removed | nil, message, err
 function grants.forget(store, server)
-  local adapter = adapter_of(store)
-  local ok, message, code = adapter:exec(CREATE)
-  if not ok then return failed("create the grant table", message, code) end
-  local before = #records(store, server)
-  ok, message, code = adapter:exec("DELETE FROM " .. grants.TABLE .. " WHERE server = ?", { server })
-  if not ok then return failed("remove authorization grants", message, code) end
-  return before
+  return store:forget_grants(server)
 end
 
 -- A shell word for `text` (single-quoted).

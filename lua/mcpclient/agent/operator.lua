@@ -189,7 +189,8 @@ end
 -- The OAuth grant `mcpclient login` stored, as the readout shows it (never the token):
 -- "authorized (scope ..., expires ...)" or "needs login"; nil when the server has none.
 local function authorization_line(store, row)
-  local status = grants.status(store, row.identifier)
+  local status, message = grants.status(store, row)
+  if message then return "unknown: the stored grants could not be read (" .. message .. ")", true end
   if not status then return nil end
   if not status.usable then return "needs login (the grant expired): `mcpclient login " .. row.identifier .. "`", true,
     status end

@@ -512,6 +512,68 @@ local function take_turn(self, class, uid, what)
 end
 
 ---------------------------------------------------------------------------
+-- OAuth grants (mcpclient.agent.grants speaks for them)
+---------------------------------------------------------------------------
+
+local hydrate_grant = hydrator {
+  uid = "integer", server = "string", resource = "string", issuer = "string", record = "string", tstamp = "integer",
+}
+
+local function check_text(value, name)
+  if type(value) ~= "string" then error(name .. " must be a string", 3) end
+  return value
+end
+
+--- A server's grant rows { uid, server, resource, issuer, record (JSON), tstamp }, newest first.
+function Store:grants(server)
+  check_text(server, "server")
+  return select_rows(self, "read the authorization grants of " .. server,
+    "SELECT * FROM mcp_oauth_grant WHERE server = ? ORDER BY tstamp DESC, uid DESC", { server }, hydrate_grant)
+end
+
+--- Keep a grant of `server` for (resource, issuer): it replaces the grant
+-- held for the same resource, whichever authorization server issued that one
+-- (a resource trusts one issuer at a time). → true
+function Store:save_grant(server, resource, issuer, record)
+  check_text(server, "server")
+  check_text(resource, "resource")
+  check_text(issuer, "issuer")
+  check_text(record, "record")
+  return self:transaction(function()
+    local ok, message, err = exec(self, "replace an authorization grant of " .. server,
+      "DELETE FROM mcp_oauth_grant WHERE server = ? AND resource = ?", { server, resource })
+    if not ok then return nil, message, err end
+    ok, message, err = insert(self, "save an authorization grant of " .. server,
+      insert_sql("mcp_oauth_grant", { "server", "resource", "issuer", "record", "tstamp" }),
+      { server, resource, issuer, record, os.time() })
+    if not ok then return nil, message, err end
+    return true
+  end)
+end
+
+--- Forget every grant of `server`. → the number forgotten
+function Store:forget_grants(server)
+  check_text(server, "server")
+  local ok, message, err = exec(self, "forget the authorization grants of " .. server,
+    "DELETE FROM mcp_oauth_grant WHERE server = ?", { server })
+  if not ok then return nil, message, err end
+  return adapter_of(self):changes()
+end
+
+--- Server changes that concern its grants, in the transaction of the change:
+-- a new URL forgets them (they were issued for the old one), a new
+-- identifier carries them along. → the number forgotten
+local function grants_follow(self, row, fields)
+  if fields.url ~= nil and fields.url ~= row.url then return self:forget_grants(row.identifier) end
+  if fields.identifier ~= nil and fields.identifier ~= row.identifier then
+    local ok, message, err = exec(self, "move the authorization grants of " .. row.identifier,
+      "UPDATE mcp_oauth_grant SET server = ? WHERE server = ?", { fields.identifier, row.identifier })
+    if not ok then return nil, message, err end
+  end
+  return 0
+end
+
+---------------------------------------------------------------------------
 -- Servers
 ---------------------------------------------------------------------------
 
@@ -530,20 +592,51 @@ function Store:add_server(fields)
   return insert(self, "add a server", insert_sql("mcp_server", columns), values)
 end
 
---- Change editable fields of a live server and stamp tstamp. → true
+--- Change editable fields of a live server and stamp tstamp. A new URL
+--- forgets the server's OAuth grants (they were issued for the old one); a
+--- new identifier carries them along. → true, the number of grants forgotten
 function Store:update_server(uid, fields)
   check_uid(uid)
   local columns, values = encode_fields(fields, server_fields, "update_server")
   append(columns, values, "tstamp", os.time())
   values[#values + 1] = uid
-  return exec(self, "update server " .. uid, update_sql("mcp_server", columns, "uid = ? AND deleted = 0"), values)
+  return self:transaction(function()
+    local row, message, err = select_one(self, "read server " .. uid,
+      "SELECT * FROM mcp_server WHERE uid = ? AND deleted = 0", { uid }, hydrate_server)
+    if err then return nil, message, err end
+    local ok
+    ok, message, err = exec(self, "update server " .. uid, update_sql("mcp_server", columns, "uid = ? AND deleted = 0"),
+      values)
+    if not ok then return nil, message, err end
+    local forgotten = 0
+    if row then
+      forgotten, message, err = grants_follow(self, row, fields)
+      if not forgotten then return nil, message, err end
+    end
+    return true, forgotten
+  end)
 end
 
---- Soft delete (deleted = 1). → true
+--- Soft delete (deleted = 1); the server's OAuth grants are forgotten with
+--- it, so a server added later under its identifier never inherits them.
+--- → true, the number of grants forgotten
 function Store:remove_server(uid)
   check_uid(uid)
-  return exec(self, "remove server " .. uid, "UPDATE mcp_server SET deleted = 1, tstamp = ? WHERE uid = ?",
-    { os.time(), uid })
+  return self:transaction(function()
+    local row, message, err = select_one(self, "read server " .. uid,
+      "SELECT * FROM mcp_server WHERE uid = ? AND deleted = 0", { uid }, hydrate_server)
+    if err then return nil, message, err end
+    local ok
+    ok, message, err = exec(self, "remove server " .. uid,
+      "UPDATE mcp_server SET deleted = 1, tstamp = ? WHERE uid = ?", { os.time(), uid })
+    if not ok then return nil, message, err end
+    local forgotten = 0
+    if row then
+      forgotten, message, err = self:forget_grants(row.identifier)
+      if not forgotten then return nil, message, err end
+    end
+    return true, forgotten
+  end)
 end
 
 --- A live server's row, or nil (deleted or absent).

@@ -99,18 +99,28 @@ function discovery.resource_metadata(ctx, op, server_url, hinted)
 end
 
 --[[
-The authorization server's metadata for `issuer`. With `strict`, its issuer
-must be the one asked for (RFC 8414 section 3.3, against mix-up attacks). Returns the
-document, or false when none is published, or the failure triple.
+The authorization server's metadata for `issuer`. Its own `issuer` must be
+present and be exactly the one the URL was built from (RFC 8414 section 3.3,
+against mix-up attacks: a plain string comparison, no case folding, no
+trailing slash forgiven); a document that breaks this is never used, so no
+secret is ever sent to the endpoints it names. With `derived` (an older server
+without resource metadata: the issuer is its origin, which names no path),
+the origin with a trailing slash is the same issuer, since it builds the same
+URL. Returns the document, or false
+when none is published, or the failure triple.
 ]]
-function discovery.authorization_metadata(ctx, op, issuer, strict)
+function discovery.authorization_metadata(ctx, op, issuer, derived)
   for _, url in ipairs(discovery.authorization_metadata_urls(issuer)) do
     local document, message, err = get_document(ctx, op, url)
     if document == nil then return nil, message, err end
     if document then
-      if strict and type(document.issuer) == "string" and document.issuer:gsub("/+$", "") ~= issuer:gsub("/+$", "") then
+      if type(document.issuer) ~= "string" then
         return fail("authorization_failed", { server = ctx.identifier,
-          detail = "the authorization server metadata names another issuer" })
+          detail = "the authorization server metadata names no issuer" })
+      end
+      if document.issuer ~= issuer and not (derived and document.issuer == issuer .. "/") then
+        return fail("authorization_failed", { server = ctx.identifier,
+          detail = "the authorization server metadata names another issuer than the one it was fetched for" })
       end
       if type(document.token_endpoint) ~= "string" then
         return fail("authorization_failed", { server = ctx.identifier,
@@ -145,7 +155,7 @@ function discovery.discover(ctx, op, server_url, hinted)
   if prm == nil then return nil, message, err end
   local issuer = prm and prm.authorization_servers[1] or origin_of(server_url)
   local metadata
-  metadata, message, err = discovery.authorization_metadata(ctx, op, issuer, prm ~= false)
+  metadata, message, err = discovery.authorization_metadata(ctx, op, issuer, prm == false)
   if metadata == nil then return nil, message, err end
   if not metadata then
     if prm then
@@ -155,11 +165,23 @@ function discovery.discover(ctx, op, server_url, hinted)
     metadata = discovery.fallback_metadata(server_url)
   end
   return {
-    resource = prm and prm.resource or server_url,
+    resource = prm and prm.resource or discovery.resource_of(server_url),
     scopes_supported = prm and type(prm.scopes_supported) == "table" and prm.scopes_supported or nil,
-    issuer = type(metadata.issuer) == "string" and metadata.issuer or issuer,
+    issuer = metadata.issuer,
     metadata = metadata,
   }
+end
+
+--- The protected resource a server URL names when its metadata names none:
+--- the URL without its query and fragment.
+function discovery.resource_of(server_url)
+  return (server_url:gsub("#.*$", ""):gsub("%?.*$", ""))
+end
+
+--- Does a grant issued for `resource` belong to `server_url`? Its resource
+--- covers the URL (the same origin, and the URL's path or a parent of it).
+function discovery.covers(resource, server_url)
+  return covers(resource, server_url)
 end
 
 return discovery

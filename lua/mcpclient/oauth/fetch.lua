@@ -7,6 +7,7 @@
 -- operation's budget. Redirects are never followed: libcurl's leg has
 -- redirects off, and a 3xx is handed back as it is.
 local core = require "mcpclient.core"
+local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 
@@ -46,31 +47,51 @@ function fetch.target(ctx, url)
   return target
 end
 
+-- A leg for one exchange: the transport's own pool when it lends legs (so
+-- two operations of a gather each get one), else the one leg it has.
+local function take_leg(ctx)
+  if ctx.take_leg then return ctx:take_leg(), function(leg) ctx:give_leg(leg) end end
+  return ctx.leg, function() end
+end
+
 --[[
 Send one request. `request` = { method, url, headers = {lines}, body, secret_header,
 secret_body }. A body that carries a secret (a code, verifier, refresh token,
 client secret or assertion) goes as `secret_body`: the leg sends it from a copy
 in C memory that it wipes once the exchange ends, as it does the secret header.
+The exchange is the operation's like any other: it waits in the engine (inside
+a gather the other tasks run meanwhile), the cancel hook is polled while it is
+in flight, and what is left of the budget bounds it.
 Returns the leg's response { status, headers, body } (any status), or the
-failure triple: deadline, refused_host, transport, timeout, authorization_failed.
+failure triple: cancelled, deadline, refused_host, transport, timeout,
+authorization_failed.
 ]]
 function fetch.send(ctx, op, request)
   local target, message, err = fetch.target(ctx, request.url)
   if not target then return nil, message, err end
-  local timeout_ms, connect_timeout_ms = op.deadline:leg(ctx.connect_timeout)
-  if not timeout_ms then
+  if op.cancel and op.cancel() then return fail("cancelled", { server = ctx.identifier, in_flight = false }) end
+  if not op.deadline:leg(ctx.connect_timeout) then
     return fail("deadline", { server = ctx.identifier, budget = errors.seconds(op.deadline.total) })
   end
   local dial
   dial, message, err = hostgate.admit(target, op, ctx)
   if not dial then return nil, message, err end
-  local response, kind, detail = ctx.leg:send {
+  local timeout_ms, connect_timeout_ms = op.deadline:leg(ctx.connect_timeout)  -- what the lookup left
+  if not timeout_ms then
+    return fail("deadline", { server = ctx.identifier, budget = errors.seconds(op.deadline.total) })
+  end
+  local leg, give_back = take_leg(ctx)
+  local ok, response, kind, detail = pcall(engine.send, leg, {
     method = request.method, url = dial.url, headers = request.headers or {},
     secret_header = request.secret_header, body = request.body, secret_body = request.secret_body,
     timeout_ms = timeout_ms, connect_timeout_ms = connect_timeout_ms, max_bytes = fetch.MAX_BYTES,
     pin = dial.pin, ca_file = ctx.tls.ca_file, client_cert = ctx.tls.client_cert, client_key = ctx.tls.client_key,
-  }
+    cancel = op.cancel, idempotent = request.method == "GET",
+  })
+  give_back(leg)
+  if not ok then error(response, 0) end  -- the cancel hook raised: the leg is free again, the raise goes on
   if response then return response end
+  if kind == "cancelled" then return fail("cancelled", { server = ctx.identifier, in_flight = false }) end
   if kind == "timeout" then
     return fail("timeout", { server = ctx.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
   end

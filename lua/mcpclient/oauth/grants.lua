@@ -43,12 +43,77 @@ function grants.state()
   return crypto.base64url(crypto.random_bytes(16))
 end
 
--- The failure of a refused token or registration request.
-local function refused(ctx, what, response)
+grants.REDACTED = "[redacted]"
+
+-- The form fields whose values are secrets the client sends.
+local SECRET_FIELDS = {
+  code = true, code_verifier = true, refresh_token = true, client_secret = true, client_assertion = true,
+  assertion = true, subject_token = true,
+}
+
+-- Every secret a token request carries, in each spelling a server could echo:
+-- as sent in the form (percent-escaped) and as itself.
+local function sent_secrets(form, client)
+  local list = {}
+  local function add(value)
+    if type(value) ~= "string" or value == "" then return end
+    list[#list + 1] = value
+    local escaped = fetch.escape(value)
+    if escaped ~= value then list[#list + 1] = escaped end
+    local plus = escaped:gsub("%%20", "+")
+    if plus ~= escaped then list[#list + 1] = plus end
+  end
+  for _, pair in ipairs(form) do
+    if SECRET_FIELDS[pair[1]] then add(pair[2]) end
+  end
+  if client then
+    add(client.client_secret)
+    if client.client_secret then
+      add(crypto.base64(fetch.escape(client.client_id) .. ":" .. fetch.escape(client.client_secret)))
+    end
+  end
+  -- the longest first, so a secret that contains another is replaced whole
+  table.sort(list, function(a, b) return #a > #b end)
+  return list
+end
+
+--- `text` with every occurrence of each of `secrets` replaced by
+--- grants.REDACTED. Done before any clipping, so no part of a secret a
+--- server echoed survives a cut.
+function grants.redact(text, secrets)
+  if type(text) ~= "string" then return text end
+  for _, secret in ipairs(secrets or {}) do
+    local parts, i = {}, 1
+    while true do
+      local s, e = text:find(secret, i, true)
+      if not s then break end
+      parts[#parts + 1] = text:sub(i, s - 1)
+      parts[#parts + 1] = grants.REDACTED
+      i = e + 1
+    end
+    if #parts > 0 then text = table.concat(parts) .. text:sub(i) end
+  end
+  return text
+end
+
+-- Far-side text as a message may carry it: secrets out, the text rule, and
+-- secrets out once more (the text rule joins what control characters split).
+local function shown(text, secrets, limit)
+  return grants.redact(core.clip(grants.redact(text, secrets), limit), secrets)
+end
+
+-- The failure of a refused token or registration request: the HTTP status,
+-- the OAuth error code and its description (far-side text: every secret the
+-- request carried replaced first, then the text rule).
+local function refused(ctx, what, response, secrets)
   local detail = string.format("the %s was refused with HTTP status %d", what, response.status)
   local body = core.json.decode(response.body or "")
   if type(body) == "table" and type(body.error) == "string" then
-    detail = detail .. " (" .. body.error:sub(1, 64) .. ")"
+    local said = shown(body.error, secrets, 64)
+    if type(body.error_description) == "string" and body.error_description ~= "" then
+      said = said .. ": " .. shown(body.error_description, secrets, 200)
+    end
+    detail = detail .. " (" .. said .. ")"
   end
   return fail("authorization_failed", { server = ctx.identifier, detail = detail })
 end
@@ -122,9 +187,9 @@ local function authenticate(ctx, form, client, discovered, wall)
 end
 
 -- Read a token response: { access_token, refresh_token, expires_in, scope }.
-local function token_of(ctx, response)
+local function token_of(ctx, response, secrets)
   local document = fetch.json_object(response)
-  if not document then return refused(ctx, "token request", response) end
+  if not document then return refused(ctx, "token request", response, secrets) end
   local token = document.access_token
   if type(token) ~= "string" or token == "" or token:find("[%c ]") then
     return fail("authorization_failed",
@@ -166,7 +231,7 @@ function grants.token(ctx, op, endpoint, form, client, discovered)
     secret_body = fetch.form(form),
   })
   if not response then return nil, message, err end
-  return token_of(ctx, response)
+  return token_of(ctx, response, sent_secrets(form, client))
 end
 
 --- Resolve a secret reference (env:NAME or the host's resolver) for the

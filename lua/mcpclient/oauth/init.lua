@@ -12,6 +12,7 @@ local discovery = require "mcpclient.oauth.discovery"
 local errors = require "mcpclient.errors"
 local fetch = require "mcpclient.oauth.fetch"
 local grants = require "mcpclient.oauth.grants"
+local engine = require "mcpclient.engine"
 local stored = require "mcpclient.oauth.stored"
 
 local fail = errors.fail
@@ -95,25 +96,79 @@ local function fresh(self)
   return token and (not token.expires_at or now(self) < token.expires_at)
 end
 
+-- The per-operation bookkeeping: authorization count, challenges seen, and
+-- the access token its last request carried (false: none).
+local function op_state(op)
+  op.oauth = op.oauth or { authorizations = 0, seen = {}, sent = false }
+  return op.oauth
+end
+
+--[[
+One authorization or refresh per grant at a time. While one operation is
+getting a token, another that needs it (two calls of a gather) waits for it,
+within its own budget and cancel hook, and then uses what the first got:
+one browser step, one refresh request. Outside a task nothing else could
+finish the first one (it is this very call, re-entered from a host
+callback), so there is nothing to wait for.
+Returns true | the failure triple (cancelled, deadline).
+]]
+local WAIT_SLICE = 0.005
+
+function Provider:await(op)
+  while self.busy and engine.inside() do
+    if op.cancel and op.cancel() then
+      return fail("cancelled", { server = self.ctx.identifier, in_flight = false })
+    end
+    if op.deadline:remaining() <= 0 then
+      return fail("deadline", { server = self.ctx.identifier, budget = errors.seconds(op.deadline.total) })
+    end
+    engine.sleep(WAIT_SLICE, op.cancel)
+  end
+  return true
+end
+
+-- Run fn(), the one token exchange of this grant for now: others await it.
+function Provider:exclusive(fn)
+  self.busy = true
+  local _ <close> = setmetatable({}, { __close = function() self.busy = false end })
+  return fn()
+end
+
+-- The token, unless it has been refreshed or replaced since `sent` was sent.
+local function replaced(self, sent)
+  return self.token ~= nil and self.token.access_token ~= sent
+end
+
 --- The secret header line for a leg, or false to send none. An expired
 --- token is refreshed first when a refresh token is held; a refresh that
---- could not be asked (budget, network) is the leg's failure triple.
+--- could not be asked (budget, network) or a grant store that could not be
+--- read is the leg's failure triple.
 function Provider:header(op)
-  stored.restore(self)   -- a grant kept by an earlier process (oauth.grants), once
+  local ok, message, err = stored.restore(self)   -- a grant kept by an earlier process (oauth.grants), once
+  if not ok then return nil, message, err end
+  local state = op_state(op)
   if self.token and not fresh(self) then
-    local refreshed, message, err = false, nil, nil
-    if self.token.refresh_token then refreshed, message, err = self:refresh(op) end
-    if refreshed == nil then return nil, message, err end
-    if not refreshed then self.token = nil end
+    local expired = self.token.access_token
+    ok, message, err = self:await(op)
+    if not ok then return nil, message, err end
+    if not replaced(self, expired) or not fresh(self) then
+      local refreshed = false
+      if self.token and self.token.refresh_token then
+        refreshed, message, err = self:exclusive(function() return self:refresh(op) end)
+      end
+      if refreshed == nil then return nil, message, err end
+      if not refreshed then self:drop() end
+    end
   end
+  state.sent = self.token and self.token.access_token or false
   if not self.token then return false end
   return "Authorization: Bearer " .. self.token.access_token
 end
 
--- The per-operation bookkeeping: authorization count and challenges seen.
-local function op_state(op)
-  op.oauth = op.oauth or { authorizations = 0, seen = {} }
-  return op.oauth
+-- Forget the token and the client it was obtained with (a grant that no
+-- longer matches its resource or issuer, or that its server refused).
+function Provider:drop()
+  self.token, self.client = nil, nil
 end
 
 --[[
@@ -121,7 +176,10 @@ A request was refused with `status` (401 or 403). Returns true when a new
 token is held and the request may be sent again; false when this refusal is
 not the provider's to answer (the caller reports the status); or the failure
 triple. Bounded: never twice for the same challenge in one operation, and at
-most MAX_AUTHORIZATIONS authorization requests per operation.
+most MAX_AUTHORIZATIONS authorization requests per operation. A 401 to a
+request that carried a token looks at the resource's metadata again first:
+the token is refreshed only while the resource and its authorization server
+are still the ones that issued it.
 ]]
 function Provider:refused(op, status, headers)
   local parsed = challenge.parse(headers["www-authenticate"])
@@ -131,11 +189,27 @@ function Provider:refused(op, status, headers)
   local key = table.concat({ status, params.scope or "", params.resource_metadata or "" }, "\n")
   if state.seen[key] then return false end
   state.seen[key] = true
-  if status == 401 and self.token and self.token.refresh_token and not state.refreshed then
-    state.refreshed = true
-    local refreshed, message, err = self:refresh(op)
-    if refreshed == nil then return nil, message, err end
-    if refreshed then return true end
+  local ok, message, err = self:await(op)
+  if not ok then return nil, message, err end
+  -- another operation got a new token while this request was out: use it
+  if replaced(self, state.sent) then return true end
+  return self:exclusive(function() return self:renew(op, status, params, state) end)
+end
+
+-- The refusal's answer, alone: a refresh, else a new authorization.
+function Provider:renew(op, status, params, state)
+  if status == 401 and self.token then
+    local discovered, message, err = self:discover(op, params.resource_metadata, true)
+    if not discovered then return nil, message, err end
+    if not (self.token.issuer == discovered.issuer and self.token.resource == discovered.resource) then
+      self:drop()   -- issued by another authorization server, or for another resource
+    elseif self.token.refresh_token and not state.refreshed then
+      state.refreshed = true
+      local refreshed
+      refreshed, message, err = self:refresh(op)
+      if refreshed == nil then return nil, message, err end
+      if refreshed then return true end
+    end
   end
   if state.authorizations >= oauth.MAX_AUTHORIZATIONS then return false end
   state.authorizations = state.authorizations + 1
@@ -144,9 +218,12 @@ function Provider:refused(op, status, headers)
   return true
 end
 
--- What the resource and its authorization server say, fetched once.
-function Provider:discover(op, hinted)
-  if self.discovered and self.discovered.hint == hinted then return self.discovered end
+-- What the resource and its authorization server say: fetched once, and
+-- again when `again` (a token was refused: the resource may have moved to
+-- another authorization server).
+function Provider:discover(op, hinted, again)
+  local known = self.discovered
+  if not again and known and known.hint == hinted and not known.restored then return known end
   local found, message, err = discovery.discover(self.ctx, op, self.ctx.url, hinted)
   if not found then return nil, message, err end
   found.hint = hinted
@@ -197,17 +274,23 @@ function Provider:obtain(op, params, step_up)
     token, message, err = self:authorization_code(op, discovered, scope)
   end
   if not token then return nil, message, err end
-  self:hold(token)
-  return true
+  return self:hold(token)
 end
 
--- Keep a token, with its expiry on the connection's clock: EXPIRY_MARGIN
--- early (at most half its lifetime, so a short-lived token is still used).
+--[[
+Keep a token, bound to what it was issued for (the resource and the
+authorization server's issuer: it is used and refreshed only while both still
+match), with its expiry on the connection's clock: EXPIRY_MARGIN early (at
+most half its lifetime, so a short-lived token is still used). Saved through
+the grants hook when there is one: a hook that cannot save is the failure
+triple (the token is held in memory all the same).
+]]
 function Provider:hold(token)
   local lifetime = token.expires_in
   token.expires_at = lifetime and (now(self) + lifetime - math.min(oauth.EXPIRY_MARGIN, lifetime / 2)) or nil
+  token.issuer, token.resource = self.discovered.issuer, self.discovered.resource
   self.token = token
-  stored.keep(self)
+  return stored.keep(self)
 end
 
 -- The connection's clock, for the grant hook's wall-clock conversion.
@@ -272,12 +355,19 @@ function Provider:redirect_uri()
   return self.options.redirect_uri or oauth.DEFAULT_REDIRECT_URI
 end
 
--- The authorization response must come from the request made (state) and,
--- when it names one, from the issuer asked (RFC 9207: a server that says it
--- sends `iss` must send it), against mix-up and injected codes.
+--[[
+The authorization response must answer the request made and come from the
+issuer asked, before its code goes anywhere (against injected codes and
+mix-up): the state sent must come back unchanged (a response without one is
+refused), and `iss` (RFC 9207), when present, must be the issuer's exact
+string (no case folding, no trailing slash added or removed); a server whose
+metadata says it sends `iss` must send it.
+]]
 local function check_response(self, discovered, state, returned_state, iss)
   local why
-  if returned_state ~= nil and returned_state ~= state then
+  if returned_state == nil or returned_state == "" then
+    why = "the authorization response carries no state"
+  elseif returned_state ~= state then
     why = "the authorization response carries another state than the request"
   elseif iss ~= nil and iss ~= discovered.issuer then
     why = "the authorization response names another issuer"
@@ -389,9 +479,14 @@ end
 -- refused (the refresh token is dropped, so the next refusal starts a new
 -- authorization); the failure triple when the request could not be made.
 function Provider:refresh(op)
+  local adopted, message, err = stored.newer(self)   -- another process may have refreshed it already
+  if adopted == nil then return nil, message, err end
+  if adopted then return true end
   local discovered, client, token = self.discovered, self.client, self.token
   if not (discovered and client and token and token.refresh_token) then return false end
-  local new, message, err = grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
+  if token.issuer ~= discovered.issuer or token.resource ~= discovered.resource then return false end
+  local new
+  new, message, err = grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
     { "grant_type", "refresh_token" }, { "refresh_token", token.refresh_token }, { "resource", discovered.resource },
   }, client, discovered)
   if not new then
@@ -400,7 +495,9 @@ function Provider:refresh(op)
     return false
   end
   new.refresh_token = new.refresh_token or token.refresh_token
-  self:hold(new)
+  local kept
+  kept, message, err = self:hold(new)
+  if not kept then return nil, message, err end
   return true
 end
 

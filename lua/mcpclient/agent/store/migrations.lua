@@ -17,6 +17,9 @@
 --   agent_run         runs with their execution lease and effect fence
 --   agent_run_event   the run's event stream (the audit); UNIQUE(run, sequence)
 --   governance_event  append-only denial log
+--   mcp_oauth_grant   OAuth grants (tokens and client registrations), keyed
+--                     by server identifier, protected resource and issuer;
+--                     the record is JSON and a secret (the file is 0600)
 return {
   {
     description = "catalogue, enablement, runs and governance",
@@ -134,6 +137,28 @@ CREATE INDEX governance_event_run ON governance_event (agentrun_uid, crdate);
     sql = [[
 ALTER TABLE mcp_server ADD COLUMN last_contact INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE mcp_server ADD COLUMN last_latency_ms INTEGER NOT NULL DEFAULT 0;
+]],
+  },
+  {
+    -- The grant table used to be created outside the migrations, keyed by
+    -- the server's identifier first, and a failed read of it was taken as
+    -- "no grant". It now belongs to the schema (both databases' dialects).
+    -- Grants kept before this migration are dropped, knowingly: they were
+    -- found by identifier alone, so one could follow an identifier to a
+    -- server it was never issued for; the operator logs in again.
+    description = "OAuth grants keyed by resource and issuer",
+    sql = [[
+DROP TABLE IF EXISTS mcp_oauth_grant;
+CREATE TABLE mcp_oauth_grant (
+  uid      INTEGER PRIMARY KEY AUTOINCREMENT,
+  server   TEXT    NOT NULL DEFAULT '',
+  resource TEXT    NOT NULL DEFAULT '',
+  issuer   TEXT    NOT NULL DEFAULT '',
+  record   TEXT    NOT NULL DEFAULT '',
+  tstamp   INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (server, resource, issuer)
+);
+CREATE INDEX mcp_oauth_grant_server ON mcp_oauth_grant (server, tstamp);
 ]],
   },
 }
