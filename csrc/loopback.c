@@ -1,11 +1,14 @@
 /*
-** loopback.c: the one-shot HTTP listener `mcpclient login` waits on for the
-** authorization redirect (the browser brings the code to
-** http://127.0.0.1:<port>/callback). Bound to 127.0.0.1 only, on a port the
-** kernel picks; it answers GET requests for the callback path with a short
-** page and hands the request target to Lua, anything else with 404. Bounded:
-** a deadline for the whole wait, 8 KiB per request head, one request per
-** connection.
+** loopback.c: the one-shot HTTP listener a browser sign-in waits on for the
+** authorization redirect (`mcpclient login`, mcp.oauth.loopback_authorize:
+** the browser brings the code to http://127.0.0.1:<port>/callback). Bound to
+** 127.0.0.1 only, on a port the kernel picks or the one asked for (a fixed
+** port can be forwarded over SSH); it answers GET requests for the callback
+** path with a short page and hands the request target to Lua, anything else
+** with 404. Bounded: a deadline for the wait, 8 KiB per request head, one
+** request per connection. A connection taken in is given two seconds to send
+** its head whatever the wait's deadline, so a caller may wait in short slices
+** (to look at a cancel hook in between) without cutting a browser off.
 */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -112,11 +115,10 @@ static void send_all(int fd, const char *text, size_t len, int64_t deadline_ns) 
 ** One connection: read its head, answer it. Pushes the target and returns 1
 ** for a GET of `path`; returns 0 for anything else (answered 404).
 */
-static int serve_one(lua_State *L, int fd, const char *path, int64_t deadline_ns) {
+static int serve_one(lua_State *L, int fd, const char *path) {
   char buf[MAX_HEAD];
   char *target = NULL;
   int64_t short_deadline = mcp_monotonic_ns() + (int64_t)2000000000;
-  if (short_deadline > deadline_ns) short_deadline = deadline_ns;
   if (read_head(fd, buf, short_deadline) > 0) target = get_target(buf);
   if (target != NULL && path_is(target, path)) {
     send_all(fd, PAGE, sizeof PAGE - 1, short_deadline);
@@ -143,7 +145,7 @@ static int l_accept(lua_State *L) {
     int fd = accept(li->fd, NULL, NULL);
     int got;
     if (fd < 0) continue;
-    got = serve_one(L, fd, path, deadline_ns);
+    got = serve_one(L, fd, path);
     close(fd);
     if (got) return 1;
   }
@@ -172,18 +174,26 @@ static int l_close(lua_State *L) {
 }
 
 /*
-** Bind a listening socket on 127.0.0.1, port chosen by the kernel; returns
-** the fd and sets *port, or -1 with errno set.
+** Bind a listening socket on 127.0.0.1, on *port (0: the kernel chooses);
+** returns the fd and sets *port, or -1 with errno set.
 */
 static int bind_loopback(int *port) {
   struct sockaddr_in a;
   socklen_t len = sizeof a;
+  int one = 1;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  /* a fixed port is bound again right after the last login's connections closed */
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
+  a.sin_port = htons((uint16_t)*port);
   if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 8) != 0 ||
       getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
     int saved = errno;
@@ -196,15 +206,23 @@ static int bind_loopback(int *port) {
 }
 
 /*
-** loopback_listen() -> listener | nil, reason (the environment refused a socket).
+** loopback_listen([port]) -> listener | nil, reason (the environment refused
+** a socket, or the port is taken). No port or 0: the kernel picks one.
 */
 static int l_listen(lua_State *L) {
-  int port = 0;
-  int fd = bind_loopback(&port);
+  lua_Integer asked = luaL_optinteger(L, 1, 0);
+  int port, fd;
   Listener *li;
+  luaL_argcheck(L, asked >= 0 && asked <= 65535, 1, "port must be in [0, 65535]");
+  port = (int)asked;
+  fd = bind_loopback(&port);
   if (fd < 0) {
     lua_pushnil(L);
-    lua_pushfstring(L, "no loopback port could be opened: %s", strerror(errno));
+    if (asked > 0) {
+      lua_pushfstring(L, "port %d on 127.0.0.1 could not be opened: %s", (int)asked, strerror(errno));
+    } else {
+      lua_pushfstring(L, "no loopback port could be opened: %s", strerror(errno));
+    }
     return 2;
   }
   li = (Listener *)lua_newuserdatauv(L, sizeof *li, 0);

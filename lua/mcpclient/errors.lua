@@ -188,9 +188,14 @@ errors.KINDS = {
   authorization_required = {
     cause = "the server needs an OAuth authorization and there is no way to get one without a person "
       .. "(no authorize callback, no usable grant)",
-    action = "give an oauth.authorize callback, or configure a grant that needs no person (client credentials)",
+    action = "log in once with `mcpclient login <server>` (the grant is kept in the store), or give an "
+      .. "oauth.authorize callback (mcp.oauth.loopback_authorize is one), or configure a grant that needs no "
+      .. "person (client credentials)",
     message = function(f)
-      return string.format("%s requires authorization, and no authorization code could be obtained.", on(f))
+      local login = f.server and string.format("`mcpclient login %s`", clip(f.server)) or "`mcpclient login <server>`"
+      return string.format("%s requires authorization, and no authorization code could be obtained. Log in once "
+        .. "with %s, or give the connection an oauth.authorize callback (mcp.oauth.loopback_authorize signs in "
+        .. "through a browser).", on(f), login)
     end,
   },
   authorization_failed = {

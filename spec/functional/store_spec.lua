@@ -744,6 +744,7 @@ describe("mcpclient.agent.store", function()
       assert.equal(0, #assert(s:grants("docs")))
       assert.equal(1, #assert(s:grants("docs2")))
       ok, forgotten = s:update_server(uid, { url = "https://a/mcp" })   -- the same URL: kept
+      assert.is_true(ok)
       assert.equal(0, forgotten)
       ok, forgotten = s:update_server(uid, { url = "https://b/mcp" })
       assert.is_true(ok)

@@ -47,7 +47,8 @@ local SERVER_FLAGS = {
 local COMMAND_FLAGS = {
   servers = {}, test = { ["--all"] = "flag", ["-a"] = "flag" }, tools = {}, remove = {}, help = {},
   check = { ["--call"] = "value", ["--arguments"] = "value" },
-  login = { ["--wait"] = "value" }, logout = {},
+  login = { ["--wait"] = "value", ["--port"] = "value", ["--client-id"] = "value", ["--client-secret"] = "value",
+    ["--scope"] = "value" }, logout = {},
   import = { ["--all"] = "flag", ["-a"] = "flag", ["--server"] = "value" },
   enable = { ["--tool"] = "flag", ["--group"] = "flag" },
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
@@ -751,14 +752,20 @@ function commands.edit(ctx, out, parsed)
   if next(fields) == nil then usage('"edit" needs at least one server flag (see `mcpclient edit --help`).') end
   local row, message, err = server_named(ctx, given)
   if not row then return refuse(out, parsed, message, err) end
-  local ok
-  ok, message, err = operator.edit(ctx.store, row.uid, fields, ctx.options)
-  if not ok then return refused_edit(out, parsed, message, err) end
-  identifier_stored_as(out, fields.identifier, ctx.store:server(row.uid))
+  local ok, forgotten
+  ok, forgotten, err = operator.edit(ctx.store, row.uid, fields, ctx.options)
+  if not ok then return refused_edit(out, parsed, forgotten, err) end
+  local stored = ctx.store:server(row.uid)
+  identifier_stored_as(out, fields.identifier, stored)
+  local now = stored or row
   if parsed.json then
-    out:json { id = row.uid, identifier = (ctx.store:server(row.uid) or row).identifier, updated = true }
+    out:json { id = row.uid, identifier = now.identifier, updated = true, grants_forgotten = forgotten or 0 }
   else
     out:line(string.format("Updated server %d (%s).", row.uid, inert(row.identifier, 64)))
+    if (forgotten or 0) > 0 then
+      out:line(string.format("Its stored OAuth authorization was for the old URL and is forgotten; "
+        .. "log in again with `mcpclient login %s` if the new one needs it.", inert(now.identifier, 64)))
+    end
   end
   return cli.OK
 end
@@ -766,36 +773,69 @@ end
 function commands.remove(ctx, out, parsed)
   local row, message, err = server_named(ctx, need_server(parsed))
   if not row then return refuse(out, parsed, message, err) end
-  local ok
-  ok, message, err = operator.remove(ctx.store, row.uid, ctx.options)
-  if not ok then return refuse(out, parsed, message, err) end
+  local ok, forgotten
+  ok, forgotten, err = operator.remove(ctx.store, row.uid, ctx.options)
+  if not ok then return refuse(out, parsed, forgotten, err) end
   if parsed.json then
-    out:json { id = row.uid, identifier = row.identifier, removed = true }
+    out:json { id = row.uid, identifier = row.identifier, removed = true, grants_forgotten = forgotten or 0 }
   else
     out:line(string.format("Removed server %d (%s).", row.uid, inert(row.identifier, 64)))
+    if (forgotten or 0) > 0 then out:line("Its stored OAuth authorization is forgotten with it.") end
   end
   return cli.OK
 end
 
--- Where the person goes: the authorization URL, and where the browser comes back to.
-local function announcer(out, parsed, row, wait)
+-- Where the person goes: the authorization URL, where the browser comes back
+-- to, and how to do it from another machine (the port forwarded over SSH).
+local function announcer(out, parsed, row, wait, fixed)
   return function(url, port)
     local stream = parsed.json and out.err or out.line
-    stream(out, string.format("To log in to %s, open this URL in a browser:", inert(row.identifier, 64)))
+    local who = inert(row.identifier, 64)
+    stream(out, string.format("To log in to %s, open this URL in a browser:", who))
     stream(out, "  " .. inert(url, 4000))
     stream(out, string.format("Waiting up to %d s for the redirect to http://127.0.0.1:%d/callback …", wait, port))
+    if fixed then
+      stream(out, string.format("Over SSH, forward that port from the machine with the browser first: "
+        .. "ssh -L %d:127.0.0.1:%d <this host>", port, port))
+    else
+      stream(out, string.format("Over SSH, run `mcpclient login %s --port 8765` instead and forward the port "
+        .. "from the machine with the browser: ssh -L 8765:127.0.0.1:8765 <this host>", who))
+    end
     -- a person (or a script) reads this while the command waits: no buffering
     if out.stdout.flush then out.stdout:flush() end
     if out.stderr.flush then out.stderr:flush() end
   end
 end
 
+-- The login's own options from its flags (usage errors raise).
+local function login_options(flags)
+  local wait = tonumber(flags["--wait"] or login.DEFAULT_WAIT)
+  if not wait or wait <= 0 or wait > 3600 then usage("--wait is a number of seconds up to 3600.") end
+  local port
+  if flags["--port"] ~= nil then
+    port = math.tointeger(tonumber(flags["--port"]))
+    if not port or port < 1 or port > 65535 then usage("--port is a TCP port number, 1 to 65535.") end
+  end
+  local client_id, secret, scope = flags["--client-id"], flags["--client-secret"], flags["--scope"]
+  if client_id == "" then usage("--client-id needs the client's identifier at the authorization server.") end
+  if secret ~= nil then
+    if not client_id then usage("--client-secret goes with --client-id.") end
+    -- a reference only: the secret itself would sit in the shell's history and the process list
+    if not secret:match("^env:[%a_][%w_]*$") then
+      usage("--client-secret takes a reference, env:NAME (the variable that holds the secret), never the secret.")
+    end
+  end
+  if scope ~= nil and (scope == "" or scope:find("[%c\"]")) then
+    usage("--scope is a space-separated list of scopes.")
+  end
+  return { wait = wait, port = port, client_id = client_id, client_secret = secret, scope = scope }
+end
+
 function commands.login(ctx, out, parsed)
   local row, message, err = server_named(ctx, need_server(parsed))
   if not row then return refuse(out, parsed, message, err) end
-  local wait = tonumber(parsed.flags["--wait"] or login.DEFAULT_WAIT)
-  if not wait or wait <= 0 or wait > 3600 then usage("--wait is a number of seconds up to 3600.") end
-  local options = setmetatable({ wait = wait, announce = announcer(out, parsed, row, wait) }, { __index = ctx.options })
+  local options = setmetatable(login_options(parsed.flags), { __index = ctx.options })
+  options.announce = announcer(out, parsed, row, options.wait, options.port ~= nil)
   local status
   status, message, err = login.run(ctx.store, row, options)
   grants.protect(ctx.path)

@@ -515,8 +515,9 @@ function operator.missing(row)
   return missing
 end
 
---- Change a server's editable fields (the same checks as add).
--- @return true | nil, message, err
+--- Change a server's editable fields (the same checks as add). A new URL
+--- forgets the server's OAuth grants: they were issued for the old one.
+-- @return true, the number of grants forgotten | nil, message, err
 function operator.edit(store, id, fields, options)
   options = options or {}
   local row, message, err = admitted(store, id, options)
@@ -532,6 +533,8 @@ function operator.edit(store, id, fields, options)
 end
 
 --- Remove a server (soft delete; its tool rows stay, so a run's audit can still name them).
+--- Its OAuth grants are forgotten with it.
+-- @return true, the number of grants forgotten | nil, message, err
 function operator.remove(store, id, options)
   local row, message, err = admitted(store, id, options)
   if not row then return nil, message, err end

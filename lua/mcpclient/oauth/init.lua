@@ -8,6 +8,7 @@
 -- request provably never ran, so sending it again is safe. Tokens live in
 -- memory, travel only as wiped secret headers, and never enter a message.
 local challenge = require "mcpclient.oauth.challenge"
+local core = require "mcpclient.core"
 local discovery = require "mcpclient.oauth.discovery"
 local errors = require "mcpclient.errors"
 local fetch = require "mcpclient.oauth.fetch"
@@ -379,13 +380,17 @@ local function check_response(self, discovered, state, returned_state, iss)
 end
 
 -- The host's authorize callback, guarded: it gets the URL and what it needs
--- to finish the step, and returns the code, the state and the iss it read
--- from the redirect, or nil (and a failure triple of the library's own,
--- which is passed on as it is).
+-- to finish the step (info: redirect_uri, state, server, get = a GET through
+-- the host gate and the operation's budget, cancelled() = the operation's
+-- cancel hook fired, remaining() = seconds left of its budget), and returns
+-- the code, the state and the iss it read from the redirect, or nil (and a
+-- failure triple of the library's own, which is passed on as it is).
 function Provider:ask_host(op, url, state, discovered)
   local info = {
     redirect_uri = self:redirect_uri(), state = state, server = self.ctx.identifier,
     get = function(target) return fetch.send(self.ctx, op, { method = "GET", url = target }) end,
+    cancelled = function() return op.cancel ~= nil and op.cancel() and true or false end,
+    remaining = function() return op.deadline:remaining() end,
   }
   local ok, code, returned_state, iss = pcall(self.options.authorize, url, info)
   if not ok then
@@ -518,5 +523,92 @@ function oauth.follow_immediate_redirect(url, info)
   if params.error or not params.code then return nil end
   return params.code, params.state, params.iss
 end
+
+oauth.LOOPBACK_WAIT = 300          -- seconds a person has to finish in the browser, by default
+oauth.LOOPBACK_PATH = "/callback"
+local LOOPBACK_SLICE = 0.1         -- the longest look away from the cancel hook while waiting
+
+local loopback_types = { announce = "function", port = "number", wait = "number" }
+
+local Loopback = {}
+Loopback.__index = Loopback
+
+-- The redirect, waited for in slices: the operation's cancel hook and budget
+-- are looked at in between, and inside a gather the other tasks run.
+local function await_redirect(listener, wait, info)
+  local limit = core.monotonic_ns() + math.floor(wait * 1e9)
+  while true do
+    if info.cancelled and info.cancelled() then
+      return fail("cancelled", { server = info.server, in_flight = false })
+    end
+    local left = (limit - core.monotonic_ns()) / 1e9
+    if info.remaining then left = math.min(left, info.remaining()) end
+    if left <= 0 then return nil end
+    local slice = math.min(left, engine.inside() and 0.01 or LOOPBACK_SLICE)
+    local target = listener:accept(slice, oauth.LOOPBACK_PATH)
+    if target then return target end
+    if engine.inside() then engine.sleep(0.01, info.cancelled) end
+  end
+end
+
+--[[
+A browser sign-in on this machine: a one-shot listener on 127.0.0.1 that the
+authorization server's redirect comes back to, and the authorize callback that
+shows the URL (through `announce`) and waits for that redirect. `mcpclient
+login` is built on it.
+
+  local signin <close> = assert(mcp.oauth.loopback_authorize {
+    announce = function(url) print("Open this URL in a browser: " .. url) end })
+  local conn = mcp.connect { url = "https://mcp.example.com/mcp",
+    oauth = { authorize = signin.authorize, redirect_uri = signin.redirect_uri } }
+
+options: announce = function(url, info) (required: show the URL to the person;
+it is never opened through a shell; info = { port, redirect_uri, server, wait }),
+port (default 0: the kernel picks one; a fixed port can be forwarded over SSH
+with `ssh -L PORT:127.0.0.1:PORT host`), wait (seconds a person has, default
+300, at most 3600; the operation's budget and cancel hook bound it too).
+Returns { authorize, redirect_uri, port, close } (close is also __close and
+__gc), or nil, message, err (kind "configuration": the port could not be
+opened). The callback answers nil when no redirect came in time or the
+redirect carries an error, and the failure triple when the operation was
+cancelled.
+]]
+function oauth.loopback_authorize(options)
+  if type(options) ~= "table" then error("loopback_authorize: options must be a table", 2) end
+  check_table(options, loopback_types, "loopback_authorize", 3)
+  if not options.announce then error("loopback_authorize: announce is required", 2) end
+  local port = options.port or 0
+  if math.type(port) ~= "integer" or port < 0 or port > 65535 then
+    error("loopback_authorize: port must be an integer in [0, 65535]", 2)
+  end
+  local wait = options.wait or oauth.LOOPBACK_WAIT
+  if not (wait > 0 and wait <= 3600) then error("loopback_authorize: wait must be in (0, 3600] seconds", 2) end
+  local listener, why = core.loopback_listen(port)
+  if not listener then return fail("configuration", { detail = why }) end
+  local self = setmetatable({ listener = listener, port = listener:port() }, Loopback)
+  self.redirect_uri = "http://127.0.0.1:" .. self.port .. oauth.LOOPBACK_PATH
+  local announce = options.announce
+  self.authorize = function(url, info)
+    info = info or {}
+    if not self.listener then error("loopback_authorize: the listener is closed", 2) end
+    announce(url, { port = self.port, redirect_uri = self.redirect_uri, server = info.server, wait = wait })
+    local target, message, err = await_redirect(self.listener, wait, info)
+    if not target then return nil, message, err end
+    local params = fetch.query(target)
+    if params.error or not params.code or params.code == "" then return nil end
+    return params.code, params.state, params.iss
+  end
+  return self
+end
+
+--- Close the listener (idempotent; also __close and __gc).
+function Loopback:close()
+  if self.listener then
+    self.listener:close()
+    self.listener = nil
+  end
+end
+Loopback.__close = Loopback.close
+Loopback.__gc = Loopback.close
 
 return oauth

@@ -5,12 +5,14 @@
 -- The hook is a table { load = function(server, url) -> records | nil,
 -- save = function(record) }. A record is { server, issuer, resource,
 -- token_endpoint, access_token, refresh_token, expires_at (unix seconds, nil
--- when the token named no lifetime), scope, client_id, client_secret,
--- auth_method }: a grant is keyed by the protected resource it was issued for
--- and the issuer of the authorization server that issued it, never by the
--- server's identifier alone. `load` returns the server's records (an array,
--- newest first; a single record is taken as one), nil when there are none, or
--- nil, message, err when they could not be read; `save` returns nothing, or
+-- when the token named no lifetime), scope, client_id, client_secret (a
+-- registration's), client_secret_ref (a pre-registered client's: the
+-- reference, resolved at use, never the secret), auth_method }: a grant is
+-- keyed by the protected resource it was issued for and the issuer of the
+-- authorization server that issued it, never by the server's identifier
+-- alone. `load` returns the server's records (an array, newest first; a
+-- single record is taken as one), nil when there are none, or nil, message,
+-- err when they could not be read; `save` returns nothing, or
 -- nil, message, err when the record could not be kept. A hook that raises
 -- fails the same way, with kind "store": a grant store that cannot be read is
 -- a visible failure, never "no grant".
@@ -24,6 +26,7 @@
 -- Nothing of a record is ever printed or logged.
 local discovery = require "mcpclient.oauth.discovery"
 local errors = require "mcpclient.errors"
+local grants = require "mcpclient.oauth.grants"
 
 local stored = {}
 
@@ -85,29 +88,43 @@ function stored.keep(provider)
     access_token = token.access_token, refresh_token = token.refresh_token,
     expires_at = to_wall(provider, token.expires_at), scope = token.scope,
     client_id = client.client_id, client_secret = not configured and client.client_secret or nil,
-    auth_method = client.method,
+    client_secret_ref = configured and provider.options.client_secret or nil, auth_method = client.method,
   })
   if not ok then return nil, message, err end
   return true
 end
 
--- Take `record` as the provider's grant.
+-- Take `record` as the provider's grant. The client it was obtained with
+-- comes along: the configured one, else the record's (a pre-registered
+-- client's secret resolved from its reference now, a registration's as kept).
+-- @return true | nil, message, err (a secret reference that cannot be resolved)
 local function adopt(provider, record)
+  local client
+  if provider.options.client_id then
+    local message, err
+    client, message, err = provider:configured_client()
+    if not client then return nil, message, err end
+    client.method = record.auth_method or "none"
+  elseif type(record.client_id) == "string" then
+    client = { client_id = record.client_id, client_secret = record.client_secret,
+      method = record.auth_method or "none" }
+    if type(record.client_secret_ref) == "string" then
+      local secret, message, err = grants.secret(provider.ctx, record.client_secret_ref, "the login's client secret")
+      if not secret then return nil, message, err end
+      client.client_secret = secret
+    else
+      -- a registration belongs to the issuer it was made with, and only there is it used again
+      provider.registrations[record.issuer] = { client_id = record.client_id,
+        client_secret = record.client_secret, auth_method = record.auth_method }
+    end
+  end
   provider.discovered = { issuer = record.issuer, resource = record.resource, restored = true,
     metadata = { token_endpoint = record.token_endpoint } }
-  if not provider.options.client_id and record.client_id then
-    provider.client = { client_id = record.client_id, client_secret = record.client_secret,
-      method = record.auth_method or "none" }
-    -- a registration belongs to the issuer it was made with, and only there is it used again
-    provider.registrations[record.issuer] = { client_id = record.client_id, client_secret = record.client_secret,
-      auth_method = record.auth_method }
-  elseif provider.options.client_id then
-    provider.client = provider:configured_client()
-    if provider.client then provider.client.method = record.auth_method or "none" end
-  end
+  provider.client = client
   provider.token = { access_token = record.access_token, refresh_token = record.refresh_token,
     scope = record.scope, expires_at = from_wall(provider, record.expires_at), issuer = record.issuer,
     resource = record.resource }
+  return true
 end
 
 --- Take a saved grant for this server, once per provider, when it holds no token.
@@ -117,7 +134,7 @@ function stored.restore(provider)
   local list, message, err = matching(provider)
   if not list then return nil, message, err end
   provider.restored = true
-  if list[1] then adopt(provider, list[1]) end
+  if list[1] then return adopt(provider, list[1]) end
   return true
 end
 
@@ -134,7 +151,9 @@ function stored.newer(provider)
     if record.issuer == token.issuer and record.resource == token.resource
       and record.access_token ~= token.access_token
       and (math.type(record.expires_at) ~= "integer" or record.expires_at > os.time()) then
-      adopt(provider, record)
+      local ok
+      ok, message, err = adopt(provider, record)
+      if not ok then return nil, message, err end
       return true
     end
   end

@@ -67,13 +67,15 @@ supply tools (no data class, disabled), the command says what is missing and the
   edit = [==[
 usage: mcpclient edit <server> [server flags]
 
-Changes the given fields of a server (named by identifier or id).
+Changes the given fields of a server (named by identifier or id). A new --url forgets the
+server's stored OAuth authorization (it was issued for the old one) and says so.
 
 ]==] .. SERVER_FLAGS,
   remove = [==[
 usage: mcpclient remove <server>
 
-Removes a server. Its tool records stay, so past runs can still be audited.]==],
+Removes a server. Its tool records stay, so past runs can still be audited; its stored
+OAuth authorization is forgotten with it.]==],
   test = [==[
 usage: mcpclient test <server> [--json]
        mcpclient test --all [--json]
@@ -117,14 +119,25 @@ usage: mcpclient disable <tool|group> [--tool | --group]
 A tool name switches that tool off. A group name switches the whole group off: no
 tool of it is offered, whatever its own switch; `enable` on the group turns it back on.]==],
   login = [==[
-usage: mcpclient login <server> [--wait SECONDS] [--json]
+usage: mcpclient login <server> [--wait SECONDS] [--port PORT] [--client-id ID]
+                                [--client-secret env:NAME] [--scope SCOPES] [--json]
 
 For a server behind OAuth (and without a static --credential): prints the authorization
 URL to open in a browser, waits (default 300 s) for the redirect on a one-shot listener
 at http://127.0.0.1:<port>/callback, and keeps the grant (tokens, refresh token) in the
 database, readable by its owner only. Every later connection to the server, the command's
-and an agent loop's on the same database, uses and refreshes it. `servers` shows
-"authorized (scope, expiry)" or "needs login"; tokens are never printed.]==],
+and an agent loop's on the same database, uses and refreshes it, as long as the server's
+URL and its authorization server stay those it was issued for. `servers` shows
+"authorized (scope, expiry)" or "needs login"; tokens are never printed.
+
+  --port PORT               listen on this port instead of one the system picks; over SSH,
+                            forward it from the machine with the browser:
+                            ssh -L PORT:127.0.0.1:PORT <this host>
+  --client-id ID            a client registered in advance at the authorization server
+                            (default: the client registers itself, where it can)
+  --client-secret env:NAME  that client's secret, as the environment variable holding it
+                            (a reference; the secret itself is refused)
+  --scope SCOPES            space-separated scopes to ask for besides the server's own]==],
   logout = [==[
 usage: mcpclient logout <server> [--json]
 
