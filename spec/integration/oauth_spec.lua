@@ -409,4 +409,66 @@ describe("OAuth against a scripted authorization server #integration", function(
       assert.equal(1, count(seen(), "/token refresh_token"))
     end)
   end)
+
+  describe("mcp.oauth.loopback_authorize", function()
+    it("signs in through a browser's redirect to its listener", function()
+      local browser
+      local shown = {}
+      local signin <close> = assert(mcp.oauth.loopback_authorize { wait = 20, announce = function(url, info)
+        shown[#shown + 1] = info
+        -- the person at the browser: curl follows the authorization server's redirect to the listener
+        browser = assert(io.popen("curl -s -L -o /dev/null " .. string.format("%q", url) .. " 2>&1"))
+      end })
+      assert.truthy(signin.redirect_uri:match("^http://127%.0%.0%.1:%d+/callback$"), signin.redirect_uri)
+      local conn <close> = connect { oauth = { authorize = signin.authorize, redirect_uri = signin.redirect_uri } }
+      local tools, message = conn:list_tools()
+      if browser then browser:close() end
+      assert.truthy(tools, message)
+      assert.equal(1, #shown)
+      assert.equal(signin.port, shown[1].port)
+      assert.equal("oauthspec", shown[1].server)
+      assert.equal(1, count(seen(), "/token authorization_code"))
+    end)
+
+    it("stops waiting for the browser at the operation's cancel hook", function()
+      local signin <close> = assert(mcp.oauth.loopback_authorize { announce = function() end })
+      local conn <close> = connect { oauth = { authorize = signin.authorize, redirect_uri = signin.redirect_uri } }
+      local started, fired = core.now(), nil
+      local result, message, err = conn:list_tools { budget = 10, cancel = function()
+        if core.now() - started >= 0.5 then fired = fired or core.now(); return true end
+        return false
+      end }
+      local ended = core.now()
+      assert.is_nil(result)
+      assert.equal("cancelled", err.kind, message)
+      assert.is_true(ended - fired < 0.3, "returned " .. (ended - fired) .. " s after the cancel")
+    end)
+
+    it("ends the wait with the budget: authorization_required, saying what to do", function()
+      local signin <close> = assert(mcp.oauth.loopback_authorize { announce = function() end })
+      local conn <close> = connect { oauth = { authorize = signin.authorize, redirect_uri = signin.redirect_uri } }
+      local started = core.now()
+      local result, message, err = conn:list_tools { budget = 1 }
+      assert.is_nil(result)
+      assert.is_true(core.now() - started < 1.5)
+      assert.equal("authorization_required", err.kind, message)
+      assert.truthy(message:find("`mcpclient login oauthspec`", 1, true), message)
+      assert.truthy(message:find("oauth.authorize callback", 1, true), message)
+    end)
+
+    it("listens on a fixed port, and says so when it is taken", function()
+      local first <close> = assert(mcp.oauth.loopback_authorize { announce = function() end })
+      local again, message, err = mcp.oauth.loopback_authorize { port = first.port, announce = function() end }
+      assert.is_nil(again)
+      assert.equal("configuration", err.kind)
+      assert.truthy(message:find("port " .. first.port, 1, true), message)
+      local port = first.port
+      first:close()
+      local fixed <close> = assert(mcp.oauth.loopback_authorize { port = port, announce = function() end })
+      assert.equal("http://127.0.0.1:" .. port .. "/callback", fixed.redirect_uri)
+      assert.has_error(function() mcp.oauth.loopback_authorize {} end, "loopback_authorize: announce is required")
+      assert.has_error(function() mcp.oauth.loopback_authorize { announce = print, port = -1 } end)
+      assert.has_error(function() mcp.oauth.loopback_authorize { announce = print, colour = 1 } end)
+    end)
+  end)
 end)

@@ -286,4 +286,122 @@ describe("the OAuth provider", function()
       assert.has_error(connect_with({}, { auth = { credential = "env:X" } }))
     end)
   end)
+
+  describe("a grant is bound to its resource and issuer", function()
+    -- A second authorization server at BASE/as2; `flip` makes the resource name it and refuse every
+    -- token issued before.
+    local function two_servers()
+      local routes, opts = world {}
+      local as2 = BASE .. "/as2"
+      local prm = routes["/.well-known/oauth-protected-resource/mcp"]
+      local mcp_route = routes["/mcp"]
+      local revoked, issued2 = {}, {}
+      local state = { flipped = false, registered2 = 0, refreshes = 0 }
+      routes["/.well-known/oauth-protected-resource/mcp"] = function(req)
+        if not state.flipped then return prm(req) end
+        return 200, { resource = BASE .. "/mcp", authorization_servers = { as2 } }
+      end
+      routes["/.well-known/oauth-authorization-server/as2"] = function()
+        return 200, { issuer = as2, authorization_endpoint = as2 .. "/authorize", token_endpoint = as2 .. "/token",
+          registration_endpoint = as2 .. "/register", code_challenge_methods_supported = { "S256" },
+          token_endpoint_auth_methods_supported = { "none" } }
+      end
+      routes["/as2/register"] = function()
+        state.registered2 = state.registered2 + 1
+        return 201, { client_id = "c2" }
+      end
+      routes["/as2/token"] = function(req)
+        local token = "AS2-TOKEN-" .. (#issued2 + 1)
+        issued2[token] = true
+        state.form2 = form_of(req)
+        return 200, { access_token = token, token_type = "Bearer", expires_in = 3600 }
+      end
+      local token1 = routes["/token"]
+      routes["/token"] = function(req)
+        if form_of(req).grant_type == "refresh_token" then state.refreshes = state.refreshes + 1 end
+        local status, body = token1(req)
+        if type(body) == "table" then body.refresh_token = "R1" end
+        return status, body
+      end
+      routes["/mcp"] = function(req)
+        local token = req.secret_header and req.secret_header:match("^Authorization: Bearer (.+)$")
+        if state.flipped and token and not issued2[token] then revoked[token] = true end
+        if token and revoked[token] then
+          return 401, "{}", { ["www-authenticate"] = 'Bearer error="invalid_token", resource_metadata="'
+            .. BASE .. '/.well-known/oauth-protected-resource/mcp"' }
+        end
+        if token and issued2[token] then
+          local msg = json.decode(req.body)
+          if msg.id == nil then return 202, "" end
+          return 200, { jsonrpc = "2.0", id = msg.id, result = { tools = json.array {} } },
+            { ["content-type"] = "application/json" }
+        end
+        return mcp_route(req)
+      end
+      return routes, opts, state
+    end
+
+    local function memory_hook()
+      local saved = {}
+      return { saved = saved, load = function() return saved end,
+        save = function(record) table.insert(saved, 1, record) end }
+    end
+
+    it("re-registers at a new authorization server and never takes the old grant or client there", function()
+      local routes, _, state = two_servers()
+      local hook = memory_hook()
+      local leg = scripted(routes)
+      local conn, asked = connect(leg, { grants = hook })
+      assert(conn:list_tools())
+      assert.equal("c1", asked[1].client_id)
+      assert.equal(BASE, hook.saved[1].issuer)
+      state.flipped = true
+      assert(conn:list_tools())
+      assert.equal(0, state.refreshes)            -- the old refresh token went nowhere
+      assert.equal(1, state.registered2)          -- a new client at the new server
+      assert.equal("c2", asked[2].client_id)      -- never the old server's client id
+      assert.equal("c2", state.form2.client_id)
+      assert.equal(BASE .. "/as2", hook.saved[1].issuer)
+    end)
+
+    it("never restores a grant for another resource", function()
+      local hook = memory_hook()
+      hook.saved[1] = { server = "srv", issuer = BASE, resource = "https://elsewhere.example.com/mcp",
+        token_endpoint = BASE .. "/token", access_token = "FOREIGN-TOKEN", refresh_token = "FOREIGN-REFRESH" }
+      local leg = scripted(world {})
+      local headers = {}
+      local send = leg.send
+      leg.send = function(self, req)
+        headers[#headers + 1] = req.secret_header or ""
+        return send(self, req)
+      end
+      -- a hook may answer one record instead of a list
+      local conn = connect(leg, { grants = { load = function() return hook.saved[1] end, save = hook.save } })
+      assert(conn:list_tools())
+      for _, h in ipairs(headers) do assert.is_nil(h:find("FOREIGN", 1, true), h) end
+    end)
+
+    for _, case in ipairs {
+      { name = "raises", load = function() error("disk on fire") end },
+      { name = "says it failed", load = function() return nil, "disk on fire" end },
+    } do
+      it("fails with kind store when the grants hook " .. case.name .. ", never as \"no grant\"", function()
+        local leg = scripted(world {})
+        local conn = connect(leg, { grants = { load = case.load, save = function() end } })
+        local ok, message, err = conn:list_tools()
+        assert.is_nil(ok)
+        assert.equal("store", err.kind, message)
+        assert.truthy(message:find("disk on fire", 1, true), message)
+        assert.equal(0, #leg.sent)
+      end)
+    end
+
+    it("fails with kind store when a token cannot be saved", function()
+      local conn = connect(scripted(world {}), { grants = { load = function() end,
+        save = function() return nil, "read-only database" end } })
+      local ok, message, err = conn:list_tools()
+      assert.is_nil(ok)
+      assert.equal("store", err.kind, message)
+    end)
+  end)
 end)
