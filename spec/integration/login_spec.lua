@@ -29,8 +29,8 @@ end
 
 local function command_line(db, ...)
   -- LOGIN_SPEC_SECRET: the secret a --client-secret env:LOGIN_SPEC_SECRET names
-  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "LOGIN_SPEC_SECRET=" .. SECRET, "lua5.4", quote(peers.root .. "/bin/mcpclient"),
-    "--db", quote(db) }
+  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "LOGIN_SPEC_SECRET=" .. SECRET, "lua5.4",
+    quote(peers.root .. "/bin/mcpclient"), "--db", quote(db) }
   for _, a in ipairs { ... } do args[#args + 1] = quote(a) end
   return table.concat(args, " ")
 end
