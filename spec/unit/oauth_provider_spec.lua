@@ -396,6 +396,39 @@ describe("the OAuth provider", function()
       end)
     end
 
+    for _, case in ipairs {
+      { issuer = BASE .. "/oauth", ok = true },          -- the 2025-03-26 shape: a path on the origin
+      { issuer = "https://evil.example.com", ok = false },
+      { issuer = "https://mcp.example.com:8443", ok = false },
+      { issuer = nil, ok = false },
+    } do
+      it("without resource metadata, takes origin metadata whose issuer is " .. tostring(case.issuer)
+        .. (case.ok and "" or " never"), function()
+        local routes = world { challenge = "Bearer" }
+        routes["/.well-known/oauth-protected-resource/mcp"] = nil
+        local metadata = routes["/.well-known/oauth-authorization-server"]
+        routes["/.well-known/oauth-authorization-server"] = function(req)
+          local status, body = metadata(req)
+          body.issuer = case.issuer
+          return status, body
+        end
+        local leg = scripted(routes)
+        local conn, asked = connect(leg)
+        local ok, message, err = conn:list_tools()
+        if case.ok then
+          assert.truthy(ok, message)
+        else
+          assert.is_nil(ok)
+          assert.equal("authorization_failed", err.kind, message)
+          assert.equal(0, #asked)
+          for _, path in ipairs(leg.sent) do
+            assert.is_nil(path:find("/register", 1, true))
+            assert.is_nil(path:find("/token", 1, true))
+          end
+        end
+      end)
+    end
+
     it("fails with kind store when a token cannot be saved", function()
       local conn = connect(scripted(world {}), { grants = { load = function() end,
         save = function() return nil, "read-only database" end } })

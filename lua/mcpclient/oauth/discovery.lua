@@ -103,10 +103,12 @@ The authorization server's metadata for `issuer`. Its own `issuer` must be
 present and be exactly the one the URL was built from (RFC 8414 section 3.3,
 against mix-up attacks: a plain string comparison, no case folding, no
 trailing slash forgiven); a document that breaks this is never used, so no
-secret is ever sent to the endpoints it names. With `derived` (an older server
-without resource metadata: the issuer is its origin, which names no path),
-the origin with a trailing slash is the same issuer, since it builds the same
-URL. Returns the document, or false
+secret is ever sent to the endpoints it names. With `derived` (an older,
+2025-03-26 server without resource metadata) no issuer was named at all: the
+metadata is looked up at the server's own origin, and its issuer must be on
+exactly that origin (a path below it is that revision's shape), so the
+document can never name another server as its issuer. Returns the document,
+or false
 when none is published, or the failure triple.
 ]]
 function discovery.authorization_metadata(ctx, op, issuer, derived)
@@ -118,7 +120,7 @@ function discovery.authorization_metadata(ctx, op, issuer, derived)
         return fail("authorization_failed", { server = ctx.identifier,
           detail = "the authorization server metadata names no issuer" })
       end
-      if document.issuer ~= issuer and not (derived and document.issuer == issuer .. "/") then
+      if document.issuer ~= issuer and not (derived and origin_of(document.issuer) == issuer) then
         return fail("authorization_failed", { server = ctx.identifier,
           detail = "the authorization server metadata names another issuer than the one it was fetched for" })
       end
