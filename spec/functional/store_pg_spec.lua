@@ -111,10 +111,12 @@ describe("the store on PostgreSQL, several processes at once", function()
 
   it("migrates once when several processes open a fresh store together", function()
     local fresh = backends.new_schema()
-    for _, line in ipairs(workers(6, fresh, "open")) do assert.equal("ok 2\n", line) end
+    local latest = store_module.SCHEMA_VERSION
+    for _, line in ipairs(workers(6, fresh, "open")) do assert.equal("ok " .. latest .. "\n", line) end
     local other <close> = assert(store_module.open(fresh))
-    assert.same({ { version = 1 }, { version = 2 } },
-      other.adapter:rows("SELECT version FROM schema_version ORDER BY version", {}))
+    local versions = {}
+    for v = 1, latest do versions[v] = { version = v } end
+    assert.same(versions, other.adapter:rows("SELECT version FROM schema_version ORDER BY version", {}))
   end)
 
   it("loses no audited call of 8 workers, and numbers every run's events densely", function()

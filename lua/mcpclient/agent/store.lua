@@ -600,13 +600,19 @@ function Store:update_server(uid, fields)
   local columns, values = encode_fields(fields, server_fields, "update_server")
   append(columns, values, "tstamp", os.time())
   values[#values + 1] = uid
+  local sql = update_sql("mcp_server", columns, "uid = ? AND deleted = 0")
+  if fields.url == nil and fields.identifier == nil then
+    -- nothing that concerns the grants: the one statement, as it always was
+    local ok, message, err = exec(self, "update server " .. uid, sql, values)
+    if not ok then return nil, message, err end
+    return true, 0
+  end
   return self:transaction(function()
     local row, message, err = select_one(self, "read server " .. uid,
       "SELECT * FROM mcp_server WHERE uid = ? AND deleted = 0", { uid }, hydrate_server)
     if err then return nil, message, err end
     local ok
-    ok, message, err = exec(self, "update server " .. uid, update_sql("mcp_server", columns, "uid = ? AND deleted = 0"),
-      values)
+    ok, message, err = exec(self, "update server " .. uid, sql, values)
     if not ok then return nil, message, err end
     local forgotten = 0
     if row then
