@@ -346,7 +346,8 @@ end
 local function refusal_hint(out, err, row)
   if type(err) ~= "table" then return end
   local who = inert(row.identifier, 64)
-  if err.kind == "authorization_required" or (err.kind == "http_status" and err.status == 401) then
+  -- (an authorization_required failure's own message says how to log in already)
+  if err.kind == "http_status" and err.status == 401 then
     out:err(string.format("If the server uses OAuth, log in first: `mcpclient login %s`.", who))
   elseif err.kind == "http_status" and err.status == 404 then
     out:err(string.format("Nothing answers at that path: check the URL's path (an MCP endpoint is often …/mcp) "
