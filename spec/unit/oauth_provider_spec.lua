@@ -364,6 +364,23 @@ describe("the OAuth provider", function()
       assert.equal(BASE .. "/as2", hook.saved[1].issuer)
     end)
 
+    it("refuses to show a pre-registered client to the new authorization server", function()
+      local routes, _, state = two_servers()
+      local leg = scripted(routes)
+      local conn, asked = connect(leg, { client_id = "preset" })
+      assert(conn:list_tools())
+      assert.equal("preset", asked[1].client_id)
+      state.flipped = true
+      local ok, message, err = conn:list_tools()
+      assert.is_nil(ok)
+      assert.equal("authorization_failed", err.kind, message)
+      assert.truthy(err.detail:find("another authorization server", 1, true), err.detail)
+      assert.equal(1, #asked)
+      assert.equal(0, state.registered2)
+      assert.is_nil(state.form2)
+      assert.equal(0, state.refreshes)
+    end)
+
     it("never restores a grant for another resource", function()
       local hook = memory_hook()
       hook.saved[1] = { server = "srv", issuer = BASE, resource = "https://elsewhere.example.com/mcp",

@@ -297,8 +297,22 @@ end
 -- The connection's clock, for the grant hook's wall-clock conversion.
 function Provider:clock_now() return now(self) end
 
--- The configured client's own credentials (secret or private key), resolved now.
-function Provider:configured_client()
+--[[
+The configured client's own credentials (secret or private key), resolved now.
+With `discovered`, the client is about to be used at that authorization
+server: a pre-registered client belongs to the server it was first used with
+(or whose grant was restored), and a resource that has moved to another one
+is refused rather than shown the client there.
+]]
+function Provider:configured_client(discovered)
+  if discovered then
+    if self.client_issuer and self.client_issuer ~= discovered.issuer then
+      return fail("authorization_failed", { server = self.ctx.identifier,
+        detail = "the resource now names another authorization server than the one the configured client_id "
+          .. "belongs to; register the client there and configure it anew" })
+    end
+    self.client_issuer = discovered.issuer
+  end
   local o = self.options
   local client = { client_id = o.client_id, algorithm = o.signing_algorithm or "ES256" }
   local message, err
@@ -331,7 +345,7 @@ function Provider:client_identity(op, discovered)
   local metadata = discovered.metadata
   local client, message, err
   if self.options.client_id then
-    client, message, err = self:configured_client()
+    client, message, err = self:configured_client(discovered)
     if not client then return nil, message, err end
   elseif self.registrations[discovered.issuer] then
     client = self.registrations[discovered.issuer]
@@ -438,7 +452,7 @@ end
 
 -- The client credentials grant (machine to machine): a secret or a signed assertion.
 function Provider:client_credentials(op, discovered, scope)
-  local client, message, err = self:configured_client()
+  local client, message, err = self:configured_client(discovered)
   if not client then return nil, message, err end
   client.method = grants.auth_method(discovered.metadata, client)
   self.client = client
@@ -471,7 +485,7 @@ function Provider:cross_app_access(op, discovered, scope)
   }, idp_client, discovered)
   if not exchanged then return nil, message, err end
   local client
-  client, message, err = self:configured_client()
+  client, message, err = self:configured_client(discovered)
   if not client then return nil, message, err end
   client.method = grants.auth_method(discovered.metadata, client)
   self.client = client

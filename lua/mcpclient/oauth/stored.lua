@@ -105,6 +105,7 @@ local function adopt(provider, record)
     client, message, err = provider:configured_client()
     if not client then return nil, message, err end
     client.method = record.auth_method or "none"
+    provider.client_issuer = provider.client_issuer or record.issuer
   elseif type(record.client_id) == "string" then
     client = { client_id = record.client_id, client_secret = record.client_secret,
       method = record.auth_method or "none" }
