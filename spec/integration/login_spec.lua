@@ -3,6 +3,7 @@
 -- The grant lands in the store (file 0600), `servers` shows it without the token, and every later
 -- connection (the command's test and import, an agent loop's provider) uses it.
 local core = require "mcpclient.core"
+local backends = require "support.backends"
 local peers = require "support.peers"
 local shell = require "support.shell"
 
@@ -78,12 +79,14 @@ describe("mcpclient login and logout #integration", function()
     end
   end)
   before_each(function()
-    db = os.tmpname() .. ".db"
+    db = backends.fresh(os.tmpname() .. ".db")   -- a schema of its own on a PostgreSQL run
     assert.equal(0, (mcpclient(db, "add", "--identifier", "guarded", "--name", "Guarded",
       "--url", "http://127.0.0.1:" .. server.port .. "/mcp", "--data-class", "publicContent", "--enabled")))
   end)
   after_each(function()
-    for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(db .. suffix) end
+    if not backends.postgres then
+      for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(db .. suffix) end
+    end
   end)
 
   it("logs in through the browser's redirect and shares the grant with every later connection", function()
@@ -105,9 +108,11 @@ describe("mcpclient login and logout #integration", function()
       .. "refreshed as needed%)\n$"), out)
 
     -- the database file is its owner's only
-    local pipe = assert(io.popen("stat -c %a " .. quote(db)))
-    assert.equal("600", pipe:read("l"))
-    pipe:close()
+    if not backends.postgres then
+      local pipe = assert(io.popen("stat -c %a " .. quote(db)))
+      assert.equal("600", pipe:read("l"))
+      pipe:close()
+    end
 
     -- every later connection uses the stored grant: test, import, the readout
     code, out, err = keep(mcpclient(db, "test", "guarded"))
