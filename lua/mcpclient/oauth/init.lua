@@ -24,6 +24,8 @@ oauth.MAX_AUTHORIZATIONS = 3      -- authorization requests per operation, at mo
 oauth.EXPIRY_MARGIN = 30          -- seconds before its expiry a token is no longer sent
 oauth.DEFAULT_REDIRECT_URI = "http://127.0.0.1:8765/callback"
 
+local WAIT_SLICE = 0.005          -- seconds between two looks at a token exchange another operation runs
+
 local option_types = {
   grant = "string", authorize = "function", client_id = "string", client_secret = "string",
   private_key = "string", signing_algorithm = "string", client_metadata_url = "string",
@@ -113,8 +115,6 @@ finish the first one (it is this very call, re-entered from a host
 callback), so there is nothing to wait for.
 Returns true | the failure triple (cancelled, deadline).
 ]]
-local WAIT_SLICE = 0.005
-
 function Provider:await(op)
   while self.busy and engine.inside() do
     if op.cancel and op.cancel() then
