@@ -24,8 +24,6 @@ oauth.MAX_AUTHORIZATIONS = 3      -- authorization requests per operation, at mo
 oauth.EXPIRY_MARGIN = 30          -- seconds before its expiry a token is no longer sent
 oauth.DEFAULT_REDIRECT_URI = "http://127.0.0.1:8765/callback"
 
-local WAIT_SLICE = 0.005          -- seconds between two looks at a token exchange another operation runs
-
 local option_types = {
   grant = "string", authorize = "function", client_id = "string", client_secret = "string",
   private_key = "string", signing_algorithm = "string", client_metadata_url = "string",
@@ -112,18 +110,21 @@ getting a token, another that needs it (two calls of a gather) waits for it,
 within its own budget and cancel hook, and then uses what the first got:
 one browser step, one refresh request. Outside a task nothing else could
 finish the first one (it is this very call, re-entered from a host
-callback), so there is nothing to wait for.
+callback), so there is nothing to wait for. Inside a gather (or a coroutine
+the host's loop resumes) the wait lets the others run.
 Returns true | the failure triple (cancelled, deadline).
 ]]
 function Provider:await(op)
-  while self.busy and engine.inside() do
-    if op.cancel and op.cancel() then
-      return fail("cancelled", { server = self.ctx.identifier, in_flight = false })
-    end
-    if op.deadline:remaining() <= 0 then
-      return fail("deadline", { server = self.ctx.identifier, budget = errors.seconds(op.deadline.total) })
-    end
-    engine.sleep(WAIT_SLICE, op.cancel)
+  local stopped
+  engine.wait_until(function()
+    if not self.busy then return true end
+    if op.cancel and op.cancel() then stopped = "cancelled"
+    elseif op.deadline:remaining() <= 0 then stopped = "deadline" end
+    return stopped ~= nil
+  end)
+  if stopped == "cancelled" then return fail("cancelled", { server = self.ctx.identifier, in_flight = false }) end
+  if stopped == "deadline" then
+    return fail("deadline", { server = self.ctx.identifier, budget = errors.seconds(op.deadline.total) })
   end
   return true
 end
