@@ -1221,11 +1221,14 @@ static int deliver(lua_State *L, Leg *leg) {
 /*
 ** Has the whole request left? libcurl counts the request head it issued and
 ** the body bytes it uploaded; both are on the wire (or in the kernel's send
-** buffer) once they are counted.
+** buffer) once they are counted. Until libcurl has begun a request of this
+** exchange (on_prereq) those counts are still the previous exchange's, so a
+** send_only exchange pumped before the engine ran would stop unsent.
 */
 static int request_sent(Leg *leg) {
   long head = 0;
   curl_off_t up = 0;
+  if (leg->attempts == 0) return 0;
   if (curl_easy_getinfo(leg->easy, CURLINFO_REQUEST_SIZE, &head) != CURLE_OK || head <= 0) return 0;
   if (!leg->has_body || leg->body_len == 0) return 1;
   return curl_easy_getinfo(leg->easy, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK &&
@@ -1420,7 +1423,9 @@ static int push_outcome(lua_State *L, Leg *leg, const Exchange *x, int outcome, 
 */
 static int leg_settle(Leg *leg) {
   int sent;
-  curl_easy_getinfo(leg->easy, CURLINFO_RESPONSE_CODE, &leg->x.status);
+  /* no request begun: the status libcurl holds is the previous exchange's */
+  if (leg->attempts == 0) leg->x.status = 0;
+  else curl_easy_getinfo(leg->easy, CURLINFO_RESPONSE_CODE, &leg->x.status);
   sent = leg->x.status > 0 || request_sent(leg);
   if (curl_easy_getinfo(leg->easy, CURLINFO_ACTIVESOCKET, &leg->last_socket) != CURLE_OK)
     leg->last_socket = CURL_SOCKET_BAD;

@@ -19,7 +19,9 @@
 //                                contacts: [...]} } — what arrived on that path, and every
 //                                contact the redirect target ever had (method, url,
 //                                authorization). Request records carry the HTTP method, the
-//                                JSON-RPC method and id, and the headers a case checks.
+//                                JSON-RPC method and id, and the headers a case checks. `tool`:
+//                                the cancel-watch record (times in ns on CLOCK_MONOTONIC, as
+//                                text), and `now`, the server's clock when it answered.
 //
 // The process ends once its parent is gone (its parent PID changes), so a spec run that dies
 // without stopping the server leaves nothing listening.
@@ -115,7 +117,16 @@ const ESCAPES = {
 
 // The modes whose sessions the server keeps (and checks).
 const SESSION_MODES = new Set(['session-vanish', 'session-vanish-400', 'session-amnesia', 'priming-only',
-  'server-requests', 'stall-cancel', 'bad-session']);
+  'server-requests', 'stall-cancel', 'bad-session', 'cancel-watch']);
+// The modes that speak the 2026-07-28 era: server/discover answers, initialize is refused.
+const MODERN_MODES = new Set(['cancel-watch-modern', 'ping-flood-modern']);
+const MODERN = '2026-07-28';
+
+// Now on CLOCK_MONOTONIC in nanoseconds, as text: the client's core.monotonic_ns() reads the same
+// clock, so a spec compares the moment it cancelled with the moment the server saw it.
+function now() {
+  return process.hrtime.bigint().toString();
+}
 
 function initialize(req, res, mode, state, msg) {
   state.initializes++;
@@ -428,6 +439,47 @@ const MODES = {
     };
   },
 
+  // A tool that runs until it is stopped: an event stream opens with a progress notification and
+  // stays open. The server records (in state.tool, ns on CLOCK_MONOTONIC) when the call arrived,
+  // when notifications/cancelled for it arrived, when the client closed the stream, and whether
+  // and how the tool was stopped (by the notice, or by the closed stream in the modern era). A
+  // stopped tool never answers.
+  'cancel-watch'(req, res, msg, state) {
+    const token = msg.params && msg.params._meta && msg.params._meta.progressToken;
+    const tool = { id: msg.id, started_ns: now(), cancel_ns: null, closed_ns: null, stopped_ns: null, stopped_by: null };
+    state.tool = tool;
+    tool.stop = (by) => {
+      if (tool.stopped_ns) return;
+      tool.stopped_ns = now();
+      tool.stopped_by = by;
+      if (!res.writableEnded) res.end();
+    };
+    res.on('close', () => {
+      tool.closed_ns = tool.closed_ns || now();
+      if (state.modern) tool.stop('closed stream');
+    });
+    sse(res);
+    res.write(event(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress',
+      params: { progressToken: token ?? msg.id, progress: 1, total: 100, message: 'working' } })));
+  },
+
+  // 3 000 pings (server requests with ids) on the call's stream, then the stream ends without an
+  // answer: the call's budget runs out while the client reads and answers them.
+  'ping-flood'(req, res) {
+    sse(res);
+    let n = 0;
+    const burst = () => {
+      if (res.writableEnded || req.socket.destroyed) return;
+      for (let i = 0; i < 100 && n < 3000; i++) {
+        n += 1;
+        res.write(event(JSON.stringify({ jsonrpc: '2.0', id: `flood-${n}`, method: 'ping' })));
+      }
+      if (n < 3000) setImmediate(burst);
+      else res.end();
+    };
+    burst();
+  },
+
   // Never answers the call; the notifications/cancelled POST is read and never answered either.
   'stall-cancel'() {},
 
@@ -443,6 +495,8 @@ const MODES = {
   },
 };
 MODES['session-vanish-400'] = MODES['session-vanish'];
+MODES['cancel-watch-modern'] = MODES['cancel-watch'];
+MODES['ping-flood-modern'] = MODES['ping-flood'];
 MODES['session-amnesia'] = (req, res, msg) => json(res, 200, result(msg.id, text('never reached')));
 
 // A tools/list page of just under 2 MiB of empty tools ({},{},…), always with a next cursor.
@@ -504,6 +558,18 @@ function mcp(req, res, body, url) {
   }
   if (sessionRefused(req, res, mode, state, msg)) return undefined;
   if (mode === 'stall-cancel' && msg.method === 'notifications/cancelled') return undefined;
+  if (msg.method === 'notifications/cancelled' && state.tool && msg.params && msg.params.requestId === state.tool.id) {
+    state.tool.cancel_ns = state.tool.cancel_ns || now();
+    state.tool.stop('notice');
+  }
+  if (MODERN_MODES.has(mode) && msg.method === 'server/discover') {
+    state.modern = true;
+    return json(res, 200, result(msg.id, { supportedVersions: [MODERN], capabilities: { tools: {} },
+      resultType: 'complete', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'hostile', version: '1.0' } } }));
+  }
+  if (MODERN_MODES.has(mode) && msg.method === 'initialize') {
+    return json(res, 400, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+  }
   if (msg.method === undefined && msg.id !== undefined) {  // the client answers a server request
     res.writeHead(202);
     res.end();
@@ -540,7 +606,8 @@ function mcp(req, res, body, url) {
 
 function control(res, url) {
   const s = stateOf(url.searchParams.get('path') || '/');
-  const view = { initializes: s.initializes, requests: s.requests, sessions: s.sessions.size, other };
+  const tool = s.tool ? { ...s.tool, stop: undefined } : null;
+  const view = { initializes: s.initializes, requests: s.requests, sessions: s.sessions.size, other, tool, now: now() };
   return json(res, 200, view);
 }
 
