@@ -187,9 +187,10 @@ typedef struct Leg {
   int event_stream;       /* the current response is text/event-stream */
   char media[MEDIA_CAP];  /* its media type: the last Content-Type of the head, lower case */
   int truncated, out_of_memory, head_overflow;
-  int attempts;   /* requests libcurl began for this exchange (see on_prereq) */
-  int idempotent; /* this exchange may be resent on a fresh connection */
-  int hold_body;  /* a large 2xx body is handed over as a held body (body.c) */
+  int attempts;      /* requests libcurl began for this exchange (see on_prereq) */
+  int64_t budget_ns; /* the exchange's timeout, which also bounds its wait for a connection */
+  int idempotent;    /* this exchange may be resent on a fresh connection */
+  int hold_body;     /* a large 2xx body is handed over as a held body (body.c) */
   char errbuf[CURL_ERROR_SIZE];
 } Leg;
 
@@ -1167,6 +1168,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   leg->media[0] = '\0';
   leg->truncated = leg->out_of_memory = leg->head_overflow = 0;
   leg->attempts = 0;
+  leg->budget_ns = (int64_t)r->timeout_ms * 1000000;
   leg->idempotent = r->idempotent;
   leg->hold_body = r->hold_body;
   leg->errbuf[0] = '\0';
@@ -1248,6 +1250,27 @@ static int engine_add(Leg *leg) {
   return 1;
 }
 
+/*
+** Did the exchange's time run out before libcurl began its request? A transfer
+** waiting for a connection to the host to come free (all of them busy) is not
+** timed by libcurl, which starts the clock only once it leaves that queue; the
+** exchange's own timeout bounds the wait, so a queued call keeps its budget.
+** Then it ends as a timeout with nothing sent.
+*/
+static int waited_out(Leg *leg) {
+  int64_t now;
+  if (leg->x.done || leg->attempts > 0 || leg->budget_ns <= 0) return 0;
+  now = mcp_monotonic_ns();
+  if (now - leg->x.t0 < leg->budget_ns) return 0;
+  leg->x.done = 1;
+  leg->x.code = CURLE_OPERATION_TIMEDOUT;
+  leg->x.t1 = now;
+  snprintf(leg->errbuf, sizeof leg->errbuf,
+           "no connection to the server came free within %lld milliseconds; nothing was sent",
+           (long long)(leg->budget_ns / 1000000));
+  return 1;
+}
+
 /* One turn of the engine (waiting at most ms): libcurl works on what is ready. */
 static CURLMcode engine_turn(Multi *m, int ms) {
   m->code = CURLM_OK;
@@ -1278,7 +1301,7 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
         return OUT_STOPPED;
       }
     }
-    if (x->done) return OUT_DONE;
+    if (x->done || waited_out(leg)) return OUT_DONE;
     if (r->send_only && request_sent(leg)) {
       x->t1 = mcp_monotonic_ns();
       return OUT_STOPPED;
@@ -1372,7 +1395,18 @@ static int push_failure(lua_State *L, const char *kind, const char *message) {
 }
 
 /*
-** nil, kind, text for a transfer libcurl ended with an error. The kind says
+** The failure triple of a transfer that ended, and a fourth value: whether the
+** request had left (the server may have acted on it). A timeout or a
+** cancellation says no more than its kind without it.
+*/
+static int push_ended(lua_State *L, const char *kind, const char *message, int sent) {
+  push_failure(L, kind, message);
+  lua_pushboolean(L, sent);
+  return 4;
+}
+
+/*
+** nil, kind, text, sent for a transfer libcurl ended with an error. The kind says
 ** how far the request got: "timeout" when the time ran out; "interrupted"
 ** when the request had left (the server may have acted on it, so it must not
 ** be sent again); "transport" when it never left (safe to send again).
@@ -1383,9 +1417,9 @@ static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
   else if (leg->head_overflow) text = "the response headers are larger than 262144 bytes";
   else if (leg->attempts > 1 && !leg->idempotent)
     text = "the connection closed after the request was sent, before any answer";
-  if (leg->attempts > 1 && !leg->idempotent) return push_failure(L, "interrupted", text);
-  if (code == CURLE_OPERATION_TIMEDOUT) return push_failure(L, "timeout", text);
-  return push_failure(L, sent ? "interrupted" : "transport", text);
+  if (leg->attempts > 1 && !leg->idempotent) return push_ended(L, "interrupted", text, 1);
+  if (code == CURLE_OPERATION_TIMEDOUT) return push_ended(L, "timeout", text, sent);
+  return push_ended(L, sent ? "interrupted" : "transport", text, sent);
 }
 
 /* ===================================================================== */
@@ -1399,7 +1433,7 @@ static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
 static int push_outcome(lua_State *L, Leg *leg, const Exchange *x, int outcome, int sent) {
   int results;
   switch (outcome) {
-    case OUT_CANCELLED: results = push_failure(L, "cancelled", "the call was cancelled"); break;
+    case OUT_CANCELLED: results = push_ended(L, "cancelled", "the call was cancelled", sent); break;
     case OUT_MULTI_FAIL: results = push_failure(L, "transport", curl_multi_strerror(x->multi_code)); break;
     case OUT_STOPPED:
       push_response(L, leg, x, 1);
@@ -1486,7 +1520,7 @@ static const char *leg_launch(lua_State *L, Leg *leg, const Request *r) {
 }
 
 /*
-** leg:send(req) -> response | nil, kind, message. Everything that can raise
+** leg:send(req) -> response | nil, kind, message [, sent]. Everything that can raise
 ** (validation, the pre-send cancel poll) happens before anything is allocated;
 ** from configure() to the end of the exchange Lua runs only under lua_pcall,
 ** and a hook's error is re-raised after the handle is out of the engine and
@@ -1567,7 +1601,7 @@ static int leg_pump(lua_State *L) {
     leg->stream.len = 0;
     return 2;
   }
-  if (leg->x.done) lua_pushliteral(L, "done");
+  if (leg->x.done || waited_out(leg)) lua_pushliteral(L, "done");
   else if (leg->send_only && request_sent(leg)) lua_pushliteral(L, "sent");
   else lua_pushliteral(L, "wait");
   return 1;
@@ -1587,7 +1621,7 @@ static int leg_status(lua_State *L) {
 }
 
 /*
-** leg:finish(how) -> response | nil, kind, message, where how is "done" (the
+** leg:finish(how) -> response | nil, kind, message [, sent], where how is "done" (the
 ** transfer ended), "stopped" (the driver stopped it: the answer is in, or the
 ** request is out) or "cancelled".
 */
