@@ -74,6 +74,8 @@ build = {
     ["mcpclient.agent.store.postgres"] = "lua/mcpclient/agent/store/postgres.lua",
     ["mcpclient.agent.store.sqlite"] = "lua/mcpclient/agent/store/sqlite.lua",
     ["mcpclient.agent.tool"] = "lua/mcpclient/agent/tool.lua",
+    ["mcpclient.channel.event_stream"] = "lua/mcpclient/channel/event_stream.lua",
+    ["mcpclient.channel.http"] = "lua/mcpclient/channel/http.lua",
     ["mcpclient.connection"] = "lua/mcpclient/connection.lua",
     ["mcpclient.credentials"] = "lua/mcpclient/credentials.lua",
     ["mcpclient.deadline"] = "lua/mcpclient/deadline.lua",
@@ -92,8 +94,8 @@ build = {
     ["mcpclient.oauth"] = "lua/mcpclient/oauth/init.lua",
     ["mcpclient.oauth.jwt"] = "lua/mcpclient/oauth/jwt.lua",
     ["mcpclient.oauth.stored"] = "lua/mcpclient/oauth/stored.lua",
+    ["mcpclient.session"] = "lua/mcpclient/session.lua",
     ["mcpclient.trace"] = "lua/mcpclient/trace.lua",
-    ["mcpclient.transport"] = "lua/mcpclient/transport.lua",
   },
   install = { bin = { mcpclient = "bin/mcpclient" } },
 }

@@ -1,33 +1,31 @@
---- A connection to one MCP server: the era, handshake, session, operations.
+--- A connection to one MCP server: the operations a caller uses.
 --
--- The first operation finds the server's protocol era once (option
--- `protocol`, "auto" by default): a 2026-07-28 server/discover first; a
--- result or a recognised modern error means the modern era (no handshake, no
--- session: every request carries its own metadata, see modern.lua); any
--- other refusal means a 2025-era server, which gets initialize. In the 2025
--- era the connection initializes once and reuses its session. Each public
--- operation (list_tools, call_tool, ping) opens one deadline that every leg
--- of it spends — a re-initialization included — and records at most one
--- health contact, when it completes. A failure of any leg arrives from the
--- transport as `nil, message, err` and is handed to the caller unchanged.
+-- A connection holds one protocol session (session.lua: ids, the era, the
+-- opening, server requests, progress, cancellation) over one channel (for a
+-- URL, channel/http.lua), and offers the documented operations: list_tools,
+-- each_tool_page, call_tool, ping, server, close. Each operation opens one
+-- deadline that every leg of it spends — a re-opening included — and records
+-- at most one health contact, when it completes. A failure arrives as `nil,
+-- message, err` and is handed to the caller unchanged. Everything else here
+-- is local.
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
-local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
+local http = require "mcpclient.channel.http"
 local log = require "mcpclient.log"
 local modern = require "mcpclient.modern"
+local session = require "mcpclient.session"
 local trace = require "mcpclient.trace"
-local Transport = require "mcpclient.transport"
 
 local json = core.json
 local fail = errors.fail
 
 local client = {}
 
-client.PROTOCOL_VERSION = "2025-11-25"
-client.SUPPORTED_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
+client.PROTOCOL_VERSION = session.PROTOCOL_VERSION
+client.SUPPORTED_VERSIONS = session.SUPPORTED_VERSIONS
 -- The `protocol` option: find the era (server/discover, then initialize if
 -- the server is not modern), or pin one of them.
 client.PROTOCOLS = { auto = true, [modern.VERSION] = true, [client.PROTOCOL_VERSION] = true }
@@ -48,9 +46,6 @@ client.IDENTIFIER_RULE = "1 to 32 characters of A-Z, a-z, 0-9, _ and -"
 function client.valid_identifier(text)
   return type(text) == "string" and #text <= 32 and text:match("^[A-Za-z0-9_-]+$") ~= nil
 end
-
-local supported = {}
-for _, v in ipairs(client.SUPPORTED_VERSIONS) do supported[v] = true end
 
 local Connection = {}
 Connection.__index = Connection
@@ -113,18 +108,32 @@ end
 -- Connecting
 ---------------------------------------------------------------------------
 
--- What the transport of a connection is built from; `checked` holds the
--- options connect() has already validated.
-local function transport_config(options, checked)
-  return {
+-- The revisions a connection may name to a server that refuses its own:
+-- the modern ones, and the 2025 ones unless the modern era is pinned.
+local function versions_for(protocol)
+  local list = {}
+  for _, v in ipairs(modern.VERSIONS) do list[#list + 1] = v end
+  if protocol ~= modern.VERSION then
+    for _, v in ipairs(client.SUPPORTED_VERSIONS) do list[#list + 1] = v end
+  end
+  return list
+end
+
+-- The HTTP channel of a connection; `checked` holds the options connect()
+-- has already validated. The config is also what the OAuth provider reads.
+local function http_channel(options, checked)
+  -- The leg exists before the connection is given its finalizer: Lua runs
+  -- finalizers in the reverse order objects were marked, so a collected
+  -- connection still finds its leg open and can end its session (DELETE).
+  local pool = not options.transport and core.http_pool() or nil
+  return http.new {
     identifier = options.identifier,
     url = options.url,
     target = checked.target,
-    leg = checked.leg,
-    pool = checked.pool,
+    leg = options.transport or core.http_leg(pool),
+    pool = pool,
     -- more legs on the same pool: several requests in flight at once
-    spawn_leg = checked.pool and function() return core.http_leg(checked.pool) end or nil,
-    on_elicitation = options.on_elicitation,
+    spawn_leg = pool and function() return core.http_leg(pool) end or nil,
     auth = checked.auth,
     resolver = options.resolver,
     host_gate = options.host_gate or hostgate.default,
@@ -132,6 +141,7 @@ local function transport_config(options, checked)
     connect_timeout = checked.connect_timeout,
     tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
     clock = checked.clock,
+    versions = versions_for(options.protocol or "auto"),
   }
 end
 
@@ -141,34 +151,29 @@ function client.connect(options)
   local checked = { target = validate(options), auth = credentials.validate(options.auth),
     clock = options.clock or core.now,
     connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT) }
+  if options.oauth and options.auth then error("connect: give either auth or oauth, not both", 2) end
   local health = options.health
-  local record = type(health) == "function" and health or function(...) return health:record(...) end
-  -- The leg exists before the connection is given its finalizer: Lua runs
-  -- finalizers in the reverse order objects were marked, so a collected
-  -- connection still finds its leg open and can end its session (DELETE).
-  checked.pool = not options.transport and core.http_pool() or nil
-  checked.leg = options.transport or core.http_leg(checked.pool)
-  local self = setmetatable({
+  local channel = http_channel(options, checked)
+  if trace.enabled(options.trace) then trace.wrap(channel, options.identifier, checked.clock) end
+  if options.oauth then
+    channel.oauth = require("mcpclient.oauth").provider(options.oauth, channel.config, 2)
+  end
+  return setmetatable({
     identifier = options.identifier,
     name = options.name or options.identifier,
     url = options.url,
     budget = positive_seconds("budget", options.budget or client.DEFAULT_BUDGET),
-    clock = checked.clock,
-    record_contact = record,
-    log = options.log or log.default,
-    protocol = options.protocol or "auto",
-    session = nil,
+    -- the host's functions, kept apart so none reads as a method of the connection
+    hooks = {
+      clock = checked.clock,
+      record = type(health) == "function" and health or function(...) return health:record(...) end,
+      log = options.log or log.default,
+    },
+    session = session.new(channel, { identifier = options.identifier, protocol = options.protocol or "auto",
+      on_elicitation = options.on_elicitation }),
     closed = false,
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
   }, Connection)
-  self.transport = Transport.new(transport_config(options, checked))
-  self.transport.legacy_versions = self.protocol ~= modern.VERSION and client.SUPPORTED_VERSIONS or {}
-  if trace.enabled(options.trace) then trace.wrap(self.transport, self.identifier, self.clock) end
-  if options.oauth then
-    if options.auth then error("connect: give either auth or oauth, not both", 2) end
-    self.transport.oauth = require("mcpclient.oauth").provider(options.oauth, self.transport, 2)
-  end
-  return self
 end
 
 ---------------------------------------------------------------------------
@@ -177,9 +182,9 @@ end
 
 local op_keys = { budget = "number", cancel = "function", on_progress = "function" }
 
-function Connection:open_operation(opts)
+local function open_operation(self, opts)
   if self.closed then error("the connection is closed", 3) end
-  if opts == nil then return { deadline = Deadline.open(self.budget, self.clock) } end
+  if opts == nil then return { deadline = Deadline.open(self.budget, self.hooks.clock) } end
   if type(opts) ~= "table" then error("options must be a table", 3) end
   for key, value in pairs(opts) do
     local expected = op_keys[key]
@@ -187,225 +192,33 @@ function Connection:open_operation(opts)
     if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 3) end
   end
   local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
-  return { deadline = Deadline.open(budget, self.clock), cancel = opts.cancel, on_progress = opts.on_progress }
+  return { deadline = Deadline.open(budget, self.hooks.clock), cancel = opts.cancel, on_progress = opts.on_progress }
 end
 
 -- One health contact (latency in whole milliseconds); a recorder that fails
 -- never fails the operation.
-function Connection:contact(latency_ms)
-  local ok, why = pcall(self.record_contact, self.identifier, latency_ms)
+local function contact(self, latency_ms)
+  local ok, why = pcall(self.hooks.record, self.identifier, latency_ms)
   if not ok then
-    pcall(self.log, "warning", string.format('An MCP liveness observation for "%s" could not be stored: %s',
+    pcall(self.hooks.log, "warning", string.format('An MCP liveness observation for "%s" could not be stored: %s',
       self.identifier, tostring(why)))
   end
 end
 
--- A session id goes back to the server in a header on every request, so it
--- may hold only visible ASCII (0x21-0x7E), as the protocol requires; anything
--- else is refused here rather than break every later request.
-local function valid_session_id(id)
-  return id == nil or not id:find("[^\33-\126]")
-end
-
--- What the initialize result must hold: a revision this client speaks, and a
--- session id it can send back.
-function Connection:check_initialize(result, info)
-  local version = result.protocolVersion
-  if type(version) ~= "string" then
-    return fail("malformed",
-      { server = self.identifier, detail = "the initialize result names no protocol version" })
-  end
-  if not supported[version] then
-    return fail("protocol_version",
-      { server = self.identifier, version = version, supported = table.concat(client.SUPPORTED_VERSIONS, ", ") })
-  end
-  if not valid_session_id(info.session_id) then
-    return fail("malformed", { server = self.identifier,
-      detail = "the session id holds characters other than visible ASCII" })
-  end
-  return version
-end
-
--- The handshake: initialize, check the revision, initialized.
--- @return session, info (of the initialize leg) | nil, message, err
-function Connection:handshake(op)
-  local params = {
-    protocolVersion = client.PROTOCOL_VERSION,
-    -- a capability only for a handler the host gave
-    capabilities = self.transport.on_elicitation and { elicitation = {} } or {},
-    clientInfo = { name = "mcpclient", version = core.version },
-  }
-  local result, info, err = self.transport:request(op, nil, "initialize", params)
-  if not result then return errors.pass(err) end
-  local version, message
-  version, message, err = self:check_initialize(result, info)
-  if not version then return nil, message, err end
-  local session = {
-    id = info.session_id,
-    version = version,
-    server_info = type(result.serverInfo) == "table" and result.serverInfo or {},
-    capabilities = type(result.capabilities) == "table" and result.capabilities or {},
-    instructions = type(result.instructions) == "string" and result.instructions or nil,
-  }
-  local ok
-  ok, message, err = self.transport:notify(op, session, "notifications/initialized", {})
-  if not ok then return nil, message, err end
-  self.session = session
-  return session, info
-end
-
 ---------------------------------------------------------------------------
--- The era: found once per connection
+-- Listing tools
 ---------------------------------------------------------------------------
-
--- Does this failure of the server/discover probe say the server is of the
--- 2025 era? A refusal with a 4xx status whose body is no recognised modern
--- error, or a JSON-RPC error that is none, says so. A credential refusal
--- (401, 403), a rate limit and every failure of the network, the budget or
--- the cancel hook says nothing about the era: it is returned as it is.
-local NOT_ERA_EVIDENCE = { [401] = true, [403] = true, [407] = true, [408] = true, [429] = true }
-local function legacy_evidence(err)
-  if modern.recognised(err.code) then return false end
-  if err.kind == "rpc_error" then return true end
-  return err.kind == "http_status" and err.status >= 400 and err.status < 500 and not NOT_ERA_EVIDENCE[err.status]
-end
-
-local NO_VERSIONS = "the server/discover result names no supportedVersions"
-
--- The modern "session": no id, no handshake, only what discovery learned.
-local function modern_session(version, found)
-  return { modern = true, version = version, server_info = found.server_info, capabilities = found.capabilities,
-    instructions = found.instructions, hint = found.hint }
-end
-
--- server/discover with `version` in the envelope.
--- @return found (modern.discovery) , info | nil, message, err | false (not a discover result)
-function Connection:probe(op, version)
-  local result, info, err = self.transport:request(op, { modern = true, version = version }, "server/discover", {})
-  if not result then return errors.pass(err) end
-  local ok, message
-  ok, message, err = modern.complete(result, self.identifier, "server/discover")
-  if not ok then return nil, message, err end
-  local found = modern.discovery(result)
-  if not found then return false end
-  return found, info
-end
-
--- What the server names in common with what this client speaks: a modern
--- revision (discover again with it), a 2025 one (initialize, when allowed),
--- or a failure naming both sides.
-function Connection:common_version(offered, err)
-  local version = modern.common(modern.VERSIONS, offered)
-  if version then return version, "modern" end
-  if self.protocol == "auto" then
-    version = modern.common(client.SUPPORTED_VERSIONS, offered)
-    if version then return version, "legacy" end
-  end
-  return errors.pass(err)
-end
-
--- The failure when the server's discovery names no revision of ours.
-function Connection:no_common_version(version, offered)
-  return fail("protocol_version", { server = self.identifier, requested = version,
-    offered = table.concat(offered, ", "), offered_list = offered, supported = table.concat(modern.VERSIONS, ", ") })
-end
-
--- Discovery: the modern probe, its one retry with a version the server
--- names, and the verdict. Returns session, info | nil, message, err |
--- false, err (or false, nil) when the answer says the server is of the
--- 2025 era.
-function Connection:discover(op)
-  local version = modern.VERSION
-  for _ = 1, 2 do
-    local found, info, err = self:probe(op, version)
-    if found and modern.common({ version }, found.supported) then return modern_session(version, found), info end
-    if found == false then return false, nil end
-    local offered = found and found.supported or (err.kind == "protocol_version" and err.offered_list)
-    if not offered then
-      if legacy_evidence(err) then return false, err end
-      return errors.pass(err)
-    end
-    if found then _, _, err = self:no_common_version(version, offered) end
-    local next_version, era = self:common_version(offered, err)
-    if not next_version or next_version == version then return errors.pass(err) end
-    if era == "legacy" then return false, err end
-    version = next_version
-  end
-  return fail("malformed", { server = self.identifier, detail = "server/discover named a revision, then refused it" })
-end
-
--- Find the era and open it: the modern probe first (unless the 2025 era is
--- pinned), initialize when the server turned out to be of the 2025 era.
--- Once found, the era holds for the connection.
-function Connection:establish(op)
-  if self.protocol == client.PROTOCOL_VERSION then return self:handshake(op) end
-  local session, info, err = self:discover(op)
-  if session then
-    self.session = session
-    return session, info
-  end
-  if session == nil then return nil, info, err end
-  if self.protocol == modern.VERSION then
-    if info then return errors.pass(info) end
-    return fail("malformed", { server = self.identifier, detail = NO_VERSIONS })
-  end
-  return self:handshake(op)
-end
-
--- The era and its session, found once per connection even when several
--- tasks of gather need a session at once: the first establishes it, the
--- others wait for it and use its session (or, if it failed, try their own).
--- `open` is how: establish (find the era) by default, or handshake when the
--- era is known and only the 2025 session was lost.
--- → true [, info of the first leg when this call ran it] | nil, message, err
-function Connection:ensure_session(op, open)
-  engine.wait_until(function() return not self.handshaking end)
-  if self.session then return true end
-  self.handshaking = true
-  local ok, session, message, err = pcall(open or self.establish, self, op)
-  self.handshaking = nil
-  if not ok then error(session, 0) end
-  if not session then return nil, message, err end
-  return true, message
-end
-
--- A request inside an operation, establishing the era first when there is no session.
--- When the server refused the POST itself because the session is gone (404,
--- or 400 naming the session), it never ran the request: initialize again and
--- send it once more. Any other failure — above all one after the server
--- accepted the request — is returned as it is, never sent again.
-function Connection:request(op, method, params, ordered)
-  if not self.session then
-    local ok, message, err = self:ensure_session(op)
-    if not ok then return nil, message, err end
-  end
-  local session = self.session
-  local result, info, err = self.transport:request(op, session, method, params, ordered)
-  if result and session.modern then
-    local ok, message
-    ok, message, err = modern.complete(result, self.identifier, method)
-    if not ok then return nil, message, err end
-  end
-  if not result and err.session_lost and not op.reinitialized then
-    op.reinitialized = true
-    if self.session == session then self.session = nil end  -- another task may have renewed it already
-    local ok, message, handshake_err = self:ensure_session(op, self.handshake)
-    if not ok then return nil, message, handshake_err end
-    return self.transport:request(op, self.session, method, params, ordered)
-  end
-  return result, info, err
-end
 
 -- One page of the walk: its tool entries (objects only), or a failure once
 -- the walk is over its bounds. `walk` counts { entries, bytes, containers }.
-function Connection:take_page(walk, result, info)
-  local page = result.tools
+local function take_page(self, walk, reply)
+  local page = reply.result.tools
   if type(page) ~= "table" or not json.is_array(page) then
     return fail("malformed", { server = self.identifier, detail = 'the tool listing carries no "tools" array' })
   end
   walk.entries = walk.entries + #page
-  walk.bytes = walk.bytes + (info.bytes or 0)
-  walk.containers = walk.containers + (info.containers or 0)
+  walk.bytes = walk.bytes + (reply.bytes or 0)
+  walk.containers = walk.containers + (reply.containers or 0)
   if walk.entries > client.MAX_LISTED_TOOLS or walk.bytes > client.MAX_LISTED_BYTES
     or walk.containers > client.MAX_LISTED_CONTAINERS then
     return fail("malformed", { server = self.identifier, detail = string.format(
@@ -461,10 +274,12 @@ end
 --   the form given; ttl_ms and cache_scope the freshness hint of the
 --   2026-07-28 era: how many milliseconds the listing may be taken as fresh,
 --   nil in the 2025 era) | nil, message, err
+local walk_tools
+
 function Connection:list_tools(opts)
   local rest, form = listing_options(opts)
   local tools = json.array {}
-  local listing, message, err = self:walk_tools(self:open_operation(rest), form, function(page)
+  local listing, message, err = walk_tools(self, open_operation(self, rest), form, function(page)
     table.move(page, 1, #page, #tools + 1, tools)
   end)
   if not listing then return nil, message, err end
@@ -481,7 +296,7 @@ end
 function Connection:each_tool_page(fn, opts)
   if type(fn) ~= "function" then error("each_tool_page: fn must be a function", 2) end
   local rest, form = listing_options(opts)
-  return self:walk_tools(self:open_operation(rest), form, fn)
+  return walk_tools(self, open_operation(self, rest), form, fn)
 end
 
 -- Keep each listed tool's schema for the headers its calls mirror. The map
@@ -525,10 +340,10 @@ end
 -- One page read with `decoding`: its entries, after the era's bookkeeping
 -- (the freshness hint, the header markings, the modern kept rule).
 -- @return entries | nil, message, err
-function Connection:read_page(walk, form, decoding, result, info)
-  local page, message, err = self:take_page(walk, result, info)
-  if not page or not self.session.modern then return page, message, err end
-  merge_hint(walk, result)
+local function read_page(self, walk, form, decoding, reply)
+  local page, message, err = take_page(self, walk, reply)
+  if not page or not self.session.state.modern then return page, message, err end
+  merge_hint(walk, reply.result)
   learn_headers(walk.headers, page)
   if form == "kept" then
     if decoding ~= "text" then -- read by the 2025 rule: the session's era changed under the walk
@@ -544,27 +359,27 @@ end
 -- `form` (see list_tools). The era is settled first: it decides how a kept
 -- listing is read.
 -- @return listing | nil, message, err
-function Connection:walk_tools(op, form, on_page)
+function walk_tools(self, op, form, on_page)
   local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {} }
   local params = {}
-  if not self.session then
-    local ok, message, err = self:ensure_session(op)
-    if not ok then return nil, message, err end
-  end
+  local ok, message, err = self.session:open(op)
+  if not ok then return nil, message, err end
   for _ = 1, client.MAX_PAGES do
-    local decoding = decoding_of(form, self.session and self.session.modern)
-    local result, info, err = self:request(op, "tools/list", params, decoding)
-    if not result then return errors.pass(err) end
-    local page, message
-    page, message, err = self:read_page(walk, form, decoding, result, info)
+    local state = self.session.state
+    local decoding = decoding_of(form, state and state.modern)
+    local reply, page
+    reply, message, err = self.session:request(op, "tools/list", params, { decoding = decoding })
+    if not reply then return nil, message, err end
+    page, message, err = read_page(self, walk, form, decoding, reply)
     if not page then return nil, message, err end
     on_page(page)
-    local cursor = result.nextCursor
+    local cursor = reply.result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
-      self:contact(info.duration_ms)
-      walk.listing.era = self.session.modern and "modern" or "legacy"
+      contact(self, reply.duration_ms)
+      local is_modern = self.session.state.modern
+      walk.listing.era = is_modern and "modern" or "legacy"
       walk.listing.schemas = form
-      if self.session.modern then self.mirrored = walk.headers end
+      if is_modern then self.mirrored = walk.headers end
       return walk.listing
     end
     params = { cursor = cursor }
@@ -605,29 +420,22 @@ local function mirror_key(entry)
 end
 
 -- One tools/call. In the 2026-07-28 era the arguments its listed schema
--- marks with x-mcp-header travel in Mcp-Param-<Name> headers too; a tool
--- whose markings were refused, or a value no header can carry, fails here
--- with nothing sent.
-function Connection:send_call(op, params)
-  if not self.session then
-    local ok, message, err = self:ensure_session(op)
-    if not ok then return nil, message, err end
-  end
-  op.mirrored = nil
-  if self.session.modern then
+-- marks with x-mcp-header travel in Mcp-Param-<Name> headers too (the
+-- channel mirrors them); a tool whose markings were refused fails here with
+-- nothing sent.
+local function send_call(self, op, params)
+  local ok, message, err = self.session:open(op)
+  if not ok then return nil, message, err end
+  local how = nil
+  if self.session.state.modern then
     local marked = markings(self.mirrored[params.name])
-    local lines, why
     if marked and marked.refused then
-      why = "the server's definition of the tool is refused: " .. marked.refused
-    else
-      lines, why = modern.param_headers({}, marked and marked.params, params.arguments)
+      return fail("malformed", { server = self.identifier,
+        detail = "the tool call was not sent: the server's definition of the tool is refused: " .. marked.refused })
     end
-    if not lines then
-      return fail("malformed", { server = self.identifier, detail = "the tool call was not sent: " .. why })
-    end
-    op.mirrored = lines
+    how = { mirror = marked and marked.params }
   end
-  return self:request(op, "tools/call", params)
+  return self.session:request(op, "tools/call", params, how)
 end
 
 -- Refused with HeaderMismatch (-32020): the server checked the mirrored
@@ -635,14 +443,15 @@ end
 -- most often because this connection has not listed the tool (or its schema
 -- changed). List once more; true when the tool's markings changed, so the
 -- call may go out once more. Otherwise the refusal stands.
-function Connection:relist_for(op, err, name)
-  if op.relisted or err.kind ~= "http_status" or err.code ~= modern.HEADER_MISMATCH
-    or not (self.session and self.session.modern) then
+local function relist_for(self, op, err, name)
+  local state = self.session.state
+  if op.relisted or err.kind ~= "http_status" or err.rpc_code ~= modern.HEADER_MISMATCH
+    or not (state and state.modern) then
     return false
   end
   op.relisted = true
   local before = mirror_key(self.mirrored[name])
-  if not self:walk_tools(op, "text", function() end) then return false end
+  if not walk_tools(self, op, "text", function() end) then return false end
   return mirror_key(self.mirrored[name]) ~= before
 end
 
@@ -663,26 +472,13 @@ function Connection:call_tool(name, arguments, opts)
   if arguments ~= nil and (type(arguments) ~= "table" or json.is_array(arguments)) then
     error("call_tool: arguments must be a table of named arguments", 2)
   end
-  local op = self:open_operation(opts)
+  local op = open_operation(self, opts)
   local params = { name = name, arguments = arguments or {} }
-  local result, info, err = self:send_call(op, params)
-  if not result and self:relist_for(op, err, name) then result, info, err = self:send_call(op, params) end
-  if not result then return errors.pass(err) end
-  self:contact(info.duration_ms)
-  return outcome_of(result, info.duration_ms)
-end
-
--- The 2026-07-28 era has no ping: server/discover is the cheapest request a
--- modern server must answer, and it refreshes what the connection knows.
-function Connection:rediscover(op)
-  local result, info, err = self:request(op, "server/discover", {})
-  if not result then return errors.pass(err) end
-  local found = modern.discovery(result)
-  if not found then
-    return fail("malformed", { server = self.identifier, detail = NO_VERSIONS })
-  end
-  self.session = modern_session(self.session.version, found)
-  return true, info
+  local reply, message, err = send_call(self, op, params)
+  if not reply and relist_for(self, op, err, name) then reply, message, err = send_call(self, op, params) end
+  if not reply then return nil, message, err end
+  contact(self, reply.duration_ms)
+  return outcome_of(reply.result, reply.duration_ms)
 end
 
 --- Is the server there? Finding the era if it is not known yet, else an MCP
@@ -690,25 +486,17 @@ end
 -- @return report { reachable, latency_ms, era ("modern" | "legacy"), protocol_version, server_name,
 --   server_version } | nil, message, err
 function Connection:ping(opts)
-  local op = self:open_operation(opts)
-  local answered, info, err
-  if not self.session then answered, info, err = self:ensure_session(op) end
-  if self.session and not info then
-    -- the 2026-07-28 revision has no ping: discovery answers instead
-    if self.session.modern then
-      answered, info, err = self:rediscover(op)
-    else
-      answered, info, err = self:request(op, "ping", {})
-    end
-  end
-  if not answered then return errors.pass(err) end
-  self:contact(info.duration_ms)
-  local server = self.session.server_info
+  local op = open_operation(self, opts)
+  local reply, message, err = self.session:ping(op)
+  if not reply then return nil, message, err end
+  contact(self, reply.duration_ms)
+  local state = self.session.state
+  local server = state.server_info
   return {
     reachable = true,
-    latency_ms = info.duration_ms,
-    era = self.session.modern and "modern" or "legacy",
-    protocol_version = core.label(self.session.version),
+    latency_ms = reply.duration_ms,
+    era = state.modern and "modern" or "legacy",
+    protocol_version = core.label(state.version),
     server_name = core.label(server.name),
     server_version = core.label(server.version),
   }
@@ -717,7 +505,7 @@ end
 --- What the handshake (or discovery) learned: { era, protocol_version,
 --- server_info, capabilities, instructions }, or nil before the first operation.
 function Connection:server()
-  local s = self.session
+  local s = self.session.state
   if not s then return nil end
   return { era = s.modern and "modern" or "legacy", protocol_version = s.version, server_info = s.server_info,
     capabilities = s.capabilities, instructions = s.instructions }
@@ -728,12 +516,7 @@ end
 function Connection:close()
   if self.closed then return true end
   self.closed = true
-  if self.session and self.session.id then
-    local op = { deadline = Deadline.open(client.CLOSE_BUDGET, self.clock) }
-    pcall(self.transport.delete, self.transport, op, self.session)
-  end
-  self.session = nil
-  self.transport:close()
+  self.session:close({ deadline = Deadline.open(client.CLOSE_BUDGET, self.hooks.clock) })
   return true
 end
 
@@ -743,6 +526,10 @@ Connection.__gc = Connection.close
 function Connection:__tostring()
   return string.format('mcp connection "%s" (%s)%s', self.identifier, self.url, self.closed and " closed" or "")
 end
+
+--- The methods a connection offers (README, "Operations"); a spec holds the
+--- object to this list.
+client.METHODS = { "list_tools", "each_tool_page", "call_tool", "ping", "server", "close" }
 
 client.Connection = Connection
 return client

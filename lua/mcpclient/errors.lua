@@ -27,9 +27,10 @@ end
 --[[
 Every kind: what causes it, what the caller should do, and the sentence it
 reads as; `fields`, where given, the fields of `err` beyond kind and message
-(each a field of one meaning: the store's SQL code is `sql_code`). README
-"Errors" and docs/ERRORS.md list the same kinds; a spec checks the lists and
-the fields agree.
+(each a field of one meaning: a JSON-RPC code is `rpc_code`, a run's fixed
+number `run_code`, the store's SQL code `sql_code`). README "Errors" and
+docs/ERRORS.md list the same kinds; a spec checks the lists and the fields
+agree.
 ]]
 errors.KINDS = {
   refused_host = {
@@ -84,11 +85,12 @@ errors.KINDS = {
     end,
   },
   http_status = {
-    cause = "the server answered with a non-2xx HTTP status (err.status; err.code when the body was JSON-RPC)",
+    cause = "the server answered with a non-2xx HTTP status (err.status; err.rpc_code when the body was JSON-RPC)",
     action = "look at the server or the credential; 401/403 usually mean the credential",
+    fields = { "server", "status", "rpc_code", "detail", "session_lost" },
     message = function(f)
-      if math.type(f.code) == "integer" then
-        return string.format("%s answered with HTTP status %d and JSON-RPC error %d: %s", on(f), f.status, f.code,
+      if math.type(f.rpc_code) == "integer" then
+        return string.format("%s answered with HTTP status %d and JSON-RPC error %d: %s", on(f), f.status, f.rpc_code,
           clip(f.detail or "no message"))
       end
       return string.format("%s answered with HTTP status %d.", on(f), f.status)
@@ -110,10 +112,11 @@ errors.KINDS = {
     end,
   },
   rpc_error = {
-    cause = "the server answered with a JSON-RPC error (err.code, err.detail)",
-    action = "read err.code; the request was understood and refused",
+    cause = "the server answered with a JSON-RPC error (err.rpc_code, err.detail)",
+    action = "read err.rpc_code; the request was understood and refused",
+    fields = { "server", "rpc_code", "detail" },
     message = function(f)
-      return string.format("%s refused the call with JSON-RPC error %d: %s", on(f), f.code, clip(f.detail))
+      return string.format("%s refused the call with JSON-RPC error %d: %s", on(f), f.rpc_code, clip(f.detail))
     end,
   },
   protocol_version = {
@@ -170,19 +173,22 @@ errors.KINDS = {
   write_without_durable_execution = {
     cause = "a run without a lease was asked to execute a remote write",
     action = "start the run on a store (persisted) before calling remote tools",
-    code = 1786665601,
+    run_code = 1786665601,
+    fields = { "run_code", "detail" },
     message = function(f) return clip(f.detail) end,
   },
   audit_persistence_failed = {
     cause = "the audit record of an executed write could not be stored",
     action = "the run has failed closed; look at the store",
-    code = 1785000001,
+    run_code = 1785000001,
+    fields = { "run_code", "detail" },
     message = function(f) return clip(f.detail) end,
   },
   run_lease_lost = {
     cause = "another worker took over the run's lease",
     action = "stop this worker's run; the other owner continues it",
-    code = 0,
+    run_code = 0,
+    fields = { "run_code", "detail" },
     message = function(f) return clip(f.detail) end,
   },
   authorization_required = {
@@ -233,14 +239,24 @@ errors.KINDS = {
   },
 }
 
+--- The fields that carry a code, each for one kind of code, and the kinds
+--- that carry it (docs/ERRORS.md names the same; a spec holds the two together).
+errors.CODES = {
+  rpc_code = { meaning = "the JSON-RPC error code the server sent",
+    kinds = { "rpc_error", "http_status", "protocol_version" } },
+  run_code = { meaning = "the fixed number of a run's failure",
+    kinds = { "write_without_durable_execution", "audit_persistence_failed", "run_lease_lost" } },
+  sql_code = { meaning = "the database's own code for a statement that failed", kinds = { "store" } },
+}
+
 --- Make the failure value for `kind`.
 -- @param kind one of errors.KINDS
--- @param fields the kind's own data (server, status, code, detail, ...); all land in `err`
+-- @param fields the kind's own data (server, status, rpc_code, detail, ...); all land in `err`
 -- @return nil, message, err
 function errors.fail(kind, fields)
   local spec = errors.KINDS[kind]
   if not spec then error("unknown error kind " .. tostring(kind), 2) end
-  local err = { kind = kind, code = spec.code }
+  local err = { kind = kind, run_code = spec.run_code }
   for k, v in pairs(fields or {}) do err[k] = v end
   if err.detail ~= nil then err.detail = clip(err.detail) end
   err.message = spec.message(err)

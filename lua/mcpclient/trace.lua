@@ -34,28 +34,31 @@ local function emit(write, identifier, method, ok, err, ms, bytes)
   write(core.clip(line, 500) .. "\n")
 end
 
---- Wrap a transport's exchanges (request, notify, delete) so each writes its line.
--- @param transport the connection's transport
+--- Wrap a channel's exchanges (request, notify, end_session) so each writes
+--- its line. A reply to a server request is no exchange of the client's own
+--- and writes none.
+-- @param channel the connection's channel
 -- @param identifier the server identifier
 -- @param clock seconds (the connection's clock)
 -- @param write function(text), default io.stderr:write
-function trace.wrap(transport, identifier, clock, write)
+function trace.wrap(channel, identifier, clock, write)
   write = write or function(text) io.stderr:write(text) end
   local function timed(name, method_of)
-    local original = transport[name]
-    transport[name] = function(self, op, session, ...)
+    local original = channel[name]
+    channel[name] = function(self, op, what, ...)
+      local method = method_of(what, ...)
+      if not method then return original(self, op, what, ...) end
       local started = clock()
-      local a, b, c = original(self, op, session, ...)
+      local a, b, c = original(self, op, what, ...)
       local ms = math.floor((clock() - started) * 1000 + 0.5)
-      local info = a and type(b) == "table" and b or nil
-      emit(write, identifier, method_of(...), a ~= nil and a ~= false, c, ms, info and info.bytes)
+      emit(write, identifier, method, a ~= nil and a ~= false, c, ms, type(a) == "table" and a.bytes or nil)
       return a, b, c
     end
   end
-  timed("request", function(method) return method end)
-  timed("notify", function(method) return method end)
-  timed("delete", function() return "DELETE" end)
-  return transport
+  timed("request", function(call) return call.method end)
+  timed("notify", function(_, message) return message.method end)
+  timed("end_session", function() return "DELETE" end)
+  return channel
 end
 
 return trace

@@ -80,7 +80,7 @@ describe("one failure value from the leg to the run", function()
     local r, seen = rig(store, fake)
     local err = assert_one_value(r, seen, r:invoke("mcp_docs_read_page", {}))
     assert.equal("rpc_error", err.kind)
-    assert.equal(-32001, err.code)
+    assert.equal(-32001, err.rpc_code)
     assert.equal("docs", err.server)
     assert.is_nil(err.message:find("\27", 1, true)) -- the server's words, control-stripped once, at the source
     assert.truthy(err.message:find("rebuilding", 1, true), err.message)

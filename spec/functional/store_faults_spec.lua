@@ -490,7 +490,7 @@ describe("store faults during a run's remote call (the fail-closed audit)", func
     assert.truthy(result.text:find("could not be recorded", 1, true), result.text)
     assert.equal("failed", r.status)
     assert.equal("audit_persistence_failed", r.error.kind)
-    assert.equal(1785000001, r.error.code)
+    assert.equal(1785000001, r.error.run_code)
     local warned = false
     for _, entry in ipairs(logged) do
       if entry[1] == "warning" and entry[2]:find("could not be recorded", 1, true) then warned = true end

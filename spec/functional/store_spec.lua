@@ -490,10 +490,13 @@ describe("mcpclient.agent.store", function()
       s = assert(store.open(path, { migrate_to = 1 }))
       local uid = s:add_server { identifier = "docs" }
       local client = require "mcpclient.connection"
+      local Fake = require "support.fake_server"
+      local fake = Fake.new():will_handshake()
       local warnings = {}
-      local conn = client.connect { url = "http://127.0.0.1:1/mcp", identifier = "docs",
+      local conn = client.connect { url = "https://mcp.example.com/rpc", identifier = "docs",
+        transport = fake, clock = fake.clock,
         health = s:health_recorder(uid), log = function(_, text) warnings[#warnings + 1] = text end }
-      conn:contact(12)
+      assert(conn:ping())  -- completed: its contact is recorded, and that fails
       assert.equal(1, #warnings)
       assert.matches(backends.postgres and 'column "last_contact"' or "no such column", warnings[1], 1, true)
       conn:close()

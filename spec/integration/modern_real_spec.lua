@@ -145,7 +145,7 @@ describe("the SDK v2 modern-only server, asked in the 2025 era #integration", fu
     assert.is_nil(ok)
     assert.equal("protocol_version", err.kind)
     assert.equal(400, err.status)
-    assert.equal(-32022, err.code)
+    assert.equal(-32022, err.rpc_code)
     assert.equal("2025-11-25", err.requested)
     assert.equal("2026-07-28", err.offered)
     assert.truthy(message:find("it names 2026-07-28", 1, true), message)

@@ -871,7 +871,7 @@ describe("a connection", function()
       assert.equal(1, #made)
       assert.equal(made[1], r[3])
       assert.equal("rpc_error", r[3].kind)
-      assert.equal(-32000, r[3].code)
+      assert.equal(-32000, r[3].rpc_code)
     end)
 
     it("gives latencies in whole milliseconds everywhere", function()

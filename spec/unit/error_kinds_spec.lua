@@ -98,14 +98,56 @@ describe("docs/ERRORS.md", function()
     end
   end)
 
-  it("gives each fixed numeric code as errors.KINDS has it", function()
+  it("gives each fixed run code as errors.KINDS has it, in the failure value and on the page", function()
     local kinds = documented()
+    local carried = 0
     for kind, spec in pairs(errors.KINDS) do
-      if spec.code ~= nil and kinds[kind] then
+      if spec.run_code ~= nil then
+        carried = carried + 1
         local body = table.concat(kinds[kind].lines, "\n")
-        assert.is_truthy(body:find("`code` = " .. spec.code, 1, true), kind .. " does not give code " .. spec.code)
+        assert.is_truthy(body:find("`run_code` = " .. spec.run_code, 1, true),
+          kind .. " does not give " .. spec.run_code)
+        local _, _, err = errors.fail(kind, { detail = "x" })
+        assert.equal(spec.run_code, err.run_code)
+        assert.is_nil(err.code)
       end
     end
+    assert.equal(#errors.CODES.run_code.kinds, carried)
+  end)
+
+  it("documents each code field on exactly the kinds errors.CODES names for it", function()
+    local kinds = documented()
+    for field, entry in pairs(errors.CODES) do
+      local named = {}
+      for _, kind in ipairs(entry.kinds) do
+        named[kind] = true
+        local body = table.concat(kinds[kind].lines, "\n")
+        assert.is_truthy(body:find("`" .. field .. "`", 1, true), kind .. " does not document " .. field)
+      end
+      for kind, doc in pairs(kinds) do
+        if not named[kind] then
+          local body = table.concat(doc.lines, "\n")
+          assert.is_falsy(body:find("`" .. field .. "`", 1, true), kind .. " documents " .. field)
+        end
+      end
+    end
+  end)
+
+  it("documents no code field errors.CODES lacks", function()
+    for kind, doc in pairs(documented()) do
+      for field in table.concat(doc.lines, "\n"):gmatch("`([%w_]*_code)`") do
+        assert.is_truthy(errors.CODES[field], kind .. " documents " .. field .. ", which errors.CODES lacks")
+      end
+    end
+  end)
+
+  it("puts a JSON-RPC code in rpc_code, and its message says it", function()
+    local _, message, err = errors.fail("rpc_error", { server = "s", rpc_code = -32601, detail = "no such method" })
+    assert.equal(-32601, err.rpc_code)
+    assert.is_nil(err.code)
+    assert.truthy(message:find("-32601", 1, true))
+    _, message = errors.fail("http_status", { server = "s", status = 400, rpc_code = -32000, detail = "bad" })
+    assert.truthy(message:find("JSON-RPC error -32000", 1, true))
   end)
 end)
 

@@ -108,20 +108,21 @@ const srv = net.createServer((s) => {
 srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));
 ]==]
 
--- One tools/call through the real transport and the real C leg to path on the raw server.
+-- One tools/call through the real HTTP channel and the real C leg to path on the raw server.
 local function call_raw(port, path)
-  local Transport = require "mcpclient.transport"
+  local http = require "mcpclient.channel.http"
   local Deadline = require "mcpclient.deadline"
   local hostgate = require "mcpclient.hostgate"
   local url = "http://127.0.0.1:" .. port .. path
-  local t = Transport.new {
+  local channel = http.new {
     identifier = "raw", url = url, target = assert(hostgate.parse_url(url)), leg = core.http_leg(),
     host_gate = hostgate.default, refuse_private = false, connect_timeout = 5, tls = {},
   }
   local clock = function() return core.monotonic_ns() / 1e9 end
-  local result, message, err = t:request({ deadline = Deadline.open(5, clock) }, nil, "tools/call", { name = "x" })
-  t:close()
-  return result, message, err
+  local reply, message, err = channel:request({ deadline = Deadline.open(5, clock) }, { id = 1, method = "tools/call",
+    params = { name = "x" }, body = core.rpc_request(1, "tools/call", { name = "x" }) })
+  channel:close()
+  return reply and reply.result, message, err
 end
 
 local function with_raw_server(fn)
@@ -134,14 +135,14 @@ local function with_raw_server(fn)
   assert(ok, err)
 end
 
-describe("fuzz finding: the C leg and the transport read the media type differently", function()
+describe("fuzz finding: the C leg and the HTTP channel read the media type differently", function()
   -- Found while building response_fuzz, which runs the header block through csrc/http.c's own
   -- header callback: the leg streams a body when ANY Content-Type line is text/event-stream
-  -- (trimming only spaces and tabs), while transport.lua reads the header table, where the
-  -- LAST Content-Type wins and Lua's %s (also \v, \f) is trimmed. When they disagree, a valid
+  -- (trimming only spaces and tabs), while the Lua side (then transport.lua) read the header
+  -- table, where the LAST Content-Type wins and Lua's %s (also \v, \f) is trimmed. When they disagree, a valid
   -- answer is lost and the failure says something false ("empty body", "carried no message").
   -- Fixed: the leg reports the media type it decided streaming by (response.media_type), and
-  -- the transport reads that instead of parsing the header again.
+  -- the channel reads that instead of parsing the header again.
   it("agrees with itself on a plain event stream (the control case)", function()
     with_raw_server(function(port)
       local result = assert(call_raw(port, "/plain"))
@@ -153,7 +154,7 @@ describe("fuzz finding: the C leg and the transport read the media type differen
     with_raw_server(function(port)
       local result, _, err = call_raw(port, "/vertical-tab")
       -- was: malformed, "the event stream carried no message" (the C leg kept the body, the
-      -- transport looked for a stream that was never decoded)
+      -- transport (now the channel) looked for a stream that was never decoded)
       assert.is_true(result ~= nil or err.kind == "content_type", err and err.message)
     end)
   end)

@@ -186,7 +186,7 @@ add("error-shape", "a call to an unknown tool is a JSON-RPC error or an error re
       if outcome and outcome.is_error then
         shape = "an error result"
       elseif not outcome and err and err.kind == "rpc_error" then
-        shape = string.format("JSON-RPC error %s", tostring(err.code))
+        shape = string.format("JSON-RPC error %s", tostring(err.rpc_code))
       elseif outcome then
         return failed("the unknown tool answered as if it existed")
       else

@@ -38,7 +38,7 @@
 -- The three failures that end a run — a write with no lease
 -- (write_without_durable_execution), a write whose record could not be
 -- stored (audit_persistence_failed), a lost lease (run_lease_lost) — set
--- run.status to "failed" and run.error to their failure value (err.code is
+-- run.status to "failed" and run.error to their failure value (err.run_code is
 -- the kind's fixed code).
 --
 -- Approval. An approval-bound call suspends the run before anything of its

@@ -1,0 +1,407 @@
+--- The protocol session: MCP over one channel, whatever moves the bytes.
+--
+-- The session owns what the protocol says and nothing of how messages
+-- travel: the request ids, the era (found once per connection: with protocol
+-- "auto" a 2026-07-28 server/discover first; a result or a recognised modern
+-- error means the modern era, with no handshake and no session, every request
+-- carrying its own metadata; any other refusal means a 2025-era server, which
+-- gets initialize), the opening, the answers to server requests, progress,
+-- cancellation, and the rule that nothing is sent twice once the server may
+-- have acted on it. The channel (channel/http.lua; the contract is in
+-- docs/ARCHITECTURE.md) moves the messages and says whether a request was
+-- written. A failure of any leg arrives as `nil, message, err` and is handed
+-- on unchanged.
+local core = require "mcpclient.core"
+local engine = require "mcpclient.engine"
+local errors = require "mcpclient.errors"
+local modern = require "mcpclient.modern"
+
+local json = core.json
+local fail = errors.fail
+
+local session = {}
+
+session.PROTOCOL_VERSION = "2025-11-25"
+session.SUPPORTED_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
+
+local supported = {}
+for _, v in ipairs(session.SUPPORTED_VERSIONS) do supported[v] = true end
+
+local METHOD_NOT_FOUND = -32601
+-- The requests that open an era: they cannot act on anything, so abandoning
+-- one needs no notice.
+local OPENING = { initialize = true, ["server/discover"] = true }
+-- The failures after which a written request is abandoned, and the server told.
+local ABANDONED = { cancelled = true, timeout = true }
+
+local Session = {}
+Session.__index = Session
+
+--- A session over `channel`.
+-- @param options { identifier, protocol ("auto" | "2026-07-28" | "2025-11-25"), on_elicitation }
+function session.new(channel, options)
+  return setmetatable({
+    channel = channel,
+    identifier = options.identifier,
+    protocol = options.protocol,
+    on_elicitation = options.on_elicitation,
+    last_id = 0,
+    -- the era's state once open: { version, modern, id, server_info, capabilities, instructions, hint }
+    state = nil,
+  }, Session)
+end
+
+---------------------------------------------------------------------------
+-- Messages the server sends while a request is in flight
+---------------------------------------------------------------------------
+
+local ACTIONS = { accept = true, decline = true, cancel = true }
+
+-- The host's answer to an elicitation request, as the result to send back.
+-- The request's message is far-side text: the handler gets it under the text
+-- rule. A handler that returns no valid answer is a host bug: it raises.
+local function elicited(handler, params)
+  local request = {}
+  for k, v in pairs(type(params) == "table" and params or {}) do request[k] = v end
+  if type(request.message) == "string" then request.message = core.clip(request.message, 2000) end
+  local answer = handler(request)
+  if type(answer) ~= "table" or not ACTIONS[answer.action] then
+    error("on_elicitation must return { action = \"accept\"|\"decline\"|\"cancel\", content = ... }", 0)
+  end
+  if answer.content ~= nil and (type(answer.content) ~= "table" or json.is_array(answer.content)) then
+    error("on_elicitation: content must be a table of named values", 0)
+  end
+  local result = { action = answer.action }
+  if answer.action == "accept" then result.content = answer.content or {} end
+  return result
+end
+
+-- The answer to a server request: a ping gets {}, an elicitation the host's
+-- handler's answer when there is one, anything else "method not found", so
+-- no server ever waits on a handler this client does not have.
+local function reply_to(self, method, params)
+  if method == "ping" then return '"result":{}' end
+  if method == "elicitation/create" and self.on_elicitation then
+    return '"result":' .. json.encode(elicited(self.on_elicitation, params))
+  end
+  return '"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}'
+end
+
+-- A number a progress notification may carry, or nil.
+local function finite(value)
+  if math.type(value) == "integer" then return value end
+  if type(value) == "number" and value == value and value ~= math.huge and value ~= -math.huge then return value end
+  return nil
+end
+
+-- A progress notification for request `id`: its numbers, and its message
+-- under the text rule (a server wrote it).
+local function progress(on_progress, id, params)
+  if type(params) ~= "table" or params.progressToken ~= id then return end
+  local done = finite(params.progress)
+  if done == nil then return end
+  local message = type(params.message) == "string" and core.clip(params.message, 500) or nil
+  on_progress(done, finite(params.total), message)
+end
+
+-- A message of the server that is not the answer to `call`: a server request
+-- is answered at once (in the 2025 era; a modern server sends none of its own
+-- on a response stream, and one that does gets no answer), a progress
+-- notification for the call goes to the operation's callback, anything else
+-- is passed over. The answer's write may take what is left of the
+-- operation's budget, since a server may wait for it before it answers.
+local function on_message(self, op, call, message)
+  local id = message.id
+  if math.type(id) == "integer" or type(id) == "string" then
+    if call.state and call.state.modern then return end
+    local reply = reply_to(self, message.method, message.params)
+    local body = '{"jsonrpc":"2.0","id":' .. json.encode(id) .. ',' .. reply .. '}'
+    self.channel:notify({ deadline = op.deadline }, call.state, { body = body })
+  elseif message.method == "notifications/progress" and op.on_progress then
+    progress(op.on_progress, call.id, message.params)
+  end
+end
+
+---------------------------------------------------------------------------
+-- One request
+---------------------------------------------------------------------------
+
+-- The params with a progress token in _meta: the token is the request id
+-- (unique per connection), sent only when someone listens for progress.
+local function with_progress_token(params, id)
+  local copy, meta = {}, {}
+  for k, v in pairs(params) do copy[k] = v end
+  if type(params._meta) == "table" then
+    for k, v in pairs(params._meta) do meta[k] = v end
+  end
+  meta.progressToken = id
+  copy._meta = meta
+  return copy
+end
+
+-- The notice that abandons `call`.
+local function cancel_notice(call)
+  local params = json.encode { requestId = call.id, reason = "cancelled by the client" }
+  return { method = "notifications/cancelled",
+    body = '{"jsonrpc":"2.0","method":"notifications/cancelled","params":' .. params .. '}' }
+end
+
+-- One request on the channel under `state` (nil before the opening). A
+-- written request abandoned by the cancel hook or the budget is cancelled on
+-- the wire at once, before the failure is returned.
+-- @return reply | nil, message, err
+local function send(self, op, state, method, params, how)
+  local id = self.last_id + 1
+  self.last_id = id
+  if op.on_progress then params = with_progress_token(params, id) end
+  if state and state.modern then params = modern.envelope(params, state.version) end
+  local body, why = core.rpc_request(id, method, params)
+  if not body then
+    return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
+  end
+  local call = { id = id, method = method, params = params, body = body, state = state,
+    decoding = how and how.decoding, mirror = how and how.mirror, listen = self.on_elicitation ~= nil }
+  call.on_message = function(message) on_message(self, op, call, message) end
+  local reply, message, err = self.channel:request(op, call)
+  if not reply and call.written and ABANDONED[err.kind] and not OPENING[method] then
+    self.channel:cancel(call, cancel_notice(call))
+  end
+  if not reply then return nil, message, err end
+  return reply
+end
+
+---------------------------------------------------------------------------
+-- The 2025 opening: initialize, then initialized
+---------------------------------------------------------------------------
+
+-- What the initialize result must hold: a revision this client speaks.
+local function check_initialize(self, result)
+  local version = result.protocolVersion
+  if type(version) ~= "string" then
+    return fail("malformed",
+      { server = self.identifier, detail = "the initialize result names no protocol version" })
+  end
+  if not supported[version] then
+    return fail("protocol_version",
+      { server = self.identifier, version = version, supported = table.concat(session.SUPPORTED_VERSIONS, ", ") })
+  end
+  return version
+end
+
+-- A session id goes back to the server in a header on every request, so it
+-- may hold only visible ASCII (0x21-0x7E), as the protocol requires; anything
+-- else is refused here rather than break every later request.
+local function valid_session_id(id)
+  return id == nil or not id:find("[^\33-\126]")
+end
+
+-- The handshake: initialize, check the revision, initialized.
+-- @return reply (of initialize) | nil, message, err
+local function handshake(self, op)
+  local params = {
+    protocolVersion = session.PROTOCOL_VERSION,
+    -- a capability only for a handler the host gave
+    capabilities = self.on_elicitation and { elicitation = {} } or {},
+    clientInfo = { name = "mcpclient", version = core.version },
+  }
+  local reply, message, err = send(self, op, nil, "initialize", params)
+  if not reply then return nil, message, err end
+  local result = reply.result
+  local version
+  version, message, err = check_initialize(self, result)
+  if not version then return nil, message, err end
+  if not valid_session_id(reply.session_id) then
+    return fail("malformed", { server = self.identifier,
+      detail = "the session id holds characters other than visible ASCII" })
+  end
+  local state = {
+    id = reply.session_id,
+    version = version,
+    server_info = type(result.serverInfo) == "table" and result.serverInfo or {},
+    capabilities = type(result.capabilities) == "table" and result.capabilities or {},
+    instructions = type(result.instructions) == "string" and result.instructions or nil,
+  }
+  local ok
+  ok, message, err = self.channel:notify(op, state, { method = "notifications/initialized",
+    body = '{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}' })
+  if not ok then return nil, message, err end
+  self.state = state
+  return reply
+end
+
+---------------------------------------------------------------------------
+-- The era: found once per connection
+---------------------------------------------------------------------------
+
+-- Does this failure of the server/discover probe say the server is of the
+-- 2025 era? A refusal with a 4xx status whose body is no recognised modern
+-- error, or a JSON-RPC error that is none, says so. A credential refusal
+-- (401, 403), a rate limit and every failure of the network, the budget or
+-- the cancel hook says nothing about the era: it is returned as it is.
+local NOT_ERA_EVIDENCE = { [401] = true, [403] = true, [407] = true, [408] = true, [429] = true }
+local function legacy_evidence(err)
+  if modern.recognised(err.rpc_code) then return false end
+  if err.kind == "rpc_error" then return true end
+  return err.kind == "http_status" and err.status >= 400 and err.status < 500 and not NOT_ERA_EVIDENCE[err.status]
+end
+
+local NO_VERSIONS = "the server/discover result names no supportedVersions"
+
+-- The modern state: no id, no handshake, only what discovery learned.
+local function modern_state(version, found)
+  return { modern = true, version = version, server_info = found.server_info, capabilities = found.capabilities,
+    instructions = found.instructions, hint = found.hint }
+end
+
+-- server/discover with `version` in the envelope.
+-- @return probed { found (modern.discovery, nil when the answer is no discover result), reply }
+--   | nil, message, err
+local function probe(self, op, version)
+  local reply, message, err = send(self, op, { modern = true, version = version }, "server/discover", {})
+  if not reply then return nil, message, err end
+  local ok
+  ok, message, err = modern.complete(reply.result, self.identifier, "server/discover")
+  if not ok then return nil, message, err end
+  return { found = modern.discovery(reply.result), reply = reply }
+end
+
+-- Discovery: the modern probe, its one retry with a version the server
+-- names, and the verdict.
+-- @return verdict { era = "modern", state, reply } | { era = "legacy", evidence (the failure that
+--   said so, or nil) } | nil, message, err
+local function discover(self, op)
+  local version = modern.VERSION
+  for _ = 1, 2 do
+    local probed, message, err = probe(self, op, version)
+    local found = probed and probed.found
+    if found and modern.common({ version }, found.supported) then
+      return { era = "modern", state = modern_state(version, found), reply = probed.reply }
+    end
+    if probed and not found then return { era = "legacy" } end
+    local offered = found and found.supported or (err.kind == "protocol_version" and err.offered_list)
+    if not offered then
+      if legacy_evidence(err) then return { era = "legacy", evidence = err } end
+      return nil, message, err
+    end
+    if found then
+      _, message, err = fail("protocol_version", { server = self.identifier, requested = version,
+        offered = table.concat(offered, ", "), offered_list = offered,
+        supported = table.concat(modern.VERSIONS, ", ") })
+    end
+    -- what the server names in common with this client: a modern revision
+    -- (discover again with it) or a 2025 one (initialize, when allowed)
+    local next_version = modern.common(modern.VERSIONS, offered)
+    if not next_version and self.protocol == "auto" and modern.common(session.SUPPORTED_VERSIONS, offered) then
+      return { era = "legacy", evidence = err }
+    end
+    if not next_version or next_version == version then return nil, message, err end
+    version = next_version
+  end
+  return fail("malformed", { server = self.identifier, detail = "server/discover named a revision, then refused it" })
+end
+
+-- Find the era and open it: the modern probe first (unless the 2025 era is
+-- pinned), initialize when the server turned out to be of the 2025 era.
+-- @return reply (of the opening) | nil, message, err
+local function establish(self, op)
+  if self.protocol == session.PROTOCOL_VERSION then return handshake(self, op) end
+  local verdict, message, err = discover(self, op)
+  if not verdict then return nil, message, err end
+  if verdict.era == "modern" then
+    self.state = verdict.state
+    return verdict.reply
+  end
+  if self.protocol == modern.VERSION then
+    if verdict.evidence then return errors.pass(verdict.evidence) end
+    return fail("malformed", { server = self.identifier, detail = NO_VERSIONS })
+  end
+  return handshake(self, op)
+end
+
+-- The era and its state, found once per connection even when several tasks
+-- of gather need it at once: the first opens it, the others wait for it and
+-- use its state (or, if it failed, try their own). `open` is how: establish
+-- (find the era) by default, or handshake when the era is known and only the
+-- 2025 session was lost.
+-- @return opened { reply (of the opening, when this call ran it) } | nil, message, err
+local function ensure(self, op, open)
+  engine.wait_until(function() return not self.opening end)
+  if self.state then return {} end
+  self.opening = true
+  local ok, reply, message, err = pcall(open or establish, self, op)
+  self.opening = nil
+  if not ok then error(reply, 0) end
+  if not reply then return nil, message, err end
+  return { reply = reply }
+end
+
+--- Open the era if it is not open yet (the first operation does).
+-- @return true | nil, message, err
+function Session:open(op)
+  if self.state then return true end
+  local opened, message, err = ensure(self, op)
+  if not opened then return nil, message, err end
+  return true
+end
+
+--- A request inside an operation, opening the era first when it is not
+--- open. When the server refused the request itself because its session is
+--- gone, it never ran it: the era is opened again and the request sent once
+--- more. Any other failure — above all one after the request was written —
+--- is returned as it is, never sent again.
+-- @param how nil or { decoding (rpc_classify's: true, "text" or "kept"), mirror (the tool's
+--   x-mcp-header parameters, for a tools/call in the 2026-07-28 era) }
+-- @return reply { result, duration_ms, bytes, containers } | nil, message, err
+function Session:request(op, method, params, how)
+  local ok, message, err = self:open(op)
+  if not ok then return nil, message, err end
+  local state = self.state
+  local reply
+  reply, message, err = send(self, op, state, method, params, how)
+  if reply and state.modern then
+    ok, message, err = modern.complete(reply.result, self.identifier, method)
+    if not ok then return nil, message, err end
+  end
+  if not reply and err.session_lost and not op.reinitialized then
+    op.reinitialized = true
+    if self.state == state then self.state = nil end  -- another task may have renewed it already
+    local opened
+    opened, message, err = ensure(self, op, handshake)
+    if not opened then return nil, message, err end
+    return send(self, op, self.state, method, params, how)
+  end
+  if not reply then return nil, message, err end
+  return reply
+end
+
+--- Is the server there? The opening when the era is not open yet, else an
+--- MCP ping (2025 era) or server/discover (the 2026-07-28 era has no ping:
+--- discovery is the cheapest request a modern server must answer, and it
+--- refreshes what the session knows).
+-- @return reply | nil, message, err
+function Session:ping(op)
+  if not self.state then
+    local opened, message, err = ensure(self, op)
+    if not opened then return nil, message, err end
+    if opened.reply then return opened.reply end
+  end
+  if not self.state.modern then return self:request(op, "ping", {}) end
+  local reply, message, err = self:request(op, "server/discover", {})
+  if not reply then return nil, message, err end
+  local found = modern.discovery(reply.result)
+  if not found then return fail("malformed", { server = self.identifier, detail = NO_VERSIONS }) end
+  self.state = modern_state(self.state.version, found)
+  return reply
+end
+
+--- End the era's state on the server (bounded by `op`) and close the channel.
+function Session:close(op)
+  local state = self.state
+  self.state = nil
+  if state and state.id then pcall(self.channel.end_session, self.channel, op, state) end
+  self.channel:close()
+  return true
+end
+
+session.Session = Session
+return session
