@@ -266,27 +266,31 @@ end
 --- is taken the moment it is in, and inside gather or a host's loop the
 --- other work runs meanwhile. A lookup given up on is left to finish (and
 --- free itself) on its thread.
--- @return { addresses } | nil, reason [, "timeout" | "cancelled"]
+-- @return { addresses } | nil, verdict ("resolve" | "timeout" | "cancelled"), reason — the
+--   order hostgate.check returns its own refusals in
 function hostgate.resolve(host, deadline, cancel)
   local budget = deadline:remaining()
   local started = core.monotonic_ns()
   local lookup <close>, why = core.lookup(host)
-  if not lookup then return nil, why end
+  if not lookup then return nil, "resolve", why end
   local fd = lookup:fd()
   while true do
     local done, addresses, reason = lookup:wait(fd and 0 or RESOLVE_SLICE_MS)
-    if done then return addresses, reason end
-    if cancel and cancel() then return nil, "the operation was cancelled", "cancelled" end
+    if done then
+      if addresses then return addresses end
+      return nil, "resolve", reason
+    end
+    if cancel and cancel() then return nil, "cancelled", "the operation was cancelled" end
     if deadline:remaining() <= 0 or (core.monotonic_ns() - started) / 1e9 >= budget then
-      return nil, string.format("the host name did not resolve within the %s-second operation budget",
-        errors.seconds(deadline.total)), "timeout"
+      return nil, "timeout", string.format("the host name did not resolve within the %s-second operation budget",
+        errors.seconds(deadline.total))
     end
     if fd then engine.await(fd, "r", core.now() + RESOLVE_SLICE_MS / 1000) end
   end
 end
 
 --- Decide where `target` (from parse_url) may be dialled.
--- @param resolve function(host) -> { addresses } | nil, reason [, "timeout" | "cancelled"]
+-- @param resolve function(host) -> { addresses } | nil, verdict ("resolve" | "timeout" | "cancelled"), reason
 -- @param allow predicate(host, address, options) -> boolean, asked once per address
 -- @return { addresses = the allowed ones in resolver order, url = the URL to hand libcurl,
 --           pin = "host:port:address[,address...]" (nil for an IP literal) }
@@ -299,7 +303,7 @@ function hostgate.check(target, resolve, allow, options)
     if not allow(target.host, target.host, options) then return nil, "refused" end
     return { addresses = { target.host }, url = target.url }
   end
-  local resolved, reason, verdict = resolve(target.host)
+  local resolved, verdict, reason = resolve(target.host)
   if not resolved or #resolved == 0 then
     return nil, verdict or "resolve", reason or "the host name did not resolve"
   end

@@ -167,18 +167,38 @@ describe("hostgate.resolve", function()
   it("resolves a name on its helper thread", function()
     local addresses = assert(hostgate.resolve("localhost", Deadline.open(5, core.now)))
     assert.is_true(#addresses >= 1)
-    local _, why = hostgate.resolve("name.invalid", Deadline.open(5, core.now))
+    local none, verdict, why = hostgate.resolve("name.invalid", Deadline.open(5, core.now))
+    assert.is_nil(none)
+    assert.equal("resolve", verdict)
     assert.is_string(why)
   end)
 
   it("answers an already spent budget or a raised cancel flag within one slice", function()
     local started = core.now()
-    local _, why, verdict = hostgate.resolve("localhost", Deadline.open(1e-9, core.now), function() return true end)
+    -- nil, verdict, reason: the order of hostgate.check's refusals
+    local _, verdict, why = hostgate.resolve("localhost", Deadline.open(1e-9, core.now), function() return true end)
     assert.is_true(core.now() - started < 0.1)
     if verdict then  -- the lookup may win the first 10 ms slice; otherwise the flag is seen first
       assert.equal("cancelled", verdict)
       assert.equal("the operation was cancelled", why)
     end
+  end)
+end)
+
+describe("hostgate.check", function()
+  it("hands a lookup's refusal on in the one order: nil, verdict, reason", function()
+    local target = assert(hostgate.parse_url("https://mcp.example.com/rpc"))
+    local allow = function() return true end
+    for _, verdict in ipairs { "resolve", "timeout", "cancelled" } do
+      local dial, got, why = hostgate.check(target, function() return nil, verdict, "because " .. verdict end, allow)
+      assert.is_nil(dial)
+      assert.equal(verdict, got)
+      assert.equal("because " .. verdict, why)
+    end
+    local dial, got, why = hostgate.check(target, function() return { "203.0.113.5" } end, function() return false end)
+    assert.is_nil(dial)
+    assert.equal("refused", got)
+    assert.is_nil(why)
   end)
 end)
 
