@@ -113,7 +113,8 @@ end
 local function on_message(self, op, call, message)
   local id = message.id
   if math.type(id) == "integer" or type(id) == "string" then
-    if call.state and call.state.modern then return end
+    -- no answer once the budget is spent: the call itself is over
+    if (call.state and call.state.modern) or op.deadline:remaining() <= 0 then return end
     local reply = reply_to(self, message.method, message.params)
     local body = '{"jsonrpc":"2.0","id":' .. json.encode(id) .. ',' .. reply .. '}'
     self.channel:notify({ deadline = op.deadline }, call.state, { body = body })

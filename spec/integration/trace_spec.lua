@@ -29,7 +29,7 @@ local conn = mcp.connect { url = %q, identifier = "peer", health = mcp.health.di
 assert(conn:list_tools())
 assert(conn:call_tool("echo", { message = "body-text-never-traced" }))
 local _, _, err = conn:call_tool("nosuch", {})
-io.write(conn.session.id or "", "\n", tostring(err and err.kind), "\n")
+io.write(conn.session.state.id or "", "\n", tostring(err and err.kind), "\n")
 conn:close()
 ]]
 

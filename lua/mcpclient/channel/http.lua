@@ -184,8 +184,9 @@ end
 
 --[[
 A send describes one exchange: { method, headers, body, on_stream, leg,
-cancellable, send_only, hold_body, call, on_open (called once the response
-head is in, inside a task only) }. Only the POST of a JSON-RPC request other
+cancellable, send_only, hold_body, call, writes (this exchange writes the
+call's request), on_open (called once the response head is in, inside a
+task only) }. Only the POST of a JSON-RPC request other
 than the opening is "at most once" in the leg: nothing else can run a tool.
 `call` (the request it belongs to, if any) says whether the server has
 accepted it.
@@ -258,6 +259,8 @@ local authorized
 local function exchange(self, op, send)
   local grant, message, err = before_send(self, op, send.call)
   if not grant then return nil, message, err end
+  -- from here the request may reach the server (the leg says afterwards if it did not)
+  if send.writes then send.call.written = true end
   local leg = send.leg or take_leg(self)
   local free = self.free_sends
   local req = free[#free]
@@ -497,11 +500,14 @@ end
 local function post(self, op, call)
   local headers, message, err = post_headers(self, call)
   if not headers then return nil, message, err end
-  call.resumptions, call.accepted, call.written = 0, false, true
+  call.resumptions, call.accepted, call.written = 0, false, false
   local response
   response, message, err = exchange(self, op, {
-    method = "POST", body = call.body, call = call, cancellable = true, hold_body = true, headers = headers,
-    on_stream = function(chunk) return reader_of(call):feed(chunk) end,
+    method = "POST", body = call.body, call = call, writes = true, cancellable = true, hold_body = true,
+    headers = headers,
+    -- a stream is read only while the budget lasts: what a server floods it with after that is
+    -- not read (the answer is then a timeout, see finish_stream)
+    on_stream = function(chunk) return reader_of(call):feed(chunk) or op.deadline:remaining() <= 0 end,
   })
   if not response then
     local reader = call.reader
