@@ -107,9 +107,9 @@ static int l_url_host(lua_State *L) {
   return 1;
 }
 
-/* ===================================================================== */
-/* lookup(host): getaddrinfo on a helper thread                           */
-/* ===================================================================== */
+/* ==================================================================== */
+/* lookup(host): getaddrinfo on a helper thread                         */
+/* ==================================================================== */
 
 /*
 ** The state a lookup shares with its thread. Whoever lets go of it last

@@ -63,9 +63,9 @@
 #define UV_POOL 1
 #define UV_BODY 2
 
-/* ===================================================================== */
-/* Request fields: one list, expanded into the enum, the names and slots  */
-/* ===================================================================== */
+/* ==================================================================== */
+/* Request fields: one list for the enum, the names, the slots          */
+/* ==================================================================== */
 
 /* clang-format off */
 #define REQ_FIELDS(X) \
@@ -215,9 +215,9 @@ typedef struct Request {
   int hold_body;  /* hand a large 2xx body over instead of copying it */
 } Request;
 
-/* ===================================================================== */
-/* Small helpers                                                          */
-/* ===================================================================== */
+/* ==================================================================== */
+/* Small helpers                                                        */
+/* ==================================================================== */
 
 /*
 ** Zero memory in a way the compiler may not drop as a dead store: the
@@ -278,9 +278,9 @@ static void buf_free(Buf *b) {
   b->len = b->cap = 0;
 }
 
-/* ===================================================================== */
-/* libcurl callbacks: C buffers only, never Lua                           */
-/* ===================================================================== */
+/* ==================================================================== */
+/* libcurl callbacks: C buffers only, never Lua                         */
+/* ==================================================================== */
 
 /*
 ** Note the media type of a "Content-Type:" header line: the part before ';',
@@ -378,9 +378,9 @@ static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_por
   return ++leg->attempts > 1 && !leg->idempotent ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
 }
 
-/* ===================================================================== */
-/* Leg lifetime                                                           */
-/* ===================================================================== */
+/* ==================================================================== */
+/* Leg lifetime                                                         */
+/* ==================================================================== */
 
 /*
 ** Free the kept header list. libcurl must not keep a pointer to the freed
@@ -605,9 +605,9 @@ static Multi *engine(lua_State *L) {
   return m;
 }
 
-/* ===================================================================== */
-/* Pools                                                                  */
-/* ===================================================================== */
+/* ==================================================================== */
+/* Pools                                                                */
+/* ==================================================================== */
 
 /*
 ** Closes the pool's idle connections and frees it; safe on a half-built pool
@@ -721,9 +721,9 @@ static int l_http_leg(lua_State *L) {
   return 1;
 }
 
-/* ===================================================================== */
-/* Reading the request table (may raise: nothing is allocated yet)        */
-/* ===================================================================== */
+/* ==================================================================== */
+/* Reading the request table (may raise: nothing is allocated yet)      */
+/* ==================================================================== */
 
 /* Which request field a key names, or -1: a linear scan beats hashing for 14 short names. */
 static int field_index(const char *k, size_t len) {
@@ -934,9 +934,9 @@ static void remember_pin(Leg *leg, const Request *r) {
   leg->checked_pin = pin;
 }
 
-/* ===================================================================== */
-/* Configuring one exchange (no Lua errors from here to the end of it)    */
-/* ===================================================================== */
+/* ==================================================================== */
+/* Configuring one exchange (no Lua errors from here to the end of it)  */
+/* ==================================================================== */
 
 /*
 ** Bytes waiting on the idle kept-alive connection arrived unasked (a server
@@ -1178,9 +1178,9 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   return NULL;
 }
 
-/* ===================================================================== */
-/* Driving the exchange                                                   */
-/* ===================================================================== */
+/* ==================================================================== */
+/* Driving the exchange                                                 */
+/* ==================================================================== */
 
 /*
 ** Call the cancel hook (at SLOT(F_CANCEL)) under lua_pcall. -1 = it raised
@@ -1315,9 +1315,9 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
   }
 }
 
-/* ===================================================================== */
-/* The result                                                             */
-/* ===================================================================== */
+/* ==================================================================== */
+/* The result                                                           */
+/* ==================================================================== */
 
 /*
 ** The kept header lines as { [lower-case name] = trimmed value }, last wins.
@@ -1422,9 +1422,9 @@ static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
   return push_ended(L, sent ? "interrupted" : "transport", text, sent);
 }
 
-/* ===================================================================== */
-/* leg:send(req)                                                          */
-/* ===================================================================== */
+/* ==================================================================== */
+/* leg:send(req)                                                        */
+/* ==================================================================== */
 
 /*
 ** What a finished exchange returns: the response table, or the failure
@@ -1655,9 +1655,9 @@ static int leg_abort(lua_State *L) {
   return 0;
 }
 
-/* ===================================================================== */
-/* Registration                                                           */
-/* ===================================================================== */
+/* ==================================================================== */
+/* Registration                                                         */
+/* ==================================================================== */
 
 /*
 ** Adds http_leg and http_pool to the module table. Metatables are made only the

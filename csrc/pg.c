@@ -69,9 +69,9 @@ typedef struct Pg {
 
 enum { RUN_SCRIPT, RUN_EXECUTE, RUN_QUERY };
 
-/* ======================================================================
-** Failures
-** ====================================================================== */
+/* ==================================================================== */
+/* Failures                                                             */
+/* ==================================================================== */
 
 /* Push the failure triple nil, message, code. */
 static int push_failure(lua_State *L, const char *message, const char *code) {
@@ -115,9 +115,9 @@ static int push_conn_failure(lua_State *L, PGconn *conn, const char *fallback, c
   return 3;
 }
 
-/* ======================================================================
-** Waiting on the socket against a deadline
-** ====================================================================== */
+/* ==================================================================== */
+/* Waiting on the socket against a deadline                             */
+/* ==================================================================== */
 
 /* Milliseconds left until deadline_ns (0 when it has passed). */
 static int ms_left(int64_t deadline_ns) {
@@ -147,9 +147,9 @@ static int wait_socket(PGconn *conn, short events, int64_t deadline_ns) {
   }
 }
 
-/* ======================================================================
-** Handles
-** ====================================================================== */
+/* ==================================================================== */
+/* Handles                                                              */
+/* ==================================================================== */
 
 /* The db at idx, raising when it is closed: using a closed handle is misuse. */
 static Pg *check_db(lua_State *L, int idx) {
@@ -288,9 +288,9 @@ static int l_connect(lua_State *L) {
   return 1;
 }
 
-/* ======================================================================
-** Parameters
-** ====================================================================== */
+/* ==================================================================== */
+/* Parameters                                                           */
+/* ==================================================================== */
 
 typedef struct Params {
   int n;
@@ -396,9 +396,9 @@ static int bind_params(lua_State *L, int pi, Params *ps) {
   return 0;
 }
 
-/* ======================================================================
-** Results
-** ====================================================================== */
+/* ==================================================================== */
+/* Results                                                              */
+/* ==================================================================== */
 
 /* The value of one hex digit (the server writes only valid ones). */
 static int hex_value(char c) {
@@ -456,9 +456,9 @@ static void push_rows(lua_State *L, const PGresult *res) {
   }
 }
 
-/* ======================================================================
-** Running a statement against the deadline
-** ====================================================================== */
+/* ==================================================================== */
+/* Running a statement against the deadline                             */
+/* ==================================================================== */
 
 /*
 ** Cancel the running statement (the server ends it with 57014) and extend
@@ -623,9 +623,9 @@ static int l_db_query(lua_State *L) {
   return db_run(L, RUN_QUERY);
 }
 
-/* ======================================================================
-** Connection-level calls
-** ====================================================================== */
+/* ==================================================================== */
+/* Connection-level calls                                               */
+/* ==================================================================== */
 
 /* db:changes(): rows changed (or returned) by the last statement. */
 static int l_db_changes(lua_State *L) {

@@ -2,7 +2,7 @@
 --
 -- A failure is made where it happens (the HTTP leg, the host gate, the store,
 -- the gate of a run) by errors.fail(kind, fields) and handed up unchanged:
--- transport, connection, tool and run pass the same `err` table on, so an
+-- channel, session, connection, tool and run pass the same `err` table on, so an
 -- agent loop reads err.kind == "cancelled" on a tool result exactly as the
 -- leg wrote it.
 --

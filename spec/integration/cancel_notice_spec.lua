@@ -171,7 +171,10 @@ describe("cancel notices, measured at the server #integration", function()
         local fired
         local results = mcp.gather {
           function()
-            return r:turn { { name = "mcp_h_hostile", arguments = {} }, { name = "mcp_h_echo", arguments = { text = "x" } } }
+            return r:turn {
+              { name = "mcp_h_hostile", arguments = {} },
+              { name = "mcp_h_echo", arguments = { text = "x" } },
+            }
           end,
           function()
             -- the tool is running (its stream open) before the run is cancelled

@@ -37,7 +37,8 @@ describe("the channel seam", function()
     local fake = Fake.new():will_handshake("s-1"):will_hang(0.01)
     local conn <close> = connect(fake)
     -- the flag goes up once the call reached the server
-    local out, _, err = conn:call_tool("slow", {}, { cancel = function() return #of_method(fake, "tools/call") > 0 end })
+    local reached = function() return #of_method(fake, "tools/call") > 0 end
+    local out, _, err = conn:call_tool("slow", {}, { cancel = reached })
     assert.is_nil(out)
     assert.equal("cancelled", err.kind)
     assert.is_true(err.in_flight)
