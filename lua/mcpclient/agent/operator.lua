@@ -25,6 +25,7 @@ local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local names = require "mcpclient.agent.names"
 local run = require "mcpclient.agent.run"
+local trim = require("mcpclient.agent.options").trim
 
 local json = core.json
 
@@ -36,12 +37,6 @@ operator.NEVER_IMPORTED = "Never imported"
 operator.GONE = "Gone from the server"
 operator.NO_SERVERS = "No MCP server is configured. Add one with `mcpclient add`."
 operator.NO_TOOLS = "No tools imported yet."
-
--- What an operator's input is trimmed of: blanks, line ends and NUL, the
--- characters a form or a shell leaves around a value by accident.
-local function trim(text)
-  return (text:gsub("^[ \t\n\r\v%z]+", ""):gsub("[ \t\n\r\v%z]+$", ""))
-end
 
 -- Whether a credential is an environment reference: env:NAME, NAME a
 -- variable name (letters, digits and _, not starting with a digit).

@@ -22,6 +22,7 @@
 --   context       { correlation_id, run_uid, provider, model, configuration_identifier }
 --                 (what a governance row needs; every key optional)
 local errors = require "mcpclient.errors"
+local options_of = require "mcpclient.agent.options"
 
 local policy = {}
 
@@ -165,19 +166,15 @@ function policy.effective_zone(configuration, providers)
   return zone
 end
 
-local function trim(s)
-  -- Blanks, tabs, line ends, vertical tabs and NUL: a setting copied from a
-  -- file or a form often carries them, and they must not turn "observe" into
-  -- a typo that enforces.
-  return (s:gsub("^[ \t\n\r\v\0]+", ""):gsub("[ \t\n\r\v\0]+$", ""))
-end
 
 --- The enforcement mode of the trust-zone gate for a raw setting value.
 -- Only a deliberate "observe" observes; anything else — nil, a number, a
 -- typo such as "observ", "off", "" — enforces, so a broken setting cannot
 -- silently switch the gate off.
 function policy.mode(value)
-  if type(value) == "string" and trim(value):lower() == policy.OBSERVE then
+  -- trimmed: a setting copied from a file or a form must not turn "observe"
+  -- into a typo that enforces
+  if type(value) == "string" and options_of.trim(value):lower() == policy.OBSERVE then
     return policy.OBSERVE
   end
   return policy.ENFORCE
@@ -262,14 +259,12 @@ end
 local Gate = {}
 Gate.__index = Gate
 
-local OPTIONS = { registry = true, state = true, mode = true, providers = true, on_decision = true }
+-- The keys policy.new takes; what each must hold beyond its type is checked below.
+local OPTIONS = { registry = "table", state = "any", mode = "any", providers = "any", on_decision = "any" }
 
--- Misuse raises: an options table with known keys, each of its type.
+-- Misuse raises: what each option must hold (the keys and types are checked
+-- by the one option validator first).
 local function check_options(options)
-  if type(options) ~= "table" then error("policy.new takes an options table", 3) end
-  for key in pairs(options) do
-    if not OPTIONS[key] then error(string.format('policy.new: unknown option "%s"', tostring(key)), 3) end
-  end
   local registry = options.registry
   if type(registry) ~= "table" or type(registry.get) ~= "function" or type(registry.names) ~= "function" then
     error("policy.new: registry must have get(name) and names() functions", 3)
@@ -302,6 +297,8 @@ end
 --                 or observed-only, with its governance row; what it raises propagates; it returns
 --                 nil, message[, err] when the row could not be recorded (decision.unrecorded = err) }
 function policy.new(options)
+  if options == nil then error("policy.new: options must be a table", 2) end
+  options_of.check("policy.new", options, OPTIONS)
   check_options(options)
   local registry, state = options.registry, options.state
   return setmetatable({

@@ -70,6 +70,8 @@ local tool_module = require "mcpclient.agent.tool"
 
 local json = core.json
 local default_log = require("mcpclient.log").default
+local check_options = require("mcpclient.agent.options").check
+local audit_duration = require("mcpclient.agent.store").audit_duration
 local error_result = tool_module.error_result
 
 local run = {}
@@ -200,21 +202,10 @@ local option_types = {
   clock = "function", lease_seconds = "number", remote_budget = "number", uuid = "string", log = "function",
 }
 
-local function check_option_types(options)
-  for key, value in pairs(options) do
-    local expected = option_types[key]
-    if not expected then error(string.format("run.start: unknown option %q", tostring(key)), 4) end
-    if expected ~= "any" and type(value) ~= expected then
-      error(string.format("run.start: %s must be a %s, not a %s", key, expected, type(value)), 4)
-    end
-  end
-end
-
+-- What the options must hold beyond their keys and types (checked first, by
+-- the one option validator, in run.start).
 local function validate(store, options)
   if type(store) ~= "table" then error("run.start: store must be a store", 3) end
-  if options ~= nil and type(options) ~= "table" then error("run.start: options must be a table", 3) end
-  options = options or {}
-  check_option_types(options)
   if options.registry and (options.provider or options.tools or options.builtins) then
     error("run.start: give either registry, or provider/tools/builtins", 3)
   end
@@ -300,7 +291,7 @@ end
 --   log           = function(level, message) (default: one line on stderr) }
 -- @return Run | nil, message, err (the provider could not list its tools)
 function run.start(store, options)
-  options = validate(store, options)
+  options = validate(store, check_options("run.start", options, option_types))
   local log = options.log or default_log
   local tools, message, err = tools_of(store, options, log)
   if not tools then return nil, message, err end
@@ -488,7 +479,7 @@ end
 local function record_step(self, step)
   local arguments = step.arguments
   if arguments == nil then arguments = {} end
-  local duration = math.floor((step.duration_ms or 0) * 100 + 0.5) / 100
+  local duration = audit_duration(step.duration_ms or 0)
   -- names and texts reach JSON as valid UTF-8 whatever the model or the tool wrote
   local payload = encode_payload({
     kind = "tool", round = step.round, durationMs = duration, toolName = core.repair_utf8(step.name),

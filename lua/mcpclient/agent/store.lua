@@ -36,6 +36,13 @@ local store = {
 local Store = {}
 Store.__index = Store
 
+--- The one rounding of an audited duration: milliseconds to two decimals,
+--- a hundredth of a millisecond (the store applies it to every event; a
+--- run's TOOL payload states the same value).
+function store.audit_duration(ms)
+  return math.floor(ms * 100 + 0.5) / 100
+end
+
 ---------------------------------------------------------------------------
 -- Failures and argument checks
 ---------------------------------------------------------------------------
@@ -1109,8 +1116,7 @@ function Store:append_event(run_uid, event)
   if type(duration) ~= "number" then error("append_event: duration_ms must be a number", 2) end
   local payload = event.payload or ""
   if type(payload) ~= "string" then error("append_event: payload must be JSON text", 2) end
-  -- two decimals: the audit states durations to a hundredth of a millisecond
-  duration = math.floor(duration * 100 + 0.5) / 100
+  duration = store.audit_duration(duration)
   local row = { run_uid, run_uid, event.kind, round, duration, payload, os.time() }
   if not dialect.of(adapter_of(self)).turn_lock then return write_event(self, run_uid, row) end
   return self:transaction(function()
