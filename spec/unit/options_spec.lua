@@ -9,7 +9,8 @@ local store = require "mcpclient.agent.store"
 describe("agent options", function()
   it("policy.new and run.start refuse unknown keys and wrong types in the validator's words", function()
     local registry = { get = function() return nil end, names = function() return {} end }
-    assert.has_error(function() policy.new { registry = registry, colour = 1 } end, 'policy.new: unknown option "colour"')
+    assert.has_error(function() policy.new { registry = registry, colour = 1 } end,
+      'policy.new: unknown option "colour"')
     assert.has_error(function() policy.new { registry = 7 } end, "policy.new: registry must be a table")
     assert.has_error(function() run.start({}, { colour = 1 }) end, 'run.start: unknown option "colour"')
     assert.has_error(function() run.start({}, { owner = 3 }) end, "run.start: owner must be a string")
