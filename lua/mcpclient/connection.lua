@@ -59,7 +59,7 @@ local option_types = {
   url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
-  transport = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
+  transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
   on_elicitation = "function",
 }
 
@@ -101,6 +101,12 @@ local function validate(options)
   end
   local target, why = hostgate.parse_url(options.url)
   if not target then error(string.format("connect: url is not usable: %s", why), 3) end
+  for _, method in ipairs(options.channel and http.CONTRACT or {}) do
+    if type(options.channel[method]) ~= "function" then
+      error(string.format("connect: channel must offer the channel contract (it lacks %s)", method), 3)
+    end
+  end
+  if options.channel and options.transport then error("connect: give either channel or transport, not both", 3) end
   return target
 end
 
@@ -153,9 +159,10 @@ function client.connect(options)
     connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT) }
   if options.oauth and options.auth then error("connect: give either auth or oauth, not both", 2) end
   local health = options.health
-  local channel = http_channel(options, checked)
+  local channel = options.channel or http_channel(options, checked)
   if trace.enabled(options.trace) then trace.wrap(channel, options.identifier, checked.clock) end
   if options.oauth then
+    if options.channel then error("connect: oauth is for the HTTP channel, not an injected one", 2) end
     channel.oauth = require("mcpclient.oauth").provider(options.oauth, channel.config, 2)
   end
   return setmetatable({

@@ -21,6 +21,7 @@ local names = require "mcpclient.agent.names"
 local policy = require "mcpclient.agent.policy"
 local tool = require "mcpclient.agent.tool"
 local Fake = require "support.fake_server"
+local FakeChannel = require "support.fake_channel"
 local profiles = require "conformance.profiles"
 local modern = require "mcpclient.modern"
 
@@ -42,6 +43,7 @@ function checks.harness(profile)
   return setmetatable({
     profile = profile,
     modern = profile.era == "modern",
+    http = (profile.channel or "http") == "http",
     fake = Fake.new { modern = profile.era == "modern" },
     id = profile.identifier,
     quoted = '"' .. profile.identifier .. '"',
@@ -108,8 +110,15 @@ function Harness:take(...) self.fake:take(...); return self end
 function Harness:connect(extra)
   local options = {
     url = self.server.url, identifier = self.id, name = self.server.name,
-    transport = self.fake, clock = self.fake.clock, health = self.contacts,
+    clock = self.fake.clock, health = self.contacts,
   }
+  -- the profile's channel over the script: the HTTP channel over the fake leg, or a channel of
+  -- another kind (its file in spec/support) over the same script
+  if self.profile.channel == "lines" then
+    options.channel = FakeChannel.new(self.fake, self.id)
+  else
+    options.transport = self.fake
+  end
   for k, v in pairs(extra or {}) do options[k] = v end
   return mcp.connect(options)
 end
@@ -221,9 +230,10 @@ local function strings_in(value, out)
   return out
 end
 
--- `era` ("legacy" or "modern") limits a check to the profiles of that era.
-local function check(name, run, era)
-  checks.list[#checks.list + 1] = { name = name, run = run, era = era }
+-- `era` ("legacy" or "modern") limits a check to the profiles of that era; `channel` ("http") to
+-- the profiles of that channel (a check of HTTP's own mechanics: statuses, headers, legs).
+local function check(name, run, era, channel)
+  checks.list[#checks.list + 1] = { name = name, run = run, era = era, channel = channel }
 end
 
 ---------------------------------------------------------------------------
@@ -281,7 +291,7 @@ check("02c MCP-Protocol-Version: the negotiated revision on every leg after the 
   for i = 2, #requests do
     assert.equal("2025-06-18", requests[i].protocol, "leg " .. i)
   end
-end, "legacy")
+end, "legacy", "http")
 
 -- fails if: a modern leg lacks the revision header, Mcp-Method, Mcp-Name on a call, or the _meta envelope
 -- proven red by: the connection before the 2026-07-28 era (it sends initialize and no envelope)
@@ -291,11 +301,13 @@ check("02c-m 2026-07-28 request metadata: revision, Mcp-Method, Mcp-Name and the
   assert(conn:list_tools())
   assert(conn:call_tool("t"))
   for i, r in ipairs(h:requests()) do
-    assert.equal(modern.VERSION, r.protocol, "leg " .. i)
-    assert.equal(r.method, Fake.header(r, "Mcp-Method"), "leg " .. i)
     assert.equal(modern.VERSION, r.body.params._meta["io.modelcontextprotocol/protocolVersion"], "leg " .. i)
+    if h.http then  -- the headers are the HTTP binding's
+      assert.equal(modern.VERSION, r.protocol, "leg " .. i)
+      assert.equal(r.method, Fake.header(r, "Mcp-Method"), "leg " .. i)
+    end
   end
-  assert.equal("t", Fake.header(h:requests()[3], "Mcp-Name"))
+  if h.http then assert.equal("t", Fake.header(h:requests()[3], "Mcp-Name")) end
 end, "modern")
 
 -- fails if: a 404 on a carried session is not followed by one re-initialization, or a sessionless 404 is retried
@@ -324,7 +336,7 @@ check("02d re-initialization after a lost session (404)", function(h)
     assert.same(h:opening { "tools/list", "tools/call" }, h:methods())
     assert.equal(1, #h.contacts)
   end
-end)
+end, nil, "http")
 
 -- fails if: close() leaves the server's session open (no DELETE carrying it) or DELETEs a session never issued
 -- proven red by the mutant(s): no-delete
@@ -631,7 +643,7 @@ check("20 finite timeout on every leg; a silent server is an error result", func
     assert.equal(requests[#requests - 1].id, notice.body.params.requestId)
   end
   assert.equal(0, #h.contacts)
-end)
+end, nil, "http")
 
 -- fails if: each leg gets a fresh budget instead of what the operation has left
 -- proven red by the mutant(s): fresh-budget-per-leg
@@ -639,7 +651,7 @@ check("21 one budget across legs: 5, 1, 2 s -> 20000, 15000, 14000 ms", function
   h:will_handshake():will_answer(text_answer("x")):take_opening(5, 1, 2)
   assert(h:connect():call_tool("t"))
   assert.same(h:per_era({ 20000, 15000, 14000 }, { 20000, 15000 }), h.fake:granted_timeouts())
-end)
+end, nil, "http")
 
 -- fails if: a leg is sent on a spent budget, or the outcome is a timeout/cancellation or blames the server
 -- proven red by the mutant(s): no-deadline-check
@@ -657,7 +669,7 @@ check("22 an exhausted budget is its own outcome: 11, 10 s", function(h)
   assert.same(h:opening(), h:methods())
   assert.same(h:per_era({ 20000, 9000 }, { 20000 }), h.fake:granted_timeouts())
   assert.equal(0, #h.contacts)
-end)
+end, nil, "http")
 
 -- fails if: a remainder under a second is rounded to 0 or to whole seconds (whole seconds would give 20000, 2000, 1000)
 -- proven red by the mutant(s): whole-second-floor
@@ -668,7 +680,7 @@ check("23 never a zero timeout: 18.5, 1.2 s -> 20000, 1500, 300 ms", function(h)
   local granted = h.fake:granted_timeouts()
   assert.same(h:per_era({ 20000, 1500, 300 }, { 20000, 300 }), granted)
   for _, t in ipairs(granted) do assert.is_true(t > 0) end
-end)
+end, nil, "http")
 
 -- fails if: a transport failure escapes as a raise, is stamped as a contact, or does not name the server
 -- proven red by the mutant(s): failure-raises, contact-on-failure
@@ -727,8 +739,10 @@ check("25b cancellation: notifications/cancelled on the wire for that request id
   assert.is_nil(notice.id)
   assert.equal(call.id, notice.body.params.requestId)
   assert.equal("string", type(notice.body.params.reason))
-  assert.equal(h.session, notice.session)
-  assert.equal("2025-11-25", notice.protocol)
+  if h.http then
+    assert.equal(h.session, notice.session)
+    assert.equal("2025-11-25", notice.protocol)
+  end
 end, "legacy")
 
 -- fails if: a modern cancellation sends a notice (closing the stream is the signal) or is not reported in flight
@@ -741,7 +755,7 @@ check("25b-m cancellation: closing the stream is the signal, no notice is sent",
   assert.equal("cancelled", err.kind)
   assert.is_true(err.in_flight)
   assert.same({ "server/discover", "tools/call" }, h:methods())
-end, "modern")
+end, "modern", "http")
 
 -- fails if: a cancelled initialize is announced (the protocol forbids it), or a raised flag still sends
 -- proven red by the mutant(s): cancel-for-initialize
@@ -768,7 +782,8 @@ check("25d cancellation: nothing retried, no contact, the connection still serve
   local conn = h:connect()
   local hook = flag_after(h, 5)
   assert.is_nil((conn:call_tool("write", { n = 1 }, { cancel = hook.fn })))
-  local notice = h:per_era({ "notifications/cancelled" }, {})
+  -- a notice, except in the 2026-07-28 era over HTTP, where the closed stream is the signal
+  local notice = (h.modern and h.http) and {} or { "notifications/cancelled" }
   assert.same(h:opening { "tools/call", table.unpack(notice) }, h:methods())
   assert.equal(0, #h.contacts)
   assert.equal("next", assert(conn:call_tool("write", { n = 2 })).text)
@@ -800,6 +815,11 @@ local failure_shapes = {
   { "34", "(i) an empty body", function(h) h:will_raw("") end, "empty body with status 200" },
 }
 
+-- The shapes that exist only over HTTP (a status, a media type, a body beside the message); the
+-- JSON-RPC ones (29, 33) hold for every channel.
+local HTTP_SHAPES = { ["26"] = true, ["27"] = true, ["28"] = true, ["30"] = true, ["31"] = true, ["32"] = true,
+  ["34"] = true }
+
 for _, shape in ipairs(failure_shapes) do
   local number, label, script, fragment = shape[1], shape[2], shape[3], shape[4]
   -- fails if: the shape reads as success, raises, is misclassified, retried, unnamed, or stamped as a contact
@@ -814,7 +834,7 @@ for _, shape in ipairs(failure_shapes) do
     contains(result.text, fragment, "result")
     assert.equal(1, h:count("tools/call"))
     assert.equal(0, #h.contacts)
-  end)
+  end, nil, HTTP_SHAPES[number] and "http" or nil)
 end
 
 -- fails if: the 2 MiB read cap is not applied, or the far side's bytes become the message we repeat
@@ -827,7 +847,7 @@ check("35 oversized response: a 3 MiB answer is refused with a short message", f
   assert.is_true(#result.text < 1000, "message of " .. #result.text .. " bytes")
   lacks(result.text, string.rep("x", 64), "result")
   assert.equal(0, #h.contacts)
-end)
+end, nil, "http")
 
 ---------------------------------------------------------------------------
 -- What the tool declares to the gate and the audit (items 36–38)
@@ -1004,7 +1024,7 @@ check("E2 credentials are never in a message", function(h)
   lacks(message, SECRET, "credential failure")
   for _, s in ipairs(strings_in(err)) do lacks(s, SECRET, "credential failure") end
   assert.same({}, bad:requests())
-end)
+end, nil, "http")
 
 -- fails if: the credential is resolved before the host is judged, a refused host is sent anything, or the pin differs
 -- proven red by the mutant(s): credential-before-gate
@@ -1027,7 +1047,7 @@ check("E3 the host gate runs before any credential", function(h)
   ok:will_handshake():will_answer(text_answer("x"))
   assert(ok:connect(options):call_tool("t"))
   for _, r in ipairs(ok:requests()) do assert.equal("mcp.example.com:443:203.0.113.10", r.pin) end
-end)
+end, nil, "http")
 
 -- fails if: a stream ending after an event id is not resumed by GET + Last-Event-ID, or the GET drops session/revision
 -- proven red by the mutant(s): no-resumption, resume-without-session
@@ -1045,7 +1065,7 @@ check("E4 SSE resumption: a priming-only stream is resumed with GET and Last-Eve
   assert.equal("2025-11-25", get.protocol)
   assert.is_nil(get.raw)
   assert.equal(1, #h.contacts)
-end, "legacy")
+end, "legacy", "http")
 
 -- fails if: a modern stream that ends after an event id is resumed (this revision has no resumption) or sent again
 -- proven red by: the connection before the 2026-07-28 era (it resumes with GET)
@@ -1059,6 +1079,6 @@ check("E4-m no resumption in the 2026-07-28 era: a priming-only stream is an int
   contains(result.text, "may have acted", "result")
   assert.same({ "server/discover", "tools/call" }, h:methods())
   assert.equal(0, #h.contacts)
-end, "modern")
+end, "modern", "http")
 
 return checks

@@ -30,7 +30,8 @@ for _, profile in ipairs(profiles.list) do
   describe("conformance " .. profile.identifier .. " (" .. profile.description .. ")", function()
     for _, check in ipairs(checks.list) do
       -- a check of one era's own mechanics (the handshake, sessions, resumption) runs for that era
-      if check.era == nil or check.era == (profile.era or "legacy") then
+      local era_ok = check.era == nil or check.era == (profile.era or "legacy")
+      if era_ok and (check.channel == nil or check.channel == (profile.channel or "http")) then
         it(check.name, function()
           check.run(checks.harness(profile))
         end)

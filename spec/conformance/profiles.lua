@@ -37,7 +37,7 @@ end
 --- profile cannot grow a script of its own.
 profiles.KEYS = {
   identifier = true, description = true, session_id = true, frame = true,
-  data_class = true, requires_approval = true, era = true,
+  data_class = true, requires_approval = true, era = true, channel = true,
 }
 
 profiles.list = {
@@ -64,6 +64,25 @@ profiles.list = {
     session_id = nil,
     frame = framing.event_stream,
     data_class = "sourceCode",
+    requires_approval = "1",
+  },
+  {
+    identifier = "lines",
+    description = "a channel that is not HTTP: one message per line, as stdio",
+    channel = "lines",                     -- spec/support/fake_channel.lua over the same script
+    session_id = nil,
+    frame = framing.json,                  -- one message per scripted answer
+    data_class = "systemDiagnostics",
+    requires_approval = "0",
+  },
+  {
+    identifier = "lines-modern",
+    description = "2026-07-28 over a channel that is not HTTP: server/discover, one message per line",
+    era = "modern",
+    channel = "lines",
+    session_id = nil,
+    frame = framing.json,
+    data_class = "editorContent",
     requires_approval = "1",
   },
 }

@@ -84,6 +84,22 @@ describe("object shapes", function()
     assert.same(sorted(set(http.CONTRACT)), sorted(callable(traced.session.channel)))
   end)
 
+  it("the conformance suite's channel that is not HTTP offers exactly the contract too", function()
+    local FakeChannel = require "support.fake_channel"
+    assert.same(sorted(set(http.CONTRACT)), sorted(callable(FakeChannel.new(Fake.new()))))
+  end)
+
+  it("connect takes an injected channel only when it offers the whole contract", function()
+    local FakeChannel = require "support.fake_channel"
+    local partial = { request = function() end }
+    assert.has_error(function()
+      mcp.connect { url = "https://mcp.example.com/rpc", identifier = "x", health = mcp.health.discard, channel = partial }
+    end, "connect: channel must offer the channel contract (it lacks notify)")
+    local conn <close> = mcp.connect { url = "https://mcp.example.com/rpc", identifier = "x",
+      health = mcp.health.discard, channel = FakeChannel.new(Fake.new()) }
+    assert.same(sorted(set(client.METHODS)), sorted(callable(conn)))
+  end)
+
   it("the session offers open, request, ping and close", function()
     local conn <close> = connect()
     assert.same({ "close", "open", "ping", "request" }, sorted(callable(conn.session)))
