@@ -175,20 +175,6 @@ end
 -- The 2025 opening: initialize, then initialized
 ---------------------------------------------------------------------------
 
--- What the initialize result must hold: a revision this client speaks.
-local function check_initialize(self, result)
-  local version = result.protocolVersion
-  if type(version) ~= "string" then
-    return fail("malformed",
-      { server = self.identifier, detail = "the initialize result names no protocol version" })
-  end
-  if not supported[version] then
-    return fail("protocol_version",
-      { server = self.identifier, version = version, supported = table.concat(session.SUPPORTED_VERSIONS, ", ") })
-  end
-  return version
-end
-
 -- A session id goes back to the server in a header on every request, so it
 -- may hold only visible ASCII (0x21-0x7E), as the protocol requires; anything
 -- else is refused here rather than break every later request.
@@ -196,7 +182,35 @@ local function valid_session_id(id)
   return id == nil or not id:find("[^\33-\126]")
 end
 
--- The handshake: initialize, check the revision, initialized.
+-- The 2025 state an initialize answer opens: it must name a revision this
+-- client speaks, and a session id it can send back.
+-- @return state | nil, message, err
+local function opened_by(self, reply)
+  local result, server = reply.result, self.identifier
+  local version = result.protocolVersion
+  if type(version) ~= "string" then
+    return fail("malformed", { server = server, detail = "the initialize result names no protocol version" })
+  end
+  if not supported[version] then
+    return fail("protocol_version",
+      { server = server, version = version, supported = table.concat(session.SUPPORTED_VERSIONS, ", ") })
+  end
+  if not valid_session_id(reply.session_id) then
+    return fail("malformed", { server = server, detail = "the session id holds characters other than visible ASCII" })
+  end
+  return {
+    id = reply.session_id,
+    version = version,
+    server_info = type(result.serverInfo) == "table" and result.serverInfo or {},
+    capabilities = type(result.capabilities) == "table" and result.capabilities or {},
+    instructions = type(result.instructions) == "string" and result.instructions or nil,
+  }
+end
+
+local INITIALIZED = { method = "notifications/initialized",
+  body = '{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}' }
+
+-- The handshake: initialize, check the answer, initialized.
 -- @return reply (of initialize) | nil, message, err
 local function handshake(self, op)
   local params = {
@@ -207,24 +221,10 @@ local function handshake(self, op)
   }
   local reply, message, err = send(self, op, nil, "initialize", params)
   if not reply then return nil, message, err end
-  local result = reply.result
-  local version
-  version, message, err = check_initialize(self, result)
-  if not version then return nil, message, err end
-  if not valid_session_id(reply.session_id) then
-    return fail("malformed", { server = self.identifier,
-      detail = "the session id holds characters other than visible ASCII" })
-  end
-  local state = {
-    id = reply.session_id,
-    version = version,
-    server_info = type(result.serverInfo) == "table" and result.serverInfo or {},
-    capabilities = type(result.capabilities) == "table" and result.capabilities or {},
-    instructions = type(result.instructions) == "string" and result.instructions or nil,
-  }
-  local ok
-  ok, message, err = self.channel:notify(op, state, { method = "notifications/initialized",
-    body = '{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}' })
+  local state, ok
+  state, message, err = opened_by(self, reply)
+  if not state then return nil, message, err end
+  ok, message, err = self.channel:notify(op, state, INITIALIZED)
   if not ok then return nil, message, err end
   self.state = state
   return reply

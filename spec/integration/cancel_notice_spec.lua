@@ -20,24 +20,9 @@ local LIMIT_NS = 250 * 1000000
 
 local server
 
-local function url(path)
-  return string.format("http://127.0.0.1:%d%s", server.port, path)
-end
-
-local function state(path)
-  local leg <close> = core.http_leg()
-  local res = assert(leg:send { method = "GET", url = url("/_state?path=" .. path), timeout_ms = 5000 })
-  assert.equal(200, res.status)
-  return json.decode(res.body)
-end
-
-local function requests_of(path, method)
-  local list = {}
-  for _, r in ipairs(state(path).requests) do
-    if r.method == method then list[#list + 1] = r end
-  end
-  return list
-end
+local function url(path) return hostile.url(server, path) end
+local function state(path) return hostile.state(server, path) end
+local function requests_of(path, method) return hostile.requests_of(server, path, method) end
 
 local function connect(path, extra)
   local options = { url = url(path), identifier = "h", health = mcp.health.memory() }

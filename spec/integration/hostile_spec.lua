@@ -16,25 +16,10 @@ local hostile = require "support.hostile"
 local read_all = require("support.shell").read_all
 local start_server, stop_server = hostile.start, hostile.stop
 
-local function url(path)
-  return string.format("http://127.0.0.1:%d%s", server.port, path)
-end
-
+local function url(path) return hostile.url(server, path) end
 -- What the server saw on one path (see hostile_server.mjs, GET /_state).
-local function state(path)
-  local leg <close> = core.http_leg()
-  local res = assert(leg:send { method = "GET", url = url("/_state?path=" .. path), timeout_ms = 5000 })
-  assert.equal(200, res.status)
-  return json.decode(res.body)
-end
-
-local function requests_of(path, method)
-  local list = {}
-  for _, r in ipairs(state(path).requests) do
-    if method == nil or r.method == method or r.http == method then list[#list + 1] = r end
-  end
-  return list
-end
+local function state(path) return hostile.state(server, path) end
+local function requests_of(path, method) return hostile.requests_of(server, path, method) end
 
 -- How many tools/call requests for one tool reached the server on a path.
 local function calls_of(path, name)

@@ -93,7 +93,8 @@ describe("object shapes", function()
     local FakeChannel = require "support.fake_channel"
     local partial = { request = function() end }
     assert.has_error(function()
-      mcp.connect { url = "https://mcp.example.com/rpc", identifier = "x", health = mcp.health.discard, channel = partial }
+      mcp.connect { url = "https://mcp.example.com/rpc", identifier = "x", health = mcp.health.discard,
+        channel = partial }
     end, "connect: channel must offer the channel contract (it lacks notify)")
     local conn <close> = mcp.connect { url = "https://mcp.example.com/rpc", identifier = "x",
       health = mcp.health.discard, channel = FakeChannel.new(Fake.new()) }
