@@ -347,8 +347,9 @@ end
 
 --- A request inside an operation, opening the era first when it is not
 --- open. When the server refused the request itself because its session is
---- gone, it never ran it: the era is opened again and the request sent once
---- more. Any other failure — above all one after the request was written —
+--- gone, it never ran it: the era is opened again (initialize in the 2025
+--- era; server/discover in the 2026-07-28 era, for a channel whose server
+--- was replaced) and the request sent once more. Any other failure — above all one after the request was written —
 --- is returned as it is, never sent again.
 -- @param how nil or { decoding (rpc_classify's: true, "text" or "kept"), mirror (the tool's
 --   x-mcp-header parameters, for a tools/call in the 2026-07-28 era) }
@@ -367,7 +368,7 @@ function Session:request(op, method, params, how)
     op.reinitialized = true
     if self.state == state then self.state = nil end  -- another task may have renewed it already
     local opened
-    opened, message, err = ensure(self, op, handshake)
+    opened, message, err = ensure(self, op, state.modern and establish or handshake)
     if not opened then return nil, message, err end
     return send(self, op, self.state, method, params, how)
   end

@@ -109,4 +109,37 @@ describe("the channel seam", function()
     assert(conn:call_tool("t", {}, { on_progress = function(p, t, m) seen[#seen + 1] = { p, t, m } end }))
     assert.same({ { 1, 2, "half [31m" } }, seen)  -- the server's text under the text rule
   end)
+
+  it("a channel whose server was replaced: the session opens the era again and sends once more", function()
+    -- a hand-made channel (the contract's five methods): its server is replaced after the first
+    -- call, so the next request that is no opening is refused unwritten with session_lost
+    local errors = require "mcpclient.errors"
+    local log, opened = {}, false
+    local discover = { supportedVersions = mcp.json.array { "2026-07-28" }, capabilities = {}, resultType = "complete" }
+    local channel = {
+      request = function(_, _, call)
+        log[#log + 1] = call.method
+        if call.method == "server/discover" then
+          opened = true
+          return { result = discover, duration_ms = 1, bytes = 0 }
+        end
+        if not opened then
+          local _, message, err = errors.fail("transport", { server = "seam", detail = "a new server" })
+          err.session_lost = true
+          return nil, message, err
+        end
+        call.written = true
+        opened = call.method ~= "tools/call" or #log > 3  -- the first call's server is then replaced
+        return { result = { content = { { type = "text", text = "ok" } } }, duration_ms = 1, bytes = 0 }
+      end,
+      notify = function() return true end, cancel = function() end,
+      end_session = function() return true end, close = function() return true end,
+    }
+    local conn <close> = mcp.connect { url = "https://mcp.example.com/rpc", identifier = "seam",
+      health = mcp.health.discard, channel = channel }
+    assert.equal("ok", assert(conn:call_tool("a", {})).text)
+    assert.equal("ok", assert(conn:call_tool("b", {})).text)
+    -- discover, call a; call b refused unwritten; discover again; call b once more
+    assert.same({ "server/discover", "tools/call", "tools/call", "server/discover", "tools/call" }, log)
+  end)
 end)
