@@ -310,7 +310,8 @@ describe("OAuth against a scripted authorization server #integration", function(
         local form = { case.form[1] }
         local client = { client_id = "spec-client", method = case.client.method }
         if case.field == "client_secret" then client.client_secret = secret else form[2] = { case.field, secret } end
-        local token, message, err = grants.token(conn.transport, { deadline = Deadline.open(5, core.now) },
+        -- the OAuth context of a connection is its HTTP channel's config
+        local token, message, err = grants.token(conn.session.channel.config, { deadline = Deadline.open(5, core.now) },
           base() .. "/token", form, client, { issuer = base() })
         assert.is_nil(token)
         assert.equal("authorization_failed", err.kind, message)
