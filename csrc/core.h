@@ -48,7 +48,7 @@ void mcp_register_http(lua_State *L);     /* http.c:     net.http_leg, net.http_
 void mcp_register_address(lua_State *L);  /* address.c:  net.address_bytes, net.idna, net.url_host,
                                                           net.lookup */
 void mcp_register_crypto(lua_State *L);   /* crypto.c:   net.crypto.{sha256, random_bytes, base64,
-                                                          base64url, jws_sign} */
+                                                          base64url, jws_sign, ec_key} */
 void mcp_register_loopback(lua_State *L); /* loopback.c: net.loopback_listen (the login redirect) */
 
 /* ==================================================================== */

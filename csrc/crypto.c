@@ -1,8 +1,9 @@
 /*
 ** crypto.c: the few primitives authorization needs, from libcrypto (OpenSSL,
 ** which libcurl already links): SHA-256 for PKCE, random bytes for verifiers
-** and state, base64 / base64url, and JWS signatures (ES256, RS256) for client
-** assertions. Misuse (wrong argument types, an unknown algorithm) raises; a key
+** and state, base64 / base64url, JWS signatures (ES256, RS256) for client
+** assertions, and the ephemeral P-256 key that signs DPoP proofs (its private
+** half never leaves C memory). Misuse (wrong argument types, an unknown algorithm) raises; a key
 ** that does not load or a signature that cannot be made returns nil, reason.
 */
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <openssl/bio.h>
 #include <openssl/ecdsa.h>
 #include <openssl/bn.h>
+#include <openssl/core_names.h>
 
 #include "core.h"
 
@@ -209,14 +211,120 @@ static int l_jws_sign(lua_State *L) {
   return 1;
 }
 
+#define EC_KEY_MT "mcpclient.ec_key"
+
+typedef struct {
+  EVP_PKEY *key; /* NULL once closed */
+} EcKey;
+
 /*
-** Adds core.crypto = { sha256, random_bytes, base64, base64url, jws_sign }.
+** The key userdata at `idx`, still open; raises on a closed one (misuse).
+*/
+static EcKey *open_key(lua_State *L, int idx) {
+  EcKey *k = luaL_checkudata(L, idx, EC_KEY_MT);
+  if (k->key == NULL) luaL_error(L, "ec_key: the key is closed");
+  return k;
+}
+
+/*
+** ec_key() -> a fresh P-256 key pair held in C memory (a proof-of-possession
+** key lives as long as the connection that made it and is never written out),
+** or nil, reason when libcrypto cannot make one.
+*/
+static int l_ec_key(lua_State *L) {
+  EcKey *k = lua_newuserdatauv(L, sizeof *k, 0);
+  k->key = NULL;
+  luaL_setmetatable(L, EC_KEY_MT);
+  k->key = EVP_EC_gen("P-256");
+  if (k->key == NULL) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "a P-256 key could not be made");
+    return 2;
+  }
+  return 1;
+}
+
+/*
+** key:public() -> x, y: the public point's two 32-byte big-endian
+** coordinates, what a JWK (RFC 7518 6.2.1) carries base64url-encoded.
+*/
+static int l_ec_key_public(lua_State *L) {
+  EcKey *k = open_key(L, 1);
+  BIGNUM *x = NULL, *y = NULL;
+  unsigned char xb[32], yb[32];
+  int ok = EVP_PKEY_get_bn_param(k->key, OSSL_PKEY_PARAM_EC_PUB_X, &x) == 1 &&
+           EVP_PKEY_get_bn_param(k->key, OSSL_PKEY_PARAM_EC_PUB_Y, &y) == 1 &&
+           BN_bn2binpad(x, xb, 32) == 32 && BN_bn2binpad(y, yb, 32) == 32;
+  BN_free(x);
+  BN_free(y);
+  if (!ok) return luaL_error(L, "ec_key: the public point could not be read");
+  lua_pushlstring(L, (const char *)xb, 32);
+  lua_pushlstring(L, (const char *)yb, 32);
+  return 2;
+}
+
+/*
+** key:sign(signing_input) -> the raw ES256 signature (r || s, 64 bytes), or
+** nil, reason.
+*/
+static int l_ec_key_sign(lua_State *L) {
+  EcKey *k = open_key(L, 1);
+  size_t in_n, sig_n = 0;
+  const char *input = luaL_checklstring(L, 2, &in_n);
+  unsigned char raw[64];
+  unsigned char *sig = sign_sha256(k->key, input, in_n, &sig_n);
+  int ok = sig != NULL && der_to_raw(sig, sig_n, raw);
+  OPENSSL_free(sig);
+  if (!ok) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "the signature could not be made");
+    return 2;
+  }
+  lua_pushlstring(L, (const char *)raw, sizeof raw);
+  return 1;
+}
+
+/*
+** key:close() (also __gc and __close): frees the key; idempotent.
+*/
+static int l_ec_key_close(lua_State *L) {
+  EcKey *k = luaL_checkudata(L, 1, EC_KEY_MT);
+  if (k->key != NULL) {
+    EVP_PKEY_free(k->key);
+    k->key = NULL;
+  }
+  return 0;
+}
+
+/*
+** Adds core.crypto = { sha256, random_bytes, base64, base64url, jws_sign,
+** ec_key }, and the key's metatable.
 */
 void mcp_register_crypto(lua_State *L) {
   static const luaL_Reg fns[] = {
-    {"sha256", l_sha256},       {"random_bytes", l_random_bytes}, {"base64", l_base64},
-    {"base64url", l_base64url}, {"jws_sign", l_jws_sign},         {NULL, NULL},
+    {"sha256", l_sha256},
+    {"random_bytes", l_random_bytes},
+    {"base64", l_base64},
+    {"base64url", l_base64url},
+    {"jws_sign", l_jws_sign},
+    {"ec_key", l_ec_key},
+    {NULL, NULL},
   };
+  static const luaL_Reg methods[] = {
+    {"public", l_ec_key_public},
+    {"sign", l_ec_key_sign},
+    {"close", l_ec_key_close},
+    {NULL, NULL},
+  };
+  if (luaL_newmetatable(L, EC_KEY_MT)) {
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_ec_key_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_ec_key_close);
+    lua_setfield(L, -2, "__close");
+  }
+  lua_pop(L, 1);
   luaL_newlib(L, fns);
   lua_setfield(L, -2, "crypto");
 }

@@ -17,6 +17,7 @@ local http = require "mcpclient.channel.http"
 local log = require "mcpclient.log"
 local modern = require "mcpclient.modern"
 local session = require "mcpclient.session"
+local skills = require "mcpclient.skills"
 local trace = require "mcpclient.trace"
 
 local json = core.json
@@ -60,7 +61,7 @@ local option_types = {
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
-  on_elicitation = "function",
+  on_elicitation = "function", max_input_rounds = "number",
 }
 
 local function check_type(key, value, expected)
@@ -95,6 +96,10 @@ local function validate(options)
   end
   if options.protocol ~= nil and not client.PROTOCOLS[options.protocol] then
     error(string.format('connect: protocol must be "auto", "%s" or "%s"', modern.VERSION, client.PROTOCOL_VERSION), 3)
+  end
+  local rounds = options.max_input_rounds
+  if rounds ~= nil and (math.type(rounds) ~= "integer" or rounds < 0 or rounds > 64) then
+    error("connect: max_input_rounds must be an integer from 0 to 64", 3)
   end
   if not client.valid_identifier(options.identifier) then
     error("connect: identifier must be " .. client.IDENTIFIER_RULE, 3)
@@ -177,7 +182,7 @@ function client.connect(options)
       log = options.log or log.default,
     },
     session = session.new(channel, { identifier = options.identifier, protocol = options.protocol or "auto",
-      on_elicitation = options.on_elicitation }),
+      on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds }),
     closed = false,
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
   }, Connection)
@@ -488,6 +493,77 @@ function Connection:call_tool(name, arguments, opts)
   return outcome_of(reply.result, reply.duration_ms)
 end
 
+---------------------------------------------------------------------------
+-- Skills (the io.modelcontextprotocol/skills extension)
+---------------------------------------------------------------------------
+
+--- The skills the server lists, every page: { { name, description, uri,
+--- frontmatter, resources = { { uri, digest, size } } } }. Nothing of any
+--- skill is read: its files are fetched only by read_skill. An entry that
+--- could never be verified (no size and digest for its SKILL.md) is left out.
+-- @param opts { budget, cancel }
+-- @return array of entries | nil, message, err
+function Connection:skills(opts)
+  local op = open_operation(self, opts)
+  local list, by_name, cursor, latency = json.array {}, {}, nil, 0
+  for page = 1, skills.MAX_PAGES + 1 do
+    if page > skills.MAX_PAGES then
+      return fail("malformed", { server = self.identifier,
+        detail = "the skills listing goes on past " .. skills.MAX_PAGES .. " pages" })
+    end
+    local reply, message, err = self.session:request(op, skills.METHOD, cursor and { cursor = cursor } or {})
+    if not reply then return nil, message, err end
+    latency = reply.duration_ms
+    local result = reply.result
+    for _, value in ipairs(type(result.skills) == "table" and result.skills or {}) do
+      local entry = skills.entry(value)
+      if entry and #list < skills.MAX_SKILLS then
+        list[#list + 1] = entry
+        if entry.name and not by_name[entry.name] then by_name[entry.name] = entry end
+      end
+    end
+    cursor = type(result.nextCursor) == "string" and result.nextCursor ~= "" and result.nextCursor or nil
+    if not cursor then break end
+  end
+  self.skill_entries = by_name
+  contact(self, latency)
+  return list
+end
+
+--- Load one skill: its SKILL.md, read now (the listing is read first when
+--- none is held) and verified against the listing's entry (size, SHA-256
+--- digest, then the frontmatter field by field) before anything of it is
+--- returned. Content that fails is refused whole: kind integrity.
+-- @param name the skill's frontmatter name
+-- @return { name, uri, text (the whole SKILL.md), frontmatter, resources } | nil, message, err
+function Connection:read_skill(name, opts)
+  if type(name) ~= "string" then error("read_skill: name must be a string", 2) end
+  if not (self.skill_entries and self.skill_entries[name]) then
+    local listed, message, err = self:skills(opts)
+    if not listed then return nil, message, err end
+  end
+  local entry = self.skill_entries[name]
+  if not entry then
+    return fail("unknown_skill", { server = self.identifier, name = name })
+  end
+  local op = open_operation(self, opts)
+  local reply, message, err = self.session:request(op, "resources/read", { uri = entry.uri })
+  if not reply then return nil, message, err end
+  local text = skills.text_of(reply.result, entry.uri)
+  if not text then
+    return fail("malformed", { server = self.identifier, detail = "the read of a SKILL.md returned no text for it" })
+  end
+  local own
+  for _, resource in ipairs(entry.resources) do
+    if resource.uri == entry.uri then own = resource end
+  end
+  local frontmatter
+  frontmatter, message, err = skills.verify(self.identifier, entry, own, text)
+  if not frontmatter then return nil, message, err end
+  contact(self, reply.duration_ms)
+  return { name = entry.name, uri = entry.uri, text = text, frontmatter = frontmatter, resources = entry.resources }
+end
+
 --- Is the server there? Finding the era if it is not known yet, else an MCP
 --- ping (2025 era) or server/discover (2026-07-28 era).
 -- @return report { reachable, latency_ms, era ("modern" | "legacy"), protocol_version, server_name,
@@ -536,7 +612,7 @@ end
 
 --- The methods a connection offers (README, "Operations"); a spec holds the
 --- object to this list.
-client.METHODS = { "list_tools", "each_tool_page", "call_tool", "ping", "server", "close" }
+client.METHODS = { "list_tools", "each_tool_page", "call_tool", "skills", "read_skill", "ping", "server", "close" }
 
 client.Connection = Connection
 return client

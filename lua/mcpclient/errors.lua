@@ -228,11 +228,30 @@ errors.KINDS = {
       return string.format('No imported tool or server group is named "%s".', clip(f.name or ""))
     end,
   },
+  integrity = {
+    cause = "a file read for a skill is not the one its listing names (size, SHA-256 digest or frontmatter)",
+    action = "do not use the skill; report it to the server's operator (the content was not handed over)",
+    message = function(f)
+      return string.format('%s served "%s", which fails verification against its skills listing: %s.', on(f),
+        clip(f.uri or "?"), clip(f.detail))
+    end,
+  },
+  unknown_skill = {
+    cause = "the server's skills listing names no skill of that name",
+    action = "list the skills (conn:skills()) and use one of their names",
+    message = function(f)
+      return string.format('%s lists no skill named "%s".', on(f), clip(f.name or ""))
+    end,
+  },
   input_required = {
     cause = "the server asked for input mid-request (elicitation, sampling or roots: err.asked) and no handler "
-      .. "for it was given",
+      .. "for it was given, or it still asked after max_input_rounds answers (err.rounds)",
     action = "give the connection a handler for that input, or use a tool that needs none; nothing was sent again",
     message = function(f)
+      if f.rounds then
+        return string.format("%s still asked for input to complete %s after %d rounds of answers; it was not "
+          .. "answered again.", on(f), clip(f.method or "the request"), f.rounds)
+      end
       return string.format("%s needs input to complete %s%s, and this client has no handler for it.", on(f),
         clip(f.method or "the request"), f.asked and (" (it asked for " .. clip(f.asked) .. ")") or "")
     end,

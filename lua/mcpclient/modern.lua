@@ -53,13 +53,14 @@ local CLIENT_INFO = { name = "mcpclient", version = core.version }
 
 --- The request's params with the envelope added (a shallow copy; the
 --- caller's table is left as it was).
-function modern.envelope(params, version)
+-- `capabilities`: what the host's handlers let this client answer (nil: none).
+function modern.envelope(params, version, capabilities)
   local out = {}
   for k, v in pairs(params or {}) do out[k] = v end
   local meta = {}
   if type(out._meta) == "table" then for k, v in pairs(out._meta) do meta[k] = v end end
   meta[KEY_VERSION] = version
-  meta[KEY_CAPABILITIES] = {}
+  meta[KEY_CAPABILITIES] = capabilities or {}
   meta[KEY_CLIENT] = CLIENT_INFO
   out._meta = meta
   return out

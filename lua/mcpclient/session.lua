@@ -38,13 +38,15 @@ local Session = {}
 Session.__index = Session
 
 --- A session over `channel`.
--- @param options { identifier, protocol ("auto" | "2026-07-28" | "2025-11-25"), on_elicitation }
+-- @param options { identifier, protocol ("auto" | "2026-07-28" | "2025-11-25"), on_elicitation,
+--   max_input_rounds (default session.MAX_INPUT_ROUNDS) }
 function session.new(channel, options)
   return setmetatable({
     channel = channel,
     identifier = options.identifier,
     protocol = options.protocol,
     on_elicitation = options.on_elicitation,
+    max_input_rounds = options.max_input_rounds or session.MAX_INPUT_ROUNDS,
     last_id = 0,
     -- the era's state once open: { version, modern, id, server_info, capabilities, instructions, hint }
     state = nil,
@@ -72,7 +74,8 @@ local function elicited(handler, params)
     error("on_elicitation: content must be a table of named values", 0)
   end
   local result = { action = answer.action }
-  if answer.action == "accept" then result.content = answer.content or {} end
+  -- accepting a URL is consent to open it: there is nothing to send back
+  if answer.action == "accept" and request.mode ~= "url" then result.content = answer.content or {} end
   return result
 end
 
@@ -147,6 +150,14 @@ local function cancel_notice(call)
     body = '{"jsonrpc":"2.0","method":"notifications/cancelled","params":' .. params .. '}' }
 end
 
+-- What this client can answer in the 2026-07-28 era, declared in every
+-- request's envelope: elicitation in both modes, only when the host gave a
+-- handler (a URL request reaches it as { mode = "url", message, url }).
+local function modern_capabilities(self)
+  if self.on_elicitation then return { elicitation = { form = {}, url = {} } } end
+  return nil
+end
+
 -- One request on the channel under `state` (nil before the opening). A
 -- written request abandoned by the cancel hook or the budget is cancelled on
 -- the wire at once, before the failure is returned.
@@ -155,7 +166,7 @@ local function send(self, op, state, method, params, how)
   local id = self.last_id + 1
   self.last_id = id
   if op.on_progress then params = with_progress_token(params, id) end
-  if state and state.modern then params = modern.envelope(params, state.version) end
+  if state and state.modern then params = modern.envelope(params, state.version, modern_capabilities(self)) end
   local body, why = core.rpc_request(id, method, params)
   if not body then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
@@ -295,7 +306,9 @@ local function discover(self, op)
     if not next_version and self.protocol == "auto" and modern.common(session.SUPPORTED_VERSIONS, offered) then
       return { era = "legacy", evidence = err }
     end
-    if not next_version or next_version == version then return nil, message, err end
+    -- even the revision just refused, when the server's list names it: the
+    -- refusal may have been a passing one, and a discovery acts on nothing
+    if not next_version then return nil, message, err end
     version = next_version
   end
   return fail("malformed", { server = self.identifier, detail = "server/discover named a revision, then refused it" })
@@ -345,6 +358,70 @@ function Session:open(op)
   return true
 end
 
+---------------------------------------------------------------------------
+-- Input the server asks for (2026-07-28: an InputRequiredResult)
+---------------------------------------------------------------------------
+
+session.MAX_INPUT_ROUNDS = 4     -- answers to input requests per request, at most
+local MAX_INPUT_REQUESTS = 16    -- input requests in one round, at most
+-- the requests a server may answer with input_required
+local ASKS_INPUT = { ["tools/call"] = true, ["prompts/get"] = true, ["resources/read"] = true }
+
+-- The answers to a round's inputRequests (key -> ElicitResult), or nil when
+-- one asks for input no handler of this client gives (the result then fails
+-- input_required, naming what it asked).
+local function input_responses(self, requests)
+  local responses, count = {}, 0
+  for key, request in pairs(requests) do
+    count = count + 1
+    if count > MAX_INPUT_REQUESTS or type(key) ~= "string" or type(request) ~= "table"
+        or request.method ~= "elicitation/create" or not self.on_elicitation then
+      return nil
+    end
+    responses[key] = elicited(self.on_elicitation, request.params)
+  end
+  return responses
+end
+
+--[[
+Answer the server's input requests and send the request again, as long as it
+asks and a handler can answer: each retry is a new request (a new id) with
+the same method and params plus `inputResponses`, and `requestState` echoed
+exactly when the server sent one (never otherwise). The server ran nothing it
+has not asked about: a retry is the same request completed, not a second
+execution. At most max_input_rounds rounds, inside the operation's budget.
+@return reply (whose result is the last one: complete, or an input request
+left for modern.complete to refuse) | nil, message, err
+]]
+local function answer_input(self, op, state, method, params, how, reply)
+  local rounds = 0
+  while ASKS_INPUT[method] and reply.result.resultType == "input_required" and self.on_elicitation do
+    local result = reply.result
+    local requests, request_state = result.inputRequests, result.requestState
+    if (requests ~= nil and (type(requests) ~= "table" or json.is_array(requests)))
+        or (request_state ~= nil and type(request_state) ~= "string") or (requests == nil and request_state == nil) then
+      return fail("malformed", { server = self.identifier,
+        detail = "the input_required result carries no usable inputRequests or requestState" })
+    end
+    local responses
+    if requests ~= nil then
+      responses = input_responses(self, requests)
+      if not responses then return reply end
+    end
+    if rounds >= self.max_input_rounds then
+      return fail("input_required", { server = self.identifier, method = method, rounds = rounds })
+    end
+    rounds = rounds + 1
+    local retry = {}
+    for k, v in pairs(params or {}) do retry[k] = v end
+    retry.inputResponses, retry.requestState = responses, request_state
+    local message, err
+    reply, message, err = send(self, op, state, method, retry, how)
+    if not reply then return nil, message, err end
+  end
+  return reply
+end
+
 --- A request inside an operation, opening the era first when it is not
 --- open. When the server refused the request itself because its session is
 --- gone, it never ran it: the era is opened again (initialize in the 2025
@@ -361,6 +438,8 @@ function Session:request(op, method, params, how)
   local reply
   reply, message, err = send(self, op, state, method, params, how)
   if reply and state.modern then
+    reply, message, err = answer_input(self, op, state, method, params, how, reply)
+    if not reply then return nil, message, err end
     ok, message, err = modern.complete(reply.result, self.identifier, method)
     if not ok then return nil, message, err end
   end

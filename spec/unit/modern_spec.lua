@@ -119,6 +119,22 @@ describe("the 2026-07-28 era", function()
       assert.same({ "server/discover" }, fake:methods())
     end)
 
+    it("a refusal naming the very revision sent is answered by one more discovery with it, never a third", function()
+      local function unsupported()
+        return refusal(400, -32022, "Unsupported protocol version",
+          { supported = mcp.json.array { "2026-07-28" }, requested = "2026-07-28" })
+      end
+      local fake = Fake.new { modern = true }:will_return_raw(unsupported())
+        :will_return(discovered()):will_return(page { "a" })
+      assert(connect(fake, { protocol = "2026-07-28" }):list_tools())
+      assert.same({ "server/discover", "server/discover", "tools/list" }, fake:methods())
+      fake = Fake.new { modern = true }:will_return_raw(unsupported()):will_return_raw(unsupported())
+      local ok, _, err = connect(fake, { protocol = "2026-07-28" }):list_tools()
+      assert.is_nil(ok)
+      assert.equal("malformed", err.kind)
+      assert.same({ "server/discover", "server/discover" }, fake:methods())
+    end)
+
     it("strips control characters from the revisions a server names before they reach err or a message", function()
       local fake = Fake.new { modern = true }
         :will_return_raw(refusal(400, -32022, "Unsupported protocol version",
@@ -304,6 +320,119 @@ describe("the 2026-07-28 era", function()
       assert.equal("tools/call", err.method)
       assert.truthy(message:find("no handler", 1, true), message)
       assert.same({ "server/discover", "tools/call" }, fake:methods())
+    end)
+
+    describe("input the server asks for (input_required)", function()
+      local STATE = '{"nonce":"a\\u00e9b","n":1.50}  '   -- JSON-looking, odd spacing: echoed, never parsed
+      local function asks(extra)
+        local result = { resultType = "input_required", inputRequests = {
+          confirm = { method = "elicitation/create", params = { message = "Sure?\27[31m", requestedSchema = {
+            type = "object", properties = { ok = { type = "boolean" } } } } } } }
+        for k, v in pairs(extra or {}) do result[k] = v end
+        return result
+      end
+      local function confirm(seen)
+        return function(request)
+          seen[#seen + 1] = request
+          return { action = "accept", content = { ok = true } }
+        end
+      end
+
+      it("answers through the handler and retries with a new id, the answers and the state echoed exactly", function()
+        local seen = {}
+        local fake = Fake.new { modern = true }:will_return(discovered())
+          :will_return(asks { requestState = STATE }):will_return(text_result("done"))
+        local out = assert(connect(fake, { on_elicitation = confirm(seen) }):call_tool("a", { x = 1 }))
+        assert.equal("done", out.text)
+        assert.same({ "server/discover", "tools/call", "tools/call" }, fake:methods())
+        local first, retry = fake.requests[2].body, fake.requests[3].body
+        assert.are_not.equal(first.id, retry.id)
+        assert.equal("a", retry.params.name)
+        assert.same({ x = 1 }, retry.params.arguments)
+        assert.same({ confirm = { action = "accept", content = { ok = true } } }, retry.params.inputResponses)
+        assert.equal(STATE, retry.params.requestState)
+        local echoed = '"requestState":"{\\"nonce\\":\\"a\\\\u00e9b\\",\\"n\\":1.50}  "'
+        assert.truthy(fake.requests[3].raw:find(echoed, 1, true), fake.requests[3].raw)
+        assert.is_nil(first.params.inputResponses)
+        assert.equal("Sure?", seen[1].message:sub(1, 5))
+        assert.is_nil(seen[1].message:find("\27", 1, true))   -- the server's text under the text rule
+        -- the handler's capability is declared in every request's envelope, both modes
+        for i = 1, 3 do
+          assert.same({ elicitation = { form = {}, url = {} } },
+            fake.requests[i].body.params._meta["io.modelcontextprotocol/clientCapabilities"])
+        end
+      end)
+
+      it("sends no requestState when the server sent none, and none to any other request", function()
+        local fake = Fake.new { modern = true }:will_return(discovered())
+          :will_return(asks()):will_return(text_result("done")):will_return(text_result("other"))
+        local conn = connect(fake, { on_elicitation = confirm {} })
+        assert(conn:call_tool("a"))
+        assert(conn:call_tool("b"))
+        assert.is_nil(fake.requests[3].body.params.requestState)
+        assert.is_nil(fake.requests[3].raw:find("requestState", 1, true))
+        assert.is_nil(fake.requests[4].body.params.inputResponses)
+        assert.is_nil(fake.requests[4].body.params.requestState)
+      end)
+
+      it("a URL request reaches the handler whole, and accepting it sends no content", function()
+        local seen = {}
+        local fake = Fake.new { modern = true }:will_return(discovered()):will_return { resultType = "input_required",
+          inputRequests = { link = { method = "elicitation/create",
+            params = { mode = "url", message = "Sign in", url = "https://auth.example.com/x?y=1" } } },
+          requestState = "s1" }
+          :will_return(text_result("done"))
+        assert(connect(fake, { on_elicitation = function(r) seen[#seen + 1] = r; return { action = "accept",
+          content = { ignored = true } } end }):call_tool("a"))
+        assert.equal("url", seen[1].mode)
+        assert.equal("https://auth.example.com/x?y=1", seen[1].url)
+        assert.same({ link = { action = "accept" } }, fake.requests[3].body.params.inputResponses)
+      end)
+
+      it("stops after max_input_rounds rounds with input_required, never answering again", function()
+        local fake = Fake.new { modern = true }:will_return(discovered())
+          :will_return(asks { requestState = "r1" }):will_return(asks { requestState = "r2" })
+          :will_return(asks { requestState = "r3" })
+        local ok, message, err = connect(fake, { on_elicitation = confirm {}, max_input_rounds = 2 }):call_tool("a")
+        assert.is_nil(ok)
+        assert.equal("input_required", err.kind)
+        assert.equal(2, err.rounds)
+        assert.truthy(message:find("after 2 rounds", 1, true), message)
+        assert.same({ "server/discover", "tools/call", "tools/call", "tools/call" }, fake:methods())
+        assert.equal("r2", fake.requests[4].body.params.requestState)
+      end)
+
+      it("does not answer what no handler gives (sampling), nor input on a request that may not ask", function()
+        local fake = Fake.new { modern = true }:will_return(discovered()):will_return { resultType = "input_required",
+          inputRequests = { s = { method = "sampling/createMessage", params = {} } } }
+        local ok, _, err = connect(fake, { on_elicitation = confirm {} }):call_tool("a")
+        assert.is_nil(ok)
+        assert.equal("input_required", err.kind)
+        assert.equal("sampling/createMessage", err.asked)
+        assert.same({ "server/discover", "tools/call" }, fake:methods())
+        fake = Fake.new { modern = true }:will_return(discovered()):will_return(asks())
+        ok, _, err = connect(fake, { on_elicitation = confirm {} }):list_tools()
+        assert.is_nil(ok)
+        assert.equal("input_required", err.kind)
+        assert.same({ "server/discover", "tools/list" }, fake:methods())
+      end)
+
+      it("refuses an input_required result with neither inputRequests nor requestState", function()
+        local fake = Fake.new { modern = true }:will_return(discovered()):will_return { resultType = "input_required" }
+        local ok, _, err = connect(fake, { on_elicitation = confirm {} }):call_tool("a")
+        assert.is_nil(ok)
+        assert.equal("malformed", err.kind)
+        assert.same({ "server/discover", "tools/call" }, fake:methods())
+      end)
+
+      it("declares no capability without a handler, and refuses a bad max_input_rounds", function()
+        local fake = Fake.new { modern = true }:will_return(discovered()):will_return(text_result("x"))
+        assert(connect(fake):call_tool("a"))
+        assert.same({}, fake.requests[2].body.params._meta["io.modelcontextprotocol/clientCapabilities"])
+        for _, bad in ipairs { -1, 1.5, 65, "4" } do
+          assert.has_error(function() connect(Fake.new(), { max_input_rounds = bad }) end)
+        end
+      end)
     end)
 
     it("fails clearly when the server says the envelope is missing, sending nothing again", function()

@@ -97,3 +97,67 @@ describe("core.crypto", function()
     assert.not_equal(a.jti, b.jti)
   end)
 end)
+
+describe("DPoP proofs", function()
+  local dpop = require "mcpclient.oauth.dpop"
+  local json = core.json
+
+  local ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+  local function unbase64url(text)
+    local out, value, bits = {}, 0, 0
+    for c in text:gmatch(".") do
+      value, bits = (value << 6) | (ALPHABET:find(c, 1, true) - 1), bits + 6
+      if bits >= 8 then
+        bits = bits - 8
+        out[#out + 1] = string.char((value >> bits) & 255)
+        value = value & ((1 << bits) - 1)
+      end
+    end
+    return table.concat(out)
+  end
+
+  -- The header and claims of a `DPoP: <proof>` line.
+  local function decode(line)
+    local head, claims = line:match("^DPoP: ([%w_-]+)%.([%w_-]+)%.[%w_-]+$")
+    return json.decode(unbase64url(head)), json.decode(unbase64url(claims))
+  end
+
+  it("names method, URL without query or fragment, time, a fresh jti, the token's hash and the nonce", function()
+    local key = assert(dpop.new())
+    local head, claims = decode(assert(key:proof("POST", "https://as.example.com/token?x=1#f", nil, 1000.7)))
+    assert.equal("dpop+jwt", head.typ)
+    assert.equal("ES256", head.alg)
+    assert.equal("EC", head.jwk.kty)
+    assert.is_nil(head.jwk.d)
+    assert.equal("POST", claims.htm)
+    assert.equal("https://as.example.com/token", claims.htu)
+    assert.equal(1000, claims.iat)
+    assert.is_nil(claims.ath)
+    assert.is_nil(claims.nonce)
+    local _, again = decode(assert(key:proof("POST", "https://as.example.com/token", "AT", 1000)))
+    assert.are_not.equal(claims.jti, again.jti)
+    assert.equal(crypto.base64url(crypto.sha256("AT")), again.ath)
+    assert.is_true(key:take_nonce("https://as.example.com/token", "n-1"))
+    local _, with_nonce = decode(assert(key:proof("GET", "https://AS.example.com/other", nil, 1000)))
+    assert.equal("n-1", with_nonce.nonce)    -- the same server (origin), another path
+    local _, elsewhere = decode(assert(key:proof("GET", "https://rs.example.com/mcp", nil, 1000)))
+    assert.is_nil(elsewhere.nonce)           -- another server's nonce is its own
+    key:close()
+  end)
+
+  it("takes only a new, well-formed nonce", function()
+    local key = assert(dpop.new())
+    local url = "https://rs.example.com/mcp"
+    assert.is_true(key:take_nonce(url, "abc"))
+    assert.is_false(key:take_nonce(url, "abc"))              -- the one already sent: no loop
+    assert.is_false(key:take_nonce(url, nil))
+    assert.is_false(key:take_nonce(url, ""))
+    assert.is_false(key:take_nonce(url, 'a"b'))
+    assert.is_false(key:take_nonce(url, "a\\b"))
+    assert.is_false(key:take_nonce(url, "a b"))
+    assert.is_false(key:take_nonce(url, "a\r\nX-Injected: 1"))
+    assert.is_false(key:take_nonce(url, string.rep("n", dpop.MAX_NONCE_BYTES + 1)))
+    assert.is_true(key:take_nonce(url, "abd"))
+    key:close()
+  end)
+end)

@@ -128,6 +128,23 @@ describe("the OAuth provider", function()
     assert.equal(43, #asked[1].code_challenge)
     assert.equal(BASE .. "/mcp", asked[1].resource)
     assert.same({ "authorization_code", "refresh_token" }, opts.registered.grant_types)
+    assert.equal("native", opts.registered.application_type)   -- the default redirect is on loopback
+  end)
+
+  it("registers as a native app for a loopback or private-use redirect, else as a web app", function()
+    local function registered_as(redirect_uri)
+      local routes, opts = world {}
+      local conn = connect(scripted(routes), { redirect_uri = redirect_uri })
+      assert(conn:list_tools())
+      assert.equal(redirect_uri, opts.registered.redirect_uris[1])
+      return opts.registered.application_type
+    end
+    assert.equal("native", registered_as("http://localhost:3000/callback"))
+    assert.equal("native", registered_as("http://[::1]:8765/cb"))
+    assert.equal("native", registered_as("com.example.app:/oauth"))
+    assert.equal("web", registered_as("https://app.example.com/callback"))
+    assert.equal("web", registered_as("http://127.0.0.1.example.com/cb"))
+    assert.equal("web", registered_as("https://127.0.0.1@app.example.com/cb"))
   end)
 
   it("checks the issuer of the authorization response (RFC 9207)", function()
@@ -379,6 +396,24 @@ describe("the OAuth provider", function()
       assert.equal(0, state.registered2)
       assert.is_nil(state.form2)
       assert.equal(0, state.refreshes)
+    end)
+
+    it("follows a move that happens inside one operation: the refused token's challenge is a new one", function()
+      -- The first 401 (no token) and the 401 to the token the old server issued carry the same
+      -- scope and metadata URL; the second must still lead to the new server, once.
+      local routes, _, state = two_servers()
+      local mcp_route = routes["/mcp"]
+      routes["/mcp"] = function(req)
+        local msg = json.decode(req.body)
+        if msg.method == "tools/list" and not state.flipped then state.flipped = true end
+        return mcp_route(req)
+      end
+      local conn, asked = connect(scripted(routes), {}, { protocol = "2025-11-25" })
+      assert(conn:list_tools())
+      assert.equal("c1", asked[1].client_id)
+      assert.equal(1, state.registered2)
+      assert.equal("c2", asked[2].client_id)
+      assert.equal(2, #asked)
     end)
 
     it("never restores a grant for another resource", function()

@@ -259,6 +259,12 @@ local authorized
 local function exchange(self, op, send)
   local grant, message, err = before_send(self, op, send.call)
   if not grant then return nil, message, err end
+  local proof = false
+  if grant.secret_header and self.oauth then
+    -- A DPoP-bound token goes with a proof for this method and URL, made afresh for every exchange.
+    proof, message, err = self.oauth:proof(send.method, self.config.url)
+    if proof == nil then return nil, message, err end
+  end
   -- from here the request may reach the server (the leg says afterwards if it did not)
   if send.writes then send.call.written = true end
   local leg = send.leg or take_leg(self)
@@ -266,6 +272,7 @@ local function exchange(self, op, send)
   local req = free[#free]
   if req then free[#free] = nil else req = new_request(self) end
   fill_request(req, op, send, grant)
+  if proof then req.headers = table.move(req.headers or {}, 1, #(req.headers or {}), 2, { proof }) end
   local ok, response, kind, detail, sent = pcall(engine.send, leg, req, send.on_open)
   release_request(free, req)
   if not send.leg then give_leg(self, leg) end

@@ -1,11 +1,13 @@
---- The Bearer challenge of a refused request (RFC 6750 section 3, RFC 9728 section 5.1).
+--- The Bearer (or DPoP) challenge of a refused request (RFC 6750 section 3,
+--- RFC 9728 section 5.1, RFC 9449 section 7.1).
 --
 -- A server that wants a token answers 401 (or 403 insufficient_scope) with
--- `WWW-Authenticate: Bearer realm="...", scope="a b", resource_metadata="..."`.
--- Only the Bearer scheme's auth-params are read; other schemes in the same
--- header are skipped. The parser is total: any text yields a table, never an
--- error, and values keep at most MAX_VALUE bytes so a hostile header cannot
--- grow what the client holds.
+-- `WWW-Authenticate: Bearer realm="...", scope="a b", resource_metadata="..."`
+-- (or the same auth-params under the DPoP scheme). Only the asked scheme's
+-- auth-params are read; other schemes in the same header are skipped. The
+-- parser is total: any text yields a table, never an error, and values keep
+-- at most MAX_VALUE bytes so a hostile header cannot grow what the client
+-- holds.
 local challenge = {}
 
 local MAX_VALUE = 2048
@@ -33,14 +35,14 @@ local function read_value(text, pos)
   return table.concat(out), i
 end
 
--- Where the Bearer challenge starts (case-insensitive scheme), or nil.
-local function bearer_start(text)
+-- Where the challenge of `wanted` (a lower-case scheme) starts, or nil.
+local function scheme_start(text, wanted)
   local pos = 1
   while pos <= #text do
     local s, e, scheme = text:find("([%w!#$%%&'*+.^_`|~-]+)", pos)
     if not s then return nil end
     local before = text:sub(1, s - 1)
-    if scheme:lower() == "bearer" and (before:match("^%s*$") or before:match(",%s*$"))
+    if scheme:lower() == wanted and (before:match("^%s*$") or before:match(",%s*$"))
         and not text:sub(e + 1):match("^%s*=") then
       return e + 1
     end
@@ -50,11 +52,12 @@ local function bearer_start(text)
 end
 
 --- Parse a WWW-Authenticate value.
--- @return { bearer = true|false, params = { [lower-case name] = value } }
-function challenge.parse(text)
+-- @param scheme "bearer" (the default) or "dpop"
+-- @return { bearer = true|false (the scheme's challenge is there), params = { [lower-case name] = value } }
+function challenge.parse(text, scheme)
   local result = { bearer = false, params = {} }
   if type(text) ~= "string" then return result end
-  local pos = bearer_start(text)
+  local pos = scheme_start(text, scheme or "bearer")
   if not pos then return result end
   result.bearer = true
   while pos <= #text do

@@ -7,6 +7,7 @@
 -- Tokens and secrets never enter a failure: a refusal reports the OAuth error
 -- code (clipped far-side text) and the HTTP status only.
 local core = require "mcpclient.core"
+local dpop = require "mcpclient.oauth.dpop"
 local errors = require "mcpclient.errors"
 local fetch = require "mcpclient.oauth.fetch"
 local jwt = require "mcpclient.oauth.jwt"
@@ -119,6 +120,23 @@ local function refused(ctx, what, response, secrets)
 end
 
 --[[
+The OpenID registration's application_type for a redirect URI: "native" for
+an app that receives the code on the user's own machine (a loopback http
+redirect, or a private-use scheme such as com.example.app:/cb), "web" for an
+https redirect to a host on the network. The 2026-07-28 revision requires the
+field; earlier servers ignore it.
+]]
+function grants.application_type(redirect_uri)
+  local scheme = (redirect_uri:match("^(%a[%w+.-]*):") or ""):lower()
+  if scheme ~= "http" and scheme ~= "https" then return "native" end
+  local authority = redirect_uri:match("^[^:]+://([^/?#]*)") or ""
+  local host = (authority:match("^[^@]*@(.*)$") or authority)
+  host = (host:match("^%[([^%]]*)%]") or host:match("^[^:]*")):lower()
+  if host == "localhost" or host == "::1" or host:match("^127%.%d+%.%d+%.%d+$") then return "native" end
+  return "web"
+end
+
+--[[
 Register this client dynamically. `client` = { name, redirect_uri, grant_types,
 auth_method }. Returns { client_id, client_secret, auth_method } or the
 failure triple.
@@ -128,6 +146,7 @@ function grants.register(ctx, op, metadata, client)
     client_name = client.name, redirect_uris = json.array { client.redirect_uri },
     grant_types = json.array(client.grant_types), response_types = json.array { "code" },
     token_endpoint_auth_method = client.auth_method,
+    application_type = grants.application_type(client.redirect_uri),
   }
   local response, message, err = fetch.send(ctx, op, {
     method = "POST", url = metadata.registration_endpoint,
@@ -186,8 +205,10 @@ local function authenticate(ctx, form, client, discovered, wall)
   return false
 end
 
--- Read a token response: { access_token, refresh_token, expires_in, scope }.
-local function token_of(ctx, response, secrets)
+-- Read a token response: { access_token, refresh_token, expires_in, scope,
+-- dpop }. `secrets`: what the request sent, never shown back; `proved`: the
+-- request carried a DPoP proof, so the token must be DPoP-bound.
+local function token_of(ctx, response, secrets, proved)
   local document = fetch.json_object(response)
   if not document then return refused(ctx, "token request", response, secrets) end
   local token = document.access_token
@@ -195,8 +216,11 @@ local function token_of(ctx, response, secrets)
     return fail("authorization_failed",
       { server = ctx.identifier, detail = "the token response carries no usable access_token" })
   end
-  local token_type = document.token_type
-  if type(token_type) == "string" and token_type:lower() ~= "bearer" and token_type ~= "N_A" then
+  local token_type = type(document.token_type) == "string" and document.token_type:lower() or nil
+  if proved and token_type ~= "dpop" then
+    -- A Bearer token would be usable by whoever holds it: the host asked for one bound to its key.
+    return fail("authorization_failed", { server = ctx.identifier, detail = "the token is not bound to the DPoP key" })
+  elseif not proved and token_type and token_type ~= "bearer" and token_type ~= "n_a" then
     return fail("authorization_failed", { server = ctx.identifier, detail = "the token is not a Bearer token" })
   end
   local expires_in = math.type(document.expires_in) and document.expires_in or nil
@@ -206,32 +230,57 @@ local function token_of(ctx, response, secrets)
     expires_in = expires_in,
     scope = type(document.scope) == "string" and document.scope or nil,
     issued_token_type = document.issued_token_type,
+    dpop = proved or nil,
   }
+end
+
+-- Does this refusal ask for a DPoP nonce (RFC 9449 section 8)?
+local function wants_nonce(response)
+  if response.status ~= 400 then return false end
+  local body = core.json.decode(response.body or "")
+  return type(body) == "table" and body.error == "use_dpop_nonce"
 end
 
 --[[
 One token request. `form` is the grant's own fields (a list of { name, value });
 `client` = { client_id, client_secret, private_key, algorithm, method } or nil
-for a request without client authentication. Returns the token table, or the
-failure triple.
+for a request without client authentication; `proof_key` the connection's
+DPoP key (oauth/dpop.lua) or nil. Returns the token table, or the failure
+triple. A refusal asking for a DPoP nonce is sent again, signed with the new
+nonce, at most dpop.MAX_NONCE_RETRIES times: the server did not act on it.
 ]]
-function grants.token(ctx, op, endpoint, form, client, discovered)
-  local secret_header
-  if client then
-    local header, failure_message, failure = authenticate(ctx, form, client, discovered, os.time())
-    if header == nil then return nil, failure_message, failure end
-    secret_header = header or nil
+function grants.token(ctx, op, endpoint, form, client, discovered, proof_key)
+  local retries = 0
+  while true do
+    -- Each attempt is built afresh: a new client assertion and proof (each has its own jti).
+    local fields, secret_header = table.move(form, 1, #form, 1, {}), nil
+    if client then
+      local header, failure_message, failure = authenticate(ctx, fields, client, discovered, os.time())
+      if header == nil then return nil, failure_message, failure end
+      secret_header = header or nil
+    end
+    local headers = { "Content-Type: application/x-www-form-urlencoded", "Accept: application/json" }
+    if proof_key then
+      local line, why = proof_key:proof("POST", endpoint, nil, os.time())
+      if not line then
+        return fail("credential", { server = ctx.identifier, detail = "the DPoP proof could not be signed: " .. why })
+      end
+      headers[#headers + 1] = line
+    end
+    -- Every token request carries a secret in its form (a code and its
+    -- verifier, a refresh token, a subject token or assertion, maybe the client
+    -- secret), so the form always goes as the leg's wiped secret body.
+    local response, message, err = fetch.send(ctx, op, {
+      method = "POST", url = endpoint, secret_header = secret_header, headers = headers,
+      secret_body = fetch.form(fields),
+    })
+    if not response then return nil, message, err end
+    if not (proof_key and wants_nonce(response) and retries < dpop.MAX_NONCE_RETRIES
+        and proof_key:take_nonce(endpoint, response.headers["dpop-nonce"])) then
+      return token_of(ctx, response, sent_secrets(fields, client), proof_key ~= nil)
+    end
+    retries = retries + 1
   end
-  -- Every token request carries a secret in its form (a code and its
-  -- verifier, a refresh token, a subject token or assertion, maybe the client
-  -- secret), so the form always goes as the leg's wiped secret body.
-  local response, message, err = fetch.send(ctx, op, {
-    method = "POST", url = endpoint, secret_header = secret_header,
-    headers = { "Content-Type: application/x-www-form-urlencoded", "Accept: application/json" },
-    secret_body = fetch.form(form),
-  })
-  if not response then return nil, message, err end
-  return token_of(ctx, response, sent_secrets(form, client))
 end
 
 --- Resolve a secret reference (env:NAME or the host's resolver) for the

@@ -10,6 +10,7 @@
 local challenge = require "mcpclient.oauth.challenge"
 local core = require "mcpclient.core"
 local discovery = require "mcpclient.oauth.discovery"
+local dpop = require "mcpclient.oauth.dpop"
 local errors = require "mcpclient.errors"
 local fetch = require "mcpclient.oauth.fetch"
 local grants = require "mcpclient.oauth.grants"
@@ -28,9 +29,10 @@ local option_types = {
   grant = "string", authorize = "function", client_id = "string", client_secret = "string",
   private_key = "string", signing_algorithm = "string", client_metadata_url = "string",
   redirect_uri = "string", client_name = "string", scope = "string", offline_access = "boolean",
-  idp = "table", grants = "table",
+  idp = "table", grants = "table", assertion = "string", dpop = "boolean",
 }
-local grants_known = { authorization_code = true, client_credentials = true, cross_app_access = true }
+local grants_known = { authorization_code = true, client_credentials = true, cross_app_access = true,
+  jwt_bearer = true }
 local idp_types = { token_endpoint = "string", id_token = "string", client_id = "string", client_secret = "string" }
 
 local function check_table(options, types, prefix, level)
@@ -49,7 +51,11 @@ local function validate(options, level)
   check_table(options, option_types, "oauth", level + 1)
   local grant = options.grant or "authorization_code"
   if not grants_known[grant] then
-    error('oauth.grant must be "authorization_code", "client_credentials" or "cross_app_access"', level)
+    error('oauth.grant must be "authorization_code", "client_credentials", "cross_app_access" or "jwt_bearer"',
+      level)
+  end
+  if grant == "jwt_bearer" and not options.assertion then
+    error("oauth.assertion (a reference to the workload's JWT) is required for the jwt_bearer grant", level)
   end
   if grant ~= "authorization_code" and not options.client_id then
     error("oauth.client_id is required for the " .. grant .. " grant", level)
@@ -164,7 +170,32 @@ function Provider:header(op)
   end
   state.sent = self.token and self.token.access_token or false
   if not self.token then return false end
+  if self.token.dpop then return "Authorization: DPoP " .. self.token.access_token end
   return "Authorization: Bearer " .. self.token.access_token
+end
+
+--- The `DPoP: <proof>` header line for a request to the resource that
+--- presents the held token, or false when the token is not DPoP-bound;
+--- the failure triple when the proof cannot be signed.
+function Provider:proof(method, url)
+  local token = self.token
+  if not (token and token.dpop and self.dpop) then return false end
+  local line, why = self.dpop:proof(method, url, token.access_token, os.time())
+  if not line then
+    return fail("credential", { server = self.ctx.identifier, detail = "the DPoP proof could not be signed: " .. why })
+  end
+  return line
+end
+
+-- The connection's DPoP key, made on first use; nil when DPoP is not asked for.
+function Provider:proof_key()
+  if not self.options.dpop then return nil end
+  if not self.dpop then
+    local key, why = dpop.new()
+    if not key then return fail("credential", { server = self.ctx.identifier, detail = "no DPoP key: " .. why }) end
+    self.dpop = key
+  end
+  return self.dpop
 end
 
 -- Forget the token and the client it was obtained with (a grant that no
@@ -185,10 +216,26 @@ are still the ones that issued it.
 ]]
 function Provider:refused(op, status, headers)
   local parsed = challenge.parse(headers["www-authenticate"])
+  local state = op_state(op)
+  if self.options.dpop then
+    -- A DPoP resource challenges with its own scheme; a nonce it asks for is
+    -- taken and the request signed again (RFC 9449 section 9), a bounded
+    -- number of times per operation and only for a nonce not yet sent.
+    local proofed = challenge.parse(headers["www-authenticate"], "dpop")
+    if proofed.bearer then parsed = proofed end
+    if proofed.params.error == "use_dpop_nonce" then
+      state.nonces = (state.nonces or 0) + 1
+      return self.dpop ~= nil and state.nonces <= dpop.MAX_NONCE_RETRIES
+        and self.dpop:take_nonce(self.ctx.url, headers["dpop-nonce"])
+    end
+  end
   local params = parsed.params
   if status == 403 and params.error ~= "insufficient_scope" then return false end
-  local state = op_state(op)
-  local key = table.concat({ status, params.scope or "", params.resource_metadata or "" }, "\n")
+  -- A refusal of a request that presented a token is another challenge than
+  -- the first one without: the token may belong to an authorization server
+  -- the resource has left.
+  local key = table.concat({ status, params.scope or "", params.resource_metadata or "",
+    state.sent and "token" or "none" }, "\n")
   if state.seen[key] then return false end
   state.seen[key] = true
   local ok, message, err = self:await(op)
@@ -267,11 +314,17 @@ function Provider:obtain(op, params, step_up)
   local discovered, message, err = self:discover(op, params.resource_metadata)
   if not discovered then return nil, message, err end
   local scope = self:scopes(params, discovered, step_up)
+  if self.options.dpop and not dpop.offered(discovered.metadata.dpop_signing_alg_values_supported) then
+    return fail("authorization_failed", { server = self.ctx.identifier,
+      detail = "the authorization server does not offer DPoP with " .. dpop.ALGORITHM })
+  end
   local token
   if self.grant == "client_credentials" then
     token, message, err = self:client_credentials(op, discovered, scope)
   elseif self.grant == "cross_app_access" then
     token, message, err = self:cross_app_access(op, discovered, scope)
+  elseif self.grant == "jwt_bearer" then
+    token, message, err = self:jwt_bearer(op, discovered, scope)
   else
     token, message, err = self:authorization_code(op, discovered, scope)
   end
@@ -445,10 +498,39 @@ function Provider:authorization_code(op, discovered, scope)
   code, message, err = self:ask_host(op, url, state, discovered)
   if not code then return nil, message, err end
   self.client = client
-  return grants.token(self.ctx, op, metadata.token_endpoint, {
+  return self:token_request(op, discovered, {
     { "grant_type", "authorization_code" }, { "code", code }, { "redirect_uri", self:redirect_uri() },
     { "code_verifier", verifier }, { "resource", discovered.resource },
-  }, client, discovered)
+  }, client)
+end
+
+-- A request to the authorization server's token endpoint, with a DPoP proof
+-- when the host asked for sender-constrained tokens.
+function Provider:token_request(op, discovered, form, client)
+  local key, message, err = self:proof_key()
+  if self.options.dpop and not key then return nil, message, err end
+  return grants.token(self.ctx, op, discovered.metadata.token_endpoint, form, client, discovered, key)
+end
+
+--[[
+The JWT bearer grant (RFC 7523 section 2.1), for workload identity: the
+workload's own signed assertion, issued by its platform for this
+authorization server, is the grant. A refusal (invalid_grant, invalid_scope,
+unauthorized_client) is the operation's failure: the same assertion would be
+refused again, and no other grant is tried in its place.
+]]
+function Provider:jwt_bearer(op, discovered, scope)
+  local assertion, message, err = grants.secret(self.ctx, self.options.assertion, "oauth.assertion")
+  if not assertion then return nil, message, err end
+  local client
+  client, message, err = self:configured_client()
+  if not client then return nil, message, err end
+  client.method = grants.auth_method(discovered.metadata, client)
+  self.client = client
+  return self:token_request(op, discovered, {
+    { "grant_type", grants.JWT_BEARER }, { "assertion", assertion }, { "scope", scope },
+    { "resource", discovered.resource },
+  }, client)
 end
 
 -- The client credentials grant (machine to machine): a secret or a signed assertion.
@@ -457,9 +539,9 @@ function Provider:client_credentials(op, discovered, scope)
   if not client then return nil, message, err end
   client.method = grants.auth_method(discovered.metadata, client)
   self.client = client
-  return grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
+  return self:token_request(op, discovered, {
     { "grant_type", "client_credentials" }, { "scope", scope }, { "resource", discovered.resource },
-  }, client, discovered)
+  }, client)
 end
 
 --[[
@@ -490,9 +572,9 @@ function Provider:cross_app_access(op, discovered, scope)
   if not client then return nil, message, err end
   client.method = grants.auth_method(discovered.metadata, client)
   self.client = client
-  return grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
+  return self:token_request(op, discovered, {
     { "grant_type", grants.JWT_BEARER }, { "assertion", exchanged.access_token }, { "scope", scope },
-  }, client, discovered)
+  }, client)
 end
 
 -- Refresh the token: true when a new one is held; false when the server
@@ -506,9 +588,9 @@ function Provider:refresh(op)
   if not (discovered and client and token and token.refresh_token) then return false end
   if token.issuer ~= discovered.issuer or token.resource ~= discovered.resource then return false end
   local new
-  new, message, err = grants.token(self.ctx, op, discovered.metadata.token_endpoint, {
+  new, message, err = self:token_request(op, discovered, {
     { "grant_type", "refresh_token" }, { "refresh_token", token.refresh_token }, { "resource", discovered.resource },
-  }, client, discovered)
+  }, client)
   if not new then
     if err.kind ~= "authorization_failed" then return nil, message, err end
     token.refresh_token = nil

@@ -79,7 +79,8 @@ end
 -- @return true | nil, message, err
 function stored.keep(provider)
   local hook, discovered, token = provider.options.grants, provider.discovered, provider.token
-  if not (hook and discovered and token) then return true end
+  -- A DPoP-bound token is useless without the key, which never leaves this connection.
+  if not (hook and discovered and token) or token.dpop then return true end
   local client = provider.client or {}
   local configured = provider.options.client_id ~= nil -- its secret stays a reference, resolved at use
   local ok, message, err = call(provider, "save an authorization grant", hook.save, {
@@ -131,7 +132,7 @@ end
 --- Take a saved grant for this server, once per provider, when it holds no token.
 -- @return true | nil, message, err (the hook could not read its grants)
 function stored.restore(provider)
-  if provider.restored or not provider.options.grants or provider.token then return true end
+  if provider.restored or not provider.options.grants or provider.token or provider.options.dpop then return true end
   local list, message, err = matching(provider)
   if not list then return nil, message, err end
   provider.restored = true
