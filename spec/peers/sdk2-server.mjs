@@ -12,11 +12,14 @@
 //                 session id generator); nothing of the modern era.
 //   --log FILE:   appends one line per POST, before the SDK sees it:
 //                   POST <jsonrpc method> <mcp-protocol-version|-> <mcp-method|-> <mcp-name|-> <envelope version|->
-//                 and `aborted <tool>` when a running `slow` call sees its abort signal.
+//                 and `aborted <tool>` when a running `slow` call sees its abort signal, and
+//                 `deploy state <requestState>` when a confirmed `deploy` completes.
+//   The tools `deploy` and `signin` ask for input (2026-07-28: input_required): a form confirmation
+//   with requestState, and a URL to open.
 import http from 'node:http';
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
+import { McpServer, createMcpHandler, inputRequired, acceptedContent } from '@modelcontextprotocol/server';
 import { toNodeHandler, NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { z } from 'zod';
 
@@ -91,6 +94,37 @@ function newServer() {
     description: 'Any object; its schema carries "additionalProperties": {}.',
     inputSchema: z.object({ tag: z.string().optional() }).passthrough(),
   }, async (args) => ({ content: [text(JSON.stringify(args))] }));
+  server.registerTool('deploy', {
+    description: 'Asks the user to confirm first (input_required with requestState), then deploys.',
+    inputSchema: z.object({ env: z.string() }),
+  }, async ({ env }, ctx) => {
+    const confirmed = acceptedContent(ctx.mcpReq.inputResponses, 'confirm');
+    if (confirmed?.confirm !== true) {
+      return inputRequired({
+        inputRequests: {
+          confirm: inputRequired.elicit({
+            message: `Deploy to ${env}?`,
+            requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
+          }),
+        },
+        requestState: JSON.stringify({ env, asked: 1 }),
+      });
+    }
+    log(`deploy state ${ctx.mcpReq.requestState() ?? '-'}`);
+    return { content: [text(`deployed ${env}`)] };
+  });
+  server.registerTool('signin', {
+    description: 'Asks the user to open a URL (URL-mode elicitation through input_required).',
+    inputSchema: z.object({}),
+  }, async (_args, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.link;
+    if (answer?.action !== 'accept') {
+      return inputRequired({
+        inputRequests: { link: inputRequired.elicitUrl({ message: 'Sign in', url: 'https://auth.example.com/start?x=1' }) },
+      });
+    }
+    return { content: [text('signed in')] };
+  });
   return server;
 }
 
