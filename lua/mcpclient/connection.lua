@@ -192,7 +192,7 @@ end
 -- Operations: one deadline each
 ---------------------------------------------------------------------------
 
-local op_keys = { budget = "number", cancel = "function", on_progress = "function" }
+local op_keys = { budget = "number", cancel = "function", on_progress = "function", on_input = "function" }
 
 local function open_operation(self, opts)
   if self.closed then error("the connection is closed", 3) end
@@ -204,7 +204,8 @@ local function open_operation(self, opts)
     if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 3) end
   end
   local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
-  return { deadline = Deadline.open(budget, self.hooks.clock), cancel = opts.cancel, on_progress = opts.on_progress }
+  return { deadline = Deadline.open(budget, self.hooks.clock), cancel = opts.cancel, on_progress = opts.on_progress,
+    on_input = opts.on_input }
 end
 
 -- One health contact (latency in whole milliseconds); a recorder that fails

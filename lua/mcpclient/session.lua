@@ -412,6 +412,12 @@ local function answer_input(self, op, state, method, params, how, reply)
       return fail("input_required", { server = self.identifier, method = method, rounds = rounds })
     end
     rounds = rounds + 1
+    if op.on_input then
+      -- what was asked and answered, never the answers' content
+      local answered = {}
+      for key, response in pairs(responses or {}) do answered[key] = response.action end
+      op.on_input { round = rounds, answers = answered, state = request_state ~= nil }
+    end
     local retry = {}
     for k, v in pairs(params or {}) do retry[k] = v end
     retry.inputResponses, retry.requestState = responses, request_state

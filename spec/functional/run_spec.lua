@@ -638,3 +638,32 @@ describe("cancellation", function()
     assert.equal(0, #tool_events(r))
   end)
 end)
+
+describe("input a server asks for during a run", function()
+  local store
+  before_each(function() store = open_store(); server(store) end)
+  after_each(function() store:close() end)
+
+  it("records each answered round as an input event, naming how it was answered, never what", function()
+    local discovered = { supportedVersions = json.array { "2026-07-28" }, capabilities = { tools = {} },
+      resultType = "complete" }
+    local fake = Fake.new { modern = true }:will_return(discovered):will_return {
+      resultType = "input_required", requestState = "s1",
+      inputRequests = { pin = { method = "elicitation/create", params = { message = "PIN?", requestedSchema = {
+        type = "object", properties = { pin = { type = "string" } } } } } },
+    }:will_return { content = { { type = "text", text = "page 3" } }, resultType = "complete" }
+    local r = start(store, fake, { provider = catalogue.provider(store, { transport = fake, clock = fake.clock,
+      on_elicitation = function() return { action = "accept", content = { pin = "SECRET-PIN-4711" } } end }) })
+    assert.same({ text = "page 3", is_error = false }, r:invoke("mcp_audit_read_page", { uid = 3 }))
+    local input
+    for _, e in ipairs(assert(r:events())) do
+      if e.kind == "input" then input = e end
+      assert.is_nil(e.payload:find("SECRET-PIN-4711", 1, true), e.payload)
+    end
+    assert.equal("mcp_audit_read_page", input.data.toolName)
+    assert.equal(1, input.data.inputRound)
+    assert.same({ pin = "accept" }, input.data.answers)
+    assert.equal(1, #tool_events(r))
+    assert.same({ "server/discover", "tools/call", "tools/call" }, fake:methods())
+  end)
+end)

@@ -63,7 +63,8 @@ end
 
 --- A connection to the server a row describes.
 -- options: health (default: the store's recorder for the row, when options.store is given),
--- transport, clock, resolver, budget, log, host_gate, refuse_private — passed through.
+-- transport, clock, resolver, budget, log, host_gate, refuse_private, on_elicitation,
+-- max_input_rounds — passed through.
 -- Rows an operator can save but a connection cannot use (an unknown placement,
 -- a malformed URL or identifier) come back as nil, message, err, never raised.
 -- @return connection | nil, message, err
@@ -94,6 +95,9 @@ function catalogue.connect(row, options)
     transport = options.transport, clock = options.clock, resolver = options.resolver, budget = options.budget,
     log = options.log, host_gate = options.host_gate, refuse_private = options.refuse_private,
     oauth = oauth,
+    -- the host's handler for input a server asks for (what a person answers reaches the model only
+    -- through the tool's result, as the server chooses to use it)
+    on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
   }
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end

@@ -712,8 +712,14 @@ end
 local function call_tool(self, rec)
   local name, tool = rec.call.name, rec.tool
   local started = self.clock()
+  -- each round of input the server asked for is an event of its own: which inputs were answered
+  -- and how (accept, decline, cancel), never what the person entered
+  local function on_input(round)
+    note(self, "input", { round = self.round, toolName = core.repair_utf8(name), inputRound = round.round,
+      answers = round.answers })
+  end
   local ok, answer = pcall(tool.execute, tool, rec.call.arguments,
-    { cancel = function() return cancel_requested(self) end })
+    { cancel = function() return cancel_requested(self) end, on_input = on_input })
   local duration_ms = (self.clock() - started) * 1000
   if not ok then
     warn_to(self.log, string.format('Tool "%s" raised: %s', name, tostring(answer)))
