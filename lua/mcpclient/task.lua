@@ -327,7 +327,7 @@ function task.follow(self, op, detail)
       end
       return ended(self, op, detail)
     end
-    if status == "input_required" then
+    if status == "input_required" and detail.taskId ~= nil then  -- a tasks/get answer names the input
       local ok
       ok, message, err = answer_inputs(self, op, detail)
       if not ok then return nil, message, err end
