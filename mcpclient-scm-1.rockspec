@@ -95,6 +95,7 @@ build = {
     ["mcpclient.oauth.jwt"] = "lua/mcpclient/oauth/jwt.lua",
     ["mcpclient.oauth.stored"] = "lua/mcpclient/oauth/stored.lua",
     ["mcpclient.session"] = "lua/mcpclient/session.lua",
+    ["mcpclient.task"] = "lua/mcpclient/task.lua",
     ["mcpclient.trace"] = "lua/mcpclient/trace.lua",
   },
   install = { bin = { mcpclient = "bin/mcpclient" } },

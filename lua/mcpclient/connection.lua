@@ -183,6 +183,7 @@ function client.connect(options)
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
     tasks = options.tasks == true,  -- the host asked for tasks on every call that may be one
     task_support = {},  -- tool name -> its execution.taskSupport, from the last listing
+    listed = false,     -- a listing has completed (task_support is known)
   }, Connection)
 end
 
@@ -406,6 +407,7 @@ function walk_tools(self, op, form, on_page)
       walk.listing.schemas = form
       if is_modern then self.mirrored = walk.headers end
       self.task_support = walk.task_support
+      self.listed = true
       return walk.listing
     end
     params = { cursor = cursor }
@@ -471,6 +473,11 @@ local function send_call(self, op, params)
   local ok, message, err = self.session:open(op)
   if not ok then return nil, message, err end
   local how = {}
+  if (self.tasks or op.task) and not self.session.state.modern and self.task_support[params.name] == nil
+    and not self.listed then
+    -- a 2025 task is asked for only for a tool the listing allows: learn it once
+    walk_tools(self, op, "text", function() end)
+  end
   op.as_task = as_task(self, op, params.name)
   if self.session.state.modern then
     local marked = markings(self.mirrored[params.name])

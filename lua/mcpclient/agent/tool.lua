@@ -111,13 +111,14 @@ end
 -- names the server and carries the failure value — never raised — so the
 -- run continues, the model is told, and the host reads result.err.kind.
 -- @param arguments table (nil means none)
--- @param context { cancel = function, budget = seconds }
+-- @param context { cancel = function, budget = seconds, task = true (run it as a task where the tool
+--   and the server allow), on_task = function(handle) (the task's handle when it starts and at each status) }
 function Tool:execute(arguments, context)
   context = context or {}
   local args, refused = named(self, arguments)
   if refused then return refused end
   local outcome, message, err = self.connection():call_tool(self.remote_name, args,
-    { cancel = context.cancel, budget = context.budget })
+    { cancel = context.cancel, budget = context.budget, task = context.task, on_task = context.on_task })
   if not outcome then return tool.error_result(message, err) end
   if outcome.is_error then return tool.error_result(outcome.text) end
   return tool.text_result(outcome.text)
