@@ -127,6 +127,57 @@ describe("a durable task-backed call (" .. backends.name .. ")", function()
     assert.same({}, assert(reopened:open_tasks(run_uid)))
   end)
 
+  it("mcpclient tasks lists the open task of a live run; tasks cancel ends it, and the run records how", function()
+    local path = "/tasks-modern/cli-" .. backends.name
+    local location = backends.fresh(tmp())
+    local store <close> = assert(store_module.open(location))
+    local uid = assert(store:add_server { identifier = "lab", name = "Lab", url = hostile.url(server, path),
+      data_class = "publicContent", requires_approval = "0", enabled = true })
+    assert.is_false(catalogue.import(store, assert(store:server(uid)), { log = function() end }).refused)
+    assert(store:set_tool_enabled("mcp_lab_slow", true))
+    local out = tmp()
+    child = worker(location, "start mcp_lab_slow 20000 900", out)
+    local run_uid = wait_for("the run to start", 10, function()
+      return math.tointeger(tonumber(read_all(out):match("started (%d+)")))
+    end)
+    local task_row = wait_for("the task's handle in the store", 10, function()
+      local open = store:open_tasks(run_uid)
+      return open and open[1]
+    end)
+    local function cli(words)
+      local pipe = assert(io.popen("cd " .. quote(peers.root) .. " && " .. ENV .. " lua5.4 bin/mcpclient --db "
+        .. quote(location) .. " --json " .. words .. " 2>&1"))
+      local text = pipe:read("a")
+      pipe:close()
+      return json.decode(text)
+    end
+    local listed = cli("tasks lab")
+    assert.equal(1, #listed)
+    assert.equal(task_row.task_id, listed[1].id)
+    assert.equal("working", listed[1].status)
+    assert.equal(run_uid, listed[1].run)
+    assert.equal("mcp_lab_slow", listed[1].tool)
+    assert.is_true(listed[1].age_seconds >= 0)
+    local cancelled = cli("tasks cancel " .. task_row.task_id)
+    assert.equal("cancelled", cancelled.status)
+    local unknown = cli("tasks cancel no-such-task")
+    assert.equal("task", unknown.kind)
+    -- the run sees the task cancelled and records the step; the task is closed
+    local returned = wait_for("the worker to return", 15, function() return read_all(out):match("returned (.-)\n") end)
+    assert.equal("running true", returned)
+    wait_for("the worker to end", 5, function() return not peers.alive(child.pid) end)
+    assert.same({}, cli("tasks"))
+    local steps = {}
+    for _, e in ipairs(assert(store:events(run_uid))) do
+      if e.kind == "tool" then steps[#steps + 1] = json.decode(e.payload) end
+    end
+    assert.equal(1, #steps)
+    assert.is_true(steps[1].toolIsError)
+    assert.equal(task_row.task_id, steps[1].taskId)
+    assert.equal(steps[1].startedBy, steps[1].finishedBy)
+    assert.equal(1, #hostile.requests_of(server, path, "tools/call"))
+  end)
+
   it("a run whose fenced call is no stored task is still failed closed, never taken over", function()
     local location = backends.fresh(tmp())
     local store <close> = assert(store_module.open(location))
