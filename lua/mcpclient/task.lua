@@ -71,7 +71,7 @@ end
 
 -- A task as the server describes it, read into `handle` (a new one when nil),
 -- in the era's keys. → handle | nil, detail (what is wrong with it)
-local function read_task(t, era, handle, now)
+local function read_task(t, era, handle, now, creating)
   if type(t) ~= "table" or json.is_array(t) then return nil, "the task is not an object" end
   if type(t.taskId) ~= "string" or t.taskId == "" or #t.taskId > 1024 then
     return nil, "the task carries no usable taskId"
@@ -96,8 +96,11 @@ local function read_task(t, era, handle, now)
   handle.status = t.status
   handle.message = type(t.statusMessage) == "string" and core.clip(t.statusMessage, 500) or nil
   if interval ~= nil then handle.poll_ms = math.floor(interval) end
-  if type(ttl) == "number" then
-    local created = epoch_of(t.createdAt) or handle.created_at or now
+  if type(ttl) == "number" and handle.expires_at == nil then
+    -- counted on this machine's clock from when the task was created: at a
+    -- task's creation that is now (a server's clock may be off); for a task
+    -- known only by its id, the creation time the server names
+    local created = creating and now or epoch_of(t.createdAt) or now
     handle.created_at = created
     handle.expires_at = created + math.ceil(ttl / 1000)
   end
@@ -137,7 +140,7 @@ Task.__index = Task
 --- `host`: { identifier, session, wall (unix seconds), outcome_of,
 --- contact }); `handle` a handle or the task id alone.
 function task.new(host, handle)
-  return setmetatable({ host = host, handle = handle, seen = {} }, Task)
+  return setmetatable({ host = host, handle = handle, seen = {}, reported = handle.status }, Task)
 end
 
 -- The state a request about this task goes under: the session that made
@@ -311,8 +314,16 @@ end
 -- said last (`detail`, a tasks/get answer, or {}). → outcome | nil, message, err
 function task.follow(self, op, detail)
   local h = self.handle
+  -- a pushed status is heard (on_task), never trusted over the polls: it may
+  -- arrive out of order, so only tasks/get moves the handle
   op.on_task_notice = function(params)
-    if params.taskId == h.id and not TERMINAL[h.status] then take(self, params, op) end
+    if params.taskId ~= h.id or not task.STATUSES[params.status] or params.status == self.reported then return end
+    if op.on_task then
+      self.reported = params.status
+      local heard = task.copy(h)
+      heard.status = params.status
+      op.on_task(heard)
+    end
   end
   detail = detail or {}
   while true do
@@ -394,7 +405,7 @@ end
 function task.created(result, era, host_info)
   local described = era == "modern" and (result.resultType == "task" and result or nil) or result.task
   if described == nil then return nil end
-  local handle, detail = read_task(described, era, nil, host_info.now)
+  local handle, detail = read_task(described, era, nil, host_info.now, true)
   if not handle then return nil, detail end
   handle.era = era
   handle.server = host_info.server

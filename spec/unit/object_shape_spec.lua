@@ -109,6 +109,18 @@ describe("object shapes", function()
     assert.same({ "elicited", "new" }, sorted(callable(session)))
   end)
 
+  it("a task offers exactly status, result, cancel and update, as README documents them", function()
+    local conn <close> = connect()
+    local t = conn:task("t-1")
+    assert.same({ "cancel", "result", "status", "update" }, sorted(callable(t)))
+    local file = assert(io.open("README.md", "r"))
+    local text = file:read("a")
+    file:close()
+    local named = {}
+    for name in text:match("`conn:task%(handle_or_id%)`(.-)\n%- "):gmatch("`:([%w_]+)%(") do named[name] = true end
+    assert.same({ "cancel", "result", "status", "update" }, sorted(named))
+  end)
+
   it("the module of a channel offers only its constructor", function()
     assert.same({ "new" }, sorted(callable(http)))
   end)
