@@ -92,6 +92,15 @@ describe("a durable task-backed call (" .. backends.name .. ")", function()
     wait_for("the lease to expire", 5, function() return assert(store:run(run_uid)).lease_expires < os.time() end)
     local reopened <close> = assert(store_module.open(location))
     assert.equal("running", assert(reopened:run(run_uid)).status)
+    -- the operator sees the run waiting to be taken over, its fence naming the task
+    local listing = assert(io.popen("cd " .. quote(peers.root) .. " && " .. ENV .. " lua5.4 bin/mcpclient --db "
+      .. quote(location) .. " --json runs --open"))
+    local runs = json.decode(listing:read("a"))
+    listing:close()
+    assert.equal(run_uid, runs[1].id)
+    assert.equal(task_row.task_id, runs[1].fence[1].task_id)
+    assert.is_false(runs[1].fence[1].recorded)
+    assert.truthy(runs[1].next:find("run.take_over", 1, true))
 
     local out2 = tmp()
     child = worker(location, "take " .. run_uid, out2)
