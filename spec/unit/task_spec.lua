@@ -75,7 +75,6 @@ describe("tasks (2025-11-25)", function()
     assert(conn:list_tools())
     assert(conn:call_tool("long", {}))                 -- not asked: the server's answer stands
     assert(conn:call_tool("quick", {}, { task = true })) -- forbidden by the tool
-    local asked <close> = connect(fake, { tasks = true })
     assert.is_nil(request(fake, "tools/call", 1).body.params.task)
     assert.is_nil(request(fake, "tools/call", 2).body.params.task)
     local none = server(false)
