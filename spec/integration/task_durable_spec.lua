@@ -195,6 +195,21 @@ describe("a durable task-backed call (" .. backends.name .. ")", function()
     local marked = assert(store:recover_runs())
     assert.same({ run_uid }, marked)
     assert.equal("failed", assert(store:run(run_uid)).status)
+    -- a handle is stored only under the run's lease, with the fence that names it; closed once
+    local live = assert(store:insert_run { uuid = "u-2", status = "running", claimed_by = "me",
+      lease_expires = os.time() + 60 })
+    local fence = '[{"tool":"t","arguments_sha256":"x","sequence":1,"task_id":"task-9"}]'
+    assert.is_false(store:insert_task({ run = live, sequence = 1, server = "lab", task_id = "task-9", tool = "t" },
+      "someone else", fence))
+    assert.equal("", assert(store:run(live)).pending_effect)
+    local task_uid = assert(store:insert_task({ run = live, sequence = 1, server = "lab", task_id = "task-9",
+      tool = "t", status = "working", started_by = "me" }, "me", fence))
+    assert.equal(fence, assert(store:run(live)).pending_effect)
+    assert.equal(1, #assert(store:open_tasks(live)))
+    assert.equal(1, assert(store:close_task(task_uid, "me", "completed")))
+    assert.equal(0, assert(store:close_task(task_uid, "other", "completed")))
+    assert.equal("me", assert(store:task_by_id("task-9")).finished_by)
+    assert.same({}, assert(store:open_tasks(live)))
     assert.is_false(store_module.followable('[{"tool":"t","sequence":1,"task_id":""}]'))
     assert.is_true(store_module.followable('[{"tool":"t","sequence":1,"task_id":"task-1"}]'))
   end)

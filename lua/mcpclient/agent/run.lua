@@ -489,17 +489,18 @@ end
 
 -- The step of a call, and for a task-backed one the task closed (its last
 -- status, who finished it) in the same transaction: a task is open exactly
--- while its step is missing. → sequence | nil, message, err
+-- while its step is missing, and only one owner records it. → sequence |
+-- nil, message, err
 local function append_step(self, event, task)
   if not (task and task.uid) then return self.store:append_event(self.uid, event) end
   return self.store:transaction(function()
-    local sequence, message, err = self.store:append_event(self.uid, event)
-    if not sequence then return nil, message, err end
-    local ok
-    ok, message, err = self.store:update_task(task.uid, { closed = true, finished_by = self.owner or "",
-      status = task.status or "" })
-    if not ok then return nil, message, err end
-    return sequence
+    local closed, message, err = self.store:close_task(task.uid, self.owner or "", task.status or "")
+    if not closed then return nil, message, err end
+    if closed ~= 1 then
+      return errors.fail("run_lease_lost", { run_uuid = self.uuid, detail = string.format("Run %s lost its "
+        .. "execution lease: the step of task %s was recorded by another owner.", self.uuid, task.task_id) })
+    end
+    return self.store:append_event(self.uid, event)
   end)
 end
 

@@ -1191,6 +1191,22 @@ function Store:update_task(uid, fields)
   return exec(self, "update task " .. uid, update_sql("agent_task", columns, "uid = ?"), values)
 end
 
+--- Close a task once its step is recorded: who finished it and its last
+--- status. Only an open task is closed, so of two owners that followed the
+--- same task (a lease taken over while the first still waited) one records
+--- its step. → 1 closed | 0 (closed already)
+function Store:close_task(uid, finished_by, status)
+  check_uid(uid)
+  if type(finished_by) ~= "string" or type(status) ~= "string" then
+    error("close_task: finished_by and status are text", 2)
+  end
+  local adapter = adapter_of(self)
+  local ok, message, code = adapter:exec("UPDATE agent_task SET closed = 1, finished_by = ?, status = ?, tstamp = ? "
+    .. "WHERE uid = ? AND closed = 0", { finished_by, status, os.time(), uid })
+  if not ok then return fail("close task " .. uid, message, code) end
+  return adapter:changes()
+end
+
 --- The tasks not closed yet: of one run (`run_uid`), or every run's (nil),
 --- optionally of one server; oldest first. → rows
 function Store:open_tasks(run_uid, server)

@@ -187,7 +187,7 @@ function render.run_json(view)
   for i, e in ipairs(view.fence) do
     fence[i] = e.unnamed and { unnamed = true, text = e.text, recorded = false }
       or { tool = e.tool, arguments_sha256 = e.arguments_sha256, sequence = maybe(e.sequence), recorded = e.recorded,
-        task_id = maybe(e.task_id) }
+        task_id = e.task_id }
   end
   return { id = view.uid, uuid = view.uuid, status = view.status, owner = view.owner,
     lease_expires = render.iso(view.lease_expires), lease_expired = view.lease_expired, user = view.user_name,
