@@ -210,4 +210,40 @@ describe("tasks (2025-11-25)", function()
     assert.equal("expired", expired.reason)
     assert.equal(before, #fake.requests)
   end)
+
+  describe("over a channel that is not HTTP (one message per line, as stdio)", function()
+    local FakeChannel = require "support.fake_channel"
+
+    it("follows a 2025 task the same way", function()
+      local fake = server()
+      fake:will_return { task = task("working") }
+      fake:will_return(task("completed"))
+      fake:will_return(text("over lines"))
+      local conn <close> = mcp.connect { url = "https://mcp.example.com/rpc", identifier = "lines",
+        health = mcp.health.discard, channel = FakeChannel.new(fake), clock = fake.clock, tasks = true }
+      assert(conn:list_tools())
+      assert.equal("over lines", assert(conn:call_tool("long", {})).text)
+      assert.same({ "initialize", "notifications/initialized", "tools/list", "tools/call", "tasks/get",
+        "tasks/result" }, fake:methods())
+    end)
+
+    it("follows a 2026-07-28 task the same way, the extension declared in the envelope", function()
+      local fake = Fake.new { modern = true }
+      fake:will_return { supportedVersions = array { "2026-07-28" }, resultType = "complete",
+        capabilities = { tools = {}, extensions = { ["io.modelcontextprotocol/tasks"] = {} } } }
+      fake:will_return { resultType = "task", taskId = "m-1", status = "working", ttlMs = 60000, pollIntervalMs = 0,
+        createdAt = os.date("!%Y-%m-%dT%H:%M:%SZ"), lastUpdatedAt = os.date("!%Y-%m-%dT%H:%M:%SZ") }
+      fake:will_return { resultType = "complete", taskId = "m-1", status = "completed", ttlMs = 60000,
+        result = text("modern over lines") }
+      local conn <close> = mcp.connect { url = "https://mcp.example.com/rpc", identifier = "lines",
+        health = mcp.health.discard, channel = FakeChannel.new(fake), clock = fake.clock, protocol = "2026-07-28" }
+      assert.equal("modern over lines", assert(conn:call_tool("slow", {}, { task = true })).text)
+      local call = request(fake, "tools/call").body.params
+      local declared = call._meta["io.modelcontextprotocol/clientCapabilities"].extensions
+      assert.same({}, declared["io.modelcontextprotocol/tasks"])
+      local get = request(fake, "tasks/get").body.params
+      assert.equal("m-1", get.taskId)
+      assert.is_table(get._meta["io.modelcontextprotocol/clientCapabilities"].extensions)
+    end)
+  end)
 end)
