@@ -391,10 +391,15 @@ function Task:update(input_responses, opts)
   if type(input_responses) ~= "table" or json.is_array(input_responses) then
     error("update: input_responses must be a table keyed by the task's input request keys", 2)
   end
+  local op = self.host.open(opts)
+  if not self.handle.era and not self.handle.session then
+    -- the era decides what update means: found first when this connection has not opened yet
+    local ok, message, err = self.host.session:open(op)
+    if not ok then return nil, message, err end
+  end
   if era_of(self) ~= "modern" then
     error("update: tasks/update is of the 2026-07-28 era; a 2025 task takes its input through tasks/result", 2)
   end
-  local op = self.host.open(opts)
   local reply, message, err = ask(self, op, "tasks/update", { inputResponses = input_responses })
   if not reply then return nil, message, err end
   return true
