@@ -97,6 +97,7 @@ build = {
     ["mcpclient.oauth.stored"] = "lua/mcpclient/oauth/stored.lua",
     ["mcpclient.session"] = "lua/mcpclient/session.lua",
     ["mcpclient.skills"] = "lua/mcpclient/skills.lua",
+    ["mcpclient.task"] = "lua/mcpclient/task.lua",
     ["mcpclient.trace"] = "lua/mcpclient/trace.lua",
   },
   install = { bin = { mcpclient = "bin/mcpclient" } },

@@ -18,6 +18,7 @@ local log = require "mcpclient.log"
 local modern = require "mcpclient.modern"
 local session = require "mcpclient.session"
 local skills = require "mcpclient.skills"
+local task = require "mcpclient.task"
 local trace = require "mcpclient.trace"
 
 local json = core.json
@@ -61,7 +62,7 @@ local option_types = {
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
-  on_elicitation = "function", max_input_rounds = "number",
+  on_elicitation = "function", max_input_rounds = "number", tasks = "boolean",
 }
 
 local function check_type(key, value, expected)
@@ -185,6 +186,9 @@ function client.connect(options)
       on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds }),
     closed = false,
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
+    tasks = options.tasks == true,  -- the host asked for tasks on every call that may be one
+    task_support = {},  -- tool name -> its execution.taskSupport, from the last listing
+    listed = false,     -- a listing has completed (task_support is known)
   }, Connection)
 end
 
@@ -192,7 +196,8 @@ end
 -- Operations: one deadline each
 ---------------------------------------------------------------------------
 
-local op_keys = { budget = "number", cancel = "function", on_progress = "function", on_input = "function" }
+local op_keys = { budget = "number", cancel = "function", on_progress = "function", on_input = "function",
+  task = "boolean", detach = "boolean", on_task = "function" }
 
 local function open_operation(self, opts)
   if self.closed then error("the connection is closed", 3) end
@@ -205,7 +210,7 @@ local function open_operation(self, opts)
   end
   local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
   return { deadline = Deadline.open(budget, self.hooks.clock), cancel = opts.cancel, on_progress = opts.on_progress,
-    on_input = opts.on_input }
+    on_input = opts.on_input, task = opts.task, detach = opts.detach, on_task = opts.on_task }
 end
 
 -- One health contact (latency in whole milliseconds); a recorder that fails
@@ -333,6 +338,18 @@ local function markings(entry)
   return entry
 end
 
+-- Keep each listed tool's execution.taskSupport (forbidden, optional,
+-- required): whether a call may, or must, run as a task.
+local SUPPORT = { forbidden = true, optional = true, required = true }
+local function learn_task_support(map, page)
+  for _, tool in ipairs(page) do
+    local execution = tool.execution
+    if type(tool.name) == "string" and type(execution) == "table" and SUPPORT[execution.taskSupport] then
+      map[tool.name] = execution.taskSupport
+    end
+  end
+end
+
 -- In the 2026-07-28 era the kept form is the modern rule's, applied here
 -- to the text the page was read in (the C decoder judges by the 2025 rule).
 local function keep_modern(page)
@@ -373,7 +390,7 @@ end
 -- listing is read.
 -- @return listing | nil, message, err
 function walk_tools(self, op, form, on_page)
-  local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {} }
+  local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {}, task_support = {} }
   local params = {}
   local ok, message, err = self.session:open(op)
   if not ok then return nil, message, err end
@@ -385,6 +402,7 @@ function walk_tools(self, op, form, on_page)
     if not reply then return nil, message, err end
     page, message, err = read_page(self, walk, form, decoding, reply)
     if not page then return nil, message, err end
+    learn_task_support(walk.task_support, page)
     on_page(page)
     local cursor = reply.result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
@@ -393,6 +411,8 @@ function walk_tools(self, op, form, on_page)
       walk.listing.era = is_modern and "modern" or "legacy"
       walk.listing.schemas = form
       if is_modern then self.mirrored = walk.headers end
+      self.task_support = walk.task_support
+      self.listed = true
       return walk.listing
     end
     params = { cursor = cursor }
@@ -436,17 +456,50 @@ end
 -- marks with x-mcp-header travel in Mcp-Param-<Name> headers too (the
 -- channel mirrors them); a tool whose markings were refused fails here with
 -- nothing sent.
+-- Whether this call goes as a task: only when the host asked (tasks = true
+-- on connect, or task = true on the call); then a tool listed as "required"
+-- always, one listed "optional" (or not listed) when the call asks, one
+-- listed "forbidden" never. A 2025 server must offer tasks for tools/call,
+-- or the call is not augmented.
+local function as_task(self, op, name)
+  if not (self.tasks or op.task) then return false end
+  local support = self.task_support[name]
+  if support == "forbidden" then return false end
+  if support ~= "required" and not op.task then return false end
+  local state = self.session.state
+  if state.modern then return true end
+  local caps = state.capabilities.tasks
+  local requests = type(caps) == "table" and caps.requests
+  local tools = type(requests) == "table" and requests.tools
+  return type(tools) == "table" and tools.call ~= nil
+end
+
 local function send_call(self, op, params)
   local ok, message, err = self.session:open(op)
   if not ok then return nil, message, err end
-  local how = nil
+  local how = {}
+  if (self.tasks or op.task) and not self.session.state.modern and self.task_support[params.name] == nil
+    and not self.listed then
+    -- a 2025 task is asked for only for a tool the listing allows: learn it once
+    walk_tools(self, op, "text", function() end)
+  end
+  op.as_task = as_task(self, op, params.name)
   if self.session.state.modern then
     local marked = markings(self.mirrored[params.name])
     if marked and marked.refused then
       return fail("malformed", { server = self.identifier,
         detail = "the tool call was not sent: the server's definition of the tool is refused: " .. marked.refused })
     end
-    how = { mirror = marked and marked.params }
+    how.mirror = marked and marked.params
+    if op.as_task then
+      how.capabilities = { extensions = { [modern.TASKS] = {} } }
+      how.task = true
+    end
+  elseif op.as_task then
+    local copy = {}
+    for k, v in pairs(params) do copy[k] = v end
+    copy.task = {}  -- the server keeps the task for its own time to live
+    params = copy
   end
   return self.session:request(op, "tools/call", params, how)
 end
@@ -468,11 +521,45 @@ local function relist_for(self, op, err, name)
   return mirror_key(self.mirrored[name]) ~= before
 end
 
+-- What a task's follower needs of its connection (no method of it).
+local function task_host(self)
+  local host = self.task_host_table
+  if host then return host end
+  host = {
+    identifier = self.identifier,
+    session = self.session,
+    wall = os.time,
+    outcome_of = outcome_of,
+    contact = function(latency_ms) contact(self, latency_ms) end,
+    open = function(opts) return open_operation(self, opts) end,
+  }
+  self.task_host_table = host
+  return host
+end
+
+-- The task a tools/call answer started, told to on_task before anything
+-- else happens (a host stores it there). → handle | nil (answered at once)
+-- | nil, message, err (a task answer of the wrong shape)
+local function started_task(self, op, result)
+  local state = self.session.state
+  local era = state.modern and "modern" or "legacy"
+  local none = era == "legacy" and result.task == nil or era == "modern" and result.resultType ~= "task"
+  if not op.as_task or none then return nil end
+  local handle, why = task.created(result, era, { now = os.time(), server = self.identifier,
+    session = state.id, version = state.version })
+  if not handle then return fail("malformed", { server = self.identifier, detail = why }) end
+  if op.on_task then op.on_task(task.copy(handle)) end
+  return handle
+end
+
 --- Call a tool by its name on the server.
 -- @param name the server's name for the tool
 -- @param arguments a table (encoded as a JSON object; nil means {})
 -- @param opts { budget = seconds, cancel = function -> truthy to stop,
---   on_progress = function(progress, total, message) (asks the server for progress) }
+--   on_progress = function(progress, total, message) (asks the server for progress),
+--   task = true (run it as a task where the tool and the server allow: see README "Tasks"),
+--   detach = true (with task: return the task's handle at once instead of its outcome),
+--   on_task = function(handle) (the task's handle when it starts and at each change of status) }
 -- In the 2026-07-28 era the arguments the tool's schema marks with
 -- x-mcp-header also travel in Mcp-Param-<Name> headers. The markings come
 -- from this connection's last list_tools; called before any listing, the
@@ -487,11 +574,43 @@ function Connection:call_tool(name, arguments, opts)
   end
   local op = open_operation(self, opts)
   local params = { name = name, arguments = arguments or {} }
+  if op.detach and not (op.task or self.tasks) then error("call_tool: detach needs task = true", 2) end
   local reply, message, err = send_call(self, op, params)
   if not reply and relist_for(self, op, err, name) then reply, message, err = send_call(self, op, params) end
-  if not reply then return nil, message, err end
+  if not reply then
+    if err.rpc_code == modern.MISSING_CAPABILITY and not op.as_task then
+      return fail("rpc_error", { server = self.identifier, rpc_code = err.rpc_code, detail = "the server runs "
+        .. "this tool only as a task, and the call did not ask for one (task = true, or tasks = true on connect)" })
+    end
+    return nil, message, err
+  end
   contact(self, reply.duration_ms)
-  return outcome_of(reply.result, reply.duration_ms)
+  local handle
+  handle, message, err = started_task(self, op, reply.result)
+  if err then return nil, message, err end
+  if not handle then return outcome_of(reply.result, reply.duration_ms) end
+  if op.detach then return task.copy(handle) end
+  return task.follow(task.new(task_host(self), handle), op)
+end
+
+--- A task of this server, by its handle (as call_tool's detach or on_task
+--- gave it, possibly stored by another process) or its id alone (then it is
+--- asked for under this connection's session).
+-- @return a Task: :status(opts), :result(opts), :cancel(opts), :update(input_responses, opts)
+function Connection:task(handle)
+  if self.closed then error("the connection is closed", 2) end
+  if type(handle) == "string" then
+    handle = { id = handle }
+  elseif type(handle) ~= "table" or type(handle.id) ~= "string" then
+    error("task: give a task id (a string) or a handle { id, ... }", 2)
+  end
+  if handle.server ~= nil and handle.server ~= self.identifier then
+    error(string.format('task: the handle is of server "%s", not of "%s"', tostring(handle.server),
+      self.identifier), 2)
+  end
+  local copy = task.copy(handle)
+  copy.status = nil  -- asked of the server, never taken on trust
+  return task.new(task_host(self), copy)
 end
 
 ---------------------------------------------------------------------------
@@ -613,7 +732,8 @@ end
 
 --- The methods a connection offers (README, "Operations"); a spec holds the
 --- object to this list.
-client.METHODS = { "list_tools", "each_tool_page", "call_tool", "skills", "read_skill", "ping", "server", "close" }
+client.METHODS = { "list_tools", "each_tool_page", "call_tool", "task", "skills", "read_skill", "ping", "server",
+  "close" }
 
 client.Connection = Connection
 return client

@@ -256,13 +256,26 @@ errors.KINDS = {
         clip(f.method or "the request"), f.asked and (" (it asked for " .. clip(f.asked) .. ")") or "")
     end,
   },
+  task = {
+    cause = "a task the call runs as ended without a result (failed, cancelled), or the server does not know it "
+      .. "(unknown, or expired: its time to live is past)",
+    action = "read err.reason; a failed task is the server's answer, an unknown or expired one cannot be followed "
+      .. "any more: call again only if running the tool twice is harmless",
+    fields = { "server", "task_id", "status", "reason", "detail", "rpc_code" },
+    message = function(f)
+      local what = { failed = "failed", cancelled = "was cancelled", unknown = "is not known to the server",
+        expired = "has expired" }
+      return string.format("The task %s of %s %s: %s", clip(f.task_id or "?"), (on(f):gsub("^The ", "the ")),
+        what[f.reason] or "ended", clip(f.detail or "no detail given"))
+    end,
+  },
 }
 
 --- The fields that carry a code, each for one kind of code, and the kinds
 --- that carry it (docs/ERRORS.md names the same; a spec holds the two together).
 errors.CODES = {
   rpc_code = { meaning = "the JSON-RPC error code the server sent",
-    kinds = { "rpc_error", "http_status", "protocol_version" } },
+    kinds = { "rpc_error", "http_status", "protocol_version", "task" } },
   run_code = { meaning = "the fixed number of a run's failure",
     kinds = { "write_without_durable_execution", "audit_persistence_failed", "run_lease_lost" } },
   sql_code = { meaning = "the database's own code for a statement that failed", kinds = { "store" } },

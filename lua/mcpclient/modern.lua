@@ -30,6 +30,11 @@ local KEY_SERVER = PREFIX .. "serverInfo"
 -- server: the era is known, whatever else went wrong.
 modern.UNSUPPORTED_VERSION = -32022
 modern.HEADER_MISMATCH = -32020
+-- A request needs a capability the client did not declare (the tasks
+-- extension, for a call the server will only run as a task).
+modern.MISSING_CAPABILITY = -32021
+-- The tasks extension's name, as declared in clientCapabilities.extensions.
+modern.TASKS = "io.modelcontextprotocol/tasks"
 local RECOGNISED = { [-32020] = true, [-32021] = true, [-32022] = true }
 
 function modern.recognised(code)
@@ -47,13 +52,14 @@ end
 -- Requests
 ---------------------------------------------------------------------------
 
--- The client declares no capability of its own here: a capability is a
--- promise to answer input requests, and this client has no handler for them.
+-- The client declares no capability of its own unless the host asked for
+-- one (the tasks extension, per request): a capability is a promise.
 local CLIENT_INFO = { name = "mcpclient", version = core.version }
 
 --- The request's params with the envelope added (a shallow copy; the
---- caller's table is left as it was).
--- `capabilities`: what the host's handlers let this client answer (nil: none).
+--- caller's table is left as it was). `capabilities` is what the client
+--- declares for this request ({} when nil): what the host's handlers let it
+--- answer, and the tasks extension only when the host asked for tasks.
 function modern.envelope(params, version, capabilities)
   local out = {}
   for k, v in pairs(params or {}) do out[k] = v end
@@ -81,7 +87,8 @@ function modern.header_value(text)
 end
 
 -- Methods whose target is named in Mcp-Name, and the parameter naming it.
-local NAMED = { ["tools/call"] = "name", ["prompts/get"] = "name", ["resources/read"] = "uri" }
+local NAMED = { ["tools/call"] = "name", ["prompts/get"] = "name", ["resources/read"] = "uri",
+  ["tasks/get"] = "taskId", ["tasks/update"] = "taskId", ["tasks/cancel"] = "taskId" }
 
 --- Append the request metadata headers (Mcp-Method, Mcp-Name) to `list`,
 --- and for tools/call the `mirrored` lines (modern.param_headers). The
@@ -282,11 +289,14 @@ end
 --- Is this result final? A missing resultType means complete (servers of
 --- the first modern releases omit it). "input_required" asks the client for
 --- input it has no handler for; anything else is not a result this client
---- can read. Nothing is sent again in either case.
+--- can read. Nothing is sent again in either case. "task" is final only for
+--- a request that declared the tasks extension (`task_ok`): to any other it
+--- is an invalid answer.
 -- @return true | nil, message, err
-function modern.complete(result, server, method)
+function modern.complete(result, server, method, task_ok)
   local kind = result.resultType
   if kind == nil or kind == "complete" then return true end
+  if kind == "task" and task_ok then return true end
   if kind == "input_required" then
     local asked = {}
     if type(result.inputRequests) == "table" then

@@ -31,6 +31,11 @@ local METHOD_NOT_FOUND = -32601
 -- The requests that open an era: they cannot act on anything, so abandoning
 -- one needs no notice.
 local OPENING = { initialize = true, ["server/discover"] = true }
+-- The requests about a task: abandoning one abandons the asking, never the
+-- task (a notice would be taken for the task's cancellation, which only
+-- tasks/cancel asks for).
+local TASK_METHODS = { ["tasks/get"] = true, ["tasks/result"] = true, ["tasks/list"] = true,
+  ["tasks/update"] = true, ["tasks/cancel"] = true }
 -- The failures after which a written request is abandoned, and the server told.
 local ABANDONED = { cancelled = true, timeout = true }
 
@@ -62,7 +67,7 @@ local ACTIONS = { accept = true, decline = true, cancel = true }
 -- The host's answer to an elicitation request, as the result to send back.
 -- The request's message is far-side text: the handler gets it under the text
 -- rule. A handler that returns no valid answer is a host bug: it raises.
-local function elicited(handler, params)
+function session.elicited(handler, params)
   local request = {}
   for k, v in pairs(type(params) == "table" and params or {}) do request[k] = v end
   if type(request.message) == "string" then request.message = core.clip(request.message, 2000) end
@@ -85,7 +90,7 @@ end
 local function reply_to(self, method, params)
   if method == "ping" then return '"result":{}' end
   if method == "elicitation/create" and self.on_elicitation then
-    return '"result":' .. json.encode(elicited(self.on_elicitation, params))
+    return '"result":' .. json.encode(session.elicited(self.on_elicitation, params))
   end
   return '"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}'
 end
@@ -123,6 +128,9 @@ local function on_message(self, op, call, message)
     self.channel:notify({ deadline = op.deadline }, call.state, { body = body })
   elseif message.method == "notifications/progress" and op.on_progress then
     progress(op.on_progress, call.id, message.params)
+  elseif (message.method == "notifications/tasks/status" or message.method == "notifications/tasks")
+    and op.on_task_notice and type(message.params) == "table" then
+    op.on_task_notice(message.params)
   end
 end
 
@@ -152,10 +160,16 @@ end
 
 -- What this client can answer in the 2026-07-28 era, declared in every
 -- request's envelope: elicitation in both modes, only when the host gave a
--- handler (a URL request reaches it as { mode = "url", message, url }).
-local function modern_capabilities(self)
-  if self.on_elicitation then return { elicitation = { form = {}, url = {} } } end
-  return nil
+-- handler (a URL request reaches it as { mode = "url", message, url }), and
+-- what the request itself asks to declare (the tasks extension, when the host
+-- asked for tasks).
+local function modern_capabilities(self, asked)
+  local declared = self.on_elicitation and { elicitation = { form = {}, url = {} } } or nil
+  if asked then
+    declared = declared or {}
+    for name, value in pairs(asked) do declared[name] = value end
+  end
+  return declared
 end
 
 -- One request on the channel under `state` (nil before the opening). A
@@ -166,7 +180,9 @@ local function send(self, op, state, method, params, how)
   local id = self.last_id + 1
   self.last_id = id
   if op.on_progress then params = with_progress_token(params, id) end
-  if state and state.modern then params = modern.envelope(params, state.version, modern_capabilities(self)) end
+  if state and state.modern then
+    params = modern.envelope(params, state.version, modern_capabilities(self, how and how.capabilities))
+  end
   local body, why = core.rpc_request(id, method, params)
   if not body then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
@@ -175,7 +191,7 @@ local function send(self, op, state, method, params, how)
     decoding = how and how.decoding, mirror = how and how.mirror, listen = self.on_elicitation ~= nil }
   call.on_message = function(message) on_message(self, op, call, message) end
   local reply, message, err = self.channel:request(op, call)
-  if not reply and call.written and ABANDONED[err.kind] and not OPENING[method] then
+  if not reply and call.written and ABANDONED[err.kind] and not OPENING[method] and not TASK_METHODS[method] then
     self.channel:cancel(call, cancel_notice(call))
   end
   if not reply then return nil, message, err end
@@ -378,7 +394,7 @@ local function input_responses(self, requests)
         or request.method ~= "elicitation/create" or not self.on_elicitation then
       return nil
     end
-    responses[key] = elicited(self.on_elicitation, request.params)
+    responses[key] = session.elicited(self.on_elicitation, request.params)
   end
   return responses
 end
@@ -434,21 +450,27 @@ end
 --- era; server/discover in the 2026-07-28 era, for a channel whose server
 --- was replaced) and the request sent once more. Any other failure — above all one after the request was written —
 --- is returned as it is, never sent again.
+-- A request under a state of its own (`how.state`: a task's 2025 session,
+-- kept by a handle that outlived the connection that made it) opens nothing
+-- and is never sent again: a session the server lost took its tasks with it.
 -- @param how nil or { decoding (rpc_classify's: true, "text" or "kept"), mirror (the tool's
---   x-mcp-header parameters, for a tools/call in the 2026-07-28 era) }
+--   x-mcp-header parameters, for a tools/call in the 2026-07-28 era), capabilities (what the
+--   client declares in the 2026-07-28 envelope), task (a task is a final answer), state }
 -- @return reply { result, duration_ms, bytes, containers } | nil, message, err
 function Session:request(op, method, params, how)
-  local ok, message, err = self:open(op)
+  local ok, message, err = true, nil, nil
+  if not (how and how.state) then ok, message, err = self:open(op) end
   if not ok then return nil, message, err end
-  local state = self.state
+  local state = how and how.state or self.state
   local reply
   reply, message, err = send(self, op, state, method, params, how)
   if reply and state.modern then
     reply, message, err = answer_input(self, op, state, method, params, how, reply)
     if not reply then return nil, message, err end
-    ok, message, err = modern.complete(reply.result, self.identifier, method)
+    ok, message, err = modern.complete(reply.result, self.identifier, method, how and how.task)
     if not ok then return nil, message, err end
   end
+  if not reply and how and how.state then return nil, message, err end
   if not reply and err.session_lost and not op.reinitialized then
     op.reinitialized = true
     if self.state == state then self.state = nil end  -- another task may have renewed it already

@@ -83,6 +83,9 @@ function record(state, req, msg) {
     accept_encoding: req.headers['accept-encoding'] ?? null,
     last_event_id: req.headers['last-event-id'] ?? null,
     protocol: req.headers['mcp-protocol-version'] ?? null,
+    mcp_name: req.headers['mcp-name'] ?? null,
+    task_id: msg && typeof msg === 'object' && msg.params ? msg.params.taskId ?? null : null,
+    declared: tasksDeclared(msg),
   });
 }
 
@@ -119,7 +122,7 @@ const ESCAPES = {
 const SESSION_MODES = new Set(['session-vanish', 'session-vanish-400', 'session-amnesia', 'priming-only',
   'server-requests', 'stall-cancel', 'bad-session', 'cancel-watch']);
 // The modes that speak the 2026-07-28 era: server/discover answers, initialize is refused.
-const MODERN_MODES = new Set(['cancel-watch-modern', 'ping-flood-modern']);
+const MODERN_MODES = new Set(['cancel-watch-modern', 'ping-flood-modern', 'tasks-modern']);
 const MODERN = '2026-07-28';
 
 // Now on CLOCK_MONOTONIC in nanoseconds, as text: the client's core.monotonic_ns() reads the same
@@ -526,6 +529,119 @@ function resume(req, res, state, url) {
 }
 
 // ---------------------------------------------------------------------------
+// tasks-modern: the 2026-07-28 tasks extension (io.modelcontextprotocol/tasks)
+// ---------------------------------------------------------------------------
+//
+// server/discover offers the extension. Tools, each run as a task only when the request declared
+// the extension (else -32021 with requiredCapabilities): `slow {text, ms, poll}` completes after
+// `ms` (default 600) with "slow done: <text>", polled every `poll` ms (default 100; 0 allowed);
+// `ask` waits (input_required, inputRequests { pick: elicitation/create }) until tasks/update
+// answers `pick`, then completes with the answer; `fail` ends failed with error -32000 "boom";
+// `backwards` answers completed once, then working; `badshape` completes with a result that is
+// no tool result; `echo` answers at once even when the extension is declared. tasks/get answers
+// the DetailedTask, tasks/update acknowledges, tasks/cancel cancels a task not ended yet;
+// an unknown id is -32602, and any tasks/* without the extension declared is -32021. The tasks
+// live in the path's state, so a second client process follows the task the first one started.
+
+const TASKS_EXT = 'io.modelcontextprotocol/tasks';
+const TASK_TOOLS = [
+  { name: 'slow', description: 'Slow', inputSchema: { type: 'object' }, execution: { taskSupport: 'optional' } },
+  { name: 'ask', description: 'Asks', inputSchema: { type: 'object' }, execution: { taskSupport: 'required' } },
+  { name: 'fail', description: 'Fails', inputSchema: { type: 'object' }, execution: { taskSupport: 'optional' } },
+  { name: 'backwards', description: 'Back', inputSchema: { type: 'object' }, execution: { taskSupport: 'optional' } },
+  { name: 'badshape', description: 'Bad', inputSchema: { type: 'object' }, execution: { taskSupport: 'optional' } },
+  { name: 'echo', description: 'Echoes text', inputSchema: { type: 'object' } },
+];
+
+function tasksDeclared(msg) {
+  const meta = msg && typeof msg === 'object' && msg.params && msg.params._meta;
+  const caps = meta && meta['io.modelcontextprotocol/clientCapabilities'];
+  return Boolean(caps && caps.extensions && caps.extensions[TASKS_EXT]);
+}
+
+function rpcError(res, id, code, message, data) {
+  return json(res, 200, { jsonrpc: '2.0', id, error: data ? { code, message, data } : { code, message } });
+}
+
+function missingCapability(res, id) {
+  return rpcError(res, id, -32021, 'Missing required client capability',
+    { requiredCapabilities: { extensions: { [TASKS_EXT]: {} } } });
+}
+
+function taskView(t) {
+  const view = { taskId: t.taskId, status: t.status, createdAt: t.createdAt, lastUpdatedAt: t.lastUpdatedAt,
+    ttlMs: 60000, pollIntervalMs: t.poll };
+  if (t.status === 'completed') view.result = t.result;
+  if (t.status === 'failed') view.error = t.error;
+  if (t.status === 'input_required') view.inputRequests = t.inputRequests;
+  return view;
+}
+
+function startTask(state, name, args) {
+  state.tasks = state.tasks || new Map();
+  const taskId = `task-${state.tasks.size + 1}-${Math.random().toString(36).slice(2, 8)}`;
+  const stamp = new Date().toISOString();
+  const t = { taskId, name, status: 'working', createdAt: stamp, lastUpdatedAt: stamp,
+    poll: Number.isInteger(args.poll) ? args.poll : 100, gets: 0 };
+  const finish = (status, field, value) => {
+    if (t.status === 'cancelled') return;
+    t.status = status;
+    t.lastUpdatedAt = new Date().toISOString();
+    if (field) t[field] = value;
+  };
+  t.finish = finish;
+  if (name === 'slow') setTimeout(() => finish('completed', 'result', text(`slow done: ${args.text ?? ''}`)), args.ms ?? 600);
+  if (name === 'ask') {
+    t.status = 'input_required';
+    t.inputRequests = { pick: { method: 'elicitation/create', params: { message: 'Pick a colour',
+      requestedSchema: { type: 'object', properties: { colour: { type: 'string' } } } } } };
+  }
+  if (name === 'fail') setTimeout(() => finish('failed', 'error', { code: -32000, message: 'boom' }), 100);
+  if (name === 'backwards') setTimeout(() => finish('completed', 'result', text('once')), 100);
+  if (name === 'badshape') setTimeout(() => finish('completed', 'result', 'not an object'), 100);
+  state.tasks.set(taskId, t);
+  return t;
+}
+
+function tasksModern(req, res, msg, state) {
+  const declared = tasksDeclared(msg);
+  const params = msg.params || {};
+  if (msg.method === 'tools/list') return json(res, 200, result(msg.id, { tools: TASK_TOOLS, resultType: 'complete' }));
+  if (msg.method === 'tools/call') {
+    if (params.name === 'echo') return json(res, 200, result(msg.id, { ...text(`echo: ${(params.arguments || {}).text ?? ''}`), resultType: 'complete' }));
+    if (!declared) return missingCapability(res, msg.id);
+    const t = startTask(state, params.name, params.arguments || {});
+    const { result: _r, error: _e, inputRequests: _i, ...created } = taskView(t);
+    return json(res, 200, result(msg.id, { resultType: 'task', ...created }));
+  }
+  if (!String(msg.method).startsWith('tasks/')) return undefined;
+  if (!declared) return missingCapability(res, msg.id);
+  const t = state.tasks && state.tasks.get(params.taskId);
+  if (!t) return rpcError(res, msg.id, -32602, 'Unknown task');
+  if (msg.method === 'tasks/get') {
+    t.gets++;
+    if (t.name === 'backwards' && t.status === 'completed') {
+      if (t.toldCompleted) t.status = 'working';
+      t.toldCompleted = true;
+    }
+    return json(res, 200, result(msg.id, { resultType: 'complete', ...taskView(t) }));
+  }
+  if (msg.method === 'tasks/update') {
+    const answer = params.inputResponses && params.inputResponses.pick;
+    if (t.status === 'input_required' && answer) {
+      t.answers = (t.answers || 0) + 1;
+      t.finish('completed', 'result', text(`picked: ${JSON.stringify(answer)}`));
+    }
+    return json(res, 200, result(msg.id, { resultType: 'complete' }));
+  }
+  if (msg.method === 'tasks/cancel') {
+    if (!['completed', 'failed', 'cancelled'].includes(t.status)) t.finish('cancelled');
+    return json(res, 200, result(msg.id, { resultType: 'complete' }));
+  }
+  return rpcError(res, msg.id, -32601, 'Method not found');
+}
+
+// ---------------------------------------------------------------------------
 // The MCP side
 // ---------------------------------------------------------------------------
 
@@ -564,7 +680,8 @@ function mcp(req, res, body, url) {
   }
   if (MODERN_MODES.has(mode) && msg.method === 'server/discover') {
     state.modern = true;
-    return json(res, 200, result(msg.id, { supportedVersions: [MODERN], capabilities: { tools: {} },
+    const capabilities = mode === 'tasks-modern' ? { tools: {}, extensions: { [TASKS_EXT]: {} } } : { tools: {} };
+    return json(res, 200, result(msg.id, { supportedVersions: [MODERN], capabilities,
       resultType: 'complete', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'hostile', version: '1.0' } } }));
   }
   if (MODERN_MODES.has(mode) && msg.method === 'initialize') {
@@ -579,6 +696,10 @@ function mcp(req, res, body, url) {
   if (msg.id === undefined) {
     res.writeHead(202);
     return res.end();
+  }
+  if (mode === 'tasks-modern') {
+    const answered = tasksModern(req, res, msg, state);
+    if (answered !== undefined || res.headersSent) return answered;
   }
   switch (msg.method) {
     case 'initialize':

@@ -104,7 +104,21 @@ describe("object shapes", function()
   it("the session offers open, request, ping and close", function()
     local conn <close> = connect()
     assert.same({ "close", "open", "ping", "request" }, sorted(callable(conn.session)))
-    assert.same({ "new" }, sorted(callable(session)))
+    -- and its module the constructor and the one answer to an elicitation both eras give (a task's
+    -- input requests are answered by the same rule as a server request)
+    assert.same({ "elicited", "new" }, sorted(callable(session)))
+  end)
+
+  it("a task offers exactly status, result, cancel and update, as README documents them", function()
+    local conn <close> = connect()
+    local t = conn:task("t-1")
+    assert.same({ "cancel", "result", "status", "update" }, sorted(callable(t)))
+    local file = assert(io.open("README.md", "r"))
+    local text = file:read("a")
+    file:close()
+    local named = {}
+    for name in text:match("`conn:task%(handle_or_id%)`(.-)\n%- "):gmatch("`:([%w_]+)%(") do named[name] = true end
+    assert.same({ "cancel", "result", "status", "update" }, sorted(named))
   end)
 
   it("the module of a channel offers only its constructor", function()

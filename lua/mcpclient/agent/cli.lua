@@ -17,6 +17,7 @@ local help = require "mcpclient.agent.cli.help"
 local login = require "mcpclient.agent.login"
 local operator = require "mcpclient.agent.operator"
 local render = require "mcpclient.agent.cli.render"
+local catalogue_connect = require("mcpclient.agent.catalogue").connect
 local store_module = require "mcpclient.agent.store"
 
 local json = core.json
@@ -54,6 +55,7 @@ local COMMAND_FLAGS = {
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
   add = SERVER_FLAGS, edit = SERVER_FLAGS,
   runs = { ["--open"] = "flag" },
+  tasks = {},
 }
 
 local GLOBAL_FLAGS = { "--db", "--json", "--budget", "--version", "--help" }
@@ -891,6 +893,91 @@ function commands.runs(ctx, out, parsed)
 end
 
 ---------------------------------------------------------------------------
+-- Tasks: the open task-backed calls of the agent runs
+---------------------------------------------------------------------------
+
+-- One stored task as the listing shows it: status, age, run, call.
+local function task_view(row, now)
+  return { id = row.task_id, server = row.server, status = row.status, age_seconds = math.max(0, now - row.crdate),
+    run = row.run, sequence = row.sequence, tool = row.tool, started_by = row.started_by }
+end
+
+-- mcpclient tasks [<server>]: the open tasks, oldest first.
+local function list_tasks(ctx, out, parsed)
+  no_more_than(parsed, 1)
+  local server
+  if parsed.args[1] ~= nil then
+    local row, message, err = server_named(ctx, parsed.args[1])
+    if not row then return refuse(out, parsed, message, err) end
+    server = row.identifier
+  end
+  local rows, message, err = ctx.store:open_tasks(nil, server)
+  if not rows then return refuse(out, parsed, message, err) end
+  local now = os.time()
+  if parsed.json then
+    local shown = {}
+    for i, row in ipairs(rows) do shown[i] = task_view(row, now) end
+    out:json(list(shown))
+    return cli.OK
+  end
+  if #rows == 0 then
+    out:line("No open task.")
+    return cli.OK
+  end
+  for _, row in ipairs(rows) do
+    local v = task_view(row, now)
+    out:line(string.format("%s  %s  %s  %ds old  run %d (step %d, %s)  started by %s", inert(v.id, 80),
+      inert(v.server, 64), inert(v.status, 20), v.age_seconds, v.run, v.sequence, inert(v.tool, 64),
+      inert(v.started_by, 64)))
+  end
+  return cli.OK
+end
+
+-- mcpclient tasks cancel <id>: ask the task's server to cancel it. The run
+-- that follows it (or takes it over) records how it ended.
+local function cancel_task(ctx, out, parsed)
+  if #parsed.args < 2 then usage('"tasks cancel" needs a task id (see `mcpclient tasks`).') end
+  no_more_than(parsed, 2)
+  local id = parsed.args[2]
+  local row, message, err = ctx.store:task_by_id(id)
+  if not row then
+    if message then return refuse(out, parsed, message, err) end
+    return refuse(out, parsed, string.format('No stored task has the id "%s". List them with `mcpclient tasks`.',
+      inert(id, 80)), select(3, errors.fail("task", { task_id = id, reason = "unknown", detail = "not stored" })))
+  end
+  local server
+  server, message, err = server_named(ctx, row.server)
+  if not server then return refuse(out, parsed, message, err) end
+  local handle_ok, handle = pcall(json.decode, row.handle)
+  if not handle_ok or type(handle) ~= "table" then
+    return refuse(out, parsed, string.format("The stored handle of task %s is unreadable.", inert(id, 80)))
+  end
+  local conn
+  conn, message, err = catalogue_connect(server, setmetatable({ store = ctx.store }, { __index = ctx.options }))
+  if not conn then return refuse(out, parsed, message, err) end
+  local t = conn:task(handle)
+  local ok
+  ok, message, err = t:cancel()
+  local now = ok and t:status() or nil
+  conn:close()
+  if not ok then return refuse(out, parsed, message, err) end
+  if now then ctx.store:update_task(row.uid, { status = now.status }) end
+  local status = now and now.status or "cancel requested"
+  if parsed.json then
+    out:json { id = row.task_id, server = row.server, run = row.run, status = status }
+  else
+    out:line(string.format("Asked %s to cancel task %s (run %d): now %s.", inert(row.server, 64), inert(id, 80),
+      row.run, inert(status, 20)))
+  end
+  return cli.OK
+end
+
+function commands.tasks(ctx, out, parsed)
+  if parsed.args[1] == "cancel" then return cancel_task(ctx, out, parsed) end
+  return list_tasks(ctx, out, parsed)
+end
+
+---------------------------------------------------------------------------
 -- The database
 ---------------------------------------------------------------------------
 
@@ -903,6 +990,8 @@ end, tools = function(out, parsed)
   if parsed.json then out:json(list {}) else out:line(operator.NO_TOOLS) end
 end, runs = function(out, parsed)
   if parsed.json then out:json(list {}) else out:line("No run yet.") end
+end, tasks = function(out, parsed)
+  if parsed.json then out:json(list {}) else out:line("No open task.") end
 end }
 
 -- A shell word for `text` (single-quoted).

@@ -661,11 +661,15 @@ end
 
 -- What the operator does next about a run, in one sentence.
 local function next_step(view)
-  local unrecorded = 0
+  local unrecorded, tasks = 0, 0
   for _, entry in ipairs(view.fence) do
     if not entry.recorded then unrecorded = unrecorded + 1 end
+    if not entry.recorded and entry.task_id then tasks = tasks + 1 end
   end
-  if unrecorded > 0 and (view.status ~= "running" or view.lease_expired) then
+  if tasks > 0 and tasks == unrecorded and view.status == "running" and view.lease_expired then
+    return "Its worker stopped while its call ran as a task on the server (see `mcpclient tasks`): take the run "
+      .. "over (run.take_over) to follow the same task to its end; nothing is called again."
+  elseif unrecorded > 0 and (view.status ~= "running" or view.lease_expired) then
     return "A fenced write may have run without its audit step: ask the server (or its logs) whether the call "
       .. "named in the fence ran, with arguments of that digest, and act on it there; the run is not resumed."
   elseif unrecorded > 0 then

@@ -80,6 +80,9 @@ run.LEASE_SECONDS = 900
 run.REMOTE_BUDGET = 20
 run.CANCEL_POLL_SECONDS = 0.01
 run.MAX_OWNER_LENGTH = 64
+-- Seconds a remote call of a run with tasks may take, polling its task
+-- included (the run's longer horizon), and a take-over's wait for one.
+run.TASK_BUDGET = 600
 
 run.RUNNING = "running"
 run.WAITING = "waiting_approval"
@@ -88,8 +91,9 @@ run.FAILED = "failed"
 run.CANCELLED = "cancelled"
 
 local UNENCODABLE = "(the arguments could not be encoded)"
-local FENCE_ORDER = { "tool", "arguments_sha256", "sequence" }
-local PAYLOAD_ORDER = { "kind", "round", "durationMs", "toolName", "toolArguments", "toolResult", "toolIsError" }
+local FENCE_ORDER = { "tool", "arguments_sha256", "sequence", "task_id" }
+local PAYLOAD_ORDER = { "kind", "round", "durationMs", "toolName", "toolArguments", "toolResult", "toolIsError",
+  "taskId", "taskServer", "startedBy", "finishedBy" }
 
 -- The states of one call of a turn (a record, see new_turn):
 local ADMITTING = "admitting" -- not decided yet (new, or approved and to be admitted again)
@@ -99,6 +103,7 @@ local SUSPENDED = "suspended" -- admitted, waits for the host's approval
 local DONE = "done"           -- final: result set, its step recorded (unless stopped)
 
 local Run = {}
+local task_started
 Run.__index = Run
 
 local function warn_to(log, message)
@@ -200,6 +205,7 @@ local option_types = {
   user = "table", configuration = "table", gate = "table", registry = "table", provider = "table",
   tools = "table", builtins = "table", providers = "table", mode = "any", owner = "string", now = "function",
   clock = "function", lease_seconds = "number", remote_budget = "number", uuid = "string", log = "function",
+  tasks = "boolean", task_budget = "number",
 }
 
 -- What the options must hold beyond their keys and types (checked first, by
@@ -212,6 +218,10 @@ local function validate(store, options)
   local budget = options.remote_budget
   if budget ~= nil and (math.type(budget) ~= "integer" or budget < 0) then
     error("run.start: remote_budget must be a non-negative integer", 3)
+  end
+  local horizon = options.task_budget
+  if horizon ~= nil and (horizon ~= horizon or horizon <= 0 or horizon == math.huge) then
+    error("run.start: task_budget must be a positive number of seconds", 3)
   end
   local lease = options.lease_seconds
   if lease ~= nil and (lease ~= lease or lease <= 0) then
@@ -308,6 +318,7 @@ function run.start(store, options)
     log = log,
     status = run.RUNNING, round = 0, segment = 1, remote_calls = 0,
     trail = {}, persisted = false, sequence = 0, fenced = {},
+    tasks = options.tasks == true, task_budget = options.task_budget or run.TASK_BUDGET,
   }, Run)
   claim(self, options.owner or default_owner())
   return self
@@ -333,8 +344,9 @@ function run.digest(arguments)
 end
 
 --- The calls a run's fence (its row's pending_effect) names: a list of
---- { tool, arguments_sha256, sequence }, each a write that may have been sent
---- and whose audit step was to take that sequence; {} when the fence is clear.
+--- { tool, arguments_sha256, sequence, task_id }, each a write that may have
+--- been sent and whose audit step was to take that sequence (task_id: the
+--- call became that task, whose handle the store keeps); {} when the fence is clear.
 --- A fence this library did not write (an older version's "non_idempotent_write")
 --- is one entry { unnamed = true, text = <the text> }.
 function run.fence(text)
@@ -346,7 +358,7 @@ function run.fence(text)
     for i, e in ipairs(list) do
       if type(e) ~= "table" or type(e.tool) ~= "string" then entries = nil; break end
       entries[i] = { tool = e.tool, arguments_sha256 = tostring(e.arguments_sha256 or ""),
-        sequence = math.tointeger(e.sequence) }
+        sequence = math.tointeger(e.sequence), task_id = type(e.task_id) == "string" and e.task_id or nil }
     end
     if entries and #entries > 0 then return entries end
   end
@@ -475,6 +487,23 @@ local function encode_payload(payload, order)
   return json.encode(payload)
 end
 
+-- The step of a call, and for a task-backed one the task closed (its last
+-- status, who finished it) in the same transaction: a task is open exactly
+-- while its step is missing, and only one owner records it. → sequence |
+-- nil, message, err
+local function append_step(self, event, task)
+  if not (task and task.uid) then return self.store:append_event(self.uid, event) end
+  return self.store:transaction(function()
+    local closed, message, err = self.store:close_task(task.uid, self.owner or "", task.status or "")
+    if not closed then return nil, message, err end
+    if closed ~= 1 then
+      return errors.fail("run_lease_lost", { run_uuid = self.uuid, detail = string.format("Run %s lost its "
+        .. "execution lease: the step of task %s was recorded by another owner.", self.uuid, task.task_id) })
+    end
+    return self.store:append_event(self.uid, event)
+  end)
+end
+
 -- Record one TOOL step. → true when it is in the store | false, err
 local function record_step(self, step)
   local arguments = step.arguments
@@ -484,13 +513,17 @@ local function record_step(self, step)
   local payload = encode_payload({
     kind = "tool", round = step.round, durationMs = duration, toolName = core.repair_utf8(step.name),
     toolArguments = arguments, toolResult = core.repair_utf8(step.text), toolIsError = step.is_error == true,
+    taskId = step.task and core.repair_utf8(step.task.task_id) or nil,
+    taskServer = step.task and core.repair_utf8(step.task.server) or nil,
+    startedBy = step.task and core.repair_utf8(step.task.started_by) or nil,
+    finishedBy = step.task and core.repair_utf8(self.owner or "") or nil,
   }, PAYLOAD_ORDER)
   local event = { kind = "tool", round = step.round, duration_ms = duration, payload = payload }
   if not self.persisted then
     self.trail[#self.trail + 1] = event
     return false
   end
-  local sequence, message, err = self.store:append_event(self.uid, event)
+  local sequence, message, err = append_step(self, event, step.task)
   if not sequence then
     warn_to(self.log, string.format('The step of tool "%s" in run %s could not be recorded: %s',
       step.name, self.uuid, tostring(message)))
@@ -692,9 +725,11 @@ local function ready_to_send(self, rec, sequence)
     not_called(self, rec)
     return false
   end
+  rec.sequence = sequence
   if is_write(rec.tool) then
     local fenced = self.fenced
-    fenced[#fenced + 1] = fence_entry(rec, sequence)
+    rec.fence_entry = fence_entry(rec, sequence)
+    fenced[#fenced + 1] = rec.fence_entry
     local ok, err = under_lease(self, { pending_effect = json.encode(json.array(fenced)),
       lease_expires = lease_until(self) })
     if not ok then
@@ -704,6 +739,36 @@ local function ready_to_send(self, rec, sequence)
     end
   end
   return true
+end
+
+-- A remote call became a task: before anything else happens its handle is
+-- stored, in the same transaction as the fence that now names the task, so
+-- a process that takes the run over follows the task instead of calling
+-- again. Later notices only update the stored status. A handle that cannot
+-- be stored leaves the fence as it was: the run is then recovered as any
+-- call that may have run (failed closed), never called twice.
+function task_started(self, rec, handle)
+  if rec.task then
+    rec.task.status = handle.status
+    if rec.task.uid then pcall(self.store.update_task, self.store, rec.task.uid, { status = handle.status }) end
+    return
+  end
+  rec.task = { task_id = handle.id, server = handle.server, started_by = self.owner or "", status = handle.status }
+  if not (self.persisted and self.owner) then return end
+  local entry = rec.fence_entry
+  if entry then entry.task_id = handle.id end
+  local uid, message = self.store:insert_task({ run = self.uid, sequence = rec.sequence or 0,
+    server = handle.server or "", task_id = handle.id, tool = core.repair_utf8(rec.call.name),
+    arguments_sha256 = run.digest(rec.call.arguments), arguments = json.try_encode(rec.call.arguments or {}) or "",
+    round = rec.round or self.round, handle = json.encode(handle), status = handle.status,
+    started_by = self.owner }, self.owner, json.encode(json.array(self.fenced)))
+  if uid then
+    rec.task.uid = uid
+  else
+    if entry then entry.task_id = nil end
+    warn_to(self.log, string.format('The handle of task %s (tool "%s", run %s) could not be stored: %s',
+      core.clip(handle.id), rec.call.name, self.uuid, uid == false and "the lease is lost" or tostring(message)))
+  end
 end
 
 -- What the tool answered, as a bounded ToolResult: a tool that raises or
@@ -718,8 +783,12 @@ local function call_tool(self, rec)
     note(self, "input", { round = self.round, toolName = core.repair_utf8(name), inputRound = round.round,
       answers = round.answers })
   end
-  local ok, answer = pcall(tool.execute, tool, rec.call.arguments,
-    { cancel = function() return cancel_requested(self) end, on_input = on_input })
+  local context = { cancel = function() return cancel_requested(self) end, on_input = on_input }
+  if self.tasks and tool.remote then
+    context.task, context.budget = true, self.task_budget
+    context.on_task = function(handle) task_started(self, rec, handle) end
+  end
+  local ok, answer = pcall(tool.execute, tool, rec.call.arguments, context)
   local duration_ms = (self.clock() - started) * 1000
   if not ok then
     warn_to(self.log, string.format('Tool "%s" raised: %s', name, tostring(answer)))
@@ -768,7 +837,8 @@ end
 local function record_call(self, turn, rec, last_write)
   local result = rec.result
   local recorded, store_error = record_step(self, { round = turn.round, name = rec.call.name,
-    arguments = rec.call.arguments, text = result.text, is_error = result.is_error, duration_ms = rec.duration_ms })
+    arguments = rec.call.arguments, text = result.text, is_error = result.is_error, duration_ms = rec.duration_ms,
+    task = rec.task })
   if self.status == run.RUNNING then
     settle_call(self, rec, recorded, store_error, last_write)
   else
@@ -958,6 +1028,127 @@ function Run:resume()
     end
   end
   return play(self, turn, true)
+end
+
+---------------------------------------------------------------------------
+-- Taking a run over: the tasks another process left
+---------------------------------------------------------------------------
+
+-- Follow one stored task to its end through its tool's connection, and
+-- record its step (which closes it). → the call's result
+local function follow_stored(self, row)
+  local tool = self.registry.get(row.tool)
+  local handle_ok, handle = pcall(json.decode, row.handle)
+  if not tool or not tool.connection or not handle_ok or type(handle) ~= "table" then
+    return { text = string.format('Error: the task %s of "%s" cannot be followed here: %s', core.clip(row.task_id),
+      row.tool, tool and "its stored handle is unreadable" or "the tool is not offered to this run"),
+      is_error = true, open = true }
+  end
+  local started = self.clock()
+  local ok, outcome, message, err = pcall(function()
+    return tool.connection():task(handle):result { budget = self.task_budget,
+      cancel = function() return cancel_requested(self) end,
+      on_task = function(h) pcall(self.store.update_task, self.store, row.uid, { status = h.status }) end }
+  end)
+  local duration_ms = (self.clock() - started) * 1000
+  if not ok then
+    return { text = string.format('Error: the task %s of "%s" cannot be followed: %s', core.clip(row.task_id),
+      row.tool, tostring(outcome)), is_error = true, open = true }
+  end
+  if not outcome and err and (err.kind == "timeout" or err.kind == "cancelled" or err.kind == "transport") then
+    -- not ended yet, or not reachable: the task stays open, the fence names it
+    return { text = message, is_error = true, err = err, open = true }
+  end
+  local result = outcome and { text = core.bound(outcome.text), is_error = outcome.is_error }
+    or error_result(message, err)
+  local arguments_ok, arguments = pcall(json.decode, row.arguments)
+  local recorded, store_error = record_step(self, { round = row.round, name = row.tool,
+    arguments = arguments_ok and arguments or nil, text = result.text, is_error = result.is_error,
+    duration_ms = duration_ms, task = { uid = row.uid, task_id = row.task_id, server = row.server,
+      started_by = row.started_by, status = outcome and (outcome.is_error and "failed" or "completed")
+        or (err and err.status) or "failed" } })
+  if not recorded then
+    local failure = fail(self, "audit_persistence_failed", string.format('The step of task %s (tool "%s") could '
+      .. "not be recorded in run %s; the run stops because a write must not go unrecorded.",
+      core.clip(row.task_id), row.tool, self.uuid), store_error)
+    return error_result(failure.message, failure)
+  end
+  return result
+end
+
+--- Take over a run whose worker is gone (its lease expired): claim its
+--- lease, then follow each task-backed call it left open to its end — the
+--- same task on the server, never a second call — recording each step
+--- (with its task id, who started it and who finished it) and clearing the
+--- fence. The run is then this process's: RUNNING, ready for more turns or
+--- finish(). A run whose fence names a call that did not become a stored
+--- task was marked failed instead (it may or may not have run).
+-- @param options as run.start's (the tools the run's tasks were called
+--   through must be among them; task_budget bounds the wait for each task)
+-- @return Run, results (one per followed task: { text, is_error, err, open },
+--   open = still open, its fence kept) | nil, message, err
+function run.take_over(store, run_uid, options)
+  options = validate(store, check_options("run.take_over", options, option_types))
+  if math.type(run_uid) ~= "integer" or run_uid <= 0 then error("run.take_over: run_uid must be a run's uid", 2) end
+  local log = options.log or default_log
+  local tools, message, err = tools_of(store, options, log)
+  if not tools then return nil, message, err end
+  local self = setmetatable({
+    store = store, user = options.user, configuration = options.configuration, registry = tools.registry,
+    gate = options.gate or default_gate(store, tools.registry, options), provider = tools.owned,
+    now = options.now or os.time, clock = options.clock or core.now,
+    lease_seconds = options.lease_seconds or run.LEASE_SECONDS,
+    remote_budget = options.remote_budget or run.REMOTE_BUDGET,
+    log = log, status = run.RUNNING, round = 0, segment = 1, remote_calls = 0, trail = {}, persisted = false,
+    sequence = 0, fenced = {}, tasks = options.tasks ~= false, task_budget = options.task_budget or run.TASK_BUDGET,
+    uid = run_uid,
+  }, Run)
+  local owner = options.owner or default_owner()
+  local claimed
+  claimed, message, err = store:claim_run(run_uid, owner, lease_until(self), math.floor(self.now()))
+  local row = claimed == 1 and store:run(run_uid) or nil
+  if claimed == 1 and not row then claimed, message, err = nil, "the run's row could not be read again", nil end
+  if claimed ~= 1 then
+    self:close()
+    if claimed == nil then return nil, message, err end
+    return errors.fail("run_lease_lost", { detail = string.format("run %d could not be taken over: it is not "
+      .. "running with an expired lease (another owner holds it, or it was left behind and marked failed)",
+      run_uid) })
+  end
+  self.uuid, self.owner, self.persisted = row.uuid, owner, true
+  local events = store:events(run_uid) or {}
+  for _, e in ipairs(events) do
+    self.sequence = math.max(self.sequence, e.sequence)
+    self.round = math.max(self.round, e.round)
+  end
+  local open
+  open, message, err = store:open_tasks(run_uid)
+  if not open then
+    store_failed(self, nil, err)
+    self:close()
+    return nil, message, err
+  end
+  local results, still_open = {}, {}
+  local fence = run.fence(row.pending_effect)
+  for _, task_row in ipairs(open) do
+    local result = follow_stored(self, task_row)
+    results[#results + 1] = result
+    if result.open then still_open[task_row.task_id] = true end
+    if self.status ~= run.RUNNING then break end
+  end
+  if self.status == run.RUNNING then
+    for _, entry in ipairs(fence) do
+      if entry.task_id and still_open[entry.task_id] then
+        self.fenced[#self.fenced + 1] = fence_entry({ call = { name = entry.tool, arguments = nil } }, entry.sequence)
+        self.fenced[#self.fenced].arguments_sha256 = entry.arguments_sha256
+        self.fenced[#self.fenced].task_id = entry.task_id
+      end
+    end
+    local kept = #self.fenced > 0 and json.encode(json.array(self.fenced)) or ""
+    local ok, lease_err = under_lease(self, { pending_effect = kept, lease_expires = lease_until(self) })
+    if not ok then lease_trouble(self, nil, lease_err) end
+  end
+  return self, results
 end
 
 ---------------------------------------------------------------------------

@@ -203,6 +203,12 @@ local hydrate_event = hydrator {
   duration_ms = "number", payload = "string", crdate = "integer",
 }
 
+local hydrate_task = hydrator {
+  uid = "integer", run = "integer", sequence = "integer", server = "string", task_id = "string", tool = "string",
+  arguments_sha256 = "string", arguments = "string", round = "integer", handle = "string", status = "string",
+  started_by = "string", finished_by = "string", closed = "boolean", crdate = "integer", tstamp = "integer",
+}
+
 local hydrate_governance = hydrator {
   uid = "integer", pid = "integer", crdate = "integer", correlation_id = "string", decision = "string",
   reason = "string", provider = "string", model = "string", configuration_identifier = "string",
@@ -1023,6 +1029,18 @@ local function fail_closed(self, row, now)
   end)
 end
 
+--- Is a fence one a new owner may take over: every call it names became a
+--- task whose handle is stored (the entry carries its task_id), so the
+--- outcome can be read from the server instead of guessed.
+function store.followable(fence)
+  local ok, list = pcall(json.decode, fence)
+  if not ok or type(list) ~= "table" or not json.is_array(list) or #list == 0 then return false end
+  for _, entry in ipairs(list) do
+    if type(entry) ~= "table" or type(entry.task_id) ~= "string" or entry.task_id == "" then return false end
+  end
+  return true
+end
+
 --- Mark every run left behind failed: still running, its lease expired
 -- before `now` (default: now), its fence set. Each gets a "recovered" event
 -- naming its owner, its lease and its fence, which stays on the row so the
@@ -1036,7 +1054,8 @@ function Store:recover_runs(now)
   if not rows then return nil, message, err end
   local marked = {}
   for _, row in ipairs(rows) do
-    local done, done_message, done_err = fail_closed(self, row, now)
+    local done, done_message, done_err = false, nil, nil
+    if not store.followable(row.pending_effect) then done, done_message, done_err = fail_closed(self, row, now) end
     if done == nil then return nil, done_message, done_err end
     if done then marked[#marked + 1] = row.uid end
   end
@@ -1057,7 +1076,7 @@ function Store:claim_run(uid, owner, lease_expires, now)
   local row, message, err = self:run(uid)
   if row == nil and message ~= nil then return nil, message, err end
   if row and row.claimed_by ~= owner and row.status == "running" and row.lease_expires < now
-      and row.pending_effect ~= "" then
+      and row.pending_effect ~= "" and not store.followable(row.pending_effect) then
     local marked
     marked, message, err = fail_closed(self, row, now)
     if marked == nil then return nil, message, err end
@@ -1131,6 +1150,87 @@ function Store:events(run_uid)
   check_uid(run_uid, "run_uid")
   return select_rows(self, "read the events of run " .. run_uid,
     "SELECT * FROM agent_run_event WHERE run = ? ORDER BY sequence ASC", { run_uid }, hydrate_event)
+end
+
+---------------------------------------------------------------------------
+-- Tasks: the handles of a run's task-backed calls
+---------------------------------------------------------------------------
+
+local task_fields = {
+  run = "integer", sequence = "integer", server = "string", task_id = "string", tool = "string",
+  arguments_sha256 = "string", arguments = "string", round = "integer", handle = "string", status = "string",
+  started_by = "string", finished_by = "string", closed = "flag",
+}
+
+--- Store a task's handle and, in the same transaction, the run's fence
+--- naming it (`fence`: the fence's new text) under the run's lease. Either
+--- both are written or neither. → task uid | nil, message, err (false when
+--- the lease is lost: nothing written)
+function Store:insert_task(fields, owner, fence)
+  if type(owner) ~= "string" or type(fence) ~= "string" then error("insert_task: owner and fence are text", 2) end
+  local columns, values = encode_fields(fields, task_fields, "insert_task")
+  local now = os.time()
+  append(columns, values, "crdate", now)
+  append(columns, values, "tstamp", now)
+  return self:transaction(function()
+    local changed, message, err = self:guarded_update_run(fields.run, owner, { pending_effect = fence })
+    if changed == nil then return nil, message, err end
+    if changed ~= 1 then return false end
+    return insert(self, "store the handle of task " .. tostring(fields.task_id), insert_sql("agent_task", columns),
+      values)
+  end)
+end
+
+--- Change a stored task's fields (its last status; closed and finished_by
+--- once its step is recorded). → true
+function Store:update_task(uid, fields)
+  check_uid(uid)
+  local columns, values = encode_fields(fields, task_fields, "update_task")
+  append(columns, values, "tstamp", os.time())
+  values[#values + 1] = uid
+  return exec(self, "update task " .. uid, update_sql("agent_task", columns, "uid = ?"), values)
+end
+
+--- Close a task once its step is recorded: who finished it and its last
+--- status. Only an open task is closed, so of two owners that followed the
+--- same task (a lease taken over while the first still waited) one records
+--- its step. → 1 closed | 0 (closed already)
+function Store:close_task(uid, finished_by, status)
+  check_uid(uid)
+  if type(finished_by) ~= "string" or type(status) ~= "string" then
+    error("close_task: finished_by and status are text", 2)
+  end
+  local adapter = adapter_of(self)
+  local ok, message, code = adapter:exec("UPDATE agent_task SET closed = 1, finished_by = ?, status = ?, tstamp = ? "
+    .. "WHERE uid = ? AND closed = 0", { finished_by, status, os.time(), uid })
+  if not ok then return fail("close task " .. uid, message, code) end
+  return adapter:changes()
+end
+
+--- The tasks not closed yet: of one run (`run_uid`), or every run's (nil),
+--- optionally of one server; oldest first. → rows
+function Store:open_tasks(run_uid, server)
+  local where, params = { "closed = 0" }, {}
+  if run_uid ~= nil then
+    check_uid(run_uid, "run_uid")
+    where[#where + 1] = "run = ?"
+    params[#params + 1] = run_uid
+  end
+  if server ~= nil then
+    if type(server) ~= "string" then error("open_tasks: server must be a string", 2) end
+    where[#where + 1] = "server = ?"
+    params[#params + 1] = server
+  end
+  return select_rows(self, "list the open tasks", "SELECT * FROM agent_task WHERE " .. table.concat(where, " AND ")
+    .. " ORDER BY uid ASC", params, hydrate_task)
+end
+
+--- A stored task by its server's task id (the first when several servers
+--- share one), or nil. → row | nil
+function Store:task_by_id(task_id)
+  if type(task_id) ~= "string" then error("task_by_id: task_id must be a string", 2) end
+  return select_one(self, "read task " .. task_id, "SELECT * FROM agent_task WHERE task_id = ? ORDER BY uid ASC",
+    { task_id }, hydrate_task)
 end
 
 ---------------------------------------------------------------------------

@@ -112,13 +112,16 @@ end
 -- run continues, the model is told, and the host reads result.err.kind.
 -- @param arguments table (nil means none)
 -- @param context { cancel = function, budget = seconds, on_input = function(round) (each round of input the
---   server asked for and the host's handler answered, in the 2026-07-28 era) }
+--   server asked for and the host's handler answered, in the 2026-07-28 era), task = true (run it as a task
+--   where the tool and the server allow), on_task = function(handle) (the task's handle when it starts and at
+--   each status) }
 function Tool:execute(arguments, context)
   context = context or {}
   local args, refused = named(self, arguments)
   if refused then return refused end
   local outcome, message, err = self.connection():call_tool(self.remote_name, args,
-    { cancel = context.cancel, budget = context.budget, on_input = context.on_input })
+    { cancel = context.cancel, budget = context.budget, on_input = context.on_input, task = context.task,
+      on_task = context.on_task })
   if not outcome then return tool.error_result(message, err) end
   if outcome.is_error then return tool.error_result(outcome.text) end
   return tool.text_result(outcome.text)

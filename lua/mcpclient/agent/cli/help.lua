@@ -21,6 +21,8 @@ Servers are named by identifier or by numeric id, in every command.
   enable <tool|group>          switch a tool on, or a server's group and all its tools
   disable <tool|group>         switch a tool or a whole group off
   runs [--open]                the agent runs: state, owner, lease, the write fence, what to do next
+  tasks [<server>]             the open task-backed calls of the runs: status, age, run
+  tasks cancel <id>            ask a task's server to cancel it
   help [<command>]             this text, or one command's
 
 global options:
@@ -150,6 +152,15 @@ write fence (the calls that may have been sent: tool, arguments digest, the audi
 each step was to take, and whether the audit holds it), with the next step for each. A run
 whose worker vanished during a write (lease expired, fence set) is marked failed first.
 --open shows only runs still running or waiting, or with a fence set.]==],
+  tasks = [==[
+usage: mcpclient tasks [<server>] [--json]
+       mcpclient tasks cancel <task id> [--json]
+
+The calls of agent runs that became tasks on their server and have no step in the audit yet,
+oldest first: task id, server, last status seen, age, the run and the step it is, who started
+it. A run whose worker died is taken over by another process (run.take_over), which follows the
+same task instead of calling again. `tasks cancel` asks the task's server to cancel it
+(cooperative: it may still end otherwise); the run that follows it records how it ended.]==],
   help = [==[
 usage: mcpclient help [<command>]]==],
 }

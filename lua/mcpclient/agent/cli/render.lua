@@ -154,9 +154,12 @@ local function fence_line(entry)
   if entry.unnamed then
     return string.format("an unnamed write (%s): the audit cannot be matched to it", inert(entry.text, 64))
   end
+  local state = entry.recorded and "in the audit" or "NOT in the audit (it may or may not have run)"
+  if entry.task_id and not entry.recorded then
+    state = string.format("running as task %s on its server, NOT in the audit yet", inert(entry.task_id, 80))
+  end
   return string.format("%s, arguments sha256 %s, audit sequence %s: %s", inert(entry.tool, 64),
-    inert(entry.arguments_sha256, 64), entry.sequence and tostring(entry.sequence) or "?",
-    entry.recorded and "in the audit" or "NOT in the audit (it may or may not have run)")
+    inert(entry.arguments_sha256, 64), entry.sequence and tostring(entry.sequence) or "?", state)
 end
 
 --- One run as text: its state, owner, lease, fence and next step.
@@ -183,7 +186,8 @@ function render.run_json(view)
   local fence = {}
   for i, e in ipairs(view.fence) do
     fence[i] = e.unnamed and { unnamed = true, text = e.text, recorded = false }
-      or { tool = e.tool, arguments_sha256 = e.arguments_sha256, sequence = maybe(e.sequence), recorded = e.recorded }
+      or { tool = e.tool, arguments_sha256 = e.arguments_sha256, sequence = maybe(e.sequence), recorded = e.recorded,
+        task_id = e.task_id }
   end
   return { id = view.uid, uuid = view.uuid, status = view.status, owner = view.owner,
     lease_expires = render.iso(view.lease_expires), lease_expired = view.lease_expired, user = view.user_name,

@@ -20,6 +20,9 @@
 --   mcp_oauth_grant   OAuth grants (tokens and client registrations), keyed
 --                     by server identifier, protected resource and issuer;
 --                     the record is JSON and a secret (the file is 0600)
+--   agent_task        a run's calls that became tasks: the handle, stored
+--                     when the server answered, so another process follows
+--                     the task instead of calling again
 return {
   {
     description = "catalogue, enablement, runs and governance",
@@ -159,6 +162,38 @@ CREATE TABLE mcp_oauth_grant (
   UNIQUE (server, resource, issuer)
 );
 CREATE INDEX mcp_oauth_grant_server ON mcp_oauth_grant (server, tstamp);
+]],
+  },
+  {
+    -- A task-backed call of a run: its handle (JSON text: the task id, the
+    -- server, and for a 2025 task the session it belongs to), the call it
+    -- is (the audit sequence its step takes, the round, the tool, its
+    -- arguments as JSON text and their digest), who started it and who
+    -- finished it. `status` is the last one seen; `closed` once its step is
+    -- in the audit.
+    description = "agent_task: the handles of a run's task-backed calls",
+    sql = [[
+CREATE TABLE agent_task (
+  uid              INTEGER PRIMARY KEY AUTOINCREMENT,
+  run              INTEGER NOT NULL DEFAULT 0,
+  sequence         INTEGER NOT NULL DEFAULT 0,
+  server           TEXT    NOT NULL DEFAULT '',
+  task_id          TEXT    NOT NULL DEFAULT '',
+  tool             TEXT    NOT NULL DEFAULT '',
+  arguments_sha256 TEXT    NOT NULL DEFAULT '',
+  arguments        TEXT    NOT NULL DEFAULT '',
+  round            INTEGER NOT NULL DEFAULT 0,
+  handle           TEXT    NOT NULL DEFAULT '',
+  status           TEXT    NOT NULL DEFAULT '',
+  started_by       TEXT    NOT NULL DEFAULT '',
+  finished_by      TEXT    NOT NULL DEFAULT '',
+  closed           INTEGER NOT NULL DEFAULT 0,
+  crdate           INTEGER NOT NULL DEFAULT 0,
+  tstamp           INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (server, task_id)
+);
+CREATE INDEX agent_task_run ON agent_task (run, closed);
+CREATE INDEX agent_task_open ON agent_task (closed, server);
 ]],
   },
 }
