@@ -28,7 +28,7 @@
 ** the version each sets itself (a spec holds this list to the modules).
 */
 void mcp_register_json(lua_State *L);   /* json.c:     core.json.{encode, try_encode, decode, null, array,
-                                                          is_array, key_order, set_key_order},
+                                                          is_array, is_object, key_order, set_key_order},
                                                           core.rpc_classify, core.rpc_request */
 void mcp_register_engine(lua_State *L); /* engine.c:   core.engine_step, core.engine_watch,
                                                           core.engine_pollfd, core.engine_timeout,
@@ -43,6 +43,7 @@ void mcp_register_text(lua_State *L);   /* text.c:     core.clip, core.label, co
                                                           core.repair_utf8 */
 void mcp_register_schema(lua_State *L); /* schema.c:   core.normalise_schema, core.normalise_schema_text,
                                                           core.decode_stored_schema */
+void mcp_register_lazy(lua_State *L);   /* lazy.c:     core.lazy_schemas, core.lazy_object, core.lazy_text */
 /* mcpclient.net (its names are reached through core's table too) */
 void mcp_register_http(lua_State *L);     /* http.c:     net.http_leg, net.http_pool */
 void mcp_register_address(lua_State *L);  /* address.c:  net.address_bytes, net.idna, net.url_host,
@@ -112,6 +113,15 @@ void mcp_body_release(lua_State *L, int idx);
 ** mcp_json_decode then gives the message). Raises only on memory or stack.
 */
 int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
+
+/*
+** lazy.c: JSON objects kept as text until first read. Raw readers settle
+** one first (build it now; 1 when it was lazy); the encoder and the
+** normaliser may take its text instead (pushed, 1; nothing, 0).
+*/
+int mcp_lazy_settle(lua_State *L, int idx);
+int mcp_lazy_push_text(lua_State *L, int idx);
+void mcp_lazy_wrap(lua_State *L, int idx); /* the object text at idx becomes a lazy object */
 
 /*
 ** decode.c's text builder, for the schema normaliser: the JSON object text
