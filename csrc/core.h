@@ -165,6 +165,18 @@ size_t mcp_schema_measure(lua_State *L, int t, int max_depth, long max_visits, m
 void mcp_schema_keep(lua_State *L, const char *text, size_t len, const mcp_member *m, int n);
 int mcp_schema_keyword(const char *key, size_t len);
 
+/*
+** refs.c: a schema's local references into "$defs"/"definitions" written
+** out for the normaliser. Pushes the copy and returns 0, or pushes nothing
+** and returns a refusal: MCP_REFS_REFUSED (the reason, naming the place,
+** left in the registry at MCP_REFS_REASON), MCP_REFS_TOO_BIG, MCP_REFS_TOO_DEEP.
+*/
+#define MCP_REFS_REFUSED  1
+#define MCP_REFS_TOO_BIG  2
+#define MCP_REFS_TOO_DEEP 3
+#define MCP_REFS_REASON   "mcpclient.schema.refs.reason"
+int mcp_schema_inline_refs(lua_State *L, int s);
+
 /* ==================================================================== */
 /* UTF-8 (utf8.c, text.c)                                               */
 /* ==================================================================== */
@@ -180,5 +192,7 @@ size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp);
 int mcp_utf8_valid(const unsigned char *s, size_t n);
 /* text.c: 1 for C1 controls and the bidi/invisible formatting characters the text rule removes. */
 int mcp_text_hidden(uint32_t cp);
+/* Push the text rule's clip of s: control runs one space, ends trimmed, at most limit code points. */
+void mcp_text_clip(lua_State *L, const char *s, size_t n, lua_Integer limit);
 
 #endif

@@ -73,6 +73,7 @@ enum verdict {
   BAD_UTF8,
   TOO_BIG,
   NOT_JSON,
+  REFERENCE, /* a local reference refused; the reason is in the registry at MCP_REFS_REASON */
   UNCLEAR
 };
 
@@ -96,6 +97,12 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
     case BAD_UTF8: lua_pushliteral(L, "it contains bytes that are not valid UTF-8"); break;
     case TOO_BIG: lua_pushfstring(L, "it exceeds %d bytes once stored", MAX_ENCODED_BYTES); break;
     case NOT_JSON: lua_pushliteral(L, "its parameter schema is not valid JSON"); break;
+    case REFERENCE:
+      if (lua_getfield(L, LUA_REGISTRYINDEX, MCP_REFS_REASON) != LUA_TSTRING) {
+        lua_pop(L, 1);
+        lua_pushliteral(L, "a \"$ref\" in it cannot be written out");
+      }
+      break;
     case ACCEPTED:
     case UNCLEAR: lua_pushnil(L); break;
   }
@@ -437,7 +444,7 @@ static enum verdict exact_measure(lua_State *L, int f, int *keyword, size_t *len
 ** filtered table and returns ACCEPTED. Refused: pushes nothing, returns the
 ** verdict (and the keyword's index for KEYWORD).
 */
-static enum verdict normalise(lua_State *L, int s, int *keyword) {
+static enum verdict normalise_plain(lua_State *L, int s, int *keyword) {
   int f, o, n = 0, bad;
   size_t k, len;
   if (lua_type(L, s) != LUA_TTABLE || mcp_json_is_null(L, s)) return NO_SCHEMA;
@@ -492,6 +499,41 @@ static enum verdict normalise(lua_State *L, int s, int *keyword) {
     return TOO_BIG;
   }
   return ACCEPTED;
+}
+
+/*
+** 1 when a refusal of the schema at s may go away once its local
+** references are written out: it named "$ref", "$defs" or "definitions",
+** or the top-level type was missing beside a top-level "$ref" (pydantic's
+** shape for a recursive model at the root).
+*/
+static int refers(lua_State *L, int s, enum verdict v, int keyword) {
+  int top;
+  if (v == KEYWORD) return keyword == 0 || keyword == 2 || keyword == 3; /* $ref, $defs, definitions */
+  if (v != NOT_OBJECT || lua_type(L, s) != LUA_TTABLE || mcp_json_is_null(L, s)) return 0;
+  top = rawfield(L, s, "$ref") != LUA_TNIL;
+  lua_pop(L, 1);
+  return top;
+}
+
+/*
+** Steps 1-8, with local references into "$defs"/"definitions" written out
+** first when they are what the plain steps refused (refs.c): the steps then
+** judge the schema a model would be shown. Pushes as normalise_plain does.
+*/
+static enum verdict normalise(lua_State *L, int s, int *keyword) {
+  enum verdict v = normalise_plain(L, s, keyword);
+  int r, copy;
+  if (v == ACCEPTED || !refers(L, s, v, *keyword)) return v;
+  r = mcp_schema_inline_refs(L, s);
+  if (r == MCP_REFS_REFUSED) return REFERENCE;
+  if (r == MCP_REFS_TOO_BIG) return TOO_BIG;
+  if (r == MCP_REFS_TOO_DEEP) return TOO_DEEP;
+  copy = lua_gettop(L);
+  v = normalise_plain(L, copy, keyword);
+  if (v == ACCEPTED) lua_remove(L, copy);
+  else lua_settop(L, copy - 1);
+  return v;
 }
 
 /* ==================================================================== */
