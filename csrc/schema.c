@@ -1,9 +1,12 @@
 /*
 ** schema.c: the schema normaliser. A tool's inputSchema is
 ** carried only if every constraint in what we keep is one a model can be told
-** faithfully; anything we would have to drop to carry it ($ref, conditionals,
-** pattern keys, ...) refuses the whole tool, because dropping a constraint
-** widens what the tool accepts. Never repairs; says why it refused.
+** faithfully; anything we would have to drop to carry it (conditionals,
+** pattern keys, a reference that cannot be written out, ...) refuses the
+** whole tool, because dropping a constraint widens what the tool accepts.
+** Never repairs; says why it refused. Local references into "$defs" or
+** "definitions" are written out first when they are what stands in the way
+** (refs.c), and the steps judge the schema that results.
 **
 ** Values are Lua tables in the shape the JSON codec (json.c) produces:
 ** arrays carry the array marker, objects may carry a key-order record, JSON

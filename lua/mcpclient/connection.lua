@@ -477,7 +477,9 @@ end
 
 --- Call a tool by its name on the server.
 -- @param name the server's name for the tool
--- @param arguments a table (encoded as a JSON object; nil means {})
+-- @param arguments a table of named arguments (encoded as a JSON object; nil
+--   means {}); a list (json.array, even empty, a Lua sequence, a key that is
+--   not a string) raises: it is never sent
 -- @param opts { budget = seconds, cancel = function -> truthy to stop,
 --   on_progress = function(progress, total, message) (asks the server for progress) }
 -- In the 2026-07-28 era the arguments the tool's schema marks with
