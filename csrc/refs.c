@@ -32,11 +32,9 @@ static const char *const def_keys[] = {"$defs", "definitions"};
 
 typedef struct {
   lua_State *L;
-  int root;    /* the schema */
-  int defs[2]; /* its "$defs" and "definitions" objects, or 0 */
+  int defs[2]; /* the schema's "$defs" and "definitions" objects (stack indexes), or 0 */
   int active;  /* definition (its table) -> true while it is being written out */
   long containers;
-  int verdict; /* MCP_REFS_* of the first refusal */
 } Inliner;
 
 /*
@@ -54,7 +52,6 @@ static int refuse(Inliner *in, const char *fmt, int path, const char *ref, size_
   lua_pushfstring(L, fmt, lua_tostring(L, -2), lua_tostring(L, -1));
   lua_setfield(L, LUA_REGISTRYINDEX, MCP_REFS_REASON);
   lua_pop(L, 2);
-  in->verdict = MCP_REFS_REFUSED;
   return MCP_REFS_REFUSED;
 }
 
@@ -314,14 +311,8 @@ static int copy_value(Inliner *in, int v, int path, int depth, enum kind kind) {
     lua_pushvalue(L, v);
     return 0;
   }
-  if (depth > MAX_NEST) {
-    in->verdict = MCP_REFS_TOO_DEEP;
-    return MCP_REFS_TOO_DEEP;
-  }
-  if (++in->containers > MAX_CONTAINERS) {
-    in->verdict = MCP_REFS_TOO_BIG;
-    return MCP_REFS_TOO_BIG;
-  }
+  if (depth > MAX_NEST) return MCP_REFS_TOO_DEEP;
+  if (++in->containers > MAX_CONTAINERS) return MCP_REFS_TOO_BIG;
   mcp_lazy_settle(L, v);
   marked = mcp_json_is_array(L, v);
   lua_pushliteral(L, "$ref");
@@ -369,7 +360,6 @@ int mcp_schema_inline_refs(lua_State *L, int s) {
   luaL_checkstack(L, 8, "schema references");
   memset(&in, 0, sizeof in);
   in.L = L;
-  in.root = s;
   for (i = 0; i < 2; i++) {
     lua_pushstring(L, def_keys[i]);
     lua_rawget(L, s);
