@@ -2,7 +2,7 @@
 --
 --   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|leg|cold|list|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
---          [--seed S] [--schemas kept|text|tables] [--walk pages|whole]
+--          [--seed S] [--schemas kept|text|tables|default|default-read] [--walk pages|whole]
 --   Run from the repository root (it finds ./lua and ./build by itself).
 --
 --   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
@@ -19,8 +19,11 @@
 --           and then normalised. --schemas kept (the default, what an import asks for): each
 --           schema judged by the normaliser in the pass that reads the page (the kept text, or
 --           { refused = reason }); text: schemas as the JSON text the server sent, normalised
---           afterwards by core.normalise_schema_text; tables: decoded tables, normalised by
---           core.normalise_schema.
+--           afterwards by core.normalise_schema_text; tables: schemas = "tables" given, normalised
+--           by core.normalise_schema; default: no option at all (`conn:list_tools()`, what a user
+--           writes first: the same tables, each built on its first read), normalised by
+--           core.normalise_schema, which judges an unread schema from its text; default-read: as
+--           default, with every schema read first (`tool.inputSchema.properties`), so each is built.
 --   cancel  one connection; N calls of the `slow` tool (MS milliseconds) with a cancel function
 --           that turns true once a timer, drawn uniformly in [A, B] ms after the call starts, has
 --           run out. Measured: the flag's moment (the timer's expiry) to call_tool's return.
@@ -63,9 +66,8 @@ do
     i = i + 2
   end
   if not opts.url then usage("--url is required") end
-  if opts.schemas ~= "kept" and opts.schemas ~= "text" and opts.schemas ~= "tables" then
-    usage("--schemas must be kept, text or tables")
-  end
+  local forms = { kept = true, text = true, tables = true, default = true, ["default-read"] = true }
+  if not forms[opts.schemas] then usage("--schemas must be kept, text, tables, default or default-read") end
   if opts.walk ~= "pages" and opts.walk ~= "whole" then usage("--walk must be pages or whole") end
 end
 
@@ -128,6 +130,7 @@ end
 -- One listing: every tool handed to judge(tool), page by page or after the whole catalogue.
 local function walk_catalogue(conn, judge)
   local listing_opts = { schemas = opts.schemas }
+  if opts.schemas:find("^default") then listing_opts = nil end
   if opts.walk == "pages" then
     return conn:each_tool_page(function(page)
       for _, tool in ipairs(page) do judge(tool) end
@@ -144,8 +147,14 @@ local NORMALISE = {
   kept = function(schema) return type(schema) == "string" end,
   text = core.normalise_schema_text,
   tables = core.normalise_schema,
+  default = core.normalise_schema,
+  ["default-read"] = function(schema)
+    local _ = schema.properties -- what code that uses a schema does first: it is built here
+    return core.normalise_schema(schema)
+  end,
 }
-local ARRIVES_AS = { kept = { string = true, table = true }, text = { string = true }, tables = { table = true } }
+local ARRIVES_AS = { kept = { string = true, table = true }, text = { string = true }, tables = { table = true },
+  default = { table = true }, ["default-read"] = { table = true } }
 local normalise, arrives_as = NORMALISE[opts.schemas], ARRIVES_AS[opts.schemas]
 
 local extra = {}

@@ -4,12 +4,15 @@
 //
 //   node bench/sdk_client.mjs --url URL [--mode warm|cold|list|cancel] [--calls N] [--warmup W]
 //        [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B] [--seed S]
+//        [--walk pages|whole]
 //
 //   warm    one connection; W untimed calls, then N timed sequential callTool echo {message}.
 //   cold    N times: new Client + transport, connect (initialize, initialized), callTool, then
 //           terminateSession when there is a session (as mcpclient's close DELETEs) and close.
 //   list    one connection; W untimed, then N timed listings of the whole catalogue (listTools
-//           page after page, following nextCursor; the SDK validates each page itself).
+//           page after page, following nextCursor; the SDK validates each page itself). --walk
+//           pages (the default): each page's tools counted and dropped; whole: every page's tools
+//           collected into one array, held until the listing ends (as mcpclient's list_tools).
 //   cancel  one connection; N callTool `slow` (MS ms) with an AbortSignal aborted by a timer
 //           drawn uniformly in [A, B] ms; measured: abort() to the callTool promise settling.
 //
@@ -34,7 +37,7 @@ function usage(why) {
 
 const opts = {
   url: null, mode: 'warm', calls: 1000, warmup: 50, message: 'hello', slowMs: 2000,
-  cancelMinMs: 10, cancelMaxMs: 60, seed: 1,
+  cancelMinMs: 10, cancelMaxMs: 60, seed: 1, walk: 'pages',
 };
 const numeric = new Set(['calls', 'warmup', 'slowMs', 'cancelMinMs', 'cancelMaxMs', 'seed']);
 {
@@ -52,6 +55,7 @@ const numeric = new Set(['calls', 'warmup', 'slowMs', 'cancelMinMs', 'cancelMaxM
     opts[key] = value;
   }
   if (!opts.url) usage('--url is required');
+  if (opts.walk !== 'pages' && opts.walk !== 'whole') usage('--walk must be pages or whole');
 }
 
 // A small seeded generator (mulberry32), so runs draw the same cancel points as each other.
@@ -132,13 +136,15 @@ if (opts.mode === 'warm') {
   const listing = async () => {
     let cursor;
     let count = 0;
+    const held = [];
     for (let page = 0; page < 1000; page++) {
       const result = await conn.client.listTools(cursor === undefined ? undefined : { cursor });
       count += result.tools.length;
+      if (opts.walk === 'whole') held.push(...result.tools);
       cursor = result.nextCursor;
       if (!cursor) break;
     }
-    seen = count;
+    seen = opts.walk === 'whole' ? held.length : count;
   };
   extra.rss_before_kb = Math.round(process.memoryUsage().rss / 1024);
   try {

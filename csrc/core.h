@@ -28,7 +28,7 @@
 ** the version each sets itself (a spec holds this list to the modules).
 */
 void mcp_register_json(lua_State *L);   /* json.c:     core.json.{encode, try_encode, decode, null, array,
-                                                          is_array, key_order, set_key_order},
+                                                          is_array, is_object, key_order, set_key_order},
                                                           core.rpc_classify, core.rpc_request */
 void mcp_register_engine(lua_State *L); /* engine.c:   core.engine_step, core.engine_watch,
                                                           core.engine_pollfd, core.engine_timeout,
@@ -43,6 +43,7 @@ void mcp_register_text(lua_State *L);   /* text.c:     core.clip, core.label, co
                                                           core.repair_utf8 */
 void mcp_register_schema(lua_State *L); /* schema.c:   core.normalise_schema, core.normalise_schema_text,
                                                           core.decode_stored_schema */
+void mcp_register_lazy(lua_State *L);   /* lazy.c:     core.lazy_schemas, core.lazy_object, core.lazy_text */
 /* mcpclient.net (its names are reached through core's table too) */
 void mcp_register_http(lua_State *L);     /* http.c:     net.http_leg, net.http_pool */
 void mcp_register_address(lua_State *L);  /* address.c:  net.address_bytes, net.idna, net.url_host,
@@ -114,6 +115,15 @@ void mcp_body_release(lua_State *L, int idx);
 int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
 
 /*
+** lazy.c: JSON objects kept as text until first read. Raw readers settle
+** one first (build it now; 1 when it was lazy); the encoder and the
+** normaliser may take its text instead (pushed, 1; nothing, 0).
+*/
+int mcp_lazy_settle(lua_State *L, int idx);
+int mcp_lazy_push_text(lua_State *L, int idx);
+void mcp_lazy_wrap(lua_State *L, int idx); /* the object text at idx becomes a lazy object */
+
+/*
 ** decode.c's text builder, for the schema normaliser: the JSON object text
 ** s written as json.encode writes its decoded value (into a buffer pushed
 ** as a userdata, at *text: the one at stack index reuse when that is big
@@ -155,6 +165,18 @@ size_t mcp_schema_measure(lua_State *L, int t, int max_depth, long max_visits, m
 void mcp_schema_keep(lua_State *L, const char *text, size_t len, const mcp_member *m, int n);
 int mcp_schema_keyword(const char *key, size_t len);
 
+/*
+** refs.c: a schema's local references into "$defs"/"definitions" written
+** out for the normaliser. Pushes the copy and returns 0, or pushes nothing
+** and returns a refusal: MCP_REFS_REFUSED (the reason, naming the place,
+** left in the registry at MCP_REFS_REASON), MCP_REFS_TOO_BIG, MCP_REFS_TOO_DEEP.
+*/
+#define MCP_REFS_REFUSED  1
+#define MCP_REFS_TOO_BIG  2
+#define MCP_REFS_TOO_DEEP 3
+#define MCP_REFS_REASON   "mcpclient.schema.refs.reason"
+int mcp_schema_inline_refs(lua_State *L, int s);
+
 /* ==================================================================== */
 /* UTF-8 (utf8.c, text.c)                                               */
 /* ==================================================================== */
@@ -170,5 +192,7 @@ size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp);
 int mcp_utf8_valid(const unsigned char *s, size_t n);
 /* text.c: 1 for C1 controls and the bidi/invisible formatting characters the text rule removes. */
 int mcp_text_hidden(uint32_t cp);
+/* Push the text rule's clip of s: control runs one space, ends trimmed, at most limit code points. */
+void mcp_text_clip(lua_State *L, const char *s, size_t n, lua_Integer limit);
 
 #endif

@@ -506,6 +506,16 @@ static const char *enc_table(Enc *e, int t) {
   if (lua_getmetatable(L, t)) {
     marked = lua_rawequal(L, -1, e->marker);
     lua_pop(L, 1);
+    /* a lazy object not read yet: its text is what this encoder writes for it, unless escaping for ASCII */
+    if (!marked && !e->ascii && mcp_lazy_push_text(L, t)) {
+      size_t len;
+      const char *s = lua_tolstring(L, -1, &len);
+      put_raw(e, s, len);
+      lua_settop(L, top);
+      e->depth--;
+      return NULL;
+    }
+    if (!marked) mcp_lazy_settle(L, t);
   }
   if (marked) {
     r = enc_marked(e, t);
@@ -1060,11 +1070,30 @@ static int l_is_array(lua_State *L) {
 }
 
 /*
+** json.is_object(v) -> boolean: a table the encoder writes as a JSON object
+** (not array-marked, every key a string; {} is the empty object).
+*/
+static int l_is_object(lua_State *L) {
+  int ok = lua_type(L, 1) == LUA_TTABLE && !has_marker(L, 1, lua_upvalueindex(1));
+  if (ok && !mcp_lazy_push_text(L, 1)) { /* a lazy table holds an object's text */
+    lua_settop(L, 1);
+    lua_pushnil(L);
+    while (ok && lua_next(L, 1) != 0) {
+      ok = lua_type(L, -2) == LUA_TSTRING;
+      lua_pop(L, 1);
+    }
+  }
+  lua_pushboolean(L, ok);
+  return 1;
+}
+
+/*
 ** json.key_order(t) -> the recorded key list, or nil.
 */
 static int l_key_order(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
+  mcp_lazy_settle(L, 1); /* a lazy object records its order when it is built */
   lua_rawget(L, lua_upvalueindex(1));
   return 1;
 }
@@ -1074,6 +1103,7 @@ static int l_key_order(lua_State *L) {
 */
 static int l_set_key_order(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
+  mcp_lazy_settle(L, 1); /* built now, so building it later cannot replace this record */
   if (!lua_isnil(L, 2)) {
     lua_Integer i, n;
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -1219,6 +1249,8 @@ void mcp_register_json(lua_State *L) {
   lua_setfield(L, -2, "array");
   push_closure(L, l_is_array, marker, 0, 0);
   lua_setfield(L, -2, "is_array");
+  push_closure(L, l_is_object, marker, 0, 0);
+  lua_setfield(L, -2, "is_object");
   push_closure(L, l_key_order, order, 0, 0);
   lua_setfield(L, -2, "key_order");
   push_closure(L, l_set_key_order, order, 0, 0);

@@ -1,9 +1,12 @@
 /*
 ** schema.c: the schema normaliser. A tool's inputSchema is
 ** carried only if every constraint in what we keep is one a model can be told
-** faithfully; anything we would have to drop to carry it ($ref, conditionals,
-** pattern keys, ...) refuses the whole tool, because dropping a constraint
-** widens what the tool accepts. Never repairs; says why it refused.
+** faithfully; anything we would have to drop to carry it (conditionals,
+** pattern keys, a reference that cannot be written out, ...) refuses the
+** whole tool, because dropping a constraint widens what the tool accepts.
+** Never repairs; says why it refused. Local references into "$defs" or
+** "definitions" are written out first when they are what stands in the way
+** (refs.c), and the steps judge the schema that results.
 **
 ** Values are Lua tables in the shape the JSON codec (json.c) produces:
 ** arrays carry the array marker, objects may carry a key-order record, JSON
@@ -73,6 +76,7 @@ enum verdict {
   BAD_UTF8,
   TOO_BIG,
   NOT_JSON,
+  REFERENCE, /* a local reference refused; the reason is in the registry at MCP_REFS_REASON */
   UNCLEAR
 };
 
@@ -96,6 +100,12 @@ static void push_reason(lua_State *L, enum verdict v, int keyword) {
     case BAD_UTF8: lua_pushliteral(L, "it contains bytes that are not valid UTF-8"); break;
     case TOO_BIG: lua_pushfstring(L, "it exceeds %d bytes once stored", MAX_ENCODED_BYTES); break;
     case NOT_JSON: lua_pushliteral(L, "its parameter schema is not valid JSON"); break;
+    case REFERENCE:
+      if (lua_getfield(L, LUA_REGISTRYINDEX, MCP_REFS_REASON) != LUA_TSTRING) {
+        lua_pop(L, 1);
+        lua_pushliteral(L, "a \"$ref\" in it cannot be written out");
+      }
+      break;
     case ACCEPTED:
     case UNCLEAR: lua_pushnil(L); break;
   }
@@ -130,6 +140,7 @@ static int refused_index(const char *s, size_t n) {
 */
 static int is_object(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx) || mcp_json_is_array(L, idx)) return 0;
+  mcp_lazy_settle(L, idx);
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     if (lua_type(L, -2) != LUA_TSTRING) {
@@ -149,6 +160,7 @@ static int is_object(lua_State *L, int idx) {
 static int is_string_list(lua_State *L, int idx) {
   lua_Unsigned n, count = 0;
   if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx)) return 0;
+  mcp_lazy_settle(L, idx);
   n = lua_rawlen(L, idx);
   if (n == 0 && !mcp_json_is_array(L, idx)) return 0;
   lua_pushnil(L);
@@ -331,6 +343,7 @@ static int walk(lua_State *L, int t, int level, walk_state *st) {
   }
   if (level > MAX_DEPTH) st->too_deep = 1;
   luaL_checkstack(L, 8, "schema walk");
+  mcp_lazy_settle(L, t);
   lua_pushnil(L);
   while (lua_next(L, t) != 0) {
     lua_pop(L, 1);
@@ -434,10 +447,11 @@ static enum verdict exact_measure(lua_State *L, int f, int *keyword, size_t *len
 ** filtered table and returns ACCEPTED. Refused: pushes nothing, returns the
 ** verdict (and the keyword's index for KEYWORD).
 */
-static enum verdict normalise(lua_State *L, int s, int *keyword) {
+static enum verdict normalise_plain(lua_State *L, int s, int *keyword) {
   int f, o, n = 0, bad;
   size_t k, len;
   if (lua_type(L, s) != LUA_TTABLE || mcp_json_is_null(L, s)) return NO_SCHEMA;
+  mcp_lazy_settle(L, s);
   if (rawfield(L, s, "type") != LUA_TSTRING || (lua_tolstring(L, -1, &len), len != 6) ||
       memcmp(lua_tostring(L, -1), "object", 6) != 0) {
     lua_pop(L, 1);
@@ -488,6 +502,41 @@ static enum verdict normalise(lua_State *L, int s, int *keyword) {
     return TOO_BIG;
   }
   return ACCEPTED;
+}
+
+/*
+** 1 when a refusal of the schema at s may go away once its local
+** references are written out: it named "$ref", "$defs" or "definitions",
+** or the top-level type was missing beside a top-level "$ref" (pydantic's
+** shape for a recursive model at the root).
+*/
+static int refers(lua_State *L, int s, enum verdict v, int keyword) {
+  int top;
+  if (v == KEYWORD) return keyword == 0 || keyword == 2 || keyword == 3; /* $ref, $defs, definitions */
+  if (v != NOT_OBJECT || lua_type(L, s) != LUA_TTABLE || mcp_json_is_null(L, s)) return 0;
+  top = rawfield(L, s, "$ref") != LUA_TNIL;
+  lua_pop(L, 1);
+  return top;
+}
+
+/*
+** Steps 1-8, with local references into "$defs"/"definitions" written out
+** first when they are what the plain steps refused (refs.c): the steps then
+** judge the schema a model would be shown. Pushes as normalise_plain does.
+*/
+static enum verdict normalise(lua_State *L, int s, int *keyword) {
+  enum verdict v = normalise_plain(L, s, keyword);
+  int r, copy;
+  if (v == ACCEPTED || !refers(L, s, v, *keyword)) return v;
+  r = mcp_schema_inline_refs(L, s);
+  if (r == MCP_REFS_REFUSED) return REFERENCE;
+  if (r == MCP_REFS_TOO_BIG) return TOO_BIG;
+  if (r == MCP_REFS_TOO_DEEP) return TOO_DEEP;
+  copy = lua_gettop(L);
+  v = normalise_plain(L, copy, keyword);
+  if (v == ACCEPTED) lua_remove(L, copy);
+  else lua_settop(L, copy - 1);
+  return v;
 }
 
 /* ==================================================================== */
@@ -684,7 +733,16 @@ static int l_normalise_schema(lua_State *L) {
   enum verdict v;
   luaL_checkany(L, 1);
   lua_settop(L, 1);
-  v = normalise(L, 1, &keyword);
+  if (mcp_lazy_push_text(L, 1)) { /* a listed schema nobody has read: judged from its text, kept lazy */
+    lua_replace(L, 1);
+    v = normalise_text(L, &keyword);
+    if (v == ACCEPTED) {
+      mcp_lazy_wrap(L, -1);
+      return 1;
+    }
+  } else {
+    v = normalise(L, 1, &keyword);
+  }
   if (v == ACCEPTED) return 1;
   lua_pushnil(L);
   push_reason(L, v, keyword);
@@ -749,12 +807,11 @@ void mcp_register_schema(lua_State *L) {
     if (refused_index(refused[k], strlen(refused[k])) != (int)k)
       luaL_error(L, "mcpclient.core: schema.c's keyword table does not match its keywords");
   }
-  static const luaL_Reg fns[] = {
-    {"normalise_schema", l_normalise_schema},
-    {"decode_stored_schema", l_decode_stored_schema},
-    {NULL, NULL},
-  };
-  luaL_setfuncs(L, fns, 0);
+  lua_pushcfunction(L, l_decode_stored_schema);
+  lua_setfield(L, -2, "decode_stored_schema");
+  lua_newuserdatauv(L, 4096, 0);
+  lua_pushcclosure(L, l_normalise_schema, 1);
+  lua_setfield(L, -2, "normalise_schema");
   lua_newuserdatauv(L, 4096, 0);
   lua_pushcclosure(L, l_normalise_schema_text, 1);
   lua_setfield(L, -2, "normalise_schema_text");

@@ -121,6 +121,13 @@ static void push_clip(lua_State *L, const char *text, size_t n, lua_Integer limi
 }
 
 /*
+** C API of clip, for messages other C files compose from far-side text.
+*/
+void mcp_text_clip(lua_State *L, const char *s, size_t n, lua_Integer limit) {
+  push_clip(L, s, n, limit);
+}
+
+/*
 ** clip(text [, limit = 200]) -> text: applied to every fragment of remote or
 ** exception text that reaches a message, a log line or a terminal.
 */

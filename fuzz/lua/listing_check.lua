@@ -1,7 +1,7 @@
 --- Checker of fuzz/listing_fuzz.c: a tools/list answer read with its tools'
 --- schemas as text and as kept (core.rpc_classify's "text" and "kept"
---- decodings), and core.normalise_schema_text, against the table paths they
---- stand for.
+--- decodings), the lazy schemas of the default listing (core.lazy_schemas),
+--- and core.normalise_schema_text, against the table paths they stand for.
 --
 -- The listing: the jansson classifier (key order recorded) must give the
 -- same kind and details; in a result, every value but the listed tools'
@@ -82,6 +82,35 @@ local function listing(body, id, decoding, max_containers)
   end
 end
 
+-- The default listing: the text form with each schema made lazy (core.lazy_schemas). Unread, a
+-- lazy schema must encode and normalise as jansson's value; read, it must be that value, key
+-- order included.
+local same_ordered = require("same")(true)
+local function lazy_listing(body)
+  local kind, result = core.rpc_classify(body, 1, "text")
+  if kind ~= "result" or type(rawget(result, "tools")) ~= "table" then return end
+  local _, other = slow_classify(body, 1, true)
+  local tools = core.lazy_schemas(rawget(result, "tools"))
+  for i, tool in ipairs(tools) do
+    for k in pairs(SCHEMA_KEYS) do
+      local v, want = type(tool) == "table" and rawget(tool, k), type(tool) == "table" and rawget(other.tools[i], k)
+      if v ~= nil and v ~= false then
+        if core.lazy_text(v) then
+          check(json.encode(v) == json.encode(want), "lazy %s: its encoding is not jansson's value's", k)
+          local a, why_a = core.normalise_schema(v)
+          local b, why_b = core.normalise_schema(want)
+          check(why_a == why_b and (a == nil) == (b == nil), "lazy %s: refusals differ", k)
+          if a then check(json.encode(a) == json.encode(b), "lazy %s: kept schemas differ", k) end
+          check(core.lazy_text(v), "lazy %s: built by encode or normalise", k)
+          local _ = v[1] -- the first read builds it
+          check(core.lazy_text(v) == nil and getmetatable(v) == nil, "lazy %s: not built by a read", k)
+        end
+        same_ordered(v, want, "lazy " .. k)
+      end
+    end
+  end
+end
+
 local function normalised(text)
   local kept, why = core.normalise_schema_text(text)
   local value = json.decode(text, true)
@@ -104,6 +133,13 @@ return function(body, oom)
     -- one failed allocation: surviving is the property (memory errors are accepted by the harness)
     core.rpc_classify(wrapped, 1, "text")
     core.rpc_classify(wrapped, 1, "kept")
+    local kind, result = core.rpc_classify(wrapped, 1, "text")
+    if kind == "result" then
+      for _, tool in ipairs(core.lazy_schemas(result.tools)) do
+        json.try_encode(tool)
+        local _ = type(tool.inputSchema) == "table" and tool.inputSchema[1]
+      end
+    end
     core.normalise_schema_text(body)
     return
   end
@@ -113,5 +149,7 @@ return function(body, oom)
   listing(wrapped, 1, "kept")
   listing(wrapped, 1, "kept", 1 + #body % 16)
   listing(wrapped, 1, "text", 65536)
+  lazy_listing(wrapped)
+  lazy_listing(body)
   normalised(body)
 end

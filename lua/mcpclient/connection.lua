@@ -260,9 +260,11 @@ local function merge_hint(walk, result)
 end
 
 -- The forms a listing hands a tool's inputSchema and outputSchema in, and
--- how a page is read for each (rpc_classify's decoding). A kept listing of
--- the 2026-07-28 era is read as text: its rule is applied by keep_modern.
-local DECODING = { tables = true, text = "text", kept = "kept" }
+-- how a page is read for each (rpc_classify's decoding). Tables are read
+-- as text too and handed over lazy (core.lazy_schemas): each schema is
+-- built as a table only when it is first read. A kept listing of the
+-- 2026-07-28 era is read as text: its rule is applied by keep_modern.
+local DECODING = { tables = "text", text = "text", kept = "kept" }
 
 -- A listing's options: the operation's, and the schema form.
 local function listing_options(opts)
@@ -278,7 +280,11 @@ end
 --- The whole catalogue: every page, in order, within the walk's bounds.
 -- @param opts { budget, cancel, on_progress, schemas = "tables" | "text" | "kept" }:
 --   the form of each tool's inputSchema and outputSchema. "tables" (the
---   default): Lua tables, as the server sent them. "text": the compact JSON
+--   default): Lua tables, as the server sent them (key order recorded),
+--   each built on its first read (index, pairs, #, json.encode,
+--   core.normalise_schema, which judges an unread one from its text):
+--   until then it is an empty table holding the text, so raw access
+--   (next, rawget) sees nothing before a first read. "text": the compact JSON
 --   text of what the server sent (key order kept), written in the pass that
 --   reads the page and never built as Lua tables, several times cheaper on
 --   a large catalogue; core.normalise_schema_text takes it and
@@ -402,6 +408,7 @@ function walk_tools(self, op, form, on_page)
     if not reply then return nil, message, err end
     page, message, err = read_page(self, walk, form, decoding, reply)
     if not page then return nil, message, err end
+    if form == "tables" then core.lazy_schemas(page) end
     learn_task_support(walk.task_support, page)
     on_page(page)
     local cursor = reply.result.nextCursor
@@ -554,7 +561,9 @@ end
 
 --- Call a tool by its name on the server.
 -- @param name the server's name for the tool
--- @param arguments a table (encoded as a JSON object; nil means {})
+-- @param arguments a table of named arguments (encoded as a JSON object; nil
+--   means {}); a list (json.array, even empty, a Lua sequence, a key that is
+--   not a string) raises: it is never sent
 -- @param opts { budget = seconds, cancel = function -> truthy to stop,
 --   on_progress = function(progress, total, message) (asks the server for progress),
 --   task = true (run it as a task where the tool and the server allow: see README "Tasks"),
@@ -569,8 +578,9 @@ end
 -- @return outcome { text, is_error, note, content, structured, latency_ms } | nil, message, err
 function Connection:call_tool(name, arguments, opts)
   if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
-  if arguments ~= nil and (type(arguments) ~= "table" or json.is_array(arguments)) then
-    error("call_tool: arguments must be a table of named arguments", 2)
+  -- arguments are a JSON object on the wire: a list (array-marked, even empty, or a Lua sequence) is never sent
+  if arguments ~= nil and not json.is_object(arguments) then
+    error("call_tool: arguments must be a table of named arguments (a JSON object), not a list", 2)
   end
   local op = open_operation(self, opts)
   local params = { name = name, arguments = arguments or {} }

@@ -4,6 +4,8 @@
 --   json.try_encode(value)     -> text | nil, reason
 --   json.decode(text[, ordered]) -> value | nil, reason
 --   json.null, json.array(t), json.is_array(t)
+--   json.is_object(v)          -> a table that encodes as an object (not
+--                                 array-marked, string keys only; {} is one)
 --
 -- Integers stay integers (64-bit), floats round-trip, [] and {} stay apart
 -- (decoded arrays carry a marker; json.array{} makes an empty one), duplicate

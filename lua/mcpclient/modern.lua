@@ -393,13 +393,109 @@ local function walk(value, depth)
   return nil
 end
 
+-- A JSON pointer's reference token for `key` (~ as ~0, / as ~1).
+local function pointer_token(key)
+  return (tostring(key):gsub("~", "~0"):gsub("/", "~1"))
+end
+
+-- Every local reference in `value` (a "$ref"/"$dynamicRef" string that
+-- starts with "#"), as { holder, ref, path }, and every "$anchor" and
+-- "$dynamicAnchor" name. The walk is bounded by the depth check run first.
+local function collect(value, path, found)
+  if type(value) ~= "table" or value == json.null then return found end
+  for k, v in pairs(value) do
+    local here = path .. "/" .. pointer_token(json.is_array(value) and math.tointeger(k) and k - 1 or k)
+    if REFERENCES[k] and type(v) == "string" then
+      found.refs[#found.refs + 1] = { holder = value, ref = v, path = path }
+    elseif (k == "$anchor" or k == "$dynamicAnchor") and type(v) == "string" then
+      found.anchors[v] = value
+    end
+    collect(v, here, found)
+  end
+  return found
+end
+
+-- What a local reference names inside `root`: "#" the root, "#/a/b" a JSON
+-- pointer (percent-decoded, ~1 and ~0 read as / and ~), "#name" the schema
+-- holding that $anchor or $dynamicAnchor; nil when nothing is there.
+local function target_of(root, ref, anchors)
+  local fragment = ref:sub(2):gsub("%%(%x%x)", function(hex) return string.char(tonumber(hex, 16)) end)
+  if fragment == "" then return root end
+  if fragment:sub(1, 1) ~= "/" then return anchors[fragment] end
+  local node = root
+  for token in (fragment:sub(2) .. "/"):gmatch("(.-)/") do
+    if type(node) ~= "table" or node == json.null then return nil end
+    token = token:gsub("~1", "/"):gsub("~0", "~")
+    if json.is_array(node) then
+      local i = token:match("^%d+$") and math.tointeger(tonumber(token))
+      node = i and node[i + 1]
+    else
+      node = node[token]
+    end
+    if node == nil then return nil end
+  end
+  return node
+end
+
+-- The keywords that apply a subschema to the same instance in place (a
+-- reference too): a cycle through these alone never ends, while recursion
+-- through "properties" or "items" ends with the instance.
+local IN_PLACE = { allOf = true, anyOf = true, oneOf = true, ["not"] = true, ["if"] = true, ["then"] = true,
+  ["else"] = true }
+
+-- Whether following references and in-place keywords from `node` reaches `holder` again.
+local function reaches(node, holder, targets, seen)
+  if type(node) ~= "table" or node == json.null or seen[node] then return false end
+  if node == holder then return true end
+  seen[node] = true
+  if targets[node] and reaches(targets[node], holder, targets, seen) then return true end
+  for k, v in pairs(node) do
+    if IN_PLACE[k] then
+      if type(v) == "table" and json.is_array(v) then
+        for _, sub in ipairs(v) do
+          if reaches(sub, holder, targets, seen) then return true end
+        end
+      elseif reaches(v, holder, targets, seen) then
+        return true
+      end
+    end
+  end
+  return false
+end
+
+-- The first reason to refuse the schema's local references: one that
+-- points at nothing (dangling), or one that leads back to itself through
+-- references and in-place keywords only (a cycle no validator can leave).
+-- Recursion through properties or items (a recursive model) is kept: the
+-- schema is carried verbatim, references and all.
+local function references_problem(schema)
+  local found = collect(schema, "#", { refs = {}, anchors = {} })
+  local targets = {}
+  table.sort(found.refs, function(a, b) return a.path < b.path end)
+  for _, r in ipairs(found.refs) do
+    local target = target_of(schema, r.ref, found.anchors)
+    if target == nil then
+      return string.format('its "$ref" at %s points to %s, which the schema does not define', core.clip(r.path, 120),
+        core.clip(r.ref, 120))
+    end
+    targets[r.holder] = target
+  end
+  for _, r in ipairs(found.refs) do
+    if reaches(targets[r.holder], r.holder, targets, {}) then
+      return string.format('its "$ref" at %s leads back to itself through references alone (%s), a cycle no'
+        .. " validator can leave", core.clip(r.path, 120), core.clip(r.ref, 120))
+    end
+  end
+  return nil
+end
+
 -- The rule's checks; the schema's stored text when it passes.
 local function stored_schema(schema)
   if type(schema) ~= "table" or schema == json.null or json.is_array(schema) then
     return nil, "the server advertised no parameter schema"
   end
   if schema.type ~= "object" then return nil, 'its top-level type is not "object"' end
-  local why = walk(schema, 1)
+  local why = walk(schema, 1) or references_problem(schema)
   if why then return nil, why end
   why = select(2, modern.header_params(schema))
   if why then return nil, why end
@@ -414,7 +510,10 @@ end
 --- keyword included, so nothing is dropped and nothing widened. Refused
 --- (never repaired), with the reason naming what caused it: no schema, a
 --- top-level type other than "object", nesting deeper than 12 levels, a
---- $ref/$dynamicRef leaving the schema, an x-mcp-header marking that breaks
+--- $ref/$dynamicRef leaving the schema, a local one that points at nothing
+--- or only at itself (through references and allOf/anyOf/oneOf/not/if/
+--- then/else alone; a recursive model, through properties or items, is
+--- kept as its references), an x-mcp-header marking that breaks
 --- its rules (modern.header_params), more than 16384 bytes once encoded, or
 --- a value JSON cannot carry.
 -- @return the schema (the caller's table) | nil, reason

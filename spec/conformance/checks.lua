@@ -502,7 +502,9 @@ local function nested_objects_json(n)
 end
 
 local invalid_schemas = {
-  { "07", "a nested $ref", '{"type":"object","properties":{"page":{"$ref":"#/$defs/page"}}}', keyword("$ref") },
+  { "07", "a nested $ref to a definition it does not hold", '{"type":"object","properties":{"page":{"$ref":'
+    .. '"#/$defs/page"}}}',
+    'its "$ref" at #/properties/page points to #/$defs/page, which the schema does not define' },
   { "08", "a nested dependentRequired", '{"type":"object","properties":{"card":{"type":"object",'
     .. '"dependentRequired":{"number":["expiry"]}}}}', keyword("dependentRequired") },
   { "09", "a top-level if/then", '{"type":"object","if":{"required":["a"]},"then":{"required":["b"]}}',

@@ -86,7 +86,7 @@ describe("catalogue import", function()
 
   it("judges a schema by the rule of the listing's era", function()
     -- 2020-12 keywords ($defs, an in-schema $ref, prefixItems): carried whole from a 2026-07-28
-    -- listing, refused (never repaired) from a 2025 one
+    -- listing; from a 2025 one the reference is written out and the definitions dropped
     local wide = { type = "object", ["$defs"] = { x = { type = "string" } },
       properties = { a = { type = "array", prefixItems = { { type = "string" } } }, b = { ["$ref"] = "#/$defs/x" } } }
     local function listing_of(era)
@@ -102,8 +102,15 @@ describe("catalogue import", function()
     assert.same({ { type = "string" } }, stored.properties.a.prefixItems)
     assert.equal("#/$defs/x", stored.properties.b["$ref"])
     local legacy_report = import(store, uid, nil, listing_of("legacy"))
+    assert.equal(1, legacy_report.imported)
+    stored = json.decode(store:tools_of(uid)[1].input_schema)
+    assert.same({ type = "string" }, stored.properties.b)
+    assert.is_nil(stored["$defs"])
+    wide.properties.c = { ["$ref"] = "#/$defs/y" }
+    legacy_report = import(store, uid, nil, listing_of("legacy"))
     assert.equal(0, legacy_report.imported)
-    assert.truthy(legacy_report.skip_reasons[1]:find("$defs", 1, true), legacy_report.skip_reasons[1])
+    assert.equal('"wide" was skipped: its "$ref" at #/properties/c points to #/$defs/y, which the schema does not'
+      .. " define.", legacy_report.skip_reasons[1])
   end)
 
   it("skips, in order, each tool it cannot carry and says why", function()
@@ -129,8 +136,6 @@ describe("catalogue import", function()
     assert.is_false(report.refused)
     assert.equal(1, report.imported)
     assert.equal(9, report.skipped)
-    local keyword = 'it uses "$ref", which this import does not carry: dropping the keyword would widen what the '
-      .. "tool accepts, letting a model produce arguments the server then rejects"
     local expected = {
       "An advertised tool has no name and was skipped.",
       "An advertised tool has no name and was skipped.",
@@ -138,7 +143,8 @@ describe("catalogue import", function()
       '"ok" maps to a name this server already used and was skipped.',
       '"builtin" would collide with a builtin tool of the same name and was skipped.',
       '"c" maps to the name mcp_a_b_c, which server "a" already owns, and was skipped.',
-      '"nested" was skipped: ' .. keyword .. ".",
+      '"nested" was skipped: its "$ref" at #/properties/x (#/defs/x) names no whole definition in "$defs" or'
+        .. ' "definitions".',
       '"typeless" was skipped: its top-level type is not "object".',
       '"bad [31mname X-Injected: yes" cannot be given a valid local tool name and was skipped.',
     }

@@ -122,6 +122,18 @@ describe("a run and its audit trail", function()
     assert.same({}, store:governance_events())
   end)
 
+  it("refuses a list as a remote tool's arguments: an error step the model reads, nothing sent", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("never"))
+    local r = start(store, fake)
+    for _, args in ipairs { json.array { 3 }, json.array {}, { 3 }, { "uid", uid = 3 } } do
+      local result = r:invoke("mcp_audit_read_page", args)
+      assert.is_true(result.is_error)
+      assert.truthy(result.text:find("takes named arguments (a JSON object), not a list", 1, true), result.text)
+    end
+    assert.equal(0, #fake.requests)
+    assert.equal("running", r.status)
+  end)
+
   it("refuses a write when the run row cannot be written, and sends nothing at all", function()
     assert(store.adapter:exec("DROP TABLE agent_run"))
     local fake = Fake.new():will_handshake():will_return(text_answer("never"))

@@ -824,6 +824,17 @@ describe("a connection", function()
       assert.has_error(function() conn:call_tool("t", {}, { timeout = 1 }) end)
     end)
 
+    it("raises for a list given as a call's arguments, and sends nothing", function()
+      local fake = Fake.new()
+      local conn = connect(fake)
+      local lists = { mcp.json.array {}, mcp.json.array { 1 }, { 1, 2 }, { "a", b = 1 }, { [3] = true } }
+      for _, args in ipairs(lists) do
+        assert.has_error(function() conn:call_tool("t", args) end,
+          "call_tool: arguments must be a table of named arguments (a JSON object), not a list")
+      end
+      assert.equal(0, #fake.requests)
+    end)
+
     it("turns unencodable arguments into a clear failure, not a crash", function()
       local fake = Fake.new():will_handshake()
       local ok, message, err = connect(fake):call_tool("t", { x = 0 / 0 })

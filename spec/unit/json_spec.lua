@@ -16,7 +16,7 @@ describe("core.json", function()
     local names = {}
     for k in pairs(json) do names[#names + 1] = k end
     table.sort(names)
-    assert.same({ "array", "decode", "encode", "is_array", "key_order", "null", "set_key_order",
+    assert.same({ "array", "decode", "encode", "is_array", "is_object", "key_order", "null", "set_key_order",
                   "try_encode" }, names)
     assert.equal("userdata", type(json.null))
     assert.equal("function", type(core.rpc_classify))

@@ -157,8 +157,9 @@ describe("normalise_schema", function()
   end)
 
   describe("refuses (conformance 7-14)", function()
-    it("a nested $ref", function()
-      refused(decode('{"type":"object","properties":{"page":{"$ref":"#/$defs/page"}}}'), kw_reason("$ref"))
+    it("a nested $ref to a definition the schema does not hold, naming where it is", function()
+      refused(decode('{"type":"object","properties":{"page":{"$ref":"#/$defs/page"}}}'),
+        'its "$ref" at #/properties/page points to #/$defs/page, which the schema does not define')
     end)
 
     it("a nested dependentRequired", function()
@@ -209,10 +210,15 @@ describe("normalise_schema", function()
     end)
 
     it("refuses a top-level keyword even though it would be dropped", function()
-      refused(decode('{"type":"object","$defs":{"x":{"type":"string"}}}'), kw_reason("$defs"))
-      refused(decode('{"type":"object","definitions":{}}'), kw_reason("definitions"))
-      refused(decode('{"type":"object","unevaluatedProperties":false,"$ref":"#"}'), kw_reason("$ref"))
+      refused(decode('{"type":"object","unevaluatedProperties":false,"$ref":"#"}'),
+        'its "$ref" at # (#) names no whole definition in "$defs" or "definitions"')
       refused(decode('{"type":"object","$dynamicRef":"#meta","$defs":{}}'), kw_reason("$dynamicRef"))
+    end)
+
+    it("drops definitions nothing refers to: on their own they constrain nothing", function()
+      local unused = decode('{"type":"object","$defs":{"x":{"type":"string"}}}')
+      assert.equal('{"type":"object"}', json.encode(accepted(unused)))
+      assert.equal('{"type":"object"}', json.encode(accepted(decode('{"type":"object","definitions":{}}'))))
     end)
 
     it("checks the top level before shape", function()
@@ -299,39 +305,44 @@ describe("normalise_schema", function()
       local deep = nested_objects(14)
       local node = deep
       for _ = 1, 14 do node = node.properties.child end
-      node["$ref"] = "#/x" -- the string leaf, at level 29
-      refused(deep, kw_reason("$ref"))
+      node["$dynamicRef"] = "#/x" -- the string leaf, at level 29
+      refused(deep, kw_reason("$dynamicRef"))
     end)
 
     it("checks a node's keys before descending into its values", function()
-      refused(decode('{"type":"object","properties":{"a":{"$ref":"#"},"if":{"type":"string"}}}'), kw_reason("if"))
+      refused(decode('{"type":"object","properties":{"a":{"$dynamicRef":"#"},"if":{"type":"string"}}}'),
+        kw_reason("if"))
     end)
 
     it("names the first keyword in list order among one node's keys", function()
-      refused(decode('{"type":"object","properties":{"a":{"then":{},"unevaluatedProperties":false,"$ref":"#"}}}'),
-        kw_reason("$ref"))
+      refused(decode('{"type":"object","properties":{"a":{"then":{},"unevaluatedProperties":false,'
+        .. '"$dynamicRef":"#"}}}'),
+        kw_reason("$dynamicRef"))
     end)
 
     it("visits values in the server's key order", function()
-      refused(decode('{"type":"object","properties":{"a":{"then":{}},"b":{"$ref":"#"}}}'), kw_reason("then"))
-      refused(decode('{"type":"object","properties":{"b":{"$ref":"#"},"a":{"then":{}}}}'), kw_reason("$ref"))
+      refused(decode('{"type":"object","properties":{"a":{"then":{}},"b":{"$dynamicRef":"#"}}}'), kw_reason("then"))
+      refused(decode('{"type":"object","properties":{"b":{"$dynamicRef":"#"},"a":{"then":{}}}}'),
+        kw_reason("$dynamicRef"))
       refused(decode('{"type":"object","anyOf":[{"else":{}},{"$defs":{}}]}'), kw_reason("else"))
       refused(decode('{"type":"object","anyOf":[{"$defs":{}},{"else":{}}]}'), kw_reason("$defs"))
     end)
 
     it("visits an unordered Lua table's keys sorted, so the answer never depends on hashing", function()
       for _ = 1, 20 do
-        refused({ type = "object", properties = { b = { ["$ref"] = "#" }, a = { ["then"] = {} } } }, kw_reason("then"))
-        refused({ type = "object", properties = { zz = { ["$ref"] = "#" }, m = { ["else"] = {} } } }, kw_reason("else"))
+        refused({ type = "object", properties = { b = { ["$dynamicRef"] = "#" }, a = { ["then"] = {} } } },
+          kw_reason("then"))
+        refused({ type = "object", properties = { zz = { ["$dynamicRef"] = "#" }, m = { ["else"] = {} } } },
+          kw_reason("else"))
       end
     end)
 
     it("visits recorded keys first, then the rest sorted, like the encoder", function()
-      local props = { a = { ["then"] = {} }, b = { ["$ref"] = "#" }, c = { ["if"] = {} } }
+      local props = { a = { ["then"] = {} }, b = { ["$dynamicRef"] = "#" }, c = { ["if"] = {} } }
       json.set_key_order(props, { "c" })
       refused({ type = "object", properties = props }, kw_reason("if"))
       json.set_key_order(props, { "missing", "b" })
-      refused({ type = "object", properties = props }, kw_reason("$ref"))
+      refused({ type = "object", properties = props }, kw_reason("$dynamicRef"))
     end)
 
     it("ends on a cyclic table", function()

@@ -167,12 +167,17 @@ describe("an imported tool", function()
     assert.equal(7000, fake.requests[1].timeout_ms)
   end)
 
-  it("refuses positional arguments with an error result, and reads [] as none", function()
+  it("refuses a list as arguments with an error result and sends nothing: [], [1, 2], a Lua sequence", function()
     local fake = Fake.new():will_handshake():will_return { content = {} }
     local t = make(fake)
-    assert.is_true(t:execute(mcp.json.array { 1, 2 }).is_error)
+    for _, args in ipairs { mcp.json.array { 1, 2 }, mcp.json.array {}, { 1, 2 }, { "a", b = 1 }, { [2] = "x" } } do
+      local result = t:execute(args)
+      assert.is_true(result.is_error)
+      assert.truthy(result.text:find("takes named arguments (a JSON object), not a list", 1, true), result.text)
+    end
     assert.is_true(t:execute("text").is_error)
-    assert.is_false(t:execute(mcp.json.array {}).is_error)
-    assert.truthy(fake.requests[3].raw:find('"arguments":{}', 1, true))
+    assert.equal(0, #fake.requests)
+    assert.is_false(t:execute({}).is_error)
+    assert.truthy(fake.requests[#fake.requests].raw:find('"arguments":{}', 1, true))
   end)
 end)

@@ -89,19 +89,18 @@ function Tool:spec()
   return { name = core.clip(self.name, 64), description = self.description, parameters = self.parameters }
 end
 
--- Named arguments, or an error ToolResult for the model. Models sometimes
--- write [] for "no arguments"; anything in a list is not named.
+-- Named arguments, or an error ToolResult for the model: a call's
+-- arguments are a JSON object, so whatever the model wrote as a list — [],
+-- [1, 2], a Lua sequence, a table with a key that is not a string — is
+-- refused here and never sent (it would reach the server as an array).
 local function named(self, arguments)
   if arguments == nil then return nil end
   if type(arguments) ~= "table" then
     return nil, tool.error_result(string.format('Tool "%s" takes named arguments (a JSON object).', self.name))
   end
-  if core.json.is_array(arguments) then
-    if #arguments > 0 then
-      return nil, tool.error_result(string.format('Tool "%s" takes named arguments (a JSON object), not a list.',
-        self.name))
-    end
-    return nil
+  if not core.json.is_object(arguments) then
+    return nil, tool.error_result(string.format(
+      'Tool "%s" takes named arguments (a JSON object), not a list: give {} when there are none.', self.name))
   end
   return arguments
 end
