@@ -59,7 +59,7 @@ Connection.__index = Connection
 -- Every key connect() accepts, with the type it must have.
 local option_types = {
   url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
-  budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function",
+  budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function", on_log = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
   on_elicitation = "function", max_input_rounds = "number", tasks = "boolean",
@@ -183,7 +183,8 @@ function client.connect(options)
       log = options.log or log.default,
     },
     session = session.new(channel, { identifier = options.identifier, protocol = options.protocol or "auto",
-      on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds }),
+      on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
+      on_log = options.on_log }),
     closed = false,
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
     tasks = options.tasks == true,  -- the host asked for tasks on every call that may be one

@@ -131,6 +131,18 @@ errors.KINDS = {
         on(f), clip(f.version), f.supported)
     end,
   },
+  missing_capability = {
+    cause = "the server refused the request because the client did not declare a capability it needs "
+      .. "(JSON-RPC error -32021; err.capability names it)",
+    action = "give the connection the handler behind that capability (on_elicitation for elicitation); "
+      .. "the server did not act on the request",
+    message = function(f)
+      return string.format("%s refused the request because this client does not declare the %s capability it "
+        .. "needs%s; the server did not act on it.", on(f),
+        f.capability and ('"' .. clip(f.capability) .. '"') or "client",
+        f.capabilities and f.capabilities ~= f.capability and (" (" .. clip(f.capabilities) .. ")") or "")
+    end,
+  },
   credential = {
     cause = "the server's credential reference could not be resolved",
     action = "set the environment variable or give a resolver; nothing was sent anonymously",
@@ -275,7 +287,7 @@ errors.KINDS = {
 --- that carry it (docs/ERRORS.md names the same; a spec holds the two together).
 errors.CODES = {
   rpc_code = { meaning = "the JSON-RPC error code the server sent",
-    kinds = { "rpc_error", "http_status", "protocol_version", "task" } },
+    kinds = { "rpc_error", "http_status", "protocol_version", "task", "missing_capability" } },
   run_code = { meaning = "the fixed number of a run's failure",
     kinds = { "write_without_durable_execution", "audit_persistence_failed", "run_lease_lost" } },
   sql_code = { meaning = "the database's own code for a statement that failed", kinds = { "store" } },

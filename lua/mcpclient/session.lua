@@ -44,7 +44,7 @@ Session.__index = Session
 
 --- A session over `channel`.
 -- @param options { identifier, protocol ("auto" | "2026-07-28" | "2025-11-25"), on_elicitation,
---   max_input_rounds (default session.MAX_INPUT_ROUNDS) }
+--   max_input_rounds (default session.MAX_INPUT_ROUNDS), on_log }
 function session.new(channel, options)
   return setmetatable({
     channel = channel,
@@ -55,6 +55,11 @@ function session.new(channel, options)
     last_id = 0,
     -- the era's state once open: { version, modern, id, server_info, capabilities, instructions, hint }
     state = nil,
+
+    on_log = options.on_log,
+    -- requests in flight whose operation listens for progress: progress token (the request id) ->
+    -- on_progress, so a notice reaches the request it names on whichever stream it arrives
+    progress_to = {},
   }, Session)
 end
 
@@ -102,22 +107,72 @@ local function finite(value)
   return nil
 end
 
--- A progress notification for request `id`: its numbers, and its message
--- under the text rule (a server wrote it).
-local function progress(on_progress, id, params)
-  if type(params) ~= "table" or params.progressToken ~= id then return end
+-- A progress notification: its numbers, and its message under the text rule
+-- (a server wrote it), for the request in flight its token names, if that
+-- request's operation listens. A notice may arrive on the request's own
+-- stream or on another the session holds (the standalone GET stream).
+local function progress(self, params)
+  if type(params) ~= "table" then return end
+  local token = params.progressToken
+  local on_progress = (type(token) == "number" or type(token) == "string") and self.progress_to[token]
+  if not on_progress then return end
   local done = finite(params.progress)
   if done == nil then return end
   local message = type(params.message) == "string" and core.clip(params.message, 500) or nil
   on_progress(done, finite(params.total), message)
 end
 
+-- The text rule over a log notice's data (any JSON value): every string is
+-- clipped (object keys too) and loses its control and bidi characters, and
+-- nesting and width are bounded, so what reaches the host is inert and small.
+local LOG_TEXT, LOG_KEY, LOG_LEVEL = 2000, 200, 40
+local LOG_DEPTH, LOG_ENTRIES = 8, 64
+local LOG_LEVELS = { debug = true, info = true, notice = true, warning = true, error = true, critical = true,
+  alert = true, emergency = true }
+
+local function inert(value, depth)
+  if type(value) == "string" then return core.clip(value, LOG_TEXT) end
+  if type(value) ~= "table" then return value end -- numbers, booleans, null
+  if depth >= LOG_DEPTH then return "…" end
+  if json.is_array(value) then
+    local out = json.array {}
+    for i = 1, math.min(#value, LOG_ENTRIES) do out[i] = inert(value[i], depth + 1) end
+    return out
+  end
+  local keys = {}
+  for k in pairs(value) do
+    if type(k) == "string" then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  local out = {}
+  for i = 1, math.min(#keys, LOG_ENTRIES) do out[core.clip(keys[i], LOG_KEY)] = inert(value[keys[i]], depth + 1) end
+  return out
+end
+
+-- A log notice (notifications/message) a server sent, on any of its
+-- streams, handed to the host's on_log(level, logger, data) under the text
+-- rule: level one of the eight syslog levels when the server named one
+-- (else its text, clipped; nil when it sent none), logger clipped or nil,
+-- data with every string clipped (see inert).
+local function log_notice(self, params)
+  if type(params) ~= "table" then return end
+  local level = params.level
+  if type(level) == "string" then
+    level = LOG_LEVELS[level] and level or core.clip(level, LOG_LEVEL)
+  else
+    level = nil
+  end
+  local logger = type(params.logger) == "string" and core.clip(params.logger, LOG_KEY) or nil
+  self.on_log(level, logger, inert(params.data, 0))
+end
+
 -- A message of the server that is not the answer to `call`: a server request
 -- is answered at once (in the 2025 era; a modern server sends none of its own
 -- on a response stream, and one that does gets no answer), a progress
--- notification for the call goes to the operation's callback, anything else
--- is passed over. The answer's write may take what is left of the
--- operation's budget, since a server may wait for it before it answers.
+-- notification goes to the operation its token names, a log notice to the
+-- host's on_log, anything else is passed over. The answer's write may take
+-- what is left of the operation's budget, since a server may wait for it
+-- before it answers.
 local function on_message(self, op, call, message)
   local id = message.id
   if math.type(id) == "integer" or type(id) == "string" then
@@ -126,8 +181,10 @@ local function on_message(self, op, call, message)
     local reply = reply_to(self, message.method, message.params)
     local body = '{"jsonrpc":"2.0","id":' .. json.encode(id) .. ',' .. reply .. '}'
     self.channel:notify({ deadline = op.deadline }, call.state, { body = body })
-  elseif message.method == "notifications/progress" and op.on_progress then
-    progress(op.on_progress, call.id, message.params)
+  elseif message.method == "notifications/progress" then
+    progress(self, message.params)
+  elseif message.method == "notifications/message" and self.on_log then
+    log_notice(self, message.params)
   elseif (message.method == "notifications/tasks/status" or message.method == "notifications/tasks")
     and op.on_task_notice and type(message.params) == "table" then
     op.on_task_notice(message.params)
@@ -187,10 +244,19 @@ local function send(self, op, state, method, params, how)
   if not body then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
+  -- the GET stream is held while something listens for what may arrive there
+  local listen = self.on_elicitation ~= nil or self.on_log ~= nil or op.on_progress ~= nil
   local call = { id = id, method = method, params = params, body = body, state = state,
-    decoding = how and how.decoding, mirror = how and how.mirror, listen = self.on_elicitation ~= nil }
+    decoding = how and how.decoding, mirror = how and how.mirror, listen = listen }
   call.on_message = function(message) on_message(self, op, call, message) end
-  local reply, message, err = self.channel:request(op, call)
+  local reply, message, err
+  if op.on_progress then
+    self.progress_to[id] = op.on_progress
+    local _ <close> = setmetatable({}, { __close = function() self.progress_to[id] = nil end })
+    reply, message, err = self.channel:request(op, call)
+  else
+    reply, message, err = self.channel:request(op, call)
+  end
   if not reply and call.written and ABANDONED[err.kind] and not OPENING[method] and not TASK_METHODS[method] then
     self.channel:cancel(call, cancel_notice(call))
   end

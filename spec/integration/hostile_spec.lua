@@ -440,6 +440,99 @@ describe("a hostile server #integration", function()
       usable_afterwards(conn, "after the cancel", true)
     end)
 
+    it("sends progress only on the standalone GET stream: it reaches on_progress, in order, by its token", function()
+      local path = "/get-progress/a"
+      local logs = {}
+      local conn <close> = connect(path, { on_log = function(level, logger, data)
+        logs[#logs + 1] = { level = level, logger = logger, data = data }
+      end })
+      assert(conn:call_tool("echo", { text = "warm" }))
+      local seen = {}
+      local out, message = conn:call_tool("hostile", {}, { budget = 5, on_progress = function(progress, total, text)
+        seen[#seen + 1] = { progress, total, text }
+      end })
+      assert.equal("done", assert(out, message).text)
+      assert.equal(5, state(path).progress_sent)
+      -- the five for this call's token, in order, their messages under the text rule; none for the other token
+      local expected = {}
+      for i = 1, 5 do expected[i] = { i, 5, "step " .. i .. " [2J" } end
+      assert.same(expected, seen)
+      -- the log notice on the same stream reached on_log, inert
+      assert.same({ { level = "warning", logger = "hostile", data = { note = "from the GET stream" } } }, logs)
+      -- the GET stream carried the session id and ended with the call
+      local gets = requests_of(path, "GET")
+      assert.is_true(#gets >= 1)
+      assert.is_string(gets[#gets].session)
+      assert.equal(requests_of(path, "tools/call")[2].session, gets[#gets].session)
+    end)
+
+    it("holds no GET stream for a call without on_progress (and no other listener): nothing to route", function()
+      local path = "/get-progress/none"
+      local conn <close> = connect(path)
+      assert.equal("done", assert(conn:call_tool("hostile", {}, { budget = 5 })).text)
+      assert.equal(0, #requests_of(path, "GET"))
+      assert.equal(0, state(path).progress_sent)
+    end)
+
+    it("routes GET-stream progress to each of several calls in flight at once, by token", function()
+      local path = "/get-progress/gather"
+      local conn <close> = connect(path)
+      assert(conn:call_tool("echo", { text = "warm" }))
+      local seen = { {}, {}, {} }
+      local fns = {}
+      for i = 1, 3 do
+        fns[i] = function()
+          return conn:call_tool("hostile", {}, { budget = 8, on_progress = function(progress)
+            seen[i][#seen[i] + 1] = progress
+          end })
+        end
+      end
+      local results = mcp.gather(fns)
+      local reached = 0
+      for i = 1, 3 do
+        assert.equal("done", assert(results[i][1], results[i][2]).text)
+        -- each call hears only its own token's notices, in order
+        if #seen[i] > 0 then
+          reached = reached + 1
+          assert.same({ 1, 2, 3, 4, 5 }, seen[i])
+        end
+      end
+      -- one GET stream at a time per session serves every call in flight (a listener that waits
+      -- takes over when the holder's call ends): fewer streams than calls that heard their notices
+      local gets = #requests_of(path, "GET")
+      assert.is_true(reached >= 2, reached .. " of 3 calls heard their progress")
+      assert.is_true(gets < reached, gets .. " GET streams for " .. reached .. " calls")
+    end)
+
+    it("floods progress on the GET stream: read up to the cap, in order, never reopened, the call answered", function()
+      local path = "/get-progress-flood/a"
+      local conn <close> = connect(path)
+      assert(conn:call_tool("echo", { text = "warm" }))
+      collectgarbage()
+      local rss_before = peak_rss_kib()
+      local count, last, ordered = 0, 0, true
+      local t0 = core.now()
+      local out, message = conn:call_tool("hostile", {}, { budget = 10, on_progress = function(progress)
+        count = count + 1
+        if progress ~= last + 1 then ordered = false end
+        last = progress
+      end })
+      local elapsed = core.now() - t0
+      assert.equal("done after the flood", assert(out, message).text)
+      assert.is_true(ordered, "progress arrived out of order")
+      local sent = state(path).progress_sent
+      -- the stream is read under the 2 MiB read cap: far fewer notices than the 4 MiB the server wrote
+      assert.is_true(count > 1000, "only " .. count .. " notices arrived")
+      assert.is_true(count * 150 <= 2 * 1024 * 1024 + 150, count .. " notices is more than 2 MiB of them")
+      assert.is_true(count < sent, count .. " of " .. sent)
+      -- one GET for the call: a capped stream is not opened again
+      assert.equal(1, #requests_of(path, "GET"))
+      assert.truthy(elapsed < 10, elapsed)
+      local grown = peak_rss_kib() - rss_before
+      assert.truthy(grown < 64 * 1024, "peak RSS grew by " .. grown .. " KiB")
+      usable_afterwards(conn, "after the flood", true)
+    end)
+
     it("ends the session with DELETE when the garbage collector takes a connection", function()
       local path = "/server-requests/gc"
       do

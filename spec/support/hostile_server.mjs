@@ -22,6 +22,8 @@
 //                                JSON-RPC method and id, and the headers a case checks. `tool`:
 //                                the cancel-watch record (times in ns on CLOCK_MONOTONIC, as
 //                                text), and `now`, the server's clock when it answered.
+//                                `gets`: how many standalone GET streams were opened;
+//                                `progress_sent`: the notices a get-progress mode wrote.
 //
 // The process ends once its parent is gone (its parent PID changes), so a spec run that dies
 // without stopping the server leaves nothing listening.
@@ -120,7 +122,7 @@ const ESCAPES = {
 
 // The modes whose sessions the server keeps (and checks).
 const SESSION_MODES = new Set(['session-vanish', 'session-vanish-400', 'session-amnesia', 'priming-only',
-  'server-requests', 'stall-cancel', 'bad-session', 'cancel-watch']);
+  'server-requests', 'stall-cancel', 'bad-session', 'cancel-watch', 'get-progress', 'get-progress-flood']);
 // The modes that speak the 2026-07-28 era: server/discover answers, initialize is refused.
 const MODERN_MODES = new Set(['cancel-watch-modern', 'ping-flood-modern', 'tasks-modern']);
 const MODERN = '2026-07-28';
@@ -497,6 +499,87 @@ const MODES = {
     json(res, 200, { jsonrpc: '2.0', id: msg.id, error: { code: -32000, message: `boom\u001b[31m\r\nX-Injected: 1\u0007${'\u001b[0m'.repeat(2000)}` } });
   },
 };
+// The standalone GET stream of a session (modes in GET_MODES): kept in state.get while it is open.
+const GET_MODES = new Set(['get-progress', 'get-progress-flood']);
+
+function standaloneGet(req, res, state) {
+  state.gets = (state.gets || 0) + 1;
+  sse(res);
+  res.write(': standalone\n\n');
+  state.get = res;
+  res.on('close', () => { if (state.get === res) state.get = null; });
+}
+
+// Calls fn(stream) once the session's GET stream is open, or fn(null) after `ms` without one.
+function whenGet(state, ms, fn) {
+  const until = Date.now() + ms;
+  const look = () => {
+    if (state.get) return fn(state.get);
+    if (Date.now() > until) return fn(null);
+    return setTimeout(look, 10);
+  };
+  look();
+}
+
+function progress(token, value, total, message) {
+  return event(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress',
+    params: { progressToken: token, progress: value, total, message } }));
+}
+
+// Progress that is not tied to its request: the call's own stream carries only the answer, and
+// every notice travels on the standalone GET stream (as servers that send progress without the
+// request do): five for the call's token (messages full of escapes), one for a token no request
+// of the client holds, and a log notice. Without a GET stream they are lost. The answer comes
+// 100 ms later; state.progress_sent counts what was written to the GET stream.
+MODES['get-progress'] = (req, res, msg, state) => {
+  const token = msg.params && msg.params._meta ? msg.params._meta.progressToken : undefined;
+  sse(res);
+  res.write(': working\n\n');
+  whenGet(state, 2000, (get) => {
+    state.progress_sent = 0;
+    if (get && token !== undefined) {
+      get.write(progress(9999, 1, 1, 'someone else'));
+      for (let i = 1; i <= 5; i++) {
+        get.write(progress(token, i, 5, `step ${i}\u001b[2J\u202e`));
+        state.progress_sent++;
+      }
+      get.write(event(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message',
+        params: { level: 'warning', logger: 'hostile\u202e', data: { note: 'from the GET stream\u0007' } } })));
+    }
+    setTimeout(() => res.end(event(JSON.stringify(result(msg.id, text('done'))))), 100);
+  });
+};
+
+// A flood of progress for the call on the standalone GET stream: 4 MiB of notices (as fast as
+// the socket takes them), then the answer on the call's stream, once the flood is written or the
+// client closed the GET stream. state.progress_sent counts the notices written.
+MODES['get-progress-flood'] = (req, res, msg, state) => {
+  const token = msg.params && msg.params._meta ? msg.params._meta.progressToken : undefined;
+  sse(res);
+  res.write(': working\n\n');
+  whenGet(state, 2000, (get) => {
+    state.progress_sent = 0;
+    let answered = false;
+    const answer = () => {
+      if (answered) return;
+      answered = true;
+      res.end(event(JSON.stringify(result(msg.id, text('done after the flood')))));
+    };
+    if (!get) return answer();
+    get.on('close', answer);
+    const note = (i) => progress(token, i, null, 'x'.repeat(100));
+    const total = Math.ceil((4 * MiB) / note(1).length);
+    const pump = () => {
+      while (state.progress_sent < total && !get.destroyed) {
+        state.progress_sent++;
+        if (!get.write(note(state.progress_sent))) return get.once('drain', pump);
+      }
+      return answer();
+    };
+    return pump();
+  });
+};
+
 MODES['session-vanish-400'] = MODES['session-vanish'];
 MODES['cancel-watch-modern'] = MODES['cancel-watch'];
 MODES['ping-flood-modern'] = MODES['ping-flood'];
@@ -661,6 +744,7 @@ function mcp(req, res, body, url) {
   if (req.method === 'GET') {
     if (mode === 'priming-only') return resume(req, res, state, url);
     if (mode === 'reset-mid-stream') return resume(req, res, state, new URL('/?resume=stream', 'http://127.0.0.1'));
+    if (GET_MODES.has(mode)) return standaloneGet(req, res, state);
     res.writeHead(405, { Allow: 'POST' });
     return res.end();
   }
@@ -728,7 +812,8 @@ function mcp(req, res, body, url) {
 function control(res, url) {
   const s = stateOf(url.searchParams.get('path') || '/');
   const tool = s.tool ? { ...s.tool, stop: undefined } : null;
-  const view = { initializes: s.initializes, requests: s.requests, sessions: s.sessions.size, other, tool, now: now() };
+  const view = { initializes: s.initializes, requests: s.requests, sessions: s.sessions.size, other, tool, now: now(),
+    gets: s.gets || 0, progress_sent: s.progress_sent ?? null };
   return json(res, 200, view);
 }
 

@@ -949,6 +949,64 @@ describe("a connection", function()
     end)
   end)
 
+  describe("log notices (on_log)", function()
+    local function notice(params)
+      local message = { jsonrpc = "2.0", method = "notifications/message", params = params }
+      return "data: " .. mcp.json.encode(message) .. "\n\n"
+    end
+
+    it("hands each notifications/message on the call's stream to on_log, in order, under the text rule", function()
+      local deep = { a = { b = { c = { d = { e = { f = { g = { h = { i = "too deep" } } } } } } } } }
+      local wide = {}
+      for i = 1, 100 do wide[string.format("k%03d", i)] = i end
+      local fake = Fake.new():will_handshake("s"):will_stream {
+        notice { level = "info", logger = "db\27]0;x\7", data = "connected\27[2J" },
+        notice { level = "warning", data = { text = "slow\226\128\174 query", ms = 1200, ok = false,
+          list = mcp.json.array { "a\n", 2 } } },
+        notice { level = "trace\27", data = deep },
+        notice { data = wide },
+        notice "not an object",
+        Fake.sse_result(text_result("done")),
+        notice { level = "debug", data = "after the answer is never read" },
+      }
+      local seen = {}
+      local conn = connect(fake, { on_log = function(level, logger, data)
+        seen[#seen + 1] = { level = level, logger = logger, data = data }
+      end })
+      assert.equal("done", assert(conn:call_tool("t")).text)
+      assert.equal(4, #seen)
+      assert.same({ level = "info", logger = "db ]0;x", data = "connected [2J" }, seen[1])
+      assert.equal("warning", seen[2].level)
+      assert.same({ text = "slow  query", ms = 1200, ok = false, list = { "a", 2 } }, seen[2].data)
+      assert.is_true(mcp.json.is_array(seen[2].data.list))
+      -- a level no server should send arrives as clipped text; nesting past 8 levels is cut
+      assert.equal("trace", seen[3].level)
+      assert.equal("…", seen[3].data.a.b.c.d.e.f.g.h)
+      -- no level: nil; at most 64 entries of an object, the first by name
+      assert.is_nil(seen[4].level)
+      local n = 0
+      for _ in pairs(seen[4].data) do n = n + 1 end
+      assert.equal(64, n)
+      assert.equal(1, seen[4].data.k001)
+      assert.is_nil(seen[4].data.k065)
+    end)
+
+    it("drops log notices when no on_log is given, and checks the option's type", function()
+      local fake = Fake.new():will_handshake("s"):will_stream {
+        notice { level = "info", data = "x" }, Fake.sse_result(text_result("done")) }
+      assert.equal("done", assert(connect(fake):call_tool("t")).text)
+      assert.has_error(function() connect(Fake.new(), { on_log = "yes" }) end,
+        "on_log must be a function, not a string")
+    end)
+
+    it("lets a raise of on_log reach the caller (a host bug, never swallowed)", function()
+      local fake = Fake.new():will_handshake("s"):will_stream {
+        notice { level = "info", data = "x" }, Fake.sse_result(text_result("done")) }
+      local conn = connect(fake, { on_log = function() error("host bug", 0) end })
+      assert.has_error(function() conn:call_tool("t") end, "host bug")
+    end)
+  end)
+
   describe("messages carry no raw operator input", function()
     it("never repeats an env: reference that is not a variable name", function()
       local fake = Fake.new()

@@ -225,6 +225,26 @@ describe("the 2026-07-28 era", function()
       assert.same({ city = "Graz" }, fake.requests[2].body.params.arguments)
     end)
 
+    it("declares exactly the capabilities of the host's handlers in every envelope, as the handshake does", function()
+      local fake = Fake.new { modern = true }:will_return(discovered()):will_return(page { "a" })
+        :will_return(text_result("x"))
+      local conn = connect(fake, { on_elicitation = function() return { action = "decline" } end })
+      assert(conn:list_tools())
+      assert(conn:call_tool("a", {}))
+      assert.equal(3, #fake.requests)
+      for _, r in ipairs(fake.requests) do
+        assert.same({ elicitation = { form = {}, url = {} } },
+          r.body.params._meta["io.modelcontextprotocol/clientCapabilities"])
+      end
+      -- the encoded envelope holds an object, never an array, for each capability
+      local declared = '"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{},"url":{}}}'
+      assert.truthy(fake.requests[3].raw:find(declared, 1, true))
+      -- the 2025 handshake declares it too
+      local old = Fake.new():will_handshake("s"):will_return {}
+      assert(connect(old, { on_elicitation = function() return { action = "decline" } end }):ping())
+      assert.same({ elicitation = {} }, old.requests[1].body.params.capabilities)
+    end)
+
     it("carries a name outside plain ASCII as =?base64?...?=", function()
       assert.equal("get_weather", modern.header_value("get_weather"))
       assert.equal("=?base64?SGVsbG8sIOS4lueVjA==?=", modern.header_value("Hello, 世界"))
@@ -433,6 +453,36 @@ describe("the 2026-07-28 era", function()
           assert.has_error(function() connect(Fake.new(), { max_input_rounds = bad }) end)
         end
       end)
+    end)
+
+    it("names the capability a -32021 refusal lists: missing_capability, not an HTTP status", function()
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_return_raw(refusal(400, -32021, "Cannot request input: missing capability",
+          { requiredCapabilities = { elicitation = { form = {} }, ["ro\27ots"] = {} } }))
+      local ok, message, err = connect(fake):call_tool("book", {})
+      assert.is_nil(ok)
+      assert.equal("missing_capability", err.kind)
+      assert.equal(-32021, err.rpc_code)
+      assert.equal(400, err.status)
+      assert.equal("elicitation", err.capability)
+      -- the parts asked for are spelled out; the text rule takes the control character out
+      assert.equal("elicitation.form, ro ots", err.capabilities)
+      assert.equal("Cannot request input: missing capability", err.detail)
+      assert.truthy(message:find('"srv" refused the request because this client does not declare the "elicitation" '
+        .. "capability it needs (elicitation.form, ro ots); the server did not act on it.", 1, true), message)
+      assert.same({ "server/discover", "tools/call" }, fake:methods())
+    end)
+
+    it("classifies a -32021 answer inside a 200 the same way, naming no capability it was not told", function()
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_return_rpc_error(-32021, "Missing required client capabilities: sampling")
+      local ok, message, err = connect(fake):call_tool("a", {})
+      assert.is_nil(ok)
+      assert.equal("missing_capability", err.kind)
+      assert.is_nil(err.capability)
+      assert.is_nil(err.status)
+      assert.truthy(message:find("does not declare the client capability it needs;", 1, true), message)
+      assert.same({ "server/discover", "tools/call" }, fake:methods())
     end)
 
     it("fails clearly when the server says the envelope is missing, sending nothing again", function()

@@ -305,7 +305,8 @@ end
 
 -- The JSON-RPC error a refusal carries in its body, if it is one: { code,
 -- message (clipped where the failure value is made), offered (the revisions
--- an unsupported-version error names), requested }. Only a kept JSON body is read.
+-- an unsupported-version error names), requested, required (the capabilities
+-- a missing-capability error names) }. Only a kept JSON body is read.
 local function error_body(response)
   local media = response.media_type or ""
   if response.streamed or (media ~= "" and media ~= "application/json") then return nil end
@@ -315,14 +316,56 @@ local function error_body(response)
   local data = type(e.data) == "table" and e.data or {}
   return { code = e.code, message = type(e.message) == "string" and e.message or nil,
     offered = modern.versions_of(data.supported),
-    requested = type(data.requested) == "string" and data.requested or nil }
+    requested = type(data.requested) == "string" and data.requested or nil,
+    required = data.requiredCapabilities }
+end
+
+-- The names of the capabilities a -32021 error lists ({ elicitation =
+-- { form = {} } }): sorted, each under the text rule, at most 8; the
+-- second list spells out the parts asked for ("elicitation.form").
+local function capability_names(required)
+  local names, parts = {}, {}
+  if type(required) ~= "table" or json.is_array(required) then return names, parts end
+  for name in pairs(required) do
+    if type(name) == "string" then names[#names + 1] = name end
+  end
+  table.sort(names)
+  while #names > 8 do names[#names] = nil end
+  for i, name in ipairs(names) do
+    local label, sub = core.label(name), required[name]
+    local subs = {}
+    if type(sub) == "table" and not json.is_array(sub) then
+      for part in pairs(sub) do
+        if type(part) == "string" then subs[#subs + 1] = label .. "." .. core.label(part) end
+      end
+    end
+    table.sort(subs)
+    if #subs == 0 then subs[1] = label end
+    for j = 1, math.min(#subs, 8) do parts[#parts + 1] = subs[j] end
+    names[i] = label
+  end
+  return names, parts
+end
+
+-- A refusal for a capability the client did not declare (-32021): its own
+-- kind, naming what the server listed, so the host sees which handler (or
+-- which part of it) is missing.
+local function missing_capability(self, rpc_code, detail, required, status)
+  local names, parts = capability_names(required)
+  return fail("missing_capability", { server = self.config.identifier, status = status, rpc_code = rpc_code,
+    detail = detail or "no message", capability = names[1],
+    capabilities = #parts > 0 and table.concat(parts, ", ") or nil })
 end
 
 -- The server refused a POST with a non-2xx status: it did not act on it.
--- An unsupported revision is its own kind, naming what the server speaks.
+-- An unsupported revision is its own kind, naming what the server speaks;
+-- so is a capability the client did not declare.
 local function refused(self, response, state)
   local server = self.config.identifier
   local body = error_body(response)
+  if body and body.code == modern.MISSING_CAPABILITY then
+    return missing_capability(self, body.code, body.message, body.required, response.status)
+  end
   if body and body.code == modern.UNSUPPORTED_VERSION then
     local offered = body.offered
     return fail("protocol_version", { server = server, status = response.status, rpc_code = body.code,
@@ -340,6 +383,7 @@ end
 local function answer_of(self, kind, a, b)
   local server = self.config.identifier
   if kind == "result" then return a end
+  if kind == "error" and a == modern.MISSING_CAPABILITY then return missing_capability(self, a, b) end
   if kind == "error" then return fail("rpc_error", { server = server, rpc_code = a, detail = b }) end
   if kind == "other" then return fail("malformed", { server = server, detail = "the body is " .. a }) end
   return fail("malformed", { server = server, detail = a })
@@ -535,12 +579,25 @@ end
 local LISTEN_OPEN_SECONDS = 1
 local LISTEN_RETRY_SECONDS = 0.02
 
--- The standalone GET stream of a 2025 session, held open while one request
--- is in flight: server requests that arrive on it (an elicitation the
--- server could not tie to a request) go to the call's on_message like those
--- on its POST stream. It ends when `state.done` turns true; whatever ends
--- it is no failure of the request.
+-- The standalone GET stream of a 2025 session, held open while a request
+-- that listens is in flight: what arrives on it (an elicitation the server
+-- could not tie to a request, progress sent apart from its request, log
+-- notices) goes to the call's on_message like what arrives on its POST
+-- stream. A session has one such stream at a time (servers allow one): while
+-- another request's listener holds it, this one waits — the session routes
+-- what that stream carries by progress token, so it serves this request
+-- meanwhile — and takes over if its request is still in flight when the
+-- holder's ends. The stream is read under the read cap like every other;
+-- past it, it ends and is not opened again for this request. It ends when
+-- `watch.done` turns true; whatever ends it is no failure of the request.
 local function listen(self, op, call, watch)
+  if self.get_holder then watch.open = true end
+  engine.wait_until(function() return watch.done or not self.get_holder end)
+  if watch.done then return end
+  self.get_holder = watch
+  local _ <close> = setmetatable({}, { __close = function()
+    if self.get_holder == watch then self.get_holder = nil end
+  end })
   local on_stream, close = event_stream.listener(call.on_message)
   local listening = { deadline = op.deadline, cancel = function() return watch.done end }
   local limit = core.monotonic_ns() + LISTEN_OPEN_SECONDS * 1e9
