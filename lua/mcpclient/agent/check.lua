@@ -70,26 +70,36 @@ local function add(id, name, run, needs)
   check.list[#check.list + 1] = { id = id, name = name, run = run, needs = needs }
 end
 
-add("handshake", "initialize, a protocol revision this client speaks, notifications/initialized",
+add("handshake", "the opening: initialize, a revision this client speaks and notifications/initialized "
+  .. "(2025 era), or server/discover naming 2026-07-28",
   function(ctx)
     return with_connection(ctx, function(conn)
       local report, message = conn:ping()
       if not report then return failed(message) end
       local s = conn:server()
       ctx.server = s
-      return passed(string.format("protocol %s, %s %s, %d ms", report.protocol_version,
-        report.server_name ~= "" and report.server_name or "(unnamed server)", report.server_version,
-        report.latency_ms))
+      return passed(string.format("%sprotocol %s, %s %s, %d ms",
+        report.era == "modern" and "server/discover, no initialize: " or "",
+        report.protocol_version, report.server_name ~= "" and report.server_name or "(unnamed server)",
+        report.server_version, report.latency_ms))
     end)
   end)
 
-add("session", "the session is carried: a second operation is an MCP ping on it, not a new handshake",
+-- The 2026-07-28 era has neither a session nor ping: what a second
+-- operation does there is server/discover again, and the detail says so.
+add("session", "the session is carried: a second operation is an MCP ping on it, not a new handshake "
+  .. "(2026-07-28: no session, the second operation is server/discover again)",
   function(ctx)
     return with_connection(ctx, function(conn)
       local first, message = conn:ping()
       if not first then return failed(message) end
       local second
       second, message = conn:ping()
+      if first.era == "modern" then
+        if not second then return failed("the second server/discover failed: " .. message) end
+        return passed(string.format("no session in the 2026-07-28 era: a second server/discover answered in %d ms",
+          second.latency_ms))
+      end
       if not second then return failed("the ping on the session failed: " .. message) end
       return passed(string.format("ping on the session in %d ms", second.latency_ms))
     end)
