@@ -14,8 +14,11 @@
 --   "sdk2-default"   spec/peers/sdk2-server.mjs --mode default       (SDK v2: 2026-07-28, 2025 stateless)
 --   "sdk2-modern"    spec/peers/sdk2-server.mjs --mode modern-only   (SDK v2: 2026-07-28 only)
 --   "sdk2-session"   spec/peers/sdk2-server.mjs --mode session-2025  (SDK v2: sessionful 2025 only)
+--   "fastmcp-stateful"  spec/peers/fastmcp-server.mjs --mode stateful  (fastmcp: sessions, GET stream)
+--   "fastmcp-stateless" spec/peers/fastmcp-server.mjs --mode stateless (fastmcp: no session)
+--   "mastra"         spec/peers/mastra-server.mjs (@mastra/mcp 2.0: 2026-07-28 only; runs on Node 22)
 -- opts (all optional):
---   log      true (a fresh temp file) or a path: the SDK server's per-message log (sdk kinds only)
+--   log      true (a fresh temp file) or a path: the server's per-message log (sdk, sdk2, mastra)
 --   port     a fixed port (default: ephemeral)
 --   node     the node binary (default "node" from PATH, Node 20)
 --   timeout  seconds to wait for the server to accept connections (default 15)
@@ -174,6 +177,13 @@ local KINDS = {
   ["sdk2-default"] = { mode = "default", script = "sdk2-server.mjs" },
   ["sdk2-modern"] = { mode = "modern-only", script = "sdk2-server.mjs" },
   ["sdk2-session"] = { mode = "session-2025", script = "sdk2-server.mjs" },
+  -- third-party frameworks: fastmcp (2025 era; it takes the port it is given and keeps no
+  -- message log) and Mastra (2026-07-28 only; @mastra/core needs Node >= 22.13)
+  ["fastmcp-stateful"] = { mode = "stateful", script = "fastmcp-server.mjs", given_port = true, no_log = true,
+    package = "fastmcp" },
+  ["fastmcp-stateless"] = { mode = "stateless", script = "fastmcp-server.mjs", given_port = true, no_log = true,
+    package = "fastmcp" },
+  mastra = { script = "mastra-server.mjs", node22 = true, package = "@mastra/mcp" },
   everything = {},
 }
 
@@ -187,20 +197,29 @@ function peers.start(kind, opts)
   if k.script == "sdk2-server.mjs" and not exists(v2) then
     error(MISSING:gsub("is missing", "lacks the SDK v2 packages"), 2)
   end
-  local node = opts.node or "node"
+  if k.package and not exists(peers.node_modules .. "/" .. k.package .. "/package.json") then
+    error(MISSING:gsub("is missing", "lacks " .. k.package), 2)
+  end
+  local node = opts.node
+  if not node and k.node22 then node = assert(peers.node22()) end
+  node = node or "node"
   local timeout = opts.timeout or 15
   local stdout, stderr = os.tmpname(), os.tmpname()
   local log, own_log
   local port = opts.port
   local cmd
-  if k.mode then
+  local scripted = k.script or k.mode
+  if scripted then
+    if opts.log and k.no_log then error("the " .. kind .. " server has no message log", 2) end
+    if k.given_port then port = port or peers.free_port(node) end
     if opts.log == true then
       log, own_log = os.tmpname(), true
     elseif type(opts.log) == "string" then
       log = opts.log
     end
     cmd = "exec " .. quote(node) .. " --import " .. quote(peers.loopback) .. " "
-      .. quote(peers.dir .. "/" .. (k.script or "sdk-server.mjs")) .. " --mode " .. k.mode .. " --port " .. (port or 0)
+      .. quote(peers.dir .. "/" .. (k.script or "sdk-server.mjs")) .. (k.mode and (" --mode " .. k.mode) or "")
+      .. " --port " .. (port or 0)
       .. (log and (" --log " .. quote(log)) or "")
   else
     if opts.log then error("the everything server has no message log", 2) end
@@ -211,8 +230,10 @@ function peers.start(kind, opts)
   end
   -- io.popen runs `sh -c`: that shell echoes its PID, then becomes node (exec keeps the PID).
   -- MCP_PEER_EXIT_WITH_PARENT: the loopback preload then ends the server once this Lua
-  -- process is gone, so a run that dies before stop() leaves nothing listening.
-  local pipe = assert(io.popen("echo $$; export MCP_PEER_EXIT_WITH_PARENT=1; cd " .. quote(peers.dir)
+  -- process is gone, so a run that dies before stop() leaves nothing listening. LD_PRELOAD is
+  -- dropped: under the sanitizer run it holds their runtimes, which node (the Node 22 binary is
+  -- started by its path, past the PATH shims) must not load.
+  local pipe = assert(io.popen("echo $$; unset LD_PRELOAD; export MCP_PEER_EXIT_WITH_PARENT=1; cd " .. quote(peers.dir)
     .. " && " .. cmd .. " >" .. quote(stdout) .. " 2>" .. quote(stderr) .. " </dev/null"))
   local pid = math.tointeger(tonumber(pipe:read("l") or ""))
   if not pid then
@@ -234,16 +255,16 @@ function peers.start(kind, opts)
   local deadline = os.time() + math.ceil(timeout)
   while true do
     if not peers.alive(pid) then fail("exited during startup") end
-    if k.mode and not self.port then
+    if scripted and not self.port then
       local p = read_all(stdout):match("^listening (%d+)\n")
       if p then self.port = tonumber(p) end
     end
     -- The SDK server prints `listening` from the listen callback: it already accepts then.
-    if k.mode and self.port then break end
+    if scripted and self.port then break end
     -- server-everything says so (on stderr) from its listen callback, but Express 5 also runs
     -- that callback on a listen error (then the server exits in the same tick): so the line,
     -- then a connection, then still alive — else another process holding the port would pass.
-    if not k.mode and read_all(stderr):find("listening on port", 1, true) and accepts(node, port) then
+    if not scripted and read_all(stderr):find("listening on port", 1, true) and accepts(node, port) then
       if not peers.alive(pid) then fail("exited during startup") end
       self.port = port
       break
