@@ -589,7 +589,9 @@ function Connection:call_tool(name, arguments, opts)
   local reply, message, err = send_call(self, op, params)
   if not reply and relist_for(self, op, err, name) then reply, message, err = send_call(self, op, params) end
   if not reply then
-    if err.rpc_code == modern.MISSING_CAPABILITY and not op.as_task then
+    -- a refusal naming another capability (elicitation) stays what it is: missing_capability
+    local for_tasks = err.capability == nil or (err.capabilities or ""):find(modern.TASKS, 1, true) ~= nil
+    if err.rpc_code == modern.MISSING_CAPABILITY and not op.as_task and for_tasks then
       return fail("rpc_error", { server = self.identifier, rpc_code = err.rpc_code, detail = "the server runs "
         .. "this tool only as a task, and the call did not ask for one (task = true, or tasks = true on connect)" })
     end

@@ -30,7 +30,8 @@ local function take(self, events)
     self.messages = self.messages + 1
     local kind, a, b = core.rpc_classify(event.data, self.id, self.ordered, self.max_containers)
     if kind == "result" or kind == "error" then
-      self.answer = { kind = kind, a = a, b = b }
+      -- an error's text is kept (it is small) for what the classifier does not read: its data
+      self.answer = { kind = kind, a = a, b = b, raw = kind == "error" and event.data or nil }
       return true
     end
     if kind == "other" and self.on_message then deliver(self.on_message, event.data) end
@@ -41,8 +42,8 @@ end
 --- A reader for the answer to request `id`.
 -- @param how { id, ordered (the decoding rpc_classify applies), on_message (or nil: other messages are
 --   passed over), max_containers }
--- @return reader: `answer` ({ kind, a, b } of rpc_classify, once in), `bytes`, `messages`,
---   `last_event_id`, `retry_ms`; methods feed, restart, broke_after_event, finish
+-- @return reader: `answer` ({ kind, a, b } of rpc_classify, and for an error its text, raw; once in), `bytes`,
+--   `messages`, `last_event_id`, `retry_ms`; methods feed, restart, broke_after_event, finish
 function event_stream.reader(how)
   return setmetatable({ id = how.id, ordered = how.ordered, on_message = how.on_message,
     max_containers = how.max_containers, messages = 0, bytes = 0 }, Reader)

@@ -379,11 +379,23 @@ local function refused(self, response, state)
   return nil, message, err
 end
 
--- The answer rpc_classify read, as a result or a failure.
-local function answer_of(self, kind, a, b)
+-- The capabilities a -32021 error answer lists, read from its text (the
+-- classifier keeps only the code and the message); nil when it lists none
+-- or the text is not at hand.
+local function required_of(raw)
+  if type(raw) ~= "string" then return nil end
+  local answer = json.decode(raw)
+  local e = type(answer) == "table" and answer.error
+  local data = type(e) == "table" and e.data
+  return type(data) == "table" and data.requiredCapabilities or nil
+end
+
+-- The answer rpc_classify read, as a result or a failure. `raw` is the
+-- answer's text, read again only for a -32021 error, to name what it lists.
+local function answer_of(self, kind, a, b, raw)
   local server = self.config.identifier
   if kind == "result" then return a end
-  if kind == "error" and a == modern.MISSING_CAPABILITY then return missing_capability(self, a, b) end
+  if kind == "error" and a == modern.MISSING_CAPABILITY then return missing_capability(self, a, b, required_of(raw)) end
   if kind == "error" then return fail("rpc_error", { server = server, rpc_code = a, detail = b }) end
   if kind == "other" then return fail("malformed", { server = server, detail = "the body is " .. a }) end
   return fail("malformed", { server = server, detail = a })
@@ -415,7 +427,7 @@ local function json_answer(self, call, response)
   if kind == "malformed" and type(response.body) == "string" and not response.body:find("%S") then
     return fail("malformed", { server = self.config.identifier, detail = "empty body with status " .. response.status })
   end
-  local result, message, err = answer_of(self, kind, a, b)
+  local result, message, err = answer_of(self, kind, a, b, response.body)
   if not result then return nil, message, err end
   return reply_of(call, response, result, b)
 end
@@ -502,7 +514,7 @@ local function finish_stream(self, op, call, response)
     if not reader.answer and not response.stopped then reader:finish() end
     local answer = reader.answer
     if answer then
-      local result, message, err = answer_of(self, answer.kind, answer.a, answer.b)
+      local result, message, err = answer_of(self, answer.kind, answer.a, answer.b, answer.raw)
       if not result then return nil, message, err end
       local reply = reply_of(call, response, result, answer.b)
       reply.bytes = reader.bytes
