@@ -52,8 +52,7 @@ end
 -- Requests
 ---------------------------------------------------------------------------
 
--- The client declares no capability of its own unless the host asked for
--- one (the tasks extension, per request): a capability is a promise.
+-- How the client names itself in every request's envelope.
 local CLIENT_INFO = { name = "mcpclient", version = core.version }
 
 --- The request's params with the envelope added (a shallow copy; the
