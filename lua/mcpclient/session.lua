@@ -44,7 +44,9 @@ Session.__index = Session
 
 --- A session over `channel`.
 -- @param options { identifier, protocol ("auto" | "2026-07-28" | "2025-11-25"), on_elicitation,
---   max_input_rounds (default session.MAX_INPUT_ROUNDS), on_log }
+--   max_input_rounds (default session.MAX_INPUT_ROUNDS), on_log, on_notice = function(kind, uri) (a
+--   change notice arrived: "tools", "resources", "prompts" or "resource"), listening = function() ->
+--   { uris } | nil (notices are listened for now, and the resources subscribed to; nil: none) }
 function session.new(channel, options)
   return setmetatable({
     channel = channel,
@@ -52,6 +54,8 @@ function session.new(channel, options)
     protocol = options.protocol,
     on_elicitation = options.on_elicitation,
     max_input_rounds = options.max_input_rounds or session.MAX_INPUT_ROUNDS,
+    -- the host's functions, kept apart so none reads as a method of the session
+    host = { on_notice = options.on_notice, listening = options.listening },
     last_id = 0,
     -- the era's state once open: { version, modern, id, server_info, capabilities, instructions, hint }
     state = nil,
@@ -166,6 +170,30 @@ local function log_notice(self, params)
   self.on_log(level, logger, inert(params.data, 0))
 end
 
+-- The change notices, by method, and the kind each reports.
+local NOTICES = {
+  ["notifications/tools/list_changed"] = "tools",
+  ["notifications/resources/list_changed"] = "resources",
+  ["notifications/prompts/list_changed"] = "prompts",
+  ["notifications/resources/updated"] = "resource",
+}
+session.NOTICES = NOTICES
+
+-- A change notice for the host: its kind, and for "resource" the URI it
+-- names (a string, or the notice is passed over). The URI is handed on as
+-- the server wrote it: it is what the host compares with the URI it
+-- subscribed to, never shown as it is.
+local function notice(self, message)
+  local kind = NOTICES[message.method]
+  if not kind or not self.host.on_notice then return end
+  local uri = nil
+  if kind == "resource" then
+    uri = type(message.params) == "table" and message.params.uri or nil
+    if type(uri) ~= "string" then return end
+  end
+  self.host.on_notice(kind, uri)
+end
+
 -- A message of the server that is not the answer to `call`: a server request
 -- is answered at once (in the 2025 era; a modern server sends none of its own
 -- on a response stream, and one that does gets no answer), a progress
@@ -188,6 +216,8 @@ local function on_message(self, op, call, message)
   elseif (message.method == "notifications/tasks/status" or message.method == "notifications/tasks")
     and op.on_task_notice and type(message.params) == "table" then
     op.on_task_notice(message.params)
+  elseif NOTICES[message.method] then
+    notice(self, message)
   end
 end
 
@@ -247,7 +277,9 @@ local function send(self, op, state, method, params, how)
   -- the GET stream is held while something listens for what may arrive there
   local listen = self.on_elicitation ~= nil or self.on_log ~= nil or op.on_progress ~= nil
   local call = { id = id, method = method, params = params, body = body, state = state,
-    decoding = how and how.decoding, mirror = how and how.mirror, listen = listen }
+    decoding = how and how.decoding, mirror = how and how.mirror,
+    -- also for the change notices the host listens to (the GET stream is where a server sends them)
+    listen = listen or (self.host.listening ~= nil and self.host.listening() ~= nil) }
   call.on_message = function(message) on_message(self, op, call, message) end
   local reply, message, err
   if op.on_progress then
