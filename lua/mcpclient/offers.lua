@@ -235,7 +235,8 @@ function offers.read_resource(conn, op, uri)
   local contents, blocks = {}, json.array {}
   for _, item in ipairs(list) do
     if type(item) == "table" and not json.is_array(item) then
-      local entry = { uri = type(item.uri) == "string" and item.uri or nil, mime_type = shown(item.mimeType, NAME_LIMIT) }
+      local entry = { uri = type(item.uri) == "string" and item.uri or nil,
+        mime_type = shown(item.mimeType, NAME_LIMIT) }
       if type(item.text) == "string" then
         entry.text = item.text
         blocks[#blocks + 1] = { type = "text", text = item.text }

@@ -1229,7 +1229,8 @@ check("O8 change notices on a response stream reach on_change (a raising handler
   local seen, logged = {}, {}
   h:will_handshake(nil, nil, OFFERS):will_stream {
     'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/list_changed"}\n\n',
-    'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///a"}}\n\n',
+    'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/updated",'
+      .. '"params":{"uri":"file:///a"}}\n\n',
     'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}\n\n',
     Fake.sse_result(offer_page(h, "prompts", { { name = "p" } })) }
   local conn = h:connect { on_change = function(kind, uri)
