@@ -64,7 +64,7 @@ local option_types = {
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
   on_elicitation = "function", max_input_rounds = "number", tasks = "boolean", on_change = "function",
-  cache = "boolean",
+  cache = "boolean", listen = "boolean",
 }
 
 local function check_type(key, value, expected)
@@ -212,8 +212,10 @@ function client.connect(options)
         core.clip(tostring(why))))
     end
   end
-  -- Notices are listened for while the host has a handler, a cache or a subscription.
+  -- Notices are listened for while the host has a handler, a cache or a subscription, unless
+  -- the host said listen = false (then only the notices on the response streams are seen).
   self.hooks.listening = function()
+    if options.listen == false then return nil end
     if self.hooks.on_change or self.cache or next(self.subscribed) then return true end
     return nil
   end

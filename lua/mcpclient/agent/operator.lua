@@ -227,6 +227,7 @@ local function card_of(store, row)
     import_status = row.import_status,
     contact = contact_line(row),
     tool_count = row.tool_count or 0,
+    catalogue_stale = row.catalogue_stale == true,
     import_error = row.import_error or "",
     tools = {},
     authorization = authorization, authorization_warning = authorization_warning, grant = grant,
@@ -250,7 +251,8 @@ end
 --- Every non-deleted server, enabled or not, in identifier order, as cards:
 --- { uid, identifier, name, description, url, enabled, state, never_reached, transport,
 ---   authentication, authentication_warning, data_class, data_class_warning, approval,
----   approval_warning, last_import, import_status, contact, tool_count, import_error,
+---   approval_warning, last_import, import_status, contact, tool_count, catalogue_stale (the server
+---   said its tools changed since the last import), import_error,
 ---   tools = { { tool_name, remote_name, orphaned, badge }, ... } }
 --- (a *_warning is true where the operator should look; text is as stored).
 -- @return array of cards | nil, message, err

@@ -57,6 +57,10 @@ local function print_fields(out, card)
   row("Last import", card.last_import)
   row("Last contact", card.contact)
   row("Tools discovered", tostring(card.tool_count))
+  if card.catalogue_stale then
+    row("Catalogue", "stale: the server said its tools changed; `mcpclient import " .. inert(card.identifier, 64)
+      .. "` brings it up to date", true)
+  end
 end
 
 -- The last import's error, one clipped line per stored line.
@@ -105,7 +109,8 @@ function render.card_json(card)
     data_class = maybe(card.declared_data_class), requires_approval = card.requires_approval,
     last_contact = render.iso(card.last_contact_at), latency_ms = maybe(card.latency_ms),
     last_import = render.iso(card.last_imported_at), import_status = maybe(card.import_status),
-    import_error = card.import_error, tool_count = card.tool_count, tools = render.list(tools),
+    import_error = card.import_error, tool_count = card.tool_count, catalogue_stale = card.catalogue_stale,
+    tools = render.list(tools),
     authorization = render.grant_json(card.grant),
   }
 end
