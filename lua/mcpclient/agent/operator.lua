@@ -313,6 +313,39 @@ function operator.test(store, id, options)
     reached = report }
 end
 
+--- Ask a server, enabled or not, for what it offers beside its tools, on a
+--- connection of its own (closed after): `what` is "resources" (the
+--- resources and the templates), "prompts", or "read" with `uri`.
+-- @param options { actor, connect, and catalogue.connect's options }
+-- @return { row, resources, templates } | { row, prompts } | { row, read } | nil, message, err
+--   (the server's failure as the connection returned it, or "forbidden", "unknown_server", "store")
+function operator.offers(store, id, what, uri, options)
+  options = options or {}
+  local row, message, err = admitted(store, id, options)
+  if not row then return nil, message, err end
+  local conn
+  conn, message, err = connect_with(store, options)(row)
+  if not conn then return nil, message, err end
+  local out = { row = row }
+  if what == "resources" then
+    out.resources, message, err = conn:list_resources()
+    if out.resources then
+      -- a server may offer resources without templates: an empty list, not a failure
+      out.templates, message, err = conn:list_resource_templates()
+    end
+    if not out.templates then out = nil end
+  elseif what == "prompts" then
+    out.prompts, message, err = conn:list_prompts()
+    if not out.prompts then out = nil end
+  else
+    out.read, message, err = conn:read_resource(uri)
+    if not out.read then out = nil end
+  end
+  conn:close()
+  if not out then return nil, message, err end
+  return out
+end
+
 --- Import one server's catalogue, enabled or not.
 -- @param options { actor, and catalogue.import's options }
 -- @return the catalogue report | nil, message, err
