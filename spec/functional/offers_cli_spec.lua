@@ -47,8 +47,8 @@ describe("the offers commands", function()
 
   it("resources: a table of resources and templates, inert", function()
     local fake = opening()
-      :will_return { resources = json.array { { uri = "file:///a\27[2J", name = "Alpha\226\128\174", mimeType = "text/plain",
-        description = "first\nline" } } }
+      :will_return { resources = json.array { { uri = "file:///a\27[2J", name = "Alpha\226\128\174",
+        mimeType = "text/plain", description = "first\nline" } } }
       :will_return { resourceTemplates = json.array { { uriTemplate = "file:///{p}", name = "files" } } }
     local code, out, err = run({ "resources", "docs" }, fake)
     assert.equal(0, code, err)
@@ -72,8 +72,8 @@ describe("the offers commands", function()
   end)
 
   it("read: the text a model reads, the note first, each line inert", function()
-    local fake = opening():will_return { contents = json.array {
-      { uri = "file:///a", text = "one\27[31m\ntwo" }, { uri = "file:///a.png", mimeType = "image/png", blob = "AAAA" } } }
+    local fake = opening():will_return { contents = json.array { { uri = "file:///a", text = "one\27[31m\ntwo" },
+      { uri = "file:///a.png", mimeType = "image/png", blob = "AAAA" } } }
     local code, out = run({ "read", "docs", "file:///a" }, fake)
     assert.equal(0, code)
     assert.equal("[mcpclient reads text only and dropped 1 non-text content block (image).]\none [31m\ntwo\n", out)
@@ -104,7 +104,8 @@ describe("the offers commands", function()
     assert.equal(1, code)
     assert.equal("", out)
     assert.truthy(err:find("does not offer prompts/list", 1, true), err)
-    code, _, err = run({ "read", "docs" }, opening())
+    code, out, err = run({ "read", "docs" }, opening())
+    assert.equal("", out)
     assert.equal(2, code)
     assert.truthy(err:find("needs a server and a resource URI", 1, true))
     code, out = run({ "--json", "resources", "nope" }, opening())
