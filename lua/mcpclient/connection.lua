@@ -191,7 +191,9 @@ function client.connect(options)
       on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
       on_log = options.on_log,
       on_notice = function(kind, uri) self.hooks.notice(kind, uri) end,
-      listening = function() return self.hooks.listening() end }),
+      listening = function() return self.hooks.listening() end,
+      -- the HTTP channel over a pool carries several requests at once (an injected one says nothing)
+      concurrent = options.channel == nil and options.transport == nil }),
     closed = false,
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
     tasks = options.tasks == true,  -- the host asked for tasks on every call that may be one
@@ -216,8 +218,11 @@ function client.connect(options)
   -- the host said listen = false (then only the notices on the response streams are seen).
   self.hooks.listening = function()
     if options.listen == false then return nil end
-    if self.hooks.on_change or self.cache or next(self.subscribed) then return true end
-    return nil
+    if not (self.hooks.on_change or self.cache or next(self.subscribed)) then return nil end
+    local uris = {}
+    for uri in pairs(self.subscribed) do uris[#uris + 1] = uri end
+    table.sort(uris)
+    return { uris = uris }
   end
   return self
 end

@@ -323,18 +323,14 @@ end
 -- Subscriptions
 ---------------------------------------------------------------------------
 
---- resources/subscribe or resources/unsubscribe for `uri`: the server must
---- advertise resources.subscribe. The era of 2026-07-28 has no such
---- methods (a subscription is a listen request there), and it is not
---- offered on such a connection yet.
+--- resources/subscribe or resources/unsubscribe for `uri`; the server must
+--- advertise resources.subscribe. The 2026-07-28 era has no such methods: a
+--- subscription is a URI the listen request names, so nothing is sent there
+--- and the caller keeps it.
 -- @return true | nil, message, err
 function offers.subscription(conn, op, method, uri)
   local ok, message, err = offered(conn, op, method, "resources", "subscribe")
-  if not ok then return nil, message, err end
-  if conn.session.state.modern then
-    return fail("not_offered", { server = conn.identifier, method = method, capability = "resources.subscribe",
-      detail = "the 2026-07-28 era has no such method, and its subscriptions/listen is not supported yet" })
-  end
+  if not ok or conn.session.state.modern then return ok, message, err end
   local reply
   reply, message, err = conn.session:request(op, method, { uri = uri })
   if not reply then return nil, message, err end
