@@ -37,7 +37,7 @@ local LISTINGS = {
   templates = { method = "resources/templates/list", key = "resourceTemplates", capability = "resources",
     id = "uriTemplate", what = "resource template listing", display = { "name", "title", "mimeType" } },
   prompts = { method = "prompts/list", key = "prompts", capability = "prompts", id = "name",
-    what = "prompt listing", display = { "title" } },
+    what = "prompt listing", display = { "title" }, arguments = true },
 }
 offers.LISTINGS = LISTINGS
 
@@ -77,13 +77,21 @@ local function shown(value, limit)
 end
 
 -- One listed entry as the caller gets it: the server's table, its display
--- fields under the text rule, or nil when it lacks the identifying string.
+-- fields under the text rule, or nil when it lacks the identifying string
+-- (an array has none). Run for each of up to 10 000 entries: kept lean.
 local function cleaned(entry, spec)
-  if type(entry) ~= "table" or json.is_array(entry) or type(entry[spec.id]) ~= "string" then return nil end
-  for _, field in ipairs(spec.display) do entry[field] = shown(entry[field], NAME_LIMIT) end
-  entry.description = shown(entry.description, DESCRIPTION_LIMIT)
-  if type(entry.arguments) == "table" and json.is_array(entry.arguments) then
-    for _, argument in ipairs(entry.arguments) do
+  if type(entry) ~= "table" or type(entry[spec.id]) ~= "string" then return nil end
+  local display = spec.display
+  for i = 1, #display do
+    local field = display[i]
+    local v = entry[field]
+    if v ~= nil then entry[field] = shown(v, NAME_LIMIT) end
+  end
+  local description = entry.description
+  if description ~= nil then entry.description = shown(description, DESCRIPTION_LIMIT) end
+  local arguments = spec.arguments and entry.arguments
+  if type(arguments) == "table" then
+    for _, argument in ipairs(arguments) do
       if type(argument) == "table" then
         argument.title = shown(argument.title, NAME_LIMIT)
         argument.description = shown(argument.description, DESCRIPTION_LIMIT)
@@ -137,9 +145,13 @@ local function walk(conn, op, spec, items)
     if not reply then return nil, message, err end
     page, message, err = take_page(conn, spec, state, reply)
     if not page then return nil, message, err end
-    for _, entry in ipairs(page) do
-      local kept = cleaned(entry, spec)
-      if kept then items[#items + 1] = kept end
+    local n = #items
+    for i = 1, #page do
+      local kept = cleaned(page[i], spec)
+      if kept then
+        n = n + 1
+        items[n] = kept
+      end
     end
     if conn.session.state.modern then merge_hint(listing, reply.result) end
     local cursor = reply.result.nextCursor

@@ -625,7 +625,9 @@ end)
 -- proven red by the mutant(s): float-timeout, connect-timeout-unbounded
 check("20 finite timeout on every leg; a silent server is an error result", function(h)
   h:will_handshake():will_hang(0.5):take(12, 0)
-  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  -- held in a local to the end: a collected connection would end its session (DELETE) mid-check
+  local conn = h:connect()
+  local result = h:tool(conn, READ_PAGE):execute({ uid = 3 })
   is_result(result, true)
   contains(result.text, h.quoted, "result")
   contains(result.text, "20-second operation budget", "result")
@@ -1291,6 +1293,51 @@ check("O11 a read the server refuses is its rpc error, sent once; misuse raises"
   assert.has_error(function() conn:read_resource(42) end)
   assert.has_error(function() conn:get_prompt("p", { n = 1 }) end)
   assert.has_error(function() conn:complete({ type = "ref/x" }, { name = "a", value = "" }) end)
+end)
+
+-- fails if: a run reads past the gate (zone ceiling, approval), sends anything when refused, or records no event
+-- proven red by: a run whose read_resource calls the connection before deciding
+check("O12 a run reads only through the gate: the data class against the zone, approval as the operator set it",
+  function(h)
+  local agent_store = require "mcpclient.agent.store"
+  local agent_run = require "mcpclient.agent.run"
+  local store = assert(agent_store.open(":memory:"))
+  local row = profiles.server(h.profile)
+  assert(store:add_server { identifier = row.identifier, name = row.name, url = row.url, data_class = row.data_class,
+    requires_approval = row.requires_approval, enabled = true })
+  h:will_handshake(nil, nil, OFFERS):will_answer { contents = json.array { { uri = "file:///a", text = "alpha" } } }
+  local function start(zone)
+    return assert(agent_run.start(store, { user = { name = "ops", uid = 1, admin = true },
+      configuration = { identifier = "c-" .. zone, provider = zone }, providers = { [zone] = { zone = zone } },
+      tools = {}, log = function() end, connect = function() return h:connect() end }))
+  end
+  -- the least trusted zone admits editorContent at most
+  local global = start("externalGlobal")
+  local outside = global:read_resource(h.id, "file:///a")
+  local permitted = policy.permits("externalGlobal", row.data_class)
+  if not permitted then
+    assert.is_true(outside.is_error)
+    contains(outside.text, "not permitted")
+    assert.equal(0, #h:requests())
+    local rows = store:governance_events()
+    assert.equal("trustZone", rows[#rows].reason)
+  end
+  global:finish()
+  local r = start("local")
+  local read = r:read_resource(h.id, "file:///a")
+  if row.requires_approval ~= "0" then
+    assert.is_true(read.is_error)
+    contains(read.text, "approval")
+    if not permitted then assert.equal(0, #h:requests()) end
+  else
+    assert.is_false(read.is_error, read.text)
+    assert.equal("alpha", read.text)
+    local events = assert(r:events())
+    assert.equal("resource", events[#events].kind)
+    assert.is_true(events[#events].data.durationMs >= 0)
+  end
+  r:finish()
+  store:close()
 end)
 
 return checks
