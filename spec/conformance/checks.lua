@@ -1101,7 +1101,7 @@ end
 
 -- fails if: the walk stops at an empty-string cursor, drops the cursor, loses an entry, or lets far-side controls
 -- into a display field or changes the uri
--- proven red by: a walk that treats "" as the end (the 2025 tool walk's rule)
+-- proven red by the mutant(s): empty-cursor-ends, display-raw
 check("O1 list_resources: every page (an empty cursor is a cursor), display fields under the text rule", function(h)
   h:will_handshake(nil, nil, OFFERS)
     :will_answer(offer_page(h, "resources", { { uri = "file:///a\27[31m", name = "A\27[2Jname",
@@ -1126,6 +1126,7 @@ check("O1 list_resources: every page (an empty cursor is a cursor), display fiel
 end)
 
 -- fails if: a listing that never ends is followed past 50 pages
+-- proven red by the mutant(s): no-walk-bound
 check("O2 the 50-page ceiling holds for resource templates", function(h)
   h:will_handshake(nil, nil, OFFERS)
   for i = 1, 50 do
@@ -1140,6 +1141,7 @@ check("O2 the 50-page ceiling holds for resource templates", function(h)
 end)
 
 -- fails if: a request the server did not advertise is sent, or fails with anything but not_offered
+-- proven red by the mutant(s): no-capability-check
 check("O3 capabilities: nothing is asked that the server did not advertise", function(h)
   h:will_handshake(nil, nil, { tools = {} })
   local conn = h:connect()
@@ -1159,6 +1161,7 @@ check("O3 capabilities: nothing is asked that the server did not advertise", fun
 end)
 
 -- fails if: a read loses a content, lets a blob into the model's text without a note, or is not bounded
+-- proven red by the mutant(s): read-unbounded
 check("O4 read_resource: contents kept, texts joined, a blob named in the note, bounded as a tool result", function(h)
   local big = string.rep("x", 60000)
   h:will_handshake(nil, nil, OFFERS)
@@ -1179,6 +1182,7 @@ check("O4 read_resource: contents kept, texts joined, a blob named in the note, 
 end)
 
 -- fails if: the prompt's arguments are not sent, or its text is not what a model reads, bounded
+-- proven red by the mutant(s): prompt-args-dropped, display-raw
 check("O5 get_prompt: arguments sent, messages kept, text as role: text", function(h)
   h:will_handshake(nil, nil, OFFERS)
     :will_answer { description = "Greets\27[0m.", messages = json.array {
@@ -1195,6 +1199,7 @@ check("O5 get_prompt: arguments sent, messages kept, text as role: text", functi
 end)
 
 -- fails if: completion loses its numbers, sends the wrong ref/argument/context, or passes controls on
+-- proven red by the mutant(s): completion-unclipped
 check("O6 complete: ref, argument and context sent; values under the text rule, at most 100", function(h)
   local values = json.array {}
   for i = 1, 120 do values[i] = "v" .. i end
@@ -1214,6 +1219,7 @@ check("O6 complete: ref, argument and context sent; values under the text rule, 
 end)
 
 -- fails if: a tool result's resource_link or embedded resource is lost from content or not named to the model
+-- proven red by the mutant(s): links-unnamed
 check("O7 tool results: resource_link and embedded resource blocks kept and named in the note", function(h)
   h:will_handshake():will_answer { content = json.array { { type = "text", text = "see" },
     { type = "resource_link", uri = "file:///r\27[1m", name = "r" },
@@ -1227,6 +1233,7 @@ check("O7 tool results: resource_link and embedded resource blocks kept and name
 end)
 
 -- fails if: a change notice on a response stream does not reach on_change, or a handler that raises fails the call
+-- proven red by the mutant(s): notices-dropped
 check("O8 change notices on a response stream reach on_change (a raising handler is only logged)", function(h)
   local seen, logged = {}, {}
   h:will_handshake(nil, nil, OFFERS):will_stream {
@@ -1247,6 +1254,7 @@ check("O8 change notices on a response stream reach on_change (a raising handler
 end)
 
 -- fails if: the cache is not used within the freshness, or survives the notice that makes it stale
+-- proven red by the mutant(s): notices-dropped, cache-kept
 check("O9 cache = true: a listing reused while fresh, fetched again after its list_changed notice", function(h)
   h:will_handshake(nil, nil, OFFERS)
     :will_answer(offer_page(h, "resources", { { uri = "file:///a", name = "A" } }, nil, 60000))
@@ -1267,6 +1275,7 @@ check("O9 cache = true: a listing reused while fresh, fetched again after its li
 end)
 
 -- fails if: subscribe sends nothing in the 2025 era, or sends a method the 2026-07-28 era does not have
+-- proven red by the mutant(s): subscribe-not-sent
 check("O10 subscribe: resources/subscribe in the 2025 era; in the 2026-07-28 era kept for the listen, nothing sent",
   function(h)
   h:will_handshake(nil, nil, OFFERS)
@@ -1282,7 +1291,8 @@ check("O10 subscribe: resources/subscribe in the 2025 era; in the 2026-07-28 era
   end
 end)
 
--- fails if: a listing over the entry bound is held, or a resource-not-found is not the server's rpc error
+-- fails if: a resource-not-found is not the server's rpc error, sent once, or misuse does not raise
+-- proven red by the mutant(s): read-retried
 check("O11 a read the server refuses is its rpc error, sent once; misuse raises", function(h)
   h:will_handshake(nil, nil, OFFERS):will_refuse(-32002, "Resource not found")
   local conn = h:connect()
@@ -1296,7 +1306,7 @@ check("O11 a read the server refuses is its rpc error, sent once; misuse raises"
 end)
 
 -- fails if: a run reads past the gate (zone ceiling, approval), sends anything when refused, or records no event
--- proven red by: a run whose read_resource calls the connection before deciding
+-- proven red by the mutant(s): read-ungated
 check("O12 a run reads only through the gate: the data class against the zone, approval as the operator set it",
   function(h)
   local agent_store = require "mcpclient.agent.store"
