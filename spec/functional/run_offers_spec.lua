@@ -80,6 +80,19 @@ describe("a run's resource reads and prompt gets", function()
     r:finish()
   end)
 
+  it("stops the run closed when a refusal cannot be recorded", function()
+    servers.add(store, { identifier = "docs", data_class = "sourceCode", requires_approval = "0" })
+    local fake = fake_server()
+    local r = start(store, fake, { configuration = GLOBAL })
+    store.insert_governance_event = function() return nil, "the disk is full" end
+    local result = r:read_resource("docs", "file:///secret")
+    assert.is_true(result.is_error)
+    assert.equal("audit_persistence_failed", result.err.kind)
+    assert.equal("failed", r.status)
+    assert.equal(0, #fake.requests)
+    store.insert_governance_event = nil
+  end)
+
   it("refuses a user who is not an administrator, as for remote tools", function()
     servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "0" })
     local fake = fake_server()

@@ -636,7 +636,7 @@ local function offers_of(ctx, out, parsed, what, uri)
   answer, message, err = operator.offers(ctx.store, row.uid, what, uri, ctx.options)
   if not answer then
     local code = refuse(out, parsed, message, err)
-    if not parsed.json then oauth_hint(out, err, row) end
+    if not parsed.json then refusal_hint(out, err, row) end
     return nil, code
   end
   return answer

@@ -65,7 +65,7 @@ local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
-local names = require "mcpclient.agent.names"
+local agent_names = require "mcpclient.agent.names"
 local policy = require "mcpclient.agent.policy"
 local tool_module = require "mcpclient.agent.tool"
 
@@ -1183,7 +1183,7 @@ end
 -- data class (nothing the server says). A read is not a write.
 local function offer_entry(row, what)
   return { name = string.format("mcp_%s:%s", row.identifier, what), data_class = catalogue.data_class(row),
-    group = names.group(row.identifier), -- the server's group switch holds for its reads too
+    group = agent_names.group(row.identifier), -- the server's group switch holds for its reads too
     remote = true, enabled_by_default = true, effect = "read_only" }
 end
 
@@ -1247,7 +1247,13 @@ local function gated_read(self, kind, identifier, target, fetch)
   local result
   local fields = { server = row.identifier, target = core.repair_utf8(target) }
   local started = self.clock()
-  if not decision.allowed then
+  if decision.unrecorded then  -- a refusal must not go unrecorded: the run stops closed
+    local stopped = unrecorded_refusal(self, entry.name, decision.unrecorded)
+    return error_result(stopped.message, stopped)
+  elseif decision.reason == policy.REASONS.STORE_UNAVAILABLE then
+    result = error_result(string.format('Error: reading %s from "%s" is unavailable for now (its switch could '
+      .. "not be read from the store); nothing was read.", kind, row.identifier), decision.err)
+  elseif not decision.allowed then
     result = error_result(string.format('Error: reading %s from "%s" is not permitted.', kind, row.identifier))
   elseif tostring(row.requires_approval) ~= "0" then  -- only the literal "0" waives it
     result = error_result(string.format('Error: reading %s from "%s" needs a human\'s approval, which the operator '
