@@ -806,6 +806,17 @@ function Connection:list_resources(opts)
   return offers.list(view(self), open_operation(self, opts), "resources")
 end
 
+--- The resources page by page, never held whole: fn(resources) is called
+--- with each page's entries, in order, as list_resources would give them,
+--- and may keep what it needs of them; memory stays at about one page
+--- however many the server lists. The bounds and opts are list_resources';
+--- the cache is not used; what fn raises ends the walk and reaches the caller.
+-- @return listing (as list_resources' second value) | nil, message, err
+function Connection:each_resource_page(fn, opts)
+  if type(fn) ~= "function" then error("each_resource_page: fn must be a function", 2) end
+  return offers.each_page(view(self), open_operation(self, opts), "resources", fn)
+end
+
 --- Every resource template (`uriTemplate` kept exactly), as list_resources.
 -- @return array of templates, listing | nil, message, err
 function Connection:list_resource_templates(opts)
@@ -892,8 +903,8 @@ end
 --- The methods a connection offers (README, "Operations"); a spec holds the
 --- object to this list.
 client.METHODS = { "list_tools", "each_tool_page", "call_tool", "task", "skills", "read_skill", "ping", "server",
-  "close", "list_resources", "list_resource_templates", "read_resource", "list_prompts", "get_prompt", "complete",
-  "subscribe", "unsubscribe" }
+  "close", "list_resources", "each_resource_page", "list_resource_templates", "read_resource", "list_prompts",
+  "get_prompt", "complete", "subscribe", "unsubscribe" }
 
 client.Connection = Connection
 return client

@@ -134,7 +134,7 @@ end
 -- Walk every page of a listing into `items`. A cursor is opaque: an empty
 -- string is a cursor too, and only its absence ends the walk.
 -- @return listing { era, ttl_ms, cache_scope } | nil, message, err
-local function walk(conn, op, spec, items)
+local function walk(conn, op, spec, items, on_page)
   local ok, message, err = offered(conn, op, spec.method, spec.capability)
   if not ok then return nil, message, err end
   local state = { entries = 0, bytes = 0, containers = 0 }
@@ -145,14 +145,17 @@ local function walk(conn, op, spec, items)
     if not reply then return nil, message, err end
     page, message, err = take_page(conn, spec, state, reply)
     if not page then return nil, message, err end
-    local n = #items
+    -- each page into `items`, or (with on_page) into an array of its own, handed on and dropped
+    local into = on_page and json.array {} or items
+    local n = #into
     for i = 1, #page do
       local kept = cleaned(page[i], spec)
       if kept then
         n = n + 1
-        items[n] = kept
+        into[n] = kept
       end
     end
+    if on_page then on_page(into) end
     if conn.session.state.modern then merge_hint(listing, reply.result) end
     local cursor = reply.result.nextCursor
     if type(cursor) ~= "string" then
@@ -204,6 +207,13 @@ function offers.list(conn, op, name)
     cache[name] = { items = kept, listing = listing, expires = conn.clock() + (listing.ttl_ms or 0) / 1000 }
   end
   return items, listing
+end
+
+--- A listing page by page, never held whole: on_page(entries) with each
+--- page's entries, as offers.list would give them. The cache is not used.
+-- @return listing | nil, message, err
+function offers.each_page(conn, op, name, on_page)
+  return walk(conn, op, LISTINGS[name], nil, on_page)
 end
 
 --- A change notice: the cached listings it makes stale are dropped.

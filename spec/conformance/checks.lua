@@ -1125,6 +1125,23 @@ check("O1 list_resources: every page (an empty cursor is a cursor), display fiel
   assert.equal(1, #h.contacts)
 end)
 
+-- fails if: a page reaches fn unbounded, out of order, or uncleaned, or the walk ends at an empty cursor
+-- proven red by the mutant(s): empty-cursor-ends, display-raw
+check("O1b each_resource_page: each page to fn in order, cleaned as list_resources, one contact", function(h)
+  h:will_handshake(nil, nil, OFFERS)
+    :will_answer(offer_page(h, "resources", { { uri = "file:///a", name = "A\27[1m" }, { name = "no uri" } }, ""))
+    :will_answer(offer_page(h, "resources", { { uri = "file:///b" } }))
+  local pages = {}
+  local listing = assert(h:connect():each_resource_page(function(entries) pages[#pages + 1] = entries end))
+  assert.equal(2, #pages)
+  assert.same({ "file:///a" }, { pages[1][1].uri })
+  assert.equal(1, #pages[1])
+  assert.is_nil(pages[1][1].name:find("%c"))
+  assert.equal("file:///b", pages[2][1].uri)
+  assert.equal(h:per_era("legacy", "modern"), listing.era)
+  assert.equal(1, #h.contacts)
+end)
+
 -- fails if: a listing that never ends is followed past 50 pages
 -- proven red by the mutant(s): no-walk-bound
 check("O2 the 50-page ceiling holds for resource templates", function(h)
