@@ -5,9 +5,22 @@
 -- returning links, and `touch`, which publishes change events to subscriptions/listen streams).
 -- A run then reads a resource_link a tool returned through its gate.
 local mcp = require "mcpclient"
+local catalogue = require "mcpclient.agent.catalogue"
 local run = require "mcpclient.agent.run"
 local peers = require "support.peers"
 local servers = require "support.servers"
+local shell = require "support.shell"
+
+-- `lua5.4 bin/mcpclient --db <db> <args...>` → exit code, stdout.
+local function mcpclient(db, ...)
+  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "lua5.4", shell.quote(peers.root .. "/bin/mcpclient"),
+    "--db", shell.quote(db) }
+  for _, a in ipairs { ... } do args[#args + 1] = shell.quote(a) end
+  local pipe = assert(io.popen(table.concat(args, " ") .. " 2>/dev/null", "r"))
+  local out = pipe:read("a")
+  local _, _, code = pipe:close()
+  return code, out
+end
 
 local function connect(url, extra)
   local options = { url = url, identifier = "peer", health = mcp.health.memory() }
@@ -75,6 +88,37 @@ describe("server-everything's offers (2025 era) #integration", function()
     assert(conn:call_tool("toggle-subscriber-updates", {}))
     assert.same({ "resource", uri }, seen[1])
     assert.is_true(conn:unsubscribe(uri))
+  end)
+
+  it("an import keeps its resources, templates and prompts beside its tools", function()
+    local store = servers.open_store()
+    local uid = servers.add(store, { identifier = "every", url = peer.url, data_class = "publicContent" })
+    local report = catalogue.import(store, assert(store:server(uid)), { log = function() end })
+    assert.is_false(report.refused)
+    assert.is_true(report.offers.resource > 0 and report.offers.template > 0 and report.offers.prompt > 0)
+    assert.equal(report.offers.resource, #assert(store:offers_of(uid, "resource")))
+    assert.truthy(#assert(store:offers_of(uid, "prompt")) >= 4)
+    store:close()
+  end)
+
+  it("mcpclient resources, read and prompts against it, text and --json", function()
+    local path = os.tmpname()
+    os.remove(path)
+    local db = path .. ".db"
+    assert.equal(0, (mcpclient(db, "add", "--identifier", "every", "--name", "Everything", "--url", peer.url,
+      "--data-class", "publicContent", "--enabled")))
+    local code, out = mcpclient(db, "--json", "resources", "every")
+    assert.equal(0, code, out)
+    local listed = mcp.json.decode(out)
+    assert.is_true(#listed.resources > 0 and #listed.templates > 0)
+    code, out = mcpclient(db, "read", "every", listed.resources[1].uri)
+    assert.equal(0, code, out)
+    assert.is_true(#out > 0)
+    assert.falsy(out:gsub("\n", ""):find("%c"))
+    code, out = mcpclient(db, "prompts", "every")
+    assert.equal(0, code, out)
+    assert.truthy(out:find("simple-prompt", 1, true))
+    for _, suffix in ipairs { "", "-wal", "-shm", "-journal" } do os.remove(db .. suffix) end
   end)
 
   it("a tool result's resource links are kept and named", function()
