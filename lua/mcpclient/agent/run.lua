@@ -1107,7 +1107,7 @@ function run.take_over(store, run_uid, options)
     remote_budget = options.remote_budget or run.REMOTE_BUDGET,
     log = log, status = run.RUNNING, round = 0, segment = 1, remote_calls = 0, trail = {}, persisted = false,
     sequence = 0, fenced = {}, tasks = options.tasks ~= false, task_budget = options.task_budget or run.TASK_BUDGET,
-    uid = run_uid,
+    uid = run_uid, offer_connect = options.connect, offer_connections = {},
   }, Run)
   local owner = options.owner or default_owner()
   local claimed
@@ -1199,6 +1199,8 @@ end
 
 -- The run's connection to `row`, opened on first use.
 local function offer_connection(self, row)
+  -- a run taken over from another process has no table of them yet
+  self.offer_connections = self.offer_connections or {}
   local conn = self.offer_connections[row.uid]
   if conn then return conn end
   local message, err
@@ -1310,7 +1312,7 @@ end
 --- Close the connections the run opened itself (a provider's, and those of
 --- its reads). Idempotent.
 function Run:close()
-  for uid, conn in pairs(self.offer_connections) do
+  for uid, conn in pairs(self.offer_connections or {}) do
     self.offer_connections[uid] = nil
     pcall(conn.close, conn)
   end
