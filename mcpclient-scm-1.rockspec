@@ -88,6 +88,7 @@ build = {
     ["mcpclient.json"] = "lua/mcpclient/json.lua",
     ["mcpclient.log"] = "lua/mcpclient/log.lua",
     ["mcpclient.modern"] = "lua/mcpclient/modern.lua",
+    ["mcpclient.offers"] = "lua/mcpclient/offers.lua",
     ["mcpclient.oauth.challenge"] = "lua/mcpclient/oauth/challenge.lua",
     ["mcpclient.oauth.discovery"] = "lua/mcpclient/oauth/discovery.lua",
     ["mcpclient.oauth.dpop"] = "lua/mcpclient/oauth/dpop.lua",

@@ -128,14 +128,36 @@ void mcp_text_clip(lua_State *L, const char *s, size_t n, lua_Integer limit) {
 }
 
 /*
+** 1 when clip would give the text back unchanged, judged in one cheap pass:
+** at most limit bytes of printable ASCII, neither end a space. Most names
+** and descriptions a server lists are such text, and a listing clips four
+** fields of each of thousands of entries: these skip building a copy.
+*/
+static int clean_ascii(const char *text, size_t n, lua_Integer limit) {
+  const unsigned char *s = (const unsigned char *)text;
+  size_t i;
+  if ((lua_Unsigned)n > (lua_Unsigned)limit) return 0;
+  if (n > 0 && (s[0] == ' ' || s[n - 1] == ' ')) return 0;
+  for (i = 0; i < n; i++) {
+    if (s[i] < 0x20 || s[i] >= 0x7F) return 0;
+  }
+  return 1;
+}
+
+/*
 ** clip(text [, limit = 200]) -> text: applied to every fragment of remote or
-** exception text that reaches a message, a log line or a terminal.
+** exception text that reaches a message, a log line or a terminal. Text the
+** rule would not change is returned as it is, uncopied.
 */
 static int l_clip(lua_State *L) {
   size_t n;
   const char *s = check_text(L, 1, &n);
   lua_Integer limit = luaL_optinteger(L, 2, CLIP_LIMIT);
   luaL_argcheck(L, limit >= 0, 2, "limit must not be negative");
+  if (clean_ascii(s, n, limit)) {
+    lua_settop(L, 1);
+    return 1;
+  }
   push_clip(L, s, n, limit);
   return 1;
 }

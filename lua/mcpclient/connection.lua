@@ -16,6 +16,7 @@ local hostgate = require "mcpclient.hostgate"
 local http = require "mcpclient.channel.http"
 local log = require "mcpclient.log"
 local modern = require "mcpclient.modern"
+local offers = require "mcpclient.offers"
 local session = require "mcpclient.session"
 local skills = require "mcpclient.skills"
 local task = require "mcpclient.task"
@@ -62,7 +63,8 @@ local option_types = {
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function", on_log = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
-  on_elicitation = "function", max_input_rounds = "number", tasks = "boolean",
+  on_elicitation = "function", max_input_rounds = "number", tasks = "boolean", on_change = "function",
+  cache = "boolean", listen = "boolean",
 }
 
 local function check_type(key, value, expected)
@@ -166,12 +168,14 @@ function client.connect(options)
   if options.oauth and options.auth then error("connect: give either auth or oauth, not both", 2) end
   local health = options.health
   local channel = options.channel or http_channel(options, checked)
+  local cache = options.cache and {} or nil
   if trace.enabled(options.trace) then trace.wrap(channel, options.identifier, checked.clock) end
   if options.oauth then
     if options.channel then error("connect: oauth is for the HTTP channel, not an injected one", 2) end
     channel.oauth = require("mcpclient.oauth").provider(options.oauth, channel.config, 2)
   end
-  return setmetatable({
+  local self
+  self = setmetatable({
     identifier = options.identifier,
     name = options.name or options.identifier,
     url = options.url,
@@ -181,16 +185,46 @@ function client.connect(options)
       clock = checked.clock,
       record = type(health) == "function" and health or function(...) return health:record(...) end,
       log = options.log or log.default,
+      on_change = options.on_change,
     },
     session = session.new(channel, { identifier = options.identifier, protocol = options.protocol or "auto",
       on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
-      on_log = options.on_log }),
+      on_log = options.on_log,
+      on_notice = function(kind, uri) self.hooks.notice(kind, uri) end,
+      listening = function() return self.hooks.listening() end,
+      -- the HTTP channel over a pool carries several requests at once (an injected one says nothing)
+      concurrent = options.channel == nil and options.transport == nil }),
     closed = false,
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
     tasks = options.tasks == true,  -- the host asked for tasks on every call that may be one
     task_support = {},  -- tool name -> its execution.taskSupport, from the last listing
     listed = false,     -- a listing has completed (task_support is known)
+    cache = cache,  -- listing name -> { items, listing, expires }, with the cache option
+    subscribed = {}, -- uri -> true, the resources this connection subscribed to
   }, Connection)
+  -- A change notice drops the listings it makes stale, then reaches the host's
+  -- handler; a handler that raises is logged, never fails the operation that
+  -- was reading the stream.
+  self.hooks.notice = function(kind, uri)
+    offers.notice(self.cache, kind)
+    if not self.hooks.on_change then return end
+    local ok, why = pcall(self.hooks.on_change, kind, uri)
+    if not ok then
+      pcall(self.hooks.log, "warning", string.format('The on_change handler of "%s" raised: %s', self.identifier,
+        core.clip(tostring(why))))
+    end
+  end
+  -- Notices are listened for while the host has a handler, a cache or a subscription, unless
+  -- the host said listen = false (then only the notices on the response streams are seen).
+  self.hooks.listening = function()
+    if options.listen == false then return nil end
+    if not (self.hooks.on_change or self.cache or next(self.subscribed)) then return nil end
+    local uris = {}
+    for uri in pairs(self.subscribed) do uris[#uris + 1] = uri end
+    table.sort(uris)
+    return { uris = uris }
+  end
+  return self
 end
 
 ---------------------------------------------------------------------------
@@ -433,6 +467,8 @@ end
 -- with a note naming the blocks that were dropped.
 local function outcome_of(result, latency_ms)
   local flat, note = core.flatten(result.content)
+  local links = offers.links_note(result.content)
+  if links then note = note and (note .. " " .. links) or links end
   local is_error = result.isError == true
   local answer
   if is_error then
@@ -743,10 +779,132 @@ function Connection:__tostring()
   return string.format('mcp connection "%s" (%s)%s', self.identifier, self.url, self.closed and " closed" or "")
 end
 
+---------------------------------------------------------------------------
+-- What a server offers beside its tools (offers.lua)
+---------------------------------------------------------------------------
+
+-- What the operations of offers.lua read of a connection (none of it a method).
+local function view(self)
+  return { session = self.session, identifier = self.identifier, cache = self.cache, MAX_PAGES = client.MAX_PAGES,
+    clock = self.hooks.clock, contact = function(ms) contact(self, ms) end }
+end
+
+-- A string argument, or misuse.
+local function check_string(value, what)
+  if type(value) ~= "string" then error(what .. " must be a string", 3) end
+end
+
+--- Every resource the server lists: every page, in order, within the
+--- walk's bounds (50 pages, 10 000 entries, 8 MiB, each page under the read
+--- cap). Entries are the server's tables; one without a string `uri` is left
+--- out, and the display fields (name, title, mimeType, description) are
+--- under the text rule; `uri` is kept exactly. The server must advertise
+--- `resources` (else "not_offered", nothing sent).
+-- @param opts { budget, cancel }
+-- @return array of resources, listing { era, ttl_ms, cache_scope, cached } | nil, message, err
+function Connection:list_resources(opts)
+  return offers.list(view(self), open_operation(self, opts), "resources")
+end
+
+--- The resources page by page, never held whole: fn(resources) is called
+--- with each page's entries, in order, as list_resources would give them,
+--- and may keep what it needs of them; memory stays at about one page
+--- however many the server lists. The bounds and opts are list_resources';
+--- the cache is not used; what fn raises ends the walk and reaches the caller.
+-- @return listing (as list_resources' second value) | nil, message, err
+function Connection:each_resource_page(fn, opts)
+  if type(fn) ~= "function" then error("each_resource_page: fn must be a function", 2) end
+  return offers.each_page(view(self), open_operation(self, opts), "resources", fn)
+end
+
+--- Every resource template (`uriTemplate` kept exactly), as list_resources.
+-- @return array of templates, listing | nil, message, err
+function Connection:list_resource_templates(opts)
+  return offers.list(view(self), open_operation(self, opts), "templates")
+end
+
+--- Every prompt (`name` kept exactly; title, description and the
+--- arguments' titles and descriptions under the text rule), as list_resources.
+-- @return array of prompts, listing | nil, message, err
+function Connection:list_prompts(opts)
+  return offers.list(view(self), open_operation(self, opts), "prompts")
+end
+
+--- Read one resource.
+-- @return read { contents = { { uri, mime_type, text | blob } ... }, text (what a model reads: the
+--   texts joined, the non-text contents named in the note, bounded as a tool result), note,
+--   latency_ms } | nil, message, err
+function Connection:read_resource(uri, opts)
+  check_string(uri, "read_resource: uri")
+  return offers.read_resource(view(self), open_operation(self, opts), uri)
+end
+
+--- Get one prompt with its arguments (a table of string values, or nil).
+-- @return prompt { description, messages (as the server sent them), text (what a model reads,
+--   bounded), note, latency_ms } | nil, message, err
+function Connection:get_prompt(name, arguments, opts)
+  check_string(name, "get_prompt: name")
+  if arguments ~= nil then
+    if type(arguments) ~= "table" or json.is_array(arguments) then
+      error("get_prompt: arguments must be a table of named string values", 2)
+    end
+    for k, v in pairs(arguments) do
+      if type(k) ~= "string" or type(v) ~= "string" then
+        error("get_prompt: arguments must be a table of named string values", 2)
+      end
+    end
+  end
+  return offers.get_prompt(view(self), open_operation(self, opts), name, arguments)
+end
+
+local REF_TYPES = { ["ref/prompt"] = "name", ["ref/resource"] = "uri" }
+
+--- Ask the server to complete an argument.
+-- @param ref { type = "ref/prompt", name } | { type = "ref/resource", uri }
+-- @param argument { name, value } (strings)
+-- @param context nil or the arguments already chosen (a table of strings)
+-- @return completion { values (at most 100, under the text rule), total, has_more } | nil, message, err
+function Connection:complete(ref, argument, context, opts)
+  local key = type(ref) == "table" and REF_TYPES[ref.type]
+  if not key or type(ref[key]) ~= "string" then
+    error('complete: ref must be { type = "ref/prompt", name } or { type = "ref/resource", uri }', 2)
+  end
+  if type(argument) ~= "table" or type(argument.name) ~= "string" or type(argument.value) ~= "string" then
+    error("complete: argument must be { name = string, value = string }", 2)
+  end
+  if context ~= nil and (type(context) ~= "table" or json.is_array(context)) then
+    error("complete: context must be a table of the arguments already chosen", 2)
+  end
+  return offers.complete(view(self), open_operation(self, opts),
+    { type = ref.type, [key] = ref[key] }, { name = argument.name, value = argument.value }, context)
+end
+
+--- Ask for notifications/resources/updated about `uri` (the server must
+--- advertise resources.subscribe). While anything is subscribed the 2025
+--- session's GET stream is open during every operation, and each notice
+--- reaches the on_change handler as ("resource", uri).
+-- @return true | nil, message, err
+function Connection:subscribe(uri, opts)
+  check_string(uri, "subscribe: uri")
+  local ok, message, err = offers.subscription(view(self), open_operation(self, opts), "resources/subscribe", uri)
+  if ok then self.subscribed[uri] = true end
+  return ok, message, err
+end
+
+--- Stop the notices about `uri`.
+-- @return true | nil, message, err
+function Connection:unsubscribe(uri, opts)
+  check_string(uri, "unsubscribe: uri")
+  local ok, message, err = offers.subscription(view(self), open_operation(self, opts), "resources/unsubscribe", uri)
+  if ok then self.subscribed[uri] = nil end
+  return ok, message, err
+end
+
 --- The methods a connection offers (README, "Operations"); a spec holds the
 --- object to this list.
 client.METHODS = { "list_tools", "each_tool_page", "call_tool", "task", "skills", "read_skill", "ping", "server",
-  "close" }
+  "close", "list_resources", "each_resource_page", "list_resource_templates", "read_resource", "list_prompts",
+  "get_prompt", "complete", "subscribe", "unsubscribe" }
 
 client.Connection = Connection
 return client

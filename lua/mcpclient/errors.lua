@@ -281,6 +281,16 @@ errors.KINDS = {
         what[f.reason] or "ended", clip(f.detail or "no detail given"))
     end,
   },
+  not_offered = {
+    cause = "the server does not advertise what the operation needs (err.capability: resources, prompts, "
+      .. "completions, resources.subscribe), or the era has no such request (err.detail)",
+    action = "use what the server offers (conn:server().capabilities); nothing was sent",
+    fields = { "server", "method", "capability", "detail" },
+    message = function(f)
+      return string.format("%s does not offer %s (capability %s)%s; nothing was sent.", on(f), clip(f.method or ""),
+        clip(f.capability or ""), f.detail and (": " .. f.detail) or "")
+    end,
+  },
 }
 
 --- The fields that carry a code, each for one kind of code, and the kinds

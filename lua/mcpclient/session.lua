@@ -44,7 +44,11 @@ Session.__index = Session
 
 --- A session over `channel`.
 -- @param options { identifier, protocol ("auto" | "2026-07-28" | "2025-11-25"), on_elicitation,
---   max_input_rounds (default session.MAX_INPUT_ROUNDS), on_log }
+--   max_input_rounds (default session.MAX_INPUT_ROUNDS), on_log, on_notice = function(kind, uri) (a
+--   change notice arrived: "tools", "resources", "prompts" or "resource"), listening = function() ->
+--   { uris } | nil (notices are listened for now, and the resources subscribed to; nil: none),
+--   concurrent (the channel carries several requests at once: in the 2026-07-28 era a
+--   subscriptions/listen request then runs beside each request while notices are listened for) }
 function session.new(channel, options)
   return setmetatable({
     channel = channel,
@@ -52,6 +56,9 @@ function session.new(channel, options)
     protocol = options.protocol,
     on_elicitation = options.on_elicitation,
     max_input_rounds = options.max_input_rounds or session.MAX_INPUT_ROUNDS,
+    -- the host's functions, kept apart so none reads as a method of the session
+    host = { on_notice = options.on_notice, listening = options.listening },
+    concurrent = options.concurrent == true,
     last_id = 0,
     -- the era's state once open: { version, modern, id, server_info, capabilities, instructions, hint }
     state = nil,
@@ -166,6 +173,30 @@ local function log_notice(self, params)
   self.on_log(level, logger, inert(params.data, 0))
 end
 
+-- The change notices, by method, and the kind each reports.
+local NOTICES = {
+  ["notifications/tools/list_changed"] = "tools",
+  ["notifications/resources/list_changed"] = "resources",
+  ["notifications/prompts/list_changed"] = "prompts",
+  ["notifications/resources/updated"] = "resource",
+}
+session.NOTICES = NOTICES
+
+-- A change notice for the host: its kind, and for "resource" the URI it
+-- names (a string, or the notice is passed over). The URI is handed on as
+-- the server wrote it: it is what the host compares with the URI it
+-- subscribed to, never shown as it is.
+local function notice(self, message)
+  local kind = NOTICES[message.method]
+  if not kind or not self.host.on_notice then return end
+  local uri = nil
+  if kind == "resource" then
+    uri = type(message.params) == "table" and message.params.uri or nil
+    if type(uri) ~= "string" then return end
+  end
+  self.host.on_notice(kind, uri)
+end
+
 -- A message of the server that is not the answer to `call`: a server request
 -- is answered at once (in the 2025 era; a modern server sends none of its own
 -- on a response stream, and one that does gets no answer), a progress
@@ -188,6 +219,10 @@ local function on_message(self, op, call, message)
   elseif (message.method == "notifications/tasks/status" or message.method == "notifications/tasks")
     and op.on_task_notice and type(message.params) == "table" then
     op.on_task_notice(message.params)
+  elseif NOTICES[message.method] then
+    notice(self, message)
+  elseif message.method == "notifications/subscriptions/acknowledged" and op.acknowledged then
+    op.acknowledged()
   end
 end
 
@@ -247,7 +282,9 @@ local function send(self, op, state, method, params, how)
   -- the GET stream is held while something listens for what may arrive there
   local listen = self.on_elicitation ~= nil or self.on_log ~= nil or op.on_progress ~= nil
   local call = { id = id, method = method, params = params, body = body, state = state,
-    decoding = how and how.decoding, mirror = how and how.mirror, listen = listen }
+    decoding = how and how.decoding, mirror = how and how.mirror,
+    -- also for the change notices the host listens to (the GET stream is where a server sends them)
+    listen = listen or (self.host.listening ~= nil and self.host.listening() ~= nil) }
   call.on_message = function(message) on_message(self, op, call, message) end
   local reply, message, err
   if op.on_progress then
@@ -510,6 +547,77 @@ local function answer_input(self, op, state, method, params, how, reply)
   return reply
 end
 
+---------------------------------------------------------------------------
+-- Listening in the 2026-07-28 era: subscriptions/listen beside a request
+---------------------------------------------------------------------------
+
+-- How long a request waits for its listen request to be acknowledged before
+-- it is sent anyway (a server that never acknowledges delays nothing more).
+local LISTEN_ACK_SECONDS = 1
+-- How long the listen stays open once the request is answered: a notice the
+-- server sent before its answer travels on another stream and may arrive
+-- just after it.
+local LISTEN_DRAIN_SECONDS = 0.02
+
+-- The notices to ask for: each list the server says it announces, and the
+-- resources subscribed to. nil when there is nothing to ask for.
+local function listen_params(state, wanted)
+  local caps = state.capabilities or {}
+  local function announces(cap) return type(caps[cap]) == "table" and caps[cap].listChanged == true end
+  local asked = {}
+  if announces("tools") then asked.toolsListChanged = true end
+  if announces("prompts") then asked.promptsListChanged = true end
+  if announces("resources") then asked.resourcesListChanged = true end
+  if wanted.uris and #wanted.uris > 0 then asked.resourceSubscriptions = json.array(wanted.uris) end
+  if next(asked) == nil then return nil end
+  return { notifications = asked }
+end
+
+-- Run `send_it` (one request) while a subscriptions/listen request of the
+-- same operation is open: the request goes once the listen is acknowledged
+-- (or after a second), and when it is answered the listen ends (its stream
+-- closed; over a line channel the cancel notice), which is no failure.
+local function beside_listen(self, op, params, send_it)
+  local watch = { open = false, done = false }
+  local listening = { deadline = op.deadline, cancel = function() return watch.done end,
+    acknowledged = function() watch.open = true end }
+  local results = engine.gather {
+    function()
+      local limit = core.monotonic_ns() + LISTEN_ACK_SECONDS * 1e9
+      engine.wait_until(function() return watch.open or watch.done or core.monotonic_ns() > limit end)
+      local answer = table.pack(pcall(send_it))
+      if not watch.ended then engine.sleep(LISTEN_DRAIN_SECONDS, function() return watch.ended end) end
+      watch.done = true
+      if not answer[1] then error(answer[2], 0) end
+      return table.unpack(answer, 2, answer.n)
+    end,
+    function()
+      send(self, listening, self.state, "subscriptions/listen", params)
+      watch.open, watch.ended = true, true  -- a listen refused or ended holds the request back no longer
+    end,
+  }
+  local sent, listened = results[1], results[2]
+  if sent.n == 0 and sent.error ~= nil then error(sent.error, 0) end
+  if listened.n == 0 and listened.error ~= nil then error(listened.error, 0) end  -- the host's handler raised
+  return table.unpack(sent, 1, sent.n)
+end
+
+-- One request of the era, beside a listen request when the host listens
+-- for notices in the 2026-07-28 era over a channel that carries several
+-- requests at once.
+local function send_listening(self, op, state, method, params, how)
+  local wanted = state.modern and self.concurrent and not op.listening and self.host.listening
+    and self.host.listening()
+  local asked = wanted and listen_params(state, wanted)
+  if not asked then return send(self, op, state, method, params, how) end
+  op.listening = true
+  local ok, reply, message, err = pcall(beside_listen, self, op, asked,
+    function() return send(self, op, state, method, params, how) end)
+  op.listening = nil
+  if not ok then error(reply, 0) end
+  return reply, message, err
+end
+
 --- A request inside an operation, opening the era first when it is not
 --- open. When the server refused the request itself because its session is
 --- gone, it never ran it: the era is opened again (initialize in the 2025
@@ -529,7 +637,7 @@ function Session:request(op, method, params, how)
   if not ok then return nil, message, err end
   local state = how and how.state or self.state
   local reply
-  reply, message, err = send(self, op, state, method, params, how)
+  reply, message, err = send_listening(self, op, state, method, params, how)
   if reply and state.modern then
     reply, message, err = answer_input(self, op, state, method, params, how, reply)
     if not reply then return nil, message, err end

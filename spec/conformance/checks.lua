@@ -625,7 +625,9 @@ end)
 -- proven red by the mutant(s): float-timeout, connect-timeout-unbounded
 check("20 finite timeout on every leg; a silent server is an error result", function(h)
   h:will_handshake():will_hang(0.5):take(12, 0)
-  local result = h:tool(h:connect(), READ_PAGE):execute({ uid = 3 })
+  -- held in a local to the end: a collected connection would end its session (DELETE) mid-check
+  local conn = h:connect()
+  local result = h:tool(conn, READ_PAGE):execute({ uid = 3 })
   is_result(result, true)
   contains(result.text, h.quoted, "result")
   contains(result.text, "20-second operation budget", "result")
@@ -1082,5 +1084,287 @@ check("E4-m no resumption in the 2026-07-28 era: a priming-only stream is an int
   assert.same({ "server/discover", "tools/call" }, h:methods())
   assert.equal(0, #h.contacts)
 end, "modern", "http")
+
+---------------------------------------------------------------------------
+-- What a server offers beside tools: resources, templates, prompts, completion, notices (O1–O12)
+---------------------------------------------------------------------------
+
+local OFFERS = { tools = {}, resources = { subscribe = true, listChanged = true }, prompts = { listChanged = true },
+  completions = {} }
+
+-- A page of a listing in the era's form (a modern result carries its freshness hint).
+local function offer_page(h, key, entries, cursor, ttl)
+  local result = { [key] = json.array(entries), nextCursor = cursor }
+  if h.modern then result.resultType, result.ttlMs, result.cacheScope = "complete", ttl or 0, "private" end
+  return result
+end
+
+-- fails if: the walk stops at an empty-string cursor, drops the cursor, loses an entry, or lets far-side controls
+-- into a display field or changes the uri
+-- proven red by the mutant(s): empty-cursor-ends, display-raw
+check("O1 list_resources: every page (an empty cursor is a cursor), display fields under the text rule", function(h)
+  h:will_handshake(nil, nil, OFFERS)
+    :will_answer(offer_page(h, "resources", { { uri = "file:///a\27[31m", name = "A\27[2Jname",
+      description = "d\226\128\174esc" }, { name = "no uri" } }, ""))
+    :will_answer(offer_page(h, "resources", { { uri = "file:///b", name = "B" } }, "c2"))
+    :will_answer(offer_page(h, "resources", { { uri = "file:///c", name = "C", title = 7 } }))
+  local list, listing = h:connect():list_resources()
+  assert(list, listing)
+  assert.equal(3, #list)
+  assert.equal("file:///a\27[31m", list[1].uri)
+  for _, v in ipairs(strings_in { list[1].name, list[1].description }) do
+    assert.is_nil(v:find("[%c]"), v)
+    assert.is_nil(v:find("\226\128\174", 1, true), v)
+  end
+  assert.is_nil(list[3].title)
+  assert.same(h:opening { "resources/list", "resources/list", "resources/list" }, h:methods())
+  local requests = h:requests()
+  assert.equal("", requests[#requests - 1].body.params.cursor)
+  assert.equal("c2", requests[#requests].body.params.cursor)
+  assert.equal(h:per_era("legacy", "modern"), listing.era)
+  assert.equal(1, #h.contacts)
+end)
+
+-- fails if: a page reaches fn unbounded, out of order, or uncleaned, or the walk ends at an empty cursor
+-- proven red by the mutant(s): empty-cursor-ends, display-raw
+check("O1b each_resource_page: each page to fn in order, cleaned as list_resources, one contact", function(h)
+  h:will_handshake(nil, nil, OFFERS)
+    :will_answer(offer_page(h, "resources", { { uri = "file:///a", name = "A\27[1m" }, { name = "no uri" } }, ""))
+    :will_answer(offer_page(h, "resources", { { uri = "file:///b" } }))
+  local pages = {}
+  local listing = assert(h:connect():each_resource_page(function(entries) pages[#pages + 1] = entries end))
+  assert.equal(2, #pages)
+  assert.same({ "file:///a" }, { pages[1][1].uri })
+  assert.equal(1, #pages[1])
+  assert.is_nil(pages[1][1].name:find("%c"))
+  assert.equal("file:///b", pages[2][1].uri)
+  assert.equal(h:per_era("legacy", "modern"), listing.era)
+  assert.equal(1, #h.contacts)
+end)
+
+-- fails if: a listing that never ends is followed past 50 pages
+-- proven red by the mutant(s): no-walk-bound
+check("O2 the 50-page ceiling holds for resource templates", function(h)
+  h:will_handshake(nil, nil, OFFERS)
+  for i = 1, 50 do
+    h:will_answer(offer_page(h, "resourceTemplates", { { uriTemplate = "file:///{p}", name = "t" .. i } }, "n" .. i))
+  end
+  local list, message, err = h:connect():list_resource_templates()
+  assert.is_nil(list)
+  assert.equal("malformed", err.kind)
+  contains(message, "50 pages")
+  assert.equal(50, h:count("resources/templates/list"))
+  assert.equal(0, #h.contacts)
+end)
+
+-- fails if: a request the server did not advertise is sent, or fails with anything but not_offered
+-- proven red by the mutant(s): no-capability-check
+check("O3 capabilities: nothing is asked that the server did not advertise", function(h)
+  h:will_handshake(nil, nil, { tools = {} })
+  local conn = h:connect()
+  for _, call in ipairs {
+    function() return conn:list_resources() end, function() return conn:read_resource("file:///a") end,
+    function() return conn:list_prompts() end, function() return conn:get_prompt("p") end,
+    function() return conn:complete({ type = "ref/prompt", name = "p" }, { name = "a", value = "" }) end,
+    function() return conn:subscribe("file:///a") end,
+  } do
+    local ok, message, err = call()
+    assert.is_nil(ok)
+    assert.equal("not_offered", err.kind)
+    contains(message, "nothing was sent")
+    contains(message, h.quoted)
+  end
+  assert.same(h:opening(), h:methods())
+end)
+
+-- fails if: a read loses a content, lets a blob into the model's text without a note, or is not bounded
+-- proven red by the mutant(s): read-unbounded
+check("O4 read_resource: contents kept, texts joined, a blob named in the note, bounded as a tool result", function(h)
+  local big = string.rep("x", 60000)
+  h:will_handshake(nil, nil, OFFERS)
+    :will_answer { contents = json.array { { uri = "file:///a", mimeType = "text/plain", text = "alpha" },
+      { uri = "file:///a#2", mimeType = "image/png", blob = "AAAA" }, { uri = "file:///a#3", text = "omega" } } }
+    :will_answer { contents = json.array { { uri = "file:///big", text = big } } }
+  local conn = h:connect()
+  local read = assert(conn:read_resource("file:///a"))
+  assert.equal(3, #read.contents)
+  assert.same({ uri = "file:///a#2", mime_type = "image/png", blob = "AAAA" }, read.contents[2])
+  assert.equal("[mcpclient reads text only and dropped 1 non-text content block (image).]\nalpha\nomega", read.text)
+  assert.equal("file:///a", h:requests()[#h:requests()].body.params.uri)
+  local huge = assert(conn:read_resource("file:///big"))
+  assert.equal(big, huge.contents[1].text)
+  assert.is_true(#huge.text <= 50000)
+  contains(huge.text, "truncated at 50000 bytes")
+  assert.equal(2, #h.contacts)
+end)
+
+-- fails if: the prompt's arguments are not sent, or its text is not what a model reads, bounded
+-- proven red by the mutant(s): prompt-args-dropped, display-raw
+check("O5 get_prompt: arguments sent, messages kept, text as role: text", function(h)
+  h:will_handshake(nil, nil, OFFERS)
+    :will_answer { description = "Greets\27[0m.", messages = json.array {
+      { role = "user", content = { type = "text", text = "Hello Ada" } },
+      { role = "assistant", content = { type = "image", data = "AA", mimeType = "image/png" } } } }
+  local prompt = assert(h:connect():get_prompt("greet", { who = "Ada" }))
+  assert.equal("Greets [0m.", prompt.description)
+  assert.equal(2, #prompt.messages)
+  assert.equal("[mcpclient reads text only and dropped 1 non-text content block (image).]\nuser: Hello Ada",
+    prompt.text)
+  local sent = h:requests()[#h:requests()].body.params
+  assert.equal("greet", sent.name)
+  assert.same({ who = "Ada" }, sent.arguments)
+end)
+
+-- fails if: completion loses its numbers, sends the wrong ref/argument/context, or passes controls on
+-- proven red by the mutant(s): completion-unclipped
+check("O6 complete: ref, argument and context sent; values under the text rule, at most 100", function(h)
+  local values = json.array {}
+  for i = 1, 120 do values[i] = "v" .. i end
+  values[1] = "py\27]0;x\7thon"
+  h:will_handshake(nil, nil, OFFERS)
+    :will_answer { completion = { values = values, total = 500, hasMore = true } }
+  local out = assert(h:connect():complete({ type = "ref/prompt", name = "code" }, { name = "lang", value = "py" },
+    { style = "short" }))
+  assert.equal(100, #out.values)
+  assert.is_nil(out.values[1]:find("%c"))
+  assert.equal(500, out.total)
+  assert.is_true(out.has_more)
+  local sent = h:requests()[#h:requests()].body.params
+  assert.same({ type = "ref/prompt", name = "code" }, sent.ref)
+  assert.same({ name = "lang", value = "py" }, sent.argument)
+  assert.same({ arguments = { style = "short" } }, sent.context)
+end)
+
+-- fails if: a tool result's resource_link or embedded resource is lost from content or not named to the model
+-- proven red by the mutant(s): links-unnamed
+check("O7 tool results: resource_link and embedded resource blocks kept and named in the note", function(h)
+  h:will_handshake():will_answer { content = json.array { { type = "text", text = "see" },
+    { type = "resource_link", uri = "file:///r\27[1m", name = "r" },
+    { type = "resource", resource = { uri = "mem://e", text = "inline" } } } }
+  local out = assert(h:connect():call_tool("t"))
+  assert.equal(3, #out.content)
+  assert.equal("resource_link", out.content[2].type)
+  contains(out.note, '"file:///r [1m"')
+  contains(out.note, '"mem://e"')
+  contains(out.text, "see")
+end)
+
+-- fails if: a change notice on a response stream does not reach on_change, or a handler that raises fails the call
+-- proven red by the mutant(s): notices-dropped
+check("O8 change notices on a response stream reach on_change (a raising handler is only logged)", function(h)
+  local seen, logged = {}, {}
+  h:will_handshake(nil, nil, OFFERS):will_stream {
+    'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/list_changed"}\n\n',
+    'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/updated",'
+      .. '"params":{"uri":"file:///a"}}\n\n',
+    'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}\n\n',
+    Fake.sse_result(offer_page(h, "prompts", { { name = "p" } })) }
+  local conn = h:connect { on_change = function(kind, uri)
+    seen[#seen + 1] = kind .. (uri and (" " .. uri) or "")
+    if kind == "prompts" then error("host bug") end
+  end, log = function(_, line) logged[#logged + 1] = line end }
+  local list = assert(conn:list_prompts())
+  assert.equal("p", list[1].name)
+  assert.same({ "resources", "resource file:///a", "prompts" }, seen)
+  assert.equal(1, #logged)
+  contains(logged[1], "on_change")
+end)
+
+-- fails if: the cache is not used within the freshness, or survives the notice that makes it stale
+-- proven red by the mutant(s): notices-dropped, cache-kept
+check("O9 cache = true: a listing reused while fresh, fetched again after its list_changed notice", function(h)
+  h:will_handshake(nil, nil, OFFERS)
+    :will_answer(offer_page(h, "resources", { { uri = "file:///a", name = "A" } }, nil, 60000))
+    :will_stream {
+      'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/list_changed"}\n\n',
+      Fake.sse_result(offer_page(h, "prompts", { { name = "p" } }, nil, 60000)) }
+    :will_answer(offer_page(h, "resources", { { uri = "file:///b", name = "B" } }, nil, 60000))
+  local conn = h:connect { cache = true }
+  local first = assert(conn:list_resources())
+  first[1] = nil  -- a caller's change leaves the cache as it was
+  local again, listing = conn:list_resources()
+  assert.equal("file:///a", again[1].uri)
+  assert.is_true(listing.cached)
+  assert(conn:list_prompts())
+  local fresh = assert(conn:list_resources())
+  assert.equal("file:///b", fresh[1].uri)
+  assert.same(h:opening { "resources/list", "prompts/list", "resources/list" }, h:methods())
+end)
+
+-- fails if: subscribe sends nothing in the 2025 era, or sends a method the 2026-07-28 era does not have
+-- proven red by the mutant(s): subscribe-not-sent
+check("O10 subscribe: resources/subscribe in the 2025 era; in the 2026-07-28 era kept for the listen, nothing sent",
+  function(h)
+  h:will_handshake(nil, nil, OFFERS)
+  if not h.modern then h:will_answer({}):will_answer({}) end
+  local conn = h:connect()
+  assert.is_true(conn:subscribe("file:///a"))
+  assert.is_true(conn:unsubscribe("file:///a"))
+  if h.modern then
+    assert.same(h:opening(), h:methods())
+  else
+    assert.same(h:opening { "resources/subscribe", "resources/unsubscribe" }, h:methods())
+    assert.equal("file:///a", h:requests()[#h:requests()].body.params.uri)
+  end
+end)
+
+-- fails if: a resource-not-found is not the server's rpc error, sent once, or misuse does not raise
+-- proven red by the mutant(s): read-retried
+check("O11 a read the server refuses is its rpc error, sent once; misuse raises", function(h)
+  h:will_handshake(nil, nil, OFFERS):will_refuse(-32002, "Resource not found")
+  local conn = h:connect()
+  local read, _, err = conn:read_resource("file:///gone")
+  assert.is_nil(read)
+  assert.equal(-32002, err.rpc_code)
+  assert.equal(1, h:count("resources/read"))
+  assert.has_error(function() conn:read_resource(42) end)
+  assert.has_error(function() conn:get_prompt("p", { n = 1 }) end)
+  assert.has_error(function() conn:complete({ type = "ref/x" }, { name = "a", value = "" }) end)
+end)
+
+-- fails if: a run reads past the gate (zone ceiling, approval), sends anything when refused, or records no event
+-- proven red by the mutant(s): read-ungated
+check("O12 a run reads only through the gate: the data class against the zone, approval as the operator set it",
+  function(h)
+  local agent_store = require "mcpclient.agent.store"
+  local agent_run = require "mcpclient.agent.run"
+  local store = assert(agent_store.open(":memory:"))
+  local row = profiles.server(h.profile)
+  assert(store:add_server { identifier = row.identifier, name = row.name, url = row.url, data_class = row.data_class,
+    requires_approval = row.requires_approval, enabled = true })
+  h:will_handshake(nil, nil, OFFERS):will_answer { contents = json.array { { uri = "file:///a", text = "alpha" } } }
+  local function start(zone)
+    return assert(agent_run.start(store, { user = { name = "ops", uid = 1, admin = true },
+      configuration = { identifier = "c-" .. zone, provider = zone }, providers = { [zone] = { zone = zone } },
+      tools = {}, log = function() end, connect = function() return h:connect() end }))
+  end
+  -- the least trusted zone admits editorContent at most
+  local global = start("externalGlobal")
+  local outside = global:read_resource(h.id, "file:///a")
+  local permitted = policy.permits("externalGlobal", row.data_class)
+  if not permitted then
+    assert.is_true(outside.is_error)
+    contains(outside.text, "not permitted")
+    assert.equal(0, #h:requests())
+    local rows = store:governance_events()
+    assert.equal("trustZone", rows[#rows].reason)
+  end
+  global:finish()
+  local r = start("local")
+  local read = r:read_resource(h.id, "file:///a")
+  if row.requires_approval ~= "0" then
+    assert.is_true(read.is_error)
+    contains(read.text, "approval")
+    if not permitted then assert.equal(0, #h:requests()) end
+  else
+    assert.is_false(read.is_error, read.text)
+    assert.equal("alpha", read.text)
+    local events = assert(r:events())
+    assert.equal("resource", events[#events].kind)
+    assert.is_true(events[#events].data.durationMs >= 0)
+  end
+  r:finish()
+  store:close()
+end)
 
 return checks

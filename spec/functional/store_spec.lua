@@ -69,14 +69,14 @@ describe("mcpclient.agent.store", function()
     it("applies every migration on open, once, and reopens idempotently", function()
       s = assert(store.open(path))
       assert.equal(store.SCHEMA_VERSION, s:schema_version())
-      assert.equal(4, store.SCHEMA_VERSION)
+      assert.equal(5, store.SCHEMA_VERSION)
       local uid = assert(s:add_server { identifier = "docs", name = "Docs" })
       s:close()
       s = assert(store.open(path))
       assert.equal(store.SCHEMA_VERSION, s:schema_version())
       assert.equal("docs", s:server(uid).identifier)
       local db = raw(path)
-      assert.same({ { version = 1 }, { version = 2 }, { version = 3 }, { version = 4 } },
+      assert.same({ { version = 1 }, { version = 2 }, { version = 3 }, { version = 4 }, { version = 5 } },
         db:query("SELECT version FROM schema_version ORDER BY version"))
       local tables = {}
       local catalogue = backends.postgres
@@ -86,8 +86,8 @@ describe("mcpclient.agent.store", function()
       for _, row in ipairs(db:query(catalogue)) do
         tables[#tables + 1] = row.name
       end
-      assert.same({ "agent_run", "agent_run_event", "agent_task", "governance_event", "mcp_oauth_grant", "mcp_server",
-        "mcp_tool", "schema_version", "tool_group_state", "tool_state" }, tables)
+      assert.same({ "agent_run", "agent_run_event", "agent_task", "governance_event", "mcp_oauth_grant", "mcp_offer",
+        "mcp_server", "mcp_tool", "schema_version", "tool_group_state", "tool_state" }, tables)
       db:close()
     end)
 
@@ -101,13 +101,13 @@ describe("mcpclient.agent.store", function()
       assert.equal(0, row.last_latency_ms)
       s:close()
       s = assert(store.open(path))
-      assert.equal(4, s:schema_version())
+      assert.equal(store.SCHEMA_VERSION, s:schema_version())
       assert.is_true(s:record_contact(uid, 1700000000, 12))
       assert.equal(12, s:server(uid).last_latency_ms)
     end)
 
     it("refuses a migrate_to out of range and unknown options", function()
-      assert.has_error(function() store.open(path, { migrate_to = 5 }) end)
+      assert.has_error(function() store.open(path, { migrate_to = store.SCHEMA_VERSION + 1 }) end)
       assert.has_error(function() store.open(path, { busy_timeout = 5 }) end,
         'store.open: unknown option "busy_timeout"')
     end)
@@ -160,7 +160,7 @@ describe("mcpclient.agent.store", function()
 
     it("works on :memory:", function()
       s = assert(store.open(":memory:"))
-      assert.equal(4, s:schema_version())
+      assert.equal(store.SCHEMA_VERSION, s:schema_version())
       assert(s:add_server { identifier = "m" })
       assert.equal(1, #s:servers())
     end)
@@ -194,6 +194,7 @@ describe("mcpclient.agent.store", function()
         auth_credential = "", auth_placement = "bearer", auth_header_name = "", data_class = "",
         requires_approval = "1", enabled = false, import_status = "never_imported", import_error = "",
         last_imported = 0, tool_count = 0, last_contact = 0, last_latency_ms = 0, deleted = false,
+        catalogue_stale = false,
       }, row)
     end)
 
@@ -668,7 +669,7 @@ describe("mcpclient.agent.store", function()
       function adapter.changes() return inner:changes() end
       function adapter.close() inner:close() end
       s = assert(store.open_adapter(adapter))
-      assert.equal(4, s:schema_version())
+      assert.equal(store.SCHEMA_VERSION, s:schema_version())
       local secret = "env:VERY_DISTINCT_REFERENCE"
       local uid = s:add_server { identifier = "zz_identifier", name = "Name'; DROP TABLE mcp_server; --",
         auth_credential = secret, enabled = true }
@@ -711,7 +712,7 @@ describe("mcpclient.agent.store", function()
         .. "'{\"access_token\":\"old\"}', 1)"))
       db:close()
       s = assert(store.open(path))
-      assert.equal(4, s:schema_version())
+      assert.equal(store.SCHEMA_VERSION, s:schema_version())
       assert.same({}, assert(s:grants("docs")))
       assert(grants.save(s, record("docs", "https://new/mcp", "https://as", "t1")))
       local rows = assert(s:grants("docs"))

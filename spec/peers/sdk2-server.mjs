@@ -16,10 +16,16 @@
 //                 `deploy state <requestState>` when a confirmed `deploy` completes.
 //   The tools `deploy` and `signin` ask for input (2026-07-28: input_required): a form confirmation
 //   with requestState, and a URL to open.
+//   Beside its tools it offers resources (doc://readme, text; doc://logo, a blob; the template
+//   doc://pages/{page}), a prompt `greet` (argument `who`, completable) and a tool `links`
+//   returning a resource_link and an embedded resource. In the modern modes the tool `touch`
+//   publishes resources/list_changed and resources/updated for doc://readme to every open
+//   subscriptions/listen stream.
 import http from 'node:http';
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { McpServer, createMcpHandler, inputRequired, acceptedContent } from '@modelcontextprotocol/server';
+import { McpServer, ResourceTemplate, completable, createMcpHandler, inputRequired, acceptedContent }
+  from '@modelcontextprotocol/server';
 import { toNodeHandler, NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { z } from 'zod';
 
@@ -53,7 +59,9 @@ const log = (line) => { if (opts.log) fs.appendFileSync(opts.log, `${line}\n`); 
 const text = (t) => ({ type: 'text', text: t });
 
 function newServer() {
-  const server = new McpServer({ name: 'mcpclient-sdk2-peer', version: '2.0.0' });
+  // resources.subscribe: a subscriptions/listen may name resources to hear about
+  const server = new McpServer({ name: 'mcpclient-sdk2-peer', version: '2.0.0' },
+    { capabilities: { resources: { subscribe: true, listChanged: true } } });
   server.registerTool('echo', {
     description: 'Returns "Echo: <message>".',
     inputSchema: z.object({ message: z.string() }),
@@ -125,8 +133,40 @@ function newServer() {
     }
     return { content: [text('signed in')] };
   });
+  server.registerResource('readme', 'doc://readme', { title: 'Read me', mimeType: 'text/markdown',
+    description: 'What this peer is.' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'text/markdown', text: '# Peer\nA test server.' }],
+  }));
+  server.registerResource('logo', 'doc://logo', { mimeType: 'image/png' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'image/png', blob: 'iVBORw0KGgo=' }],
+  }));
+  server.registerResource('page', new ResourceTemplate('doc://pages/{page}', { list: undefined }),
+    { description: 'One page.' }, async (uri, { page }) => ({
+      contents: [{ uri: uri.href, text: `page ${page}` }],
+    }));
+  server.registerPrompt('greet', {
+    description: 'Greets someone.',
+    argsSchema: z.object({
+      who: completable(z.string(), (value) => ['Ada', 'Alan', 'Grace'].filter((n) => n.startsWith(value))),
+    }),
+  }, async ({ who }) => ({ messages: [{ role: 'user', content: text(`Hello ${who}`) }] }));
+  server.registerTool('links', {
+    description: 'Returns a resource link and an embedded resource.',
+    inputSchema: z.object({}),
+  }, async () => ({ content: [text('see the links'),
+    { type: 'resource_link', uri: 'doc://readme', name: 'readme' },
+    { type: 'resource', resource: { uri: 'doc://pages/1', text: 'page 1' } }] }));
+  server.registerTool('touch', {
+    description: 'Publishes resources/list_changed and resources/updated for doc://readme.',
+    inputSchema: z.object({}),
+  }, async () => {
+    if (notifier) { notifier.resourcesChanged(); notifier.resourceUpdated('doc://readme'); }
+    return { content: [text('touched')] };
+  });
   return server;
 }
+
+let notifier = null;
 
 function logPost(req, raw) {
   if (!opts.log) return;
@@ -187,6 +227,7 @@ async function handleSession(req, res, body) {
 let handler;
 if (opts.mode !== 'session-2025') {
   const mcp = createMcpHandler(() => newServer(), opts.mode === 'modern-only' ? { legacy: 'reject' } : {});
+  notifier = mcp.notify;
   handler = toNodeHandler(mcp);
 }
 

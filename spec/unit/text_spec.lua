@@ -17,6 +17,19 @@ local function valid(s)
 end
 
 describe("clip", function()
+  it("gives clean text back as it is, and judges its edges exactly as the full rule does", function()
+    local clean = "file:///data/records/000001.json"
+    assert.equal(clean, core.clip(clean, 200))
+    assert.equal("", core.clip("", 0))
+    assert.equal("abc", core.clip("abc", 3))                       -- exactly the limit
+    assert.equal("ab\u{2026}", core.clip("abc", 2))                 -- one byte over: the ellipsis
+    assert.equal("a b", core.clip(" a b ", 10))                    -- ends trimmed
+    assert.equal("a  b", core.clip("a  b", 10))                    -- inner spaces kept
+    assert.equal("a b", core.clip("a\127b", 10))                   -- DEL
+    assert.equal("a b", core.clip("a\tb", 10))                     -- tab
+    assert.equal("~", core.clip("~", 1))
+  end)
+
   it("turns a line break into one space and keeps the rest", function()
     assert.equal("first line second line", core.clip("first line\nsecond line"))
   end)

@@ -29,6 +29,11 @@ local json = core.json
 local catalogue = {}
 
 catalogue.MAX_TOOLS = 500
+-- What an import keeps of a server's other offers, by kind; the rest is
+-- named in the import's skip reasons. An identifier (URI, template, prompt
+-- name) longer than MAX_IDENT bytes is not kept.
+catalogue.MAX_OFFERS = { resource = 1000, template = 500, prompt = 500 }
+catalogue.MAX_IDENT = 2048
 
 --- The six data classes, least sensitive first: the gate's list.
 catalogue.DATA_CLASSES = policy.DATA_CLASSES
@@ -98,6 +103,12 @@ function catalogue.connect(row, options)
     -- the host's handler for input a server asks for (what a person answers reaches the model only
     -- through the tool's result, as the server chooses to use it)
     on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
+    -- the server says its tools changed: the stored catalogue is stale until the next import (the
+    -- notice is taken from the streams the connection reads anyway; no stream is held open for it)
+    on_change = options.store and row.uid and function(kind)
+      if kind == "tools" then options.store:set_catalogue_stale(row.uid, true) end
+    end or nil,
+    listen = false,
   }
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end
@@ -223,13 +234,16 @@ end
 
 -- The catalogue, one operation on a connection of its own.
 -- @return tools, listing { era, ttl_ms, cache_scope } | nil, message, err
-local function fetch(row, options)
+local fetch_offers
+
+local function fetch(row, options, offers)
   local connect = options.connect or function(r) return catalogue.connect(r, options) end
   local conn, message, err = connect(row)
   if not conn then return nil, message, err end
   local listed
   local listing
   listed, listing, err = conn:list_tools { schemas = "kept" }
+  if listed and offers then fetch_offers(conn, offers) end
   conn:close()
   return listed, listing, err
 end
@@ -289,7 +303,8 @@ function catalogue.import(store, row, options)
   local refusal = precondition(store, row)
   if refusal then return refuse(store, row, refusal.reason, now, refusal.err) end
 
-  local listed, listing, err = fetch(row, setmetatable({ store = store }, { __index = options }))
+  local offers = {}
+  local listed, listing, err = fetch(row, setmetatable({ store = store }, { __index = options }), offers)
   if not listed then
     local message = listing
     pcall(options.log or default_log, "warning", string.format('An MCP catalogue import failed for "%s": %s',
@@ -305,7 +320,91 @@ function catalogue.import(store, row, options)
   local accepted, skips
   accepted, skips, err = sort_entries(listed, ctx)
   if not accepted then return refuse(store, row, skips, now, err) end
-  return record(store, row, accepted, skips, now)
+  for _, reason in ipairs(offers.skips) do skips[#skips + 1] = reason end
+  local report = record(store, row, accepted, skips, now)
+  if not report.refused then catalogue.keep_offers(store, row, offers, now, report) end
+  return report
+end
+
+---------------------------------------------------------------------------
+-- The other offers: resources, templates, prompts
+---------------------------------------------------------------------------
+
+-- What each listing gives the store: the kind, the connection's method, the
+-- identifying field.
+local OFFER_LISTINGS = {
+  { kind = "resource", list = "list_resources", ident = "uri", capability = "resources" },
+  { kind = "template", list = "list_resource_templates", ident = "uriTemplate", capability = "resources" },
+  { kind = "prompt", list = "list_prompts", ident = "name", capability = "prompts" },
+}
+
+-- A stored row of one listed entry (its display fields are under the text
+-- rule already), or nil and the reason it is not kept.
+local function offer_row(entry, spec)
+  local ident = entry[spec.ident]
+  if #ident > catalogue.MAX_IDENT or ident == "" then
+    return nil, string.format("A %s whose identifier is empty or longer than %d bytes was skipped.", spec.kind,
+      catalogue.MAX_IDENT)
+  end
+  local detail = ""
+  if spec.kind == "prompt" and type(entry.arguments) == "table" then detail = json.try_encode(entry.arguments) or "" end
+  return { ident = ident, name = type(entry.name) == "string" and entry.name or "", title = entry.title or "",
+    description = entry.description or "", mime_type = entry.mimeType or "", detail = detail }
+end
+
+-- List what the server advertises of each kind, on the import's connection,
+-- into offers[kind] (rows, up to the kind's cap) and offers.skips. A listing
+-- that fails leaves its kind out (the stored rows stay as they were) and is
+-- named in the skips; a kind the server does not advertise is kept empty.
+function fetch_offers(conn, offers)
+  offers.skips, offers.listed = {}, {}
+  local info = type(conn.server) == "function" and conn:server() or nil
+  local caps = info and info.capabilities or {}
+  for _, spec in ipairs(OFFER_LISTINGS) do
+    if type(caps[spec.capability]) == "table" then
+      local listed, message = conn[spec.list](conn)
+      if not listed then
+        offers.skips[#offers.skips + 1] = string.format("The %s listing failed, so the stored %ss were kept: %s",
+          spec.kind, spec.kind, message)
+      else
+        local rows, cap = {}, catalogue.MAX_OFFERS[spec.kind]
+        for _, entry in ipairs(listed) do
+          local kept, why = offer_row(entry, spec)
+          if kept and #rows < cap then rows[#rows + 1] = kept elseif why then offers.skips[#offers.skips + 1] = why end
+        end
+        if #listed > cap then
+          offers.skips[#offers.skips + 1] = string.format("The server lists %d %ss; the first %d were kept.",
+            #listed, spec.kind, cap)
+        end
+        offers[spec.kind] = rows
+        offers.listed[spec.kind] = true
+      end
+    else
+      offers[spec.kind] = {}
+    end
+  end
+end
+
+--- Keep the offers an import listed (catalogue.import calls it after the
+--- tools): each kind reconciled (orphans as for tools; a kind the server no
+--- longer advertises orphans all its rows), the catalogue marked current.
+--- When the server advertised any, the report gets offers = { resource,
+--- template, prompt } (how many of each listed kind were kept); a store
+--- failure is added to its skip reasons, and those offers stay as they were.
+function catalogue.keep_offers(store, row, offers, now, report)
+  for _, spec in ipairs(OFFER_LISTINGS) do
+    local rows = offers[spec.kind]
+    if rows then
+      local orphaned, message = store:reconcile_offers(row.uid, spec.kind, rows, now)
+      if not orphaned then
+        report.skip_reasons[#report.skip_reasons + 1] = message
+      elseif offers.listed[spec.kind] then
+        report.offers = report.offers or {}
+        report.offers[spec.kind] = #rows
+      end
+    end
+  end
+  store:set_catalogue_stale(row.uid, false)
 end
 
 ---------------------------------------------------------------------------

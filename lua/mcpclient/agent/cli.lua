@@ -47,6 +47,7 @@ local SERVER_FLAGS = {
 
 local COMMAND_FLAGS = {
   servers = {}, test = { ["--all"] = "flag", ["-a"] = "flag" }, tools = {}, remove = {}, help = {},
+  resources = {}, prompts = {}, read = {},
   check = { ["--call"] = "value", ["--arguments"] = "value" },
   login = { ["--wait"] = "value", ["--port"] = "value", ["--client-id"] = "value", ["--client-secret"] = "value",
     ["--scope"] = "value" }, logout = {},
@@ -624,6 +625,49 @@ function commands.tools(ctx, out, parsed)
   end
   if #tools == 0 then out:line(operator.NO_TOOLS); return cli.OK end
   render.tools(out, tools)
+  return cli.OK
+end
+
+-- What a server offers beside its tools, asked live (operator.offers).
+local function offers_of(ctx, out, parsed, what, uri)
+  local row, message, err = server_named(ctx, parsed.args[1])
+  if not row then return nil, refuse(out, parsed, message, err) end
+  local answer
+  answer, message, err = operator.offers(ctx.store, row.uid, what, uri, ctx.options)
+  if not answer then
+    local code = refuse(out, parsed, message, err)
+    if not parsed.json then refusal_hint(out, err, row) end
+    return nil, code
+  end
+  return answer
+end
+
+function commands.resources(ctx, out, parsed)
+  need_server(parsed)
+  local answer, code = offers_of(ctx, out, parsed, "resources")
+  if not answer then return code end
+  if parsed.json then
+    out:json(render.resources_json(answer.resources, answer.templates))
+  else
+    render.resources(out, answer.resources, answer.templates)
+  end
+  return cli.OK
+end
+
+function commands.prompts(ctx, out, parsed)
+  need_server(parsed)
+  local answer, code = offers_of(ctx, out, parsed, "prompts")
+  if not answer then return code end
+  if parsed.json then out:json(render.prompts_json(answer.prompts)) else render.prompts(out, answer.prompts) end
+  return cli.OK
+end
+
+function commands.read(ctx, out, parsed)
+  if #parsed.args < 2 then usage('"read" needs a server and a resource URI (see `mcpclient resources <server>`).') end
+  no_more_than(parsed, 2)
+  local answer, code = offers_of(ctx, out, parsed, "read", parsed.args[2])
+  if not answer then return code end
+  if parsed.json then out:json(render.read_json(parsed.args[2], answer.read)) else render.read(out, answer.read) end
   return cli.OK
 end
 

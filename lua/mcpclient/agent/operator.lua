@@ -227,6 +227,7 @@ local function card_of(store, row)
     import_status = row.import_status,
     contact = contact_line(row),
     tool_count = row.tool_count or 0,
+    catalogue_stale = row.catalogue_stale == true,
     import_error = row.import_error or "",
     tools = {},
     authorization = authorization, authorization_warning = authorization_warning, grant = grant,
@@ -250,7 +251,8 @@ end
 --- Every non-deleted server, enabled or not, in identifier order, as cards:
 --- { uid, identifier, name, description, url, enabled, state, never_reached, transport,
 ---   authentication, authentication_warning, data_class, data_class_warning, approval,
----   approval_warning, last_import, import_status, contact, tool_count, import_error,
+---   approval_warning, last_import, import_status, contact, tool_count, catalogue_stale (the server
+---   said its tools changed since the last import), import_error,
 ---   tools = { { tool_name, remote_name, orphaned, badge }, ... } }
 --- (a *_warning is true where the operator should look; text is as stored).
 -- @return array of cards | nil, message, err
@@ -309,6 +311,39 @@ function operator.test(store, id, options)
   local fresh = store:server(row.uid) or row
   return { success = true, error = "", report = report_line(report), contact = contact_line(fresh),
     reached = report }
+end
+
+--- Ask a server, enabled or not, for what it offers beside its tools, on a
+--- connection of its own (closed after): `what` is "resources" (the
+--- resources and the templates), "prompts", or "read" with `uri`.
+-- @param options { actor, connect, and catalogue.connect's options }
+-- @return { row, resources, templates } | { row, prompts } | { row, read } | nil, message, err
+--   (the server's failure as the connection returned it, or "forbidden", "unknown_server", "store")
+function operator.offers(store, id, what, uri, options)
+  options = options or {}
+  local row, message, err = admitted(store, id, options)
+  if not row then return nil, message, err end
+  local conn
+  conn, message, err = connect_with(store, options)(row)
+  if not conn then return nil, message, err end
+  local out = { row = row }
+  if what == "resources" then
+    out.resources, message, err = conn:list_resources()
+    if out.resources then
+      -- a server may offer resources without templates: an empty list, not a failure
+      out.templates, message, err = conn:list_resource_templates()
+    end
+    if not out.templates then out = nil end
+  elseif what == "prompts" then
+    out.prompts, message, err = conn:list_prompts()
+    if not out.prompts then out = nil end
+  else
+    out.read, message, err = conn:read_resource(uri)
+    if not out.read then out = nil end
+  end
+  conn:close()
+  if not out then return nil, message, err end
+  return out
 end
 
 --- Import one server's catalogue, enabled or not.

@@ -405,10 +405,10 @@ local function switch_and_role(self, tool, configuration, user)
 end
 
 -- The gate itself, without the governance side effect.
-local function evaluate(self, name, configuration, user)
+local function evaluate(self, name, configuration, user, given)
   local zone = policy.effective_zone(configuration, self.providers)
   local ceiling = CEILINGS[zone]
-  local tool = self.registry.get(name)
+  local tool = given or self.registry.get(name)
   if tool == nil then
     return decision(name, false, R.NOT_REGISTERED, MOST_SENSITIVE, zone, ceiling)
   end
@@ -432,9 +432,16 @@ end
 --   unrecorded  the failure value on_decision returned: the decision's governance row was not recorded
 -- A refused or observed-only decision is reported to on_decision with its
 -- governance row; an allowed one reports nothing.
+local report
+
 function Gate:decide(name, configuration, user, context)
   if type(name) ~= "string" then error("decide: the tool name must be a string", 2) end
-  local d = evaluate(self, name, configuration, user)
+  return report(self, evaluate(self, name, configuration, user), configuration, user, context)
+end
+
+-- A decision reported to on_decision when it is refused or observed-only;
+-- d.unrecorded is set when its governance row could not be recorded.
+function report(self, d, configuration, user, context)
   if self.on_decision and (not d.allowed or d.observed_only) then
     local merged = row_context(context, configuration)
     local recorded, message, err = self.on_decision(d, merged, policy.governance_row(d, merged, user))
@@ -466,6 +473,20 @@ function Gate:filter_offerable(requested, configuration, user, context)
     if d.allowed then out[#out + 1] = name end
   end
   return out
+end
+
+--- Decide a server's offer that is not a tool (a resource read, a prompt
+--- get): `entry` is shaped like a remote tool — `name` naming the read in
+--- the governance log, `data_class` the server's operator-set class,
+--- `remote = true`, `enabled_by_default = true` — and passes the same
+--- checks (switch, administrators only, configuration group, trust zone);
+--- a refused or observed-only decision is reported as decide reports it
+--- (d.unrecorded when its governance row could not be recorded).
+function Gate:decide_offer(entry, configuration, user, context)
+  if type(entry) ~= "table" or type(entry.name) ~= "string" then
+    error("decide_offer: the entry must be a table with a string name", 2)
+  end
+  return report(self, evaluate(self, entry.name, configuration, user, entry), configuration, user, context)
 end
 
 policy.Gate = Gate

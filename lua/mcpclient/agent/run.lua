@@ -65,6 +65,7 @@ local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
+local agent_names = require "mcpclient.agent.names"
 local policy = require "mcpclient.agent.policy"
 local tool_module = require "mcpclient.agent.tool"
 
@@ -206,6 +207,7 @@ local option_types = {
   tools = "table", builtins = "table", providers = "table", mode = "any", owner = "string", now = "function",
   clock = "function", lease_seconds = "number", remote_budget = "number", uuid = "string", log = "function",
   tasks = "boolean", task_budget = "number",
+  connect = "function",
 }
 
 -- What the options must hold beyond their keys and types (checked first, by
@@ -298,6 +300,8 @@ end
 --   clock         = function() -> monotonic seconds (default core.now; durations, cancel polling),
 --   lease_seconds = 900, remote_budget = 20 (remote calls per run segment),
 --   uuid          = the run's uuid (default: a random one),
+--   connect       = function(row) -> connection | nil, message, err: how read_resource and
+--                   get_prompt reach a server (default catalogue.connect with the store's grants),
 --   log           = function(level, message) (default: one line on stderr) }
 -- @return Run | nil, message, err (the provider could not list its tools)
 function run.start(store, options)
@@ -319,6 +323,8 @@ function run.start(store, options)
     status = run.RUNNING, round = 0, segment = 1, remote_calls = 0,
     trail = {}, persisted = false, sequence = 0, fenced = {},
     tasks = options.tasks == true, task_budget = options.task_budget or run.TASK_BUDGET,
+    -- the connections resource reads and prompt gets use (server uid -> connection), opened on first use
+    offer_connect = options.connect, offer_connections = {},
   }, Run)
   claim(self, options.owner or default_owner())
   return self
@@ -1101,7 +1107,7 @@ function run.take_over(store, run_uid, options)
     remote_budget = options.remote_budget or run.REMOTE_BUDGET,
     log = log, status = run.RUNNING, round = 0, segment = 1, remote_calls = 0, trail = {}, persisted = false,
     sequence = 0, fenced = {}, tasks = options.tasks ~= false, task_budget = options.task_budget or run.TASK_BUDGET,
-    uid = run_uid,
+    uid = run_uid, offer_connect = options.connect, offer_connections = {},
   }, Run)
   local owner = options.owner or default_owner()
   local claimed
@@ -1168,8 +1174,148 @@ function Run:finish()
   return self.status
 end
 
---- Close the connections of a provider the run opened itself. Idempotent.
+---------------------------------------------------------------------------
+-- Resources and prompts: through the same gate as tools
+---------------------------------------------------------------------------
+
+-- What a resource read or prompt get is to the gate: a remote tool of the
+-- server, named for the governance log, carrying the server's operator-set
+-- data class (nothing the server says). A read is not a write.
+local function offer_entry(row, what)
+  return { name = string.format("mcp_%s:%s", row.identifier, what), data_class = catalogue.data_class(row),
+    group = agent_names.group(row.identifier), -- the server's group switch holds for its reads too
+    remote = true, enabled_by_default = true, effect = "read_only" }
+end
+
+-- The enabled server named `identifier`, or nil.
+local function offer_server(self, identifier)
+  local rows, message, err = self.store:enabled_servers()
+  if not rows then return nil, message, err end
+  for _, row in ipairs(rows) do
+    if row.identifier == identifier then return row end
+  end
+  return nil
+end
+
+-- The run's connection to `row`, opened on first use.
+local function offer_connection(self, row)
+  -- a run taken over from another process has no table of them yet
+  self.offer_connections = self.offer_connections or {}
+  local conn = self.offer_connections[row.uid]
+  if conn then return conn end
+  local message, err
+  if self.offer_connect then
+    conn, message, err = self.offer_connect(row)
+  else
+    conn, message, err = catalogue.connect(row, { store = self.store })
+  end
+  if not conn then return nil, message, err end
+  self.offer_connections[row.uid] = conn
+  return conn
+end
+
+-- Record one read as an event of the run (fail-soft: a read has no side
+-- effect to fence), with its latency.
+local function record_offer(self, kind, fields, duration_ms)
+  local duration = audit_duration(duration_ms or 0)
+  fields.kind, fields.round, fields.durationMs = kind, self.round, duration
+  fields.result = core.repair_utf8(fields.result)
+  local event = { kind = kind, round = self.round, duration_ms = duration, payload = encode_payload(fields) }
+  if not self.persisted then
+    self.trail[#self.trail + 1] = event
+    return
+  end
+  local ok, message = self.store:append_event(self.uid, event)
+  if not ok then
+    warn_to(self.log, string.format("A %s read in run %s could not be recorded: %s", kind, self.uuid,
+      tostring(message)))
+  end
+end
+
+-- One gated read: the server's row, the gate's decision, the request, the
+-- event. `fetch(conn, op)` asks the server. → { text, is_error [, err] }
+local function gated_read(self, kind, identifier, target, fetch)
+  if self.status ~= run.RUNNING then
+    return error_result(string.format("Error: run %s has ended (%s); nothing was read.", self.uuid, self.status),
+      self.error)
+  end
+  local row, message, err = offer_server(self, identifier)
+  if not row then
+    if err then return error_result(message, err) end
+    return error_result(string.format('Error: no enabled MCP server is named "%s".', core.clip(identifier)))
+  end
+  local entry = offer_entry(row, kind)
+  local decision = self.gate:decide_offer(entry, self.configuration, self.user, gate_context(self))
+  local result
+  local fields = { server = row.identifier, target = core.repair_utf8(target) }
+  local started = self.clock()
+  if decision.unrecorded then  -- a refusal must not go unrecorded: the run stops closed
+    local stopped = unrecorded_refusal(self, entry.name, decision.unrecorded)
+    return error_result(stopped.message, stopped)
+  elseif decision.reason == policy.REASONS.STORE_UNAVAILABLE then
+    result = error_result(string.format('Error: reading %s from "%s" is unavailable for now (its switch could '
+      .. "not be read from the store); nothing was read.", kind, row.identifier), decision.err)
+  elseif not decision.allowed then
+    result = error_result(string.format('Error: reading %s from "%s" is not permitted.', kind, row.identifier))
+  elseif tostring(row.requires_approval) ~= "0" then  -- only the literal "0" waives it
+    result = error_result(string.format('Error: reading %s from "%s" needs a human\'s approval, which the operator '
+      .. "asked for; this read was not made.", kind, row.identifier))
+  elseif cancel_requested(self) then
+    conclude(self, run.CANCELLED)
+    return error_result(string.format("Error: run %s was cancelled; nothing was read.", self.uuid))
+  else
+    local conn
+    conn, message, err = offer_connection(self, row)
+    local answer
+    if conn then
+      answer, message, err = fetch(conn, { cancel = function() return cancel_requested(self) end })
+    end
+    if answer then
+      result = { text = core.bound(answer.text), is_error = false }
+    else
+      result = error_result(message, err)
+    end
+  end
+  fields.result, fields.isError = result.text, result.is_error
+  record_offer(self, kind, fields, (self.clock() - started) * 1000)
+  return result
+end
+
+--- Read a resource of server `identifier` through the gate: the server's
+--- operator-set data class against the configuration's ceiling and zone,
+--- remote reads for administrators only, as for its tools (a read needs no
+--- approval unless the operator asked for it on the server, which refuses it
+--- here: a read does not suspend the run). A resource_link a tool returned
+--- is read this way. Each read is an event of the run ("resource", its
+--- latency); a refusal reaches the governance log.
+-- @return { text (bounded as a tool result), is_error [, err] }
+function Run:read_resource(identifier, uri)
+  if type(identifier) ~= "string" or type(uri) ~= "string" then
+    error("read_resource: the server identifier and the uri must be strings", 2)
+  end
+  return gated_read(self, "resource", identifier, uri, function(conn, opts)
+    return conn:read_resource(uri, opts)
+  end)
+end
+
+--- Get a prompt of server `identifier` through the gate, as read_resource.
+-- @return { text (the messages as a model reads them, bounded), is_error [, err] }
+function Run:get_prompt(identifier, name, arguments)
+  if type(identifier) ~= "string" or type(name) ~= "string" then
+    error("get_prompt: the server identifier and the prompt name must be strings", 2)
+  end
+  return gated_read(self, "prompt", identifier, name, function(conn, opts)
+    return conn:get_prompt(name, arguments, opts)
+  end)
+end
+
+--- Close the connections the run opened itself (a provider's, and those of
+--- its reads). Idempotent.
 function Run:close()
+  for uid, conn in pairs(self.offer_connections or {}) do
+    self.offer_connections[uid] = nil
+    pcall(conn.close, conn)
+  end
   local provider = self.provider
   if provider then
     self.provider = nil

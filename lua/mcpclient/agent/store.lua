@@ -184,6 +184,7 @@ local hydrate_server = hydrator {
   data_class = "string", requires_approval = "string", enabled = "boolean", import_status = "string",
   import_error = "string", last_imported = "integer", tool_count = "integer", last_contact = "integer",
   last_latency_ms = "integer", tstamp = "integer", crdate = "integer", deleted = "boolean",
+  catalogue_stale = "boolean",
 }
 
 local hydrate_tool = hydrator {
@@ -1256,6 +1257,104 @@ end
 function Store:governance_events()
   return select_rows(self, "read the governance events", "SELECT * FROM governance_event ORDER BY uid ASC", {},
     hydrate_governance)
+end
+
+---------------------------------------------------------------------------
+-- What a server offers beside its tools: resources, templates, prompts
+---------------------------------------------------------------------------
+
+--- The kinds of offer an import keeps.
+store.OFFER_KINDS = { resource = true, template = true, prompt = true }
+local OFFER_FIELDS = { "name", "title", "description", "mime_type", "detail" }
+
+local hydrate_offer = hydrator {
+  uid = "integer", server = "integer", kind = "string", ident = "string", name = "string", title = "string",
+  description = "string", mime_type = "string", detail = "string", orphaned = "boolean", tstamp = "integer",
+  crdate = "integer",
+}
+
+-- The entries as rows of values (misuse raises): ident first, then OFFER_FIELDS.
+local function offer_values(entries)
+  if type(entries) ~= "table" then error("reconcile_offers: entries must be an array", 3) end
+  local values = {}
+  for i, entry in ipairs(entries) do
+    if type(entry) ~= "table" or type(entry.ident) ~= "string" then
+      error(string.format("reconcile_offers: entries[%d] must be a table with a string ident", i), 3)
+    end
+    local row = { entry.ident }
+    for j, key in ipairs(OFFER_FIELDS) do
+      local value = entry[key]
+      if value == nil then value = "" end
+      if type(value) ~= "string" then
+        error(string.format("reconcile_offers: entries[%d].%s must be a string", i, key), 3)
+      end
+      row[j + 1] = value
+    end
+    values[i] = row
+  end
+  return values
+end
+
+-- Upsert each entry live, after every row of the kind was marked orphaned:
+-- what the server still lists comes back, the rest stays orphaned.
+local function write_offers(adapter, server_uid, kind, values, now)
+  local ok, message, code = adapter:exec("UPDATE mcp_offer SET orphaned = 1, tstamp = ? WHERE server = ? AND kind = ? "
+    .. "AND orphaned = 0", { now, server_uid, kind })
+  if not ok then return nil, message, code end
+  for _, v in ipairs(values) do
+    ok, message, code = adapter:exec("INSERT INTO mcp_offer (server, kind, ident, name, title, description, "
+      .. "mime_type, detail, orphaned, tstamp, crdate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) "
+      .. "ON CONFLICT (server, kind, ident) DO UPDATE SET name = excluded.name, title = excluded.title, "
+      .. "description = excluded.description, mime_type = excluded.mime_type, detail = excluded.detail, "
+      .. "orphaned = 0, tstamp = excluded.tstamp",
+      { server_uid, kind, v[1], v[2], v[3], v[4], v[5], v[6], now, now })
+    if not ok then return nil, message, code end
+  end
+  local rows
+  rows, message, code = adapter:rows("SELECT COUNT(*) AS n FROM mcp_offer WHERE server = ? AND kind = ? "
+    .. "AND orphaned = 1", { server_uid, kind })
+  if not rows then return nil, message, code end
+  return as_integer(rows[1] and rows[1].n)
+end
+
+--- Keep what a server lists of one kind ("resource", "template", "prompt"):
+--- each entry { ident (uri, uriTemplate or prompt name), name, title,
+--- description, mime_type, detail (JSON text: a prompt's arguments) } live,
+--- every other row of that kind orphaned, in one transaction taken in turn
+--- with the server's imports. → how many rows of the kind are orphaned
+function Store:reconcile_offers(server_uid, kind, entries, now)
+  check_uid(server_uid, "server_uid")
+  if not store.OFFER_KINDS[kind] then error(string.format("reconcile_offers: unknown kind %q", tostring(kind)), 2) end
+  local values = offer_values(entries)
+  now = check_time(now, "now")
+  local adapter = adapter_of(self)
+  local what = string.format("reconcile the %ss of server %d", kind, server_uid)
+  return self:transaction(function()
+    local turn, turn_message, turn_err = take_turn(self, dialect.IMPORTS, server_uid, what)
+    if not turn then return nil, turn_message, turn_err end
+    local orphaned, message, code = write_offers(adapter, server_uid, kind, values, now)
+    if not orphaned then return fail(what, message, code) end
+    return orphaned
+  end)
+end
+
+--- The offers of one kind a server lists now (orphans left out), by ident;
+--- with `all`, the orphans too. → rows | nil, message, err
+function Store:offers_of(server_uid, kind, all)
+  check_uid(server_uid, "server_uid")
+  if not store.OFFER_KINDS[kind] then error(string.format("offers_of: unknown kind %q", tostring(kind)), 2) end
+  return select_rows(self, "read the offers of server " .. server_uid, "SELECT * FROM mcp_offer WHERE server = ? "
+    .. "AND kind = ?" .. (all and "" or " AND orphaned = 0") .. " ORDER BY ident ASC", { server_uid, kind },
+    hydrate_offer)
+end
+
+--- Mark a server's stored catalogue stale (its server said its tools
+--- changed) or current again (an import). → true | nil, message, err
+function Store:set_catalogue_stale(uid, stale)
+  check_uid(uid)
+  if type(stale) ~= "boolean" then error("set_catalogue_stale: stale must be a boolean", 2) end
+  return exec(self, "mark the catalogue of server " .. uid, "UPDATE mcp_server SET catalogue_stale = ? WHERE uid = ?",
+    { stale and 1 or 0, uid })
 end
 
 return store

@@ -16,6 +16,9 @@ Servers are named by identifier or by numeric id, in every command.
   check <server> | <URL>       the live conformance run: every check that applies
   import <server> | --all      import the tool catalogue (tools start switched off)
   tools [<server>]             the imported tools and whether each is on
+  resources <server>           the server's resources and resource templates, asked live
+  read <server> <uri>          read one resource, as a model would read it
+  prompts <server>             the server's prompts and their arguments, asked live
   login <server>               OAuth: authorize in a browser, keep the grant for every later connection
   logout <server>              forget the server's stored OAuth grant
   enable <tool|group>          switch a tool on, or a server's group and all its tools
@@ -109,6 +112,21 @@ every tool of a server with `mcpclient enable mcp_<identifier>`.]==],
 usage: mcpclient tools [<server>] [--json]
 
 The imported tools, of one server or of all, and whether each is switched on.]==],
+  resources = [==[
+usage: mcpclient resources <server> [--json]
+
+Asks the server (enabled or not) for its resources and resource templates, every page,
+and prints them. Everything the server wrote is shown under the text rule.]==],
+  read = [==[
+usage: mcpclient read <server> <uri> [--json]
+
+Reads one resource and prints what a model would read: the text contents, with a note
+naming what is not text (--json: each content's uri, type, text or blob size).]==],
+  prompts = [==[
+usage: mcpclient prompts <server> [--json]
+
+Asks the server (enabled or not) for its prompts and prints each with its arguments
+(* marks a required one).]==],
   enable = [==[
 usage: mcpclient enable <tool|group> [--tool | --group]
 

@@ -57,6 +57,10 @@ local function print_fields(out, card)
   row("Last import", card.last_import)
   row("Last contact", card.contact)
   row("Tools discovered", tostring(card.tool_count))
+  if card.catalogue_stale then
+    row("Catalogue", "stale: the server said its tools changed; `mcpclient import " .. inert(card.identifier, 64)
+      .. "` brings it up to date", true)
+  end
 end
 
 -- The last import's error, one clipped line per stored line.
@@ -105,7 +109,8 @@ function render.card_json(card)
     data_class = maybe(card.declared_data_class), requires_approval = card.requires_approval,
     last_contact = render.iso(card.last_contact_at), latency_ms = maybe(card.latency_ms),
     last_import = render.iso(card.last_imported_at), import_status = maybe(card.import_status),
-    import_error = card.import_error, tool_count = card.tool_count, tools = render.list(tools),
+    import_error = card.import_error, tool_count = card.tool_count, catalogue_stale = card.catalogue_stale,
+    tools = render.list(tools),
     authorization = render.grant_json(card.grant),
   }
 end
@@ -200,6 +205,109 @@ function render.tool_json(t)
   return { server_id = t.server_uid, server = t.identifier, tool_name = t.tool_name, remote_name = t.remote_name,
     description = t.description or "", enabled = t.enabled, orphaned = t.orphaned, group = t.group,
     tool_switch = maybe(t.tool_state), group_switch = maybe(t.group_state) }
+end
+
+---------------------------------------------------------------------------
+-- What a server offers beside its tools
+---------------------------------------------------------------------------
+
+--- The resources and templates as a table (every cell inert).
+function render.resources(out, resources, templates)
+  if #resources == 0 and #templates == 0 then
+    out:line("The server lists no resources.")
+    return
+  end
+  local rows = { { "URI", "NAME", "TYPE", "DESCRIPTION" } }
+  for _, r in ipairs(resources) do
+    rows[#rows + 1] = { inert(r.uri, 200), inert(r.title or r.name, 64), inert(r.mimeType, 40),
+      inert(r.description, 80) }
+  end
+  for _, t in ipairs(templates) do
+    rows[#rows + 1] = { inert(t.uriTemplate, 200), inert(t.title or t.name, 64), "template", inert(t.description, 80) }
+  end
+  render.columns(out, rows)
+end
+
+-- A string field as JSON: inert text, or null.
+local function text_or_null(v, limit)
+  if type(v) ~= "string" then return json.null end
+  return inert(v, limit)
+end
+
+--- The resources and templates as data.
+function render.resources_json(resources, templates)
+  local r, t = {}, {}
+  for i, e in ipairs(resources) do
+    r[i] = { uri = inert(e.uri, 2048), name = text_or_null(e.name, 200), title = text_or_null(e.title, 200),
+      mime_type = text_or_null(e.mimeType, 200), description = text_or_null(e.description, 2000),
+      size = math.type(e.size) == "integer" and e.size or json.null }
+  end
+  for i, e in ipairs(templates) do
+    t[i] = { uri_template = inert(e.uriTemplate, 2048), name = text_or_null(e.name, 200),
+      title = text_or_null(e.title, 200), mime_type = text_or_null(e.mimeType, 200),
+      description = text_or_null(e.description, 2000) }
+  end
+  return { resources = render.list(r), templates = render.list(t) }
+end
+
+-- A prompt's arguments as "name*" (required) words.
+local function argument_names(p)
+  local names = {}
+  if type(p.arguments) == "table" then
+    for _, a in ipairs(p.arguments) do
+      if type(a) == "table" and type(a.name) == "string" then
+        names[#names + 1] = inert(a.name, 64) .. (a.required == true and "*" or "")
+      end
+    end
+  end
+  return names
+end
+
+--- The prompts as a table.
+function render.prompts(out, prompts)
+  if #prompts == 0 then
+    out:line("The server lists no prompts.")
+    return
+  end
+  local rows = { { "PROMPT", "ARGUMENTS (* required)", "DESCRIPTION" } }
+  for _, p in ipairs(prompts) do
+    rows[#rows + 1] = { inert(p.name, 64), table.concat(argument_names(p), " "), inert(p.description, 80) }
+  end
+  render.columns(out, rows)
+end
+
+--- The prompts as data.
+function render.prompts_json(prompts)
+  local list = {}
+  for i, p in ipairs(prompts) do
+    local arguments = {}
+    if type(p.arguments) == "table" then
+      for _, a in ipairs(p.arguments) do
+        if type(a) == "table" and type(a.name) == "string" then
+          arguments[#arguments + 1] = { name = inert(a.name, 200), required = a.required == true,
+            description = text_or_null(a.description, 2000) }
+        end
+      end
+    end
+    list[i] = { name = inert(p.name, 200), title = text_or_null(p.title, 200),
+      description = text_or_null(p.description, 2000), arguments = render.list(arguments) }
+  end
+  return render.list(list)
+end
+
+--- A read resource as text: what a model reads (the note first), each line inert.
+function render.read(out, read)
+  for text in (read.text .. "\n"):gmatch("(.-)\n") do out:line(inert(text, 50000)) end
+end
+
+--- A read resource as data: each content's uri, type, its text (inert) or the blob's size.
+function render.read_json(uri, read)
+  local contents = {}
+  for i, c in ipairs(read.contents) do
+    contents[i] = { uri = text_or_null(c.uri, 2048), mime_type = text_or_null(c.mime_type, 200),
+      text = c.text and inert(c.text, 50000) or json.null, blob_bytes = c.blob and #c.blob or json.null }
+  end
+  return { uri = inert(uri, 2048), contents = render.list(contents), note = text_or_null(read.note, 1000) }
 end
 
 return render

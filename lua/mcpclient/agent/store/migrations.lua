@@ -23,6 +23,8 @@
 --   agent_task        a run's calls that became tasks: the handle, stored
 --                     when the server answered, so another process follows
 --                     the task instead of calling again
+--   mcp_offer         machine-managed resources, resource templates and prompts
+--                     a server listed at import; UNIQUE (server, kind, ident)
 return {
   {
     description = "catalogue, enablement, runs and governance",
@@ -194,6 +196,31 @@ CREATE TABLE agent_task (
 );
 CREATE INDEX agent_task_run ON agent_task (run, closed);
 CREATE INDEX agent_task_open ON agent_task (closed, server);
+]],
+  },
+  {
+    -- What a server offers beside its tools, kept as the tools are (rows
+    -- stay once orphaned: a run's audit may name them), and the mark a
+    -- notifications/tools/list_changed leaves until the next import.
+    description = "server offers: resources, templates, prompts; catalogue_stale",
+    sql = [[
+ALTER TABLE mcp_server ADD COLUMN catalogue_stale INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE mcp_offer (
+  uid         INTEGER PRIMARY KEY AUTOINCREMENT,
+  server      INTEGER NOT NULL DEFAULT 0,
+  kind        TEXT    NOT NULL DEFAULT '',
+  ident       TEXT    NOT NULL DEFAULT '',
+  name        TEXT    NOT NULL DEFAULT '',
+  title       TEXT    NOT NULL DEFAULT '',
+  description TEXT    NOT NULL DEFAULT '',
+  mime_type   TEXT    NOT NULL DEFAULT '',
+  detail      TEXT    NOT NULL DEFAULT '',
+  orphaned    INTEGER NOT NULL DEFAULT 0,
+  tstamp      INTEGER NOT NULL DEFAULT 0,
+  crdate      INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (server, kind, ident)
+);
+CREATE INDEX mcp_offer_server ON mcp_offer (server, kind, orphaned);
 ]],
   },
 }
