@@ -785,7 +785,9 @@ end
 -- What each client does in one listing, and which schema form mcpclient was measured with.
 local function list_note()
   return "One op = every page of tools/list on a warm connection, after one untimed listing, every inputSchema"
-    .. " passed through the normaliser an import uses (`core.normalise_schema`, or the kept form's own judging)."
+    .. " passed through the normaliser an import uses (`core.normalise_schema`, or the kept form's own judging),"
+    .. " except in **mcpclient, plain `list_tools()`, nothing read**: the call with no option and nothing done"
+    .. " with its schemas (each stays the text the decoder wrote), the call the plain target names."
     .. " **mcpclient, default `list_tools()`** is the call a user writes first, with no option: each schema is"
     .. " kept as the JSON text the decoder wrote and built as a table on its first read; the normaliser judges"
     .. " an unread one from its text, so nothing here builds it. **mcpclient, default `each_tool_page(fn)`** is"
@@ -830,16 +832,21 @@ local function build_report(m, started_at, elapsed)
   w("- **Other jobs on the machine** used %.0f CPU-seconds during the run (%.0f %% of its CPUs)%s", math.max(0, others),
     math.max(0, share) * 100, share > 0.05 and ": they competed with the benchmark, expect more noise" or "")
   w("- **Load average** (1, 5, 15 min) at the start: %s; at the end: %s", config.load_before, load_average())
-  w("- **Command:** `%s` (from the repository root; `make bench` runs the same after `make peers all`)",
-    command_line())
+  w("- **Command:** `%s` (from the repository root; `make %s` runs the same after `make peers all`)",
+    command_line(), config.listing_only and "bench-listing" or "bench")
   w("- **Machine:** %s CPUs, %s%s, %s MiB RAM; %s; %s", m.nproc, m.cpu, m.mhz and (" @ " .. m.mhz .. " MHz") or "",
     m.mem and math.floor(tonumber(m.mem) / 1024) or "?", m.os, m.kernel)
   w("- **Software:** %s; Node %s; %s; %s %s (the SDK client v1); %s %s (the SDK client v2); mcpclient %s at %s%s",
     m.lua, m.node, m.curl, SDK_PACKAGES.sdk, m.sdk_version, SDK_PACKAGES.sdk2, m.sdk2_version, core.version,
     m.commit, m.dirty ~= "0" and " (with uncommitted changes outside bench/)" or "")
-  w("- **Settings:** %d runs; %d warm calls per run after %d untimed; %d cold calls per run; %d listings of a"
-    .. " %d-tool catalogue (%d per page) per run after 1 untimed; %d cancels per run",
-    config.runs, config.calls, config.warmup, config.cold, config.lists, config.tools, config.page, config.cancels)
+  if config.listing_only then
+    w("- **Settings:** %d runs; %d listings of a %d-tool catalogue (%d per page) per run after 1 untimed",
+      config.runs, config.lists, config.tools, config.page)
+  else
+    w("- **Settings:** %d runs; %d warm calls per run after %d untimed; %d cold calls per run; %d listings of a"
+      .. " %d-tool catalogue (%d per page) per run after 1 untimed; %d cancels per run",
+      config.runs, config.calls, config.warmup, config.cold, config.lists, config.tools, config.page, config.cancels)
+  end
   w("- **Clients:** mcpclient = `bench/mcpclient_client.lua` (Lua 5.4 + the C core);"
     .. " mcpclient's leg alone = the same script's `--mode leg` (the floor's loop driven from Lua through"
     .. " one `core.http_leg`: the handshake, then one fixed tools/call body; nothing encoded or decoded and"
