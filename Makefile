@@ -38,7 +38,7 @@ MODULE    = $(BUILD)/mcpclient/core.so
 NET_MODULE = $(BUILD)/mcpclient/net.so
 DB_MODULE = $(BUILD)/mcpclient/db.so
 
-.PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-store soak fuzz fuzz-deps \
+.PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-listing bench-store soak fuzz fuzz-deps \
         fuzz-coverage clean docs docs-check rock
 
 all: $(MODULE) $(NET_MODULE) $(DB_MODULE)
@@ -126,6 +126,14 @@ BENCH_OUT ?= build/bench/RESULTS.md
 bench: peers all
 	@mkdir -p $(dir $(BENCH_OUT))
 	BENCH_OUT=$(BENCH_OUT) $(LUA) bench/run.lua
+
+# The listing comparison alone, in a few minutes: every listing form of mcpclient and both SDK
+# clients, interleaved against the 4 900-tool catalogue; the report to build/bench/LISTING.md
+# (`make bench-listing LISTING_OUT=bench/LISTING.md` replaces the published one).
+LISTING_OUT ?= build/bench/LISTING.md
+bench-listing: peers all
+	@mkdir -p $(dir $(LISTING_OUT))
+	BENCH_ONLY=listing BENCH_OUT=$(LISTING_OUT) $(LUA) bench/run.lua
 
 # What the store costs an audited call on SQLite and on PostgreSQL, and the audited calls/s
 # of 1, 4 and 8 worker processes sharing one PostgreSQL store (a throwaway pg_virtualenv cluster,

@@ -2,7 +2,7 @@
 --
 --   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|leg|cold|list|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
---          [--seed S] [--schemas kept|text|tables|default|default-read] [--walk pages|whole]
+--          [--seed S] [--schemas kept|text|tables|default|default-read|plain] [--walk pages|whole]
 --   Run from the repository root (it finds ./lua and ./build by itself).
 --
 --   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
@@ -23,7 +23,9 @@
 --           by core.normalise_schema; default: no option at all (`conn:list_tools()`, what a user
 --           writes first: the same tables, each built on its first read), normalised by
 --           core.normalise_schema, which judges an unread schema from its text; default-read: as
---           default, with every schema read first (`tool.inputSchema.properties`), so each is built.
+--           default, with every schema read first (`tool.inputSchema.properties`), so each is built;
+--           plain: no option and nothing read or normalised (the schema's type checked only):
+--           plain `conn:list_tools()`, the call the issue's CPU target names.
 --   cancel  one connection; N calls of the `slow` tool (MS milliseconds) with a cancel function
 --           that turns true once a timer, drawn uniformly in [A, B] ms after the call starts, has
 --           run out. Measured: the flag's moment (the timer's expiry) to call_tool's return.
@@ -66,8 +68,8 @@ do
     i = i + 2
   end
   if not opts.url then usage("--url is required") end
-  local forms = { kept = true, text = true, tables = true, default = true, ["default-read"] = true }
-  if not forms[opts.schemas] then usage("--schemas must be kept, text, tables, default or default-read") end
+  local forms = { kept = true, text = true, tables = true, default = true, ["default-read"] = true, plain = true }
+  if not forms[opts.schemas] then usage("--schemas must be kept, text, tables, default, default-read or plain") end
   if opts.walk ~= "pages" and opts.walk ~= "whole" then usage("--walk must be pages or whole") end
 end
 
@@ -130,7 +132,7 @@ end
 -- One listing: every tool handed to judge(tool), page by page or after the whole catalogue.
 local function walk_catalogue(conn, judge)
   local listing_opts = { schemas = opts.schemas }
-  if opts.schemas:find("^default") then listing_opts = nil end
+  if opts.schemas:find("^default") or opts.schemas == "plain" then listing_opts = nil end
   if opts.walk == "pages" then
     return conn:each_tool_page(function(page)
       for _, tool in ipairs(page) do judge(tool) end
@@ -148,13 +150,14 @@ local NORMALISE = {
   text = core.normalise_schema_text,
   tables = core.normalise_schema,
   default = core.normalise_schema,
+  plain = function(schema) return schema ~= nil end,
   ["default-read"] = function(schema)
     local _ = schema.properties -- what code that uses a schema does first: it is built here
     return core.normalise_schema(schema)
   end,
 }
 local ARRIVES_AS = { kept = { string = true, table = true }, text = { string = true }, tables = { table = true },
-  default = { table = true }, ["default-read"] = { table = true } }
+  default = { table = true }, ["default-read"] = { table = true }, plain = { table = true } }
 local normalise, arrives_as = NORMALISE[opts.schemas], ARRIVES_AS[opts.schemas]
 
 local extra = {}

@@ -22,11 +22,16 @@
 --   BENCH_LISTS=3       timed catalogue listings per run (after one untimed)
 --   BENCH_CANCELS=50    cancelled calls per run           BENCH_TOOLS=4900 BENCH_PAGE=100
 --   BENCH_ONLY=warm,cold,list,cancel,startup,roundtrips   a subset of the scenarios
+--   BENCH_ONLY=listing  the listing comparison alone, in a few minutes: only the catalogue
+--                       server is started, the list scenario runs with every listing client (the
+--                       mcpclient forms and both SDK clients, interleaved), and the report, with
+--                       the listing targets alone, goes to bench/LISTING.md (not RESULTS.md)
 --   BENCH_SDK_SERVERS=0 skip the SDK reference servers (fast servers only)
---   BENCH_CLIENTS=mcpclient_default,mcpclient_default_pages,mcpclient_default_read,mcpclient,
---                 mcpclient_whole,mcpclient_leg,floor,sdk,sdk_whole,sdk2   a subset of the clients
---                       (sdk: v1, sdk2: v2; list scenario only: mcpclient_default `list_tools()`
---                       with no option, mcpclient_default_pages `each_tool_page(fn)` with none,
+--   BENCH_CLIENTS=mcpclient_plain,mcpclient_default,mcpclient_default_pages,mcpclient_default_read,
+--                 mcpclient,mcpclient_whole,mcpclient_leg,floor,sdk,sdk_whole,sdk2   a subset of the clients
+--                       (sdk: v1, sdk2: v2; list scenario only: mcpclient_plain `list_tools()` with
+--                       no option and no schema read or normalised, mcpclient_default the same with
+--                       each schema normalised, mcpclient_default_pages `each_tool_page(fn)` with none,
 --                       mcpclient_default_read the former with every schema read, mcpclient_whole
 --                       the kept listing held whole, sdk_whole v1 holding every page's tools;
 --                       mcpclient_leg: the floor's loop through mcpclient's leg, warm only)
@@ -58,16 +63,20 @@ local config = {
   tools = env_int("BENCH_TOOLS", 4900),
   page = env_int("BENCH_PAGE", 100),
   sdk_servers = env_int("BENCH_SDK_SERVERS", 1) ~= 0,
-  out = os.getenv("BENCH_OUT") or "bench/RESULTS.md",
+  listing_only = os.getenv("BENCH_ONLY") == "listing",
   pin = os.getenv("BENCH_PIN"),
 }
+config.out = os.getenv("BENCH_OUT") or (config.listing_only and "bench/LISTING.md" or "bench/RESULTS.md")
+-- the listing comparison alone needs neither the SDK's servers nor the event-stream server
+if config.listing_only then config.sdk_servers = false end
 local only = {}
-for name in (os.getenv("BENCH_ONLY") or "warm,cold,list,cancel,startup,roundtrips"):gmatch("[%w_]+") do
+for name in (config.listing_only and "list" or os.getenv("BENCH_ONLY") or "warm,cold,list,cancel,startup,roundtrips")
+    :gmatch("[%w_]+") do
   only[name] = true
 end
 local wanted = {}
-local ALL_CLIENTS = "mcpclient_default,mcpclient_default_pages,mcpclient_default_read,mcpclient,mcpclient_whole,"
-  .. "mcpclient_leg,floor,sdk,sdk_whole,sdk2"
+local ALL_CLIENTS = "mcpclient_plain,mcpclient_default,mcpclient_default_pages,mcpclient_default_read,mcpclient,"
+  .. "mcpclient_whole,mcpclient_leg,floor,sdk,sdk_whole,sdk2"
 for name in (os.getenv("BENCH_CLIENTS") or ALL_CLIENTS):gmatch("[%w_]+") do
   wanted[name] = true
 end
@@ -193,7 +202,10 @@ local CLIENTS = {
   -- the listing with the catalogue held whole (list_tools) instead of page by page
   mcpclient_whole = { label = "mcpclient, whole catalogue held",
     program = "lua5.4 bench/mcpclient_client.lua --walk whole" },
-  -- what a user writes first: no option at all, each schema built on its first read
+  -- what a user writes first: no option at all, nothing read (each schema would be built on its first read)
+  mcpclient_plain = { label = "mcpclient, plain `list_tools()`, nothing read",
+    program = "lua5.4 bench/mcpclient_client.lua --walk whole --schemas plain" },
+  -- the same, each schema normalised (judged from its text, so still not built)
   mcpclient_default = { label = "mcpclient, default `list_tools()`",
     program = "lua5.4 bench/mcpclient_client.lua --walk whole --schemas default" },
   mcpclient_default_pages = { label = "mcpclient, default `each_tool_page(fn)`",
@@ -396,8 +408,8 @@ end
 
 local CLIENT_ORDER = chosen { "mcpclient", "floor", "sdk", "sdk2" }
 local WARM_ORDER = chosen { "mcpclient", "mcpclient_leg", "floor", "sdk", "sdk2" }
-local LIST_ORDER = chosen { "mcpclient_default", "mcpclient_default_pages", "mcpclient_default_read", "mcpclient",
-  "mcpclient_whole", "floor", "sdk", "sdk_whole", "sdk2" }
+local LIST_ORDER = chosen { "mcpclient_plain", "mcpclient_default", "mcpclient_default_pages", "mcpclient_default_read",
+  "mcpclient", "mcpclient_whole", "floor", "sdk", "sdk_whole", "sdk2" }
 
 local function warm_args()
   return string.format("--calls %d --warmup %d", config.calls, config.warmup)
@@ -540,6 +552,11 @@ end
 -- waited for: the clients, the servers) spent: the difference is other jobs sharing the machine.
 local TICK = tonumber(shell("getconf CLK_TCK")) or 100
 
+-- The machine's load averages over 1, 5 and 15 minutes, as `uptime` shows them.
+local function load_average()
+  return ((read_all("/proc/loadavg"):match("^(%S+ %S+ %S+)") or "?"):gsub(" ", ", "))
+end
+
 local function machine_busy()
   local f = {}
   for v in read_all("/proc/stat"):match("^cpu%s+([^\n]+)"):gmatch("%d+") do f[#f + 1] = tonumber(v) end
@@ -662,19 +679,18 @@ local function cancel_row(w)
     num(cancel_s.max), cancel_s.n, verdict(cancel_j.p99, cancel_j.p99 and worst_cancel <= 50))
 end
 
--- The targets table. Against the SDK clients, speed and CPU are compared with the faster (leaner)
--- of v1 and v2 and memory with each of them, so a target met is met against both.
-local function write_targets(w)
-  w("## Targets")
-  w("")
-  w("| target | measured | verdict |")
-  w("| --- | --- | --- |")
+-- The warm-call rows of the targets table.
+local function warm_targets(w)
   cpu_row(w, "client CPU per warm call ≤ 1/10 of the leaner SDK client's (fast-json)", "warm", "cpu_per_op_us", 1, "µs")
   cpu_row(w, "… the same, clients on the server's CPU", "warm-same", "cpu_per_op_us", 1, "µs")
   rss_row(w, "peak RSS ≤ 1/10 of each SDK client's (warm, fast-json)", "warm")
   floor_row(w, "warm calls/s ≥ 90 % of the floor's (fast-json)", "warm")
   floor_row(w, "… the same, clients on the server's CPU", "warm-same")
   roundtrip_row(w)
+end
+
+-- The listing rows of the targets table.
+local function listing_targets(w)
   speed_row(w, string.format("the default `conn:list_tools()` of %d tools, each schema normalised: ≥ 5× less"
     .. " client CPU than the faster SDK client's listing", config.tools), "cpu_per_op_us", 1 / 1000, "ms",
     "mcpclient_default")
@@ -692,7 +708,25 @@ local function write_targets(w)
   speed_row(w, "… the same in client CPU, the catalogue held whole (`list_tools{ schemas = \"kept\" }`)",
     "cpu_per_op_us", 1 / 1000, "ms", "mcpclient_whole")
   rss_row(w, "… its peak RSS while listing (page by page, kept) ≤ 1/10 of each SDK client's", "list")
-  cancel_row(w)
+end
+
+-- The targets table (the listing's rows alone with BENCH_ONLY=listing). Against the SDK clients,
+-- speed and CPU are compared with the faster (leaner) of v1 and v2 and memory with each of them,
+-- so a target met is met against both.
+local function write_targets(w)
+  w("## Targets")
+  w("")
+  w("| target | measured | verdict |")
+  w("| --- | --- | --- |")
+  if not config.listing_only then warm_targets(w) end
+  speed_row(w, string.format("plain `conn:list_tools()` of %d tools (no option, no schema read): ≥ 5× less"
+    .. " client CPU than the faster SDK client's listing", config.tools), "cpu_per_op_us", 1 / 1000, "ms",
+    "mcpclient_plain")
+  rss_row(w, "… its peak RSS ≤ 1/10 of each SDK client's", "list", "mcpclient_plain")
+  rss_row(w, "… its peak RSS ≤ 1/10 of each SDK client's holding the listing whole", "list", "mcpclient_plain",
+    { "sdk_whole", "sdk2" })
+  listing_targets(w)
+  if not config.listing_only then cancel_row(w) end
   w("")
 end
 
@@ -751,7 +785,9 @@ end
 -- What each client does in one listing, and which schema form mcpclient was measured with.
 local function list_note()
   return "One op = every page of tools/list on a warm connection, after one untimed listing, every inputSchema"
-    .. " passed through the normaliser an import uses (`core.normalise_schema`, or the kept form's own judging)."
+    .. " passed through the normaliser an import uses (`core.normalise_schema`, or the kept form's own judging),"
+    .. " except in **mcpclient, plain `list_tools()`, nothing read**: the call with no option and nothing done"
+    .. " with its schemas (each stays the text the decoder wrote), the call the plain target names."
     .. " **mcpclient, default `list_tools()`** is the call a user writes first, with no option: each schema is"
     .. " kept as the JSON text the decoder wrote and built as a table on its first read; the normaliser judges"
     .. " an unread one from its text, so nothing here builds it. **mcpclient, default `each_tool_page(fn)`** is"
@@ -795,16 +831,22 @@ local function build_report(m, started_at, elapsed)
   local share = others / (elapsed * (tonumber(m.nproc) or 1))
   w("- **Other jobs on the machine** used %.0f CPU-seconds during the run (%.0f %% of its CPUs)%s", math.max(0, others),
     math.max(0, share) * 100, share > 0.05 and ": they competed with the benchmark, expect more noise" or "")
-  w("- **Command:** `%s` (from the repository root; `make bench` runs the same after `make peers all`)",
-    command_line())
+  w("- **Load average** (1, 5, 15 min) at the start: %s; at the end: %s", config.load_before, load_average())
+  w("- **Command:** `%s` (from the repository root; `make %s` runs the same after `make peers all`)",
+    command_line(), config.listing_only and "bench-listing" or "bench")
   w("- **Machine:** %s CPUs, %s%s, %s MiB RAM; %s; %s", m.nproc, m.cpu, m.mhz and (" @ " .. m.mhz .. " MHz") or "",
     m.mem and math.floor(tonumber(m.mem) / 1024) or "?", m.os, m.kernel)
   w("- **Software:** %s; Node %s; %s; %s %s (the SDK client v1); %s %s (the SDK client v2); mcpclient %s at %s%s",
     m.lua, m.node, m.curl, SDK_PACKAGES.sdk, m.sdk_version, SDK_PACKAGES.sdk2, m.sdk2_version, core.version,
     m.commit, m.dirty ~= "0" and " (with uncommitted changes outside bench/)" or "")
-  w("- **Settings:** %d runs; %d warm calls per run after %d untimed; %d cold calls per run; %d listings of a"
-    .. " %d-tool catalogue (%d per page) per run after 1 untimed; %d cancels per run",
-    config.runs, config.calls, config.warmup, config.cold, config.lists, config.tools, config.page, config.cancels)
+  if config.listing_only then
+    w("- **Settings:** %d runs; %d listings of a %d-tool catalogue (%d per page) per run after 1 untimed",
+      config.runs, config.lists, config.tools, config.page)
+  else
+    w("- **Settings:** %d runs; %d warm calls per run after %d untimed; %d cold calls per run; %d listings of a"
+      .. " %d-tool catalogue (%d per page) per run after 1 untimed; %d cancels per run",
+      config.runs, config.calls, config.warmup, config.cold, config.lists, config.tools, config.page, config.cancels)
+  end
   w("- **Clients:** mcpclient = `bench/mcpclient_client.lua` (Lua 5.4 + the C core);"
     .. " mcpclient's leg alone = the same script's `--mode leg` (the floor's loop driven from Lua through"
     .. " one `core.http_leg`: the handshake, then one fixed tools/call body; nothing encoded or decoded and"
@@ -980,11 +1022,14 @@ end
 local function main()
   local started_at = os.date("!%Y-%m-%d %H:%M UTC")
   config.busy_before, config.own_before = machine_busy(), own_busy()
+  config.load_before = load_average()
   local t0 = core.now()
   say("bench: %s", command_line())
   start_echo("fast-json", "C echo server, JSON answers, no session",
     string.format("--tools %d --page-size %d", config.tools, config.page))
-  start_echo("fast-sse", "C echo server, session + event-stream answers", "--session --sse")
+  if not config.listing_only then
+    start_echo("fast-sse", "C echo server, session + event-stream answers", "--session --sse")
+  end
   local sdk_servers = {}
   if config.sdk_servers then
     peers.require_available()

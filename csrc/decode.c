@@ -79,20 +79,30 @@ static void init_plain(void) {
 ** and none past 0x7F exactly when none of the usual zero-byte tests fires
 ** (a test may also fire on a byte after a real hit, never without one).
 ** Catalogue text is mostly long plain runs, so this is most of a scan.
+** On a little-endian machine the first byte a word holds is its lowest,
+** so the lowest flag marks the first hit itself: no byte loop after it
+** (most strings in a listing are keys and short values, ended inside
+** their first or second word).
 */
 static const unsigned char *skip_plain(const unsigned char *p, const unsigned char *end) {
   const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
   while (end - p >= 8) {
-    uint64_t x, quote, backslash;
+    uint64_t x, quote, backslash, hit;
     memcpy(&x, p, 8);
     quote = x ^ (ones * '"');
     backslash = x ^ (ones * '\\');
-    if ((((x - ones * 0x20) & ~x)            /* a byte below 0x20 */
-         | ((quote - ones) & ~quote)         /* a '"' */
-         | ((backslash - ones) & ~backslash) /* a '\\' */
-         | x)                                /* a byte past 0x7F */
-        & highs)
+    hit = (((x - ones * 0x20) & ~x)            /* a byte below 0x20 */
+           | ((quote - ones) & ~quote)         /* a '"' */
+           | ((backslash - ones) & ~backslash) /* a '\\' */
+           | x)                                /* a byte past 0x7F */
+          & highs;
+    if (hit) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      return p + (__builtin_ctzll(hit) >> 3);
+#else
       break;
+#endif
+    }
     p += 8;
   }
   while (p < end && plain[*p]) p++;

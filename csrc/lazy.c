@@ -106,20 +106,32 @@ int mcp_lazy_settle(lua_State *L, int idx) {
 }
 
 /*
+** Replace the JSON text at idx with a lazy object holding it, the table of
+** pending texts and the metatable already at the (absolute) stack indices
+** `pending` and `meta`: a page wraps many, and each registry lookup would
+** cost as much as the wrapping itself.
+*/
+static void wrap_with(lua_State *L, int idx, int pending, int meta) {
+  lua_createtable(L, 0, 0);
+  lua_pushvalue(L, meta);
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_pushvalue(L, idx);
+  lua_rawset(L, pending);
+  lua_replace(L, idx);
+}
+
+/*
 ** C API: replace the JSON text at idx (an object's text, as json.encode
 ** writes it) with a lazy object holding it.
 */
 void mcp_lazy_wrap(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
-  luaL_checkstack(L, 4, "lazy JSON");
+  luaL_checkstack(L, 5, "lazy JSON");
   push_pending(L);
-  lua_createtable(L, 0, 0);
-  luaL_setmetatable(L, LAZY_META);
-  lua_pushvalue(L, -1);
-  lua_pushvalue(L, idx);
-  lua_rawset(L, -4);
-  lua_replace(L, idx);
-  lua_pop(L, 1);
+  luaL_getmetatable(L, LAZY_META);
+  wrap_with(L, idx, lua_gettop(L) - 1, lua_gettop(L));
+  lua_pop(L, 2);
 }
 
 /* __index: the first read builds the object; the key is then read from it. */
@@ -169,7 +181,7 @@ static int lazy_pairs(lua_State *L) {
 ** list or null where a schema belongs) is decoded at once, as an eager
 ** listing would give it.
 */
-static void lazy_field(lua_State *L, int tool, const char *field) {
+static void lazy_field(lua_State *L, int tool, const char *field, int pending, int meta) {
   size_t len;
   const char *s;
   if (lua_getfield(L, tool, field) != LUA_TSTRING) {
@@ -178,7 +190,7 @@ static void lazy_field(lua_State *L, int tool, const char *field) {
   }
   s = lua_tolstring(L, -1, &len);
   if (len > 0 && s[0] == '{') {
-    mcp_lazy_wrap(L, -1);
+    wrap_with(L, lua_gettop(L), pending, meta);
   } else if (!mcp_fast_decode(L, s, len, 1)) {
     lua_pop(L, 1);
     return; /* not JSON: never the decoder's own text; left as it is */
@@ -197,14 +209,17 @@ static int l_lazy_schemas(lua_State *L) {
   lua_Integer i, n;
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
+  push_pending(L);                 /* 2 */
+  luaL_getmetatable(L, LAZY_META); /* 3 */
   n = (lua_Integer)lua_rawlen(L, 1);
   for (i = 1; i <= n; i++) {
     if (lua_rawgeti(L, 1, i) == LUA_TTABLE) {
-      lazy_field(L, 2, "inputSchema");
-      lazy_field(L, 2, "outputSchema");
+      lazy_field(L, 4, "inputSchema", 2, 3);
+      lazy_field(L, 4, "outputSchema", 2, 3);
     }
     lua_pop(L, 1);
   }
+  lua_settop(L, 1);
   return 1;
 }
 

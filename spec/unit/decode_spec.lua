@@ -47,6 +47,16 @@ local EDGES = {
   string.rep("]", 512), string.rep("[", 513) .. string.rep("]", 513), '{"jsonrpc":"2.0","id":1,"result":{}}',
 }
 
+-- A string's end, an escape, a raw control, a DEL, a multi-byte character or a broken one at every
+-- offset of the first three eight-byte words the scanner reads a string by, and as a key.
+for k = 0, 23 do
+  local run = string.rep("a", k)
+  for _, hit in ipairs { "", "\\n", "\\u00e9", "\t", "\31", "\127", "\xc3\xa9", "\xc3", "\xc2\x85", "\0" } do
+    EDGES[#EDGES + 1] = '"' .. run .. hit .. 'bcd"'
+    EDGES[#EDGES + 1] = '{"' .. run .. hit .. '":' .. k .. '}'
+  end
+end
+
 describe("the single-pass decoder", function()
   it("stands in front of jansson in json.decode and rpc_classify", function()
     assert.equal("function", type(reference(json.decode)))
