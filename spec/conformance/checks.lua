@@ -1322,8 +1322,9 @@ check("O11 a read the server refuses is its rpc error, sent once; misuse raises"
   assert.has_error(function() conn:complete({ type = "ref/x" }, { name = "a", value = "" }) end)
 end)
 
--- fails if: a run reads past the gate (zone ceiling, approval), sends anything when refused, or records no event
--- proven red by the mutant(s): read-ungated
+-- fails if: a run reads past the gate (zone ceiling, approval), sends anything when refused, records no event,
+-- or reads without the approval the operator asked for (instead of suspending the run until it is given)
+-- proven red by the mutant(s): read-ungated, read-unapproved
 check("O12 a run reads only through the gate: the data class against the zone, approval as the operator set it",
   function(h)
   local agent_store = require "mcpclient.agent.store"
@@ -1351,11 +1352,26 @@ check("O12 a run reads only through the gate: the data class against the zone, a
   end
   global:finish()
   local r = start("local")
+  local before = #h:requests()
   local read = r:read_resource(h.id, "file:///a")
   if row.requires_approval ~= "0" then
-    assert.is_true(read.is_error)
-    contains(read.text, "approval")
-    if not permitted then assert.equal(0, #h:requests()) end
+    -- the operator asked for approval: the read waits for it, as a tool call does, with nothing sent
+    assert.is_true(read.suspended)
+    assert.equal("waiting_approval", r.status)
+    assert.equal(before, #h:requests())
+    assert.same({ { kind = "read", server = h.id, uri = "file:///a" } }, r:pending())
+    r:approve()
+    local results = r:resume()
+    assert.is_false(results[1].is_error, results[1].text)
+    assert.equal("alpha", results[1].text)
+    local reads = 0
+    for _, req in ipairs(h:requests()) do
+      if req.method == "resources/read" then reads = reads + 1 end
+    end
+    assert.equal(1, reads)
+    local events = assert(r:events())
+    assert.same({ "approval_required", "approval", "resource" },
+      { events[#events - 2].kind, events[#events - 1].kind, events[#events].kind })
   else
     assert.is_false(read.is_error, read.text)
     assert.equal("alpha", read.text)

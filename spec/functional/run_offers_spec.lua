@@ -104,14 +104,155 @@ describe("a run's resource reads and prompt gets", function()
     r:finish()
   end)
 
-  it("does not read from a server whose operator asked for approval", function()
+  -- the kinds of the run's events, in sequence order, and whether the sequence is dense
+  local function kinds_in_order(r)
+    local kinds, dense = {}, true
+    for i, e in ipairs(assert(r:events())) do
+      kinds[i] = e.kind
+      if e.sequence ~= i then dense = false end
+    end
+    return kinds, dense
+  end
+
+  local function count(list, value)
+    local n = 0
+    for _, v in ipairs(list) do
+      if v == value then n = n + 1 end
+    end
+    return n
+  end
+
+  it("suspends a read the operator asked approval for; approved, it is sent once and answers through resume", function()
+    servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "1" })
+    local fake = fake_server():will_return { contents = json.array { { uri = "file:///a", text = "alpha" } } }
+    local r = start(store, fake)
+    local result = r:read_resource("docs", "file:///a")
+    assert.is_true(result.suspended)
+    assert.is_false(result.is_error)
+    assert.truthy(result.text:find("waiting for approval", 1, true))
+    assert.equal(0, #fake.requests) -- not even the connection
+    assert.equal("waiting_approval", r.status)
+    assert.equal("waiting_approval", assert(store:run(r.uid)).status)
+    assert.same({ { kind = "read", server = "docs", uri = "file:///a" } }, r:pending())
+    assert.has_error(function() r:read_resource("docs", "file:///b") end) -- approve or deny first
+    assert.has_error(function() r:invoke("anything", {}) end)
+    assert.has_error(function() r:resume() end)
+    r:approve()
+    local results = r:resume()
+    assert.equal(1, #results)
+    assert.is_false(results[1].is_error)
+    assert.equal("alpha", results[1].text)
+    assert.equal("running", r.status)
+    assert.same({}, r:pending())
+    assert.equal(1, count(fake:methods(), "resources/read"))
+    local kinds, dense = kinds_in_order(r)
+    assert.same({ "approval_required", "approval", "resource" }, kinds)
+    assert.is_true(dense)
+    local events = assert(r:events())
+    assert.same({ { offerKind = "resource", server = "docs", target = "file:///a" } }, events[1].data.calls)
+    assert.is_true(events[2].data.approved)
+    assert.equal("file:///a", events[3].data.target)
+    assert.is_false(events[3].data.isError)
+    assert.same({}, store:governance_events())
+    -- the run goes on: a second read waits again, and is read once more only when approved again
+    assert.is_true(r:read_resource("docs", "file:///a").suspended)
+    r:deny()
+    assert.is_true(r:resume()[1].is_error)
+    assert.equal(1, count(fake:methods(), "resources/read"))
+    assert.equal("completed", r:finish())
+  end)
+
+  it("denied, a read sends nothing and reaches the governance log", function()
+    servers.add(store, { identifier = "docs", data_class = "publicContent" }) -- the default asks for approval
+    local fake = fake_server():will_return { contents = json.array { { uri = "file:///a", text = "alpha" } } }
+    local r = start(store, fake)
+    assert.is_true(r:read_resource("docs", "file:///a").suspended)
+    r:deny()
+    local result = r:resume()[1]
+    assert.is_true(result.is_error)
+    assert.truthy(result.text:find("not approved", 1, true))
+    assert.equal(0, #fake.requests)
+    local rows = store:governance_events()
+    assert.equal(1, #rows)
+    assert.equal("approvalDenied", rows[1].reason)
+    assert.equal("mcp_docs:resource", rows[1].tool_name)
+    assert.equal(r.uid, rows[1].agentrun_uid)
+    local kinds, dense = kinds_in_order(r)
+    assert.same({ "approval_required", "approval", "resource" }, kinds)
+    assert.is_true(dense)
+    local events = assert(r:events())
+    assert.is_false(events[2].data.approved)
+    assert.is_true(events[3].data.isError)
+    assert.equal("running", r.status)
+    r:finish()
+  end)
+
+  it("suspends a prompt get the same way: approved it is sent once, denied nothing is sent", function()
+    servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "1" })
+    local fake = fake_server():will_return { messages = json.array {
+      { role = "user", content = { type = "text", text = "Hello Ada" } } } }
+    local r = start(store, fake)
+    assert.is_true(r:get_prompt("docs", "greet", { who = "Ada" }).suspended)
+    assert.same({ { kind = "prompt", server = "docs", name = "greet", arguments = { who = "Ada" } } }, r:pending())
+    r:approve()
+    local result = r:resume()[1]
+    assert.is_false(result.is_error)
+    assert.equal("user: Hello Ada", result.text)
+    assert.equal(1, count(fake:methods(), "prompts/get"))
+    local sent = fake.requests[#fake.requests]
+    assert.equal("greet", sent.body.params.name)
+    assert.same({ who = "Ada" }, sent.body.params.arguments)
+    local kinds = kinds_in_order(r)
+    assert.same({ "approval_required", "approval", "prompt" }, kinds)
+
+    assert.is_true(r:get_prompt("docs", "greet", { who = "Bob" }).suspended)
+    r:deny()
+    local denied = r:resume()[1]
+    assert.is_true(denied.is_error)
+    assert.equal(1, count(fake:methods(), "prompts/get"))
+    assert.equal("approvalDenied", store:governance_events()[1].reason)
+    assert.equal("mcp_docs:prompt", store:governance_events()[1].tool_name)
+    kinds = kinds_in_order(r)
+    assert.same({ "approval_required", "approval", "prompt", "approval_required", "approval", "prompt" }, kinds)
+    r:finish()
+  end)
+
+  it("shows a pending uri under the text rule, and the gate decides again on resume", function()
     servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "1" })
     local fake = fake_server()
     local r = start(store, fake)
-    local result = r:read_resource("docs", "file:///a")
+    local uri = "file:///a\27[2J\u{202E}b" .. string.rep("c", 5000)
+    local waiting = r:read_resource("docs", uri)
+    assert.is_true(waiting.suspended)
+    assert.is_nil(waiting.text:find("\27", 1, true))
+    local shown = r:pending()[1].uri
+    assert.is_nil(shown:find("\27", 1, true))
+    assert.is_nil(shown:find("\u{202E}", 1, true))
+    assert.is_true(#shown < #uri)
+    -- meanwhile the operator switched the server off: approved, the read is still not made
+    assert(store.adapter:exec("UPDATE mcp_server SET enabled = 0", {}))
+    r:approve()
+    local result = r:resume()[1]
     assert.is_true(result.is_error)
-    assert.truthy(result.text:find("approval", 1, true))
+    assert.truthy(result.text:find("no enabled MCP server", 1, true))
     assert.equal(0, #fake.requests)
+    r:finish()
+  end)
+
+  it("leaves a run waiting on a read to its process, as one waiting on a call: no take-over", function()
+    servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "1" })
+    local fake = fake_server():will_return { contents = json.array { { uri = "file:///a", text = "alpha" } } }
+    local r = start(store, fake)
+    assert.is_true(r:read_resource("docs", "file:///a").suspended)
+    local other, _, err = run.take_over(store, r.uid, { user = ADMIN, configuration = LOCAL, providers = PROVIDERS,
+      tools = {}, log = function() end, owner = "another-worker", now = function() return os.time() + 100000 end })
+    assert.is_nil(other)
+    assert.equal("run_lease_lost", err.kind)
+    assert.equal("waiting_approval", assert(store:run(r.uid)).status)
+    assert.same({ { kind = "read", server = "docs", uri = "file:///a" } }, r:pending())
+    r:approve()
+    assert.equal("alpha", r:resume()[1].text)
+    assert.equal(1, count(fake:methods(), "resources/read"))
     r:finish()
   end)
 

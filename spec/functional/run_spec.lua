@@ -394,8 +394,8 @@ describe("approval", function()
     assert.equal(1, count(fake:methods(), "tools/call")) -- nothing of the turn went out
     assert.equal("waiting_approval", r.status)
     assert.equal("waiting_approval", assert(store:run(r.uid)).status)
-    assert.same({ { name = "mcp_audit_read_page", arguments = { uid = 1 } },
-      { name = "mcp_gate_read_page", arguments = { uid = 2 } } }, r:pending())
+    assert.same({ { kind = "call", name = "mcp_audit_read_page", arguments = { uid = 1 } },
+      { kind = "call", name = "mcp_gate_read_page", arguments = { uid = 2 } } }, r:pending())
     assert.has_error(function() r:invoke("mcp_audit_read_page", {}) end)
     assert.has_error(function() r:resume() end) -- approve or deny first
 
@@ -442,7 +442,7 @@ describe("a turn's state", function()
     assert.is_true(results[1].suspended)
     -- a host that scribbles on what it was given steers nothing
     results[1].suspended, results[1].stopped, results[2].recorded = nil, true, true
-    assert.same({ { name = "mcp_gate_read_page", arguments = { uid = 1 } } }, r:pending())
+    assert.same({ { kind = "call", name = "mcp_gate_read_page", arguments = { uid = 1 } } }, r:pending())
     r:approve()
     local resumed = r:resume()
     assert.same({ text = "approved and done", is_error = false }, resumed[1])

@@ -88,6 +88,7 @@ policy.REASONS = {
   CONFIGURATION_GROUP = "configurationGroup",
   TRUST_ZONE = "trustZone",
   STORE_UNAVAILABLE = "storeUnavailable",
+  APPROVAL_DENIED = "approvalDenied",
 }
 local R = copy(policy.REASONS)
 
@@ -187,6 +188,7 @@ local MESSAGES = {
   [R.REQUIRES_ADMIN] = "%s is available to administrators only.",
   [R.CONFIGURATION_GROUP] = "%s is outside the tool groups this configuration allows.",
   [R.STORE_UNAVAILABLE] = "%s is unavailable for now: its switch could not be read from the store.",
+  [R.APPROVAL_DENIED] = "%s was not approved by a human.",
 }
 
 --- The operator's sentence for a decision.
@@ -487,6 +489,19 @@ function Gate:decide_offer(entry, configuration, user, context)
     error("decide_offer: the entry must be a table with a string name", 2)
   end
   return report(self, evaluate(self, entry.name, configuration, user, entry), configuration, user, context)
+end
+
+--- Record that a human denied the approval a read needed: a governance row
+--- with reason "approvalDenied" for `entry` (as decide_offer takes it),
+--- reported as decide reports a refusal (d.unrecorded when the row could not
+--- be recorded). The zone and ceiling are the configuration's.
+function Gate:deny_offer(entry, configuration, user, context)
+  if type(entry) ~= "table" or type(entry.name) ~= "string" then
+    error("deny_offer: the entry must be a table with a string name", 2)
+  end
+  local zone = policy.effective_zone(configuration, self.providers)
+  local d = decision(entry.name, false, R.APPROVAL_DENIED, entry.data_class, zone, CEILINGS[zone])
+  return report(self, d, configuration, user, context)
 end
 
 policy.Gate = Gate

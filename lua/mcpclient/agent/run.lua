@@ -48,7 +48,12 @@
 -- run:pending() lists the calls. The host calls run:approve() or run:deny()
 -- and run:resume(), which starts a new segment (a fresh remote-call budget,
 -- the lease renewed) and returns the whole turn's results: approved calls are
--- admitted again and executed, denied ones answer with an error result.
+-- admitted again and executed, denied ones answer with an error result. A
+-- resource read or prompt get from a server whose operator asked for
+-- approval is the same kind of step: run:read_resource / run:get_prompt
+-- suspend the run as a turn of that one read (pending kind "read" or
+-- "prompt"), and resume() sends it once after approve(), or records the
+-- denial in the governance log and sends nothing.
 --
 -- The rest of a Run: run:tools() (the specs the gate offers the model now),
 -- run:events() (the trail), run:cancel(), run:finish() (→ final status),
@@ -616,6 +621,66 @@ function Run:tools()
 end
 
 ---------------------------------------------------------------------------
+-- Resources and prompts: what a read is to the gate, its server, its event
+---------------------------------------------------------------------------
+
+-- What a resource read or prompt get is to the gate: a remote tool of the
+-- server, named for the governance log, carrying the server's operator-set
+-- data class (nothing the server says). A read is not a write.
+local function offer_entry(row, what)
+  return { name = string.format("mcp_%s:%s", row.identifier, what), data_class = catalogue.data_class(row),
+    group = agent_names.group(row.identifier), -- the server's group switch holds for its reads too
+    remote = true, enabled_by_default = true, effect = "read_only" }
+end
+
+-- The enabled server named `identifier`, or nil.
+local function offer_server(self, identifier)
+  local rows, message, err = self.store:enabled_servers()
+  if not rows then return nil, message, err end
+  for _, row in ipairs(rows) do
+    if row.identifier == identifier then return row end
+  end
+  return nil
+end
+
+-- The run's connection to `row`, opened on first use.
+local function offer_connection(self, row)
+  -- a run taken over from another process has no table of them yet
+  self.offer_connections = self.offer_connections or {}
+  local conn = self.offer_connections[row.uid]
+  if conn then return conn end
+  local message, err
+  if self.offer_connect then
+    conn, message, err = self.offer_connect(row)
+  else
+    conn, message, err = catalogue.connect(row, { store = self.store })
+  end
+  if not conn then return nil, message, err end
+  self.offer_connections[row.uid] = conn
+  return conn
+end
+
+-- Record one read as an event of the run (fail-soft: a read has no side
+-- effect to fence), with its latency.
+local function record_offer(self, kind, fields, duration_ms)
+  local duration = audit_duration(duration_ms or 0)
+  fields.kind, fields.round, fields.durationMs = kind, self.round, duration
+  fields.result = core.repair_utf8(fields.result)
+  local event = { kind = kind, round = self.round, duration_ms = duration, payload = encode_payload(fields) }
+  if not self.persisted then
+    self.trail[#self.trail + 1] = event
+    return
+  end
+  local sequence, message = self.store:append_event(self.uid, event)
+  if sequence then
+    self.sequence = sequence -- the next call's fence names the sequence its step is to take
+  else
+    warn_to(self.log, string.format("A %s read in run %s could not be recorded: %s", kind, self.uuid,
+      tostring(message)))
+  end
+end
+
+---------------------------------------------------------------------------
 -- A turn: one record per call
 ---------------------------------------------------------------------------
 
@@ -624,7 +689,11 @@ A turn is { round, records }; a record is one call of the model's turn:
   call     { name, arguments } as the model wrote it
   state    ADMITTING → REFUSED | ADMITTED → SUSPENDED → ADMITTING (approved)
            | REFUSED (denied); REFUSED | ADMITTED → DONE
-  tool     the registered tool (admitted calls)
+  tool     the registered tool (admitted calls); for a read, its gate entry
+  offer    a resource read or prompt get instead of a tool call: { kind
+           ("resource" | "prompt"), server (the identifier asked for), target
+           (uri | prompt name), arguments, fetch(conn, opts), row (the server's
+           row, once found) }; needs_approval when the operator asked for it
   result   { text, is_error [, err] } once the call is answered
   stopped  the run ended before or at this call: nothing of it is recorded
 The results a caller sees are built from the records at the end of the turn.
@@ -657,9 +726,44 @@ local function refuse_unfenced_write(self, rec)
   stop(rec, error_result(err.message, err))
 end
 
+-- Decide one read, up to (not including) approval: the server's row (it
+-- may have been disabled meanwhile), then the gate on its operator-set data
+-- class. A refusal is REFUSED (its event recorded later); one whose
+-- governance row could not be recorded stops the run closed.
+local function admit_offer(self, rec)
+  local offer = rec.offer
+  local row, message, err = offer_server(self, offer.server)
+  if not row then
+    if err then
+      rec.state, rec.result = REFUSED, error_result(message, err)
+      return
+    end
+    return refuse(rec, string.format('Error: no enabled MCP server is named "%s".', core.clip(offer.server)))
+  end
+  local entry = offer_entry(row, offer.kind)
+  offer.row, rec.tool = row, entry
+  local decision = self.gate:decide_offer(entry, self.configuration, self.user, gate_context(self))
+  if decision.unrecorded then  -- a refusal must not go unrecorded: the run stops closed
+    local err_value = unrecorded_refusal(self, entry.name, decision.unrecorded)
+    return stop(rec, error_result(err_value.message, err_value))
+  end
+  if decision.reason == policy.REASONS.STORE_UNAVAILABLE then
+    rec.state, rec.result = REFUSED, error_result(string.format('Error: reading %s from "%s" is unavailable for '
+      .. "now (its switch could not be read from the store); nothing was read.", offer.kind, row.identifier),
+      decision.err)
+    return
+  end
+  if not decision.allowed then
+    return refuse(rec, string.format('Error: reading %s from "%s" is not permitted.', offer.kind, row.identifier))
+  end
+  rec.state = ADMITTED
+  rec.needs_approval = tostring(row.requires_approval) ~= "0"  -- only the literal "0" waives it
+end
+
 -- Decide one call, up to (not including) approval, which is decided for the
 -- whole turn.
 local function admit(self, rec)
+  if rec.offer then return admit_offer(self, rec) end
   local name = rec.call.name
   local tool = self.registry.get(name)
   if tool == nil then return refuse(rec, string.format('Error: unknown tool "%s"', name)) end
@@ -703,8 +807,22 @@ local function awaits_approval(self, turn)
   return false
 end
 
+-- A read's event (fail-soft: a read has no side effect to fence). A read
+-- from no known server has none: there is nothing to name.
+local function record_read(self, rec)
+  local offer = rec.offer
+  if not offer.row then return end
+  record_offer(self, offer.kind, { server = offer.row.identifier, target = core.repair_utf8(offer.target),
+    result = rec.result.text, isError = rec.result.is_error }, rec.duration_ms)
+end
+
 -- A refusal's step: nothing ran, so a record that fails is only logged.
 local function settle_refusal(self, turn, rec)
+  if rec.offer then
+    record_read(self, rec)
+    rec.state = DONE
+    return
+  end
   record_step(self, { round = turn.round, name = rec.call.name, arguments = rec.call.arguments,
     text = rec.result.text, is_error = true })
   rec.state = DONE
@@ -777,10 +895,24 @@ function task_started(self, rec, handle)
   end
 end
 
+-- One read, sent once: the run's connection to the server, then the
+-- request. → result (bounded as a tool result), duration in ms
+local function fetch_offer(self, rec)
+  local started = self.clock()
+  local conn, message, err = offer_connection(self, rec.offer.row)
+  local answer
+  if conn then
+    answer, message, err = rec.offer.fetch(conn, { cancel = function() return cancel_requested(self) end })
+  end
+  local result = answer and { text = core.bound(answer.text), is_error = false } or error_result(message, err)
+  return result, (self.clock() - started) * 1000
+end
+
 -- What the tool answered, as a bounded ToolResult: a tool that raises or
 -- answers with something else is an error result (and a log line), and an
 -- err it carries is passed on unchanged. → result, duration in ms
 local function call_tool(self, rec)
+  if rec.offer then return fetch_offer(self, rec) end
   local name, tool = rec.call.name, rec.tool
   local started = self.clock()
   -- each round of input the server asked for is an event of its own: which inputs were answered
@@ -841,6 +973,11 @@ end
 -- Record an executed call's step, then settle it. A call that ran after the
 -- run ended (it was in flight with others) is still recorded: it happened.
 local function record_call(self, turn, rec, last_write)
+  if rec.offer then
+    record_read(self, rec)
+    if self.status == run.RUNNING then settle_call(self, rec, true, nil, false) else rec.stopped = true end
+    return
+  end
   local result = rec.result
   local recorded, store_error = record_step(self, { round = turn.round, name = rec.call.name,
     arguments = rec.call.arguments, text = result.text, is_error = result.is_error, duration_ms = rec.duration_ms,
@@ -890,7 +1027,11 @@ end
 local function results_of(turn)
   local out = {}
   for i, rec in ipairs(turn.records) do
-    if rec.state == SUSPENDED then
+    if rec.state == SUSPENDED and rec.offer then
+      out[i] = { suspended = true, is_error = false, text = string.format('The run is waiting for approval; %s '
+        .. '"%s" of "%s" has not been read yet.', rec.offer.kind, core.clip(rec.offer.target),
+        rec.offer.row.identifier) }
+    elseif rec.state == SUSPENDED then
       out[i] = { suspended = true, is_error = false,
         text = string.format('The run is waiting for approval; "%s" has not been called yet.', rec.call.name) }
     else
@@ -920,7 +1061,12 @@ local function suspend(self, turn)
   for _, rec in ipairs(turn.records) do
     if rec.state == ADMITTED then
       rec.state = SUSPENDED
-      listed[#listed + 1] = { toolName = core.repair_utf8(rec.call.name), toolArguments = rec.call.arguments or {} }
+      if rec.offer then
+        listed[#listed + 1] = { offerKind = rec.offer.kind, server = rec.offer.row.identifier,
+          target = core.repair_utf8(rec.offer.target) }
+      else
+        listed[#listed + 1] = { toolName = core.repair_utf8(rec.call.name), toolArguments = rec.call.arguments or {} }
+      end
     end
   end
   note(self, "approval_required", { round = turn.round, calls = listed })
@@ -988,12 +1134,27 @@ function Run:invoke(name, arguments)
   return self:turn { { name = name, arguments = arguments } }[1]
 end
 
---- The calls a suspended run waits to have approved: { { name, arguments }, ... }.
+-- What the host is asked to approve for one suspended record.
+local function pending_entry(rec)
+  local offer = rec.offer
+  if not offer then return { kind = "call", name = rec.call.name, arguments = rec.call.arguments } end
+  -- a uri may come from a resource_link a tool returned: far-side text, shown under the text rule
+  if offer.kind == "resource" then
+    return { kind = "read", server = offer.row.identifier, uri = core.clip(offer.target) }
+  end
+  return { kind = "prompt", server = offer.row.identifier, name = core.clip(offer.target),
+    arguments = offer.arguments }
+end
+
+--- What a suspended run waits to have approved, in order: tool calls
+--- { kind = "call", name, arguments }, resource reads { kind = "read",
+--- server, uri } and prompt gets { kind = "prompt", server, name, arguments }
+--- (uri and name under the text rule: control and bidi characters out, clipped).
 function Run:pending()
   local out = {}
   if not self.waiting then return out end
   for _, rec in ipairs(self.waiting.records) do
-    if rec.state == SUSPENDED then out[#out + 1] = { name = rec.call.name, arguments = rec.call.arguments } end
+    if rec.state == SUSPENDED then out[#out + 1] = pending_entry(rec) end
   end
   return out
 end
@@ -1026,7 +1187,17 @@ function Run:resume()
   self.segment, self.remote_calls = self.segment + 1, 0
   for _, rec in ipairs(turn.records) do
     if rec.state == SUSPENDED then
-      if not approved and self.status == run.RUNNING then
+      if not approved and self.status == run.RUNNING and rec.offer then
+        -- a denied read is a refusal of the gate's kind: it reaches the governance log
+        local d = self.gate:deny_offer(rec.tool, self.configuration, self.user, gate_context(self))
+        if d.unrecorded then
+          local err_value = unrecorded_refusal(self, rec.tool.name, d.unrecorded)
+          stop(rec, error_result(err_value.message, err_value))
+        else
+          refuse(rec, string.format('Error: reading %s from "%s" was not approved; nothing was read.',
+            rec.offer.kind, rec.offer.row.identifier))
+        end
+      elseif not approved and self.status == run.RUNNING then
         refuse(rec, string.format('Error: the call to "%s" was not approved.', rec.call.name))
       else
         rec.state = ADMITTING
@@ -1178,133 +1349,65 @@ end
 -- Resources and prompts: through the same gate as tools
 ---------------------------------------------------------------------------
 
--- What a resource read or prompt get is to the gate: a remote tool of the
--- server, named for the governance log, carrying the server's operator-set
--- data class (nothing the server says). A read is not a write.
-local function offer_entry(row, what)
-  return { name = string.format("mcp_%s:%s", row.identifier, what), data_class = catalogue.data_class(row),
-    group = agent_names.group(row.identifier), -- the server's group switch holds for its reads too
-    remote = true, enabled_by_default = true, effect = "read_only" }
-end
-
--- The enabled server named `identifier`, or nil.
-local function offer_server(self, identifier)
-  local rows, message, err = self.store:enabled_servers()
-  if not rows then return nil, message, err end
-  for _, row in ipairs(rows) do
-    if row.identifier == identifier then return row end
-  end
-  return nil
-end
-
--- The run's connection to `row`, opened on first use.
-local function offer_connection(self, row)
-  -- a run taken over from another process has no table of them yet
-  self.offer_connections = self.offer_connections or {}
-  local conn = self.offer_connections[row.uid]
-  if conn then return conn end
-  local message, err
-  if self.offer_connect then
-    conn, message, err = self.offer_connect(row)
-  else
-    conn, message, err = catalogue.connect(row, { store = self.store })
-  end
-  if not conn then return nil, message, err end
-  self.offer_connections[row.uid] = conn
-  return conn
-end
-
--- Record one read as an event of the run (fail-soft: a read has no side
--- effect to fence), with its latency.
-local function record_offer(self, kind, fields, duration_ms)
-  local duration = audit_duration(duration_ms or 0)
-  fields.kind, fields.round, fields.durationMs = kind, self.round, duration
-  fields.result = core.repair_utf8(fields.result)
-  local event = { kind = kind, round = self.round, duration_ms = duration, payload = encode_payload(fields) }
-  if not self.persisted then
-    self.trail[#self.trail + 1] = event
-    return
-  end
-  local ok, message = self.store:append_event(self.uid, event)
-  if not ok then
-    warn_to(self.log, string.format("A %s read in run %s could not be recorded: %s", kind, self.uuid,
-      tostring(message)))
-  end
-end
-
--- One gated read: the server's row, the gate's decision, the request, the
--- event. `fetch(conn, op)` asks the server. → { text, is_error [, err] }
-local function gated_read(self, kind, identifier, target, fetch)
+-- One gated read: a record of its own (see new_turn), admitted by the gate;
+-- where the operator asked for approval it suspends the run as a turn of one
+-- read (run:resume() then executes it and returns its result), otherwise it
+-- is sent at once and its event recorded. → { text, is_error [, err] [, suspended] }
+local function gated_read(self, kind, identifier, target, arguments, fetch)
   if self.status ~= run.RUNNING then
     return error_result(string.format("Error: run %s has ended (%s); nothing was read.", self.uuid, self.status),
       self.error)
   end
-  local row, message, err = offer_server(self, identifier)
-  if not row then
-    if err then return error_result(message, err) end
-    return error_result(string.format('Error: no enabled MCP server is named "%s".', core.clip(identifier)))
-  end
-  local entry = offer_entry(row, kind)
-  local decision = self.gate:decide_offer(entry, self.configuration, self.user, gate_context(self))
-  local result
-  local fields = { server = row.identifier, target = core.repair_utf8(target) }
+  local rec = { call = { name = string.format("mcp_%s:%s", identifier, kind) }, state = ADMITTING,
+    offer = { kind = kind, server = identifier, target = target, arguments = arguments, fetch = fetch } }
   local started = self.clock()
-  if decision.unrecorded then  -- a refusal must not go unrecorded: the run stops closed
-    local stopped = unrecorded_refusal(self, entry.name, decision.unrecorded)
-    return error_result(stopped.message, stopped)
-  elseif decision.reason == policy.REASONS.STORE_UNAVAILABLE then
-    result = error_result(string.format('Error: reading %s from "%s" is unavailable for now (its switch could '
-      .. "not be read from the store); nothing was read.", kind, row.identifier), decision.err)
-  elseif not decision.allowed then
-    result = error_result(string.format('Error: reading %s from "%s" is not permitted.', kind, row.identifier))
-  elseif tostring(row.requires_approval) ~= "0" then  -- only the literal "0" waives it
-    result = error_result(string.format('Error: reading %s from "%s" needs a human\'s approval, which the operator '
-      .. "asked for; this read was not made.", kind, row.identifier))
-  elseif cancel_requested(self) then
+  admit_offer(self, rec)
+  if rec.state == DONE then return rec.result end
+  if rec.state == REFUSED then
+    rec.duration_ms = (self.clock() - started) * 1000
+    record_read(self, rec)
+    return rec.result
+  end
+  if rec.needs_approval then return suspend(self, { round = self.round, records = { rec } })[1] end
+  if cancel_requested(self) then
     conclude(self, run.CANCELLED)
     return error_result(string.format("Error: run %s was cancelled; nothing was read.", self.uuid))
-  else
-    local conn
-    conn, message, err = offer_connection(self, row)
-    local answer
-    if conn then
-      answer, message, err = fetch(conn, { cancel = function() return cancel_requested(self) end })
-    end
-    if answer then
-      result = { text = core.bound(answer.text), is_error = false }
-    else
-      result = error_result(message, err)
-    end
   end
-  fields.result, fields.isError = result.text, result.is_error
-  record_offer(self, kind, fields, (self.clock() - started) * 1000)
-  return result
+  rec.result, rec.duration_ms = fetch_offer(self, rec)
+  record_read(self, rec)
+  return rec.result
 end
 
 --- Read a resource of server `identifier` through the gate: the server's
 --- operator-set data class against the configuration's ceiling and zone,
---- remote reads for administrators only, as for its tools (a read needs no
---- approval unless the operator asked for it on the server, which refuses it
---- here: a read does not suspend the run). A resource_link a tool returned
---- is read this way. Each read is an event of the run ("resource", its
+--- remote reads for administrators only, as for its tools. A read needs no
+--- approval unless the operator asked for it on the server; then it suspends
+--- the run as a tool call does (run.status "waiting_approval", the read in
+--- run:pending() as { kind = "read", server, uri }) and run:resume() after
+--- approve() sends it once and returns its result (after deny(), a refusal
+--- in the governance log, nothing sent). A resource_link a tool returned is
+--- read this way. Each read is an event of the run ("resource", its
 --- latency); a refusal reaches the governance log.
--- @return { text (bounded as a tool result), is_error [, err] }
+-- @return { text (bounded as a tool result), is_error [, err] [, suspended] }
 function Run:read_resource(identifier, uri)
   if type(identifier) ~= "string" or type(uri) ~= "string" then
     error("read_resource: the server identifier and the uri must be strings", 2)
   end
-  return gated_read(self, "resource", identifier, uri, function(conn, opts)
+  check_not_waiting(self)
+  return gated_read(self, "resource", identifier, uri, nil, function(conn, opts)
     return conn:read_resource(uri, opts)
   end)
 end
 
---- Get a prompt of server `identifier` through the gate, as read_resource.
--- @return { text (the messages as a model reads them, bounded), is_error [, err] }
+--- Get a prompt of server `identifier` through the gate, as read_resource
+--- (pending as { kind = "prompt", server, name, arguments }).
+-- @return { text (the messages as a model reads them, bounded), is_error [, err] [, suspended] }
 function Run:get_prompt(identifier, name, arguments)
   if type(identifier) ~= "string" or type(name) ~= "string" then
     error("get_prompt: the server identifier and the prompt name must be strings", 2)
   end
-  return gated_read(self, "prompt", identifier, name, function(conn, opts)
+  check_not_waiting(self)
+  return gated_read(self, "prompt", identifier, name, arguments, function(conn, opts)
     return conn:get_prompt(name, arguments, opts)
   end)
 end
