@@ -482,6 +482,24 @@ describe("the lease and the fence", function()
     end
   end
 
+  it("after a resource read, the fence names the sequence the next call's step takes", function()
+    local seen, current = {}, nil
+    local fake = Fake.new():will_handshake():will(answer_observing(seen, function() return current end))
+    local docs = Fake.new():will_return({ protocolVersion = "2025-11-25", capabilities = { tools = {}, resources = {} },
+      serverInfo = { name = "Audit", version = "1" } })
+    docs:will_return { contents = json.array { { uri = "a:1", text = "a" } } }
+    current = start(store, fake, { connect = function(row)
+      return catalogue.connect(row, { transport = docs, clock = docs.clock })
+    end })
+    assert.is_false(current:read_resource("audit", "a:1").is_error)
+    assert.equal("seen", current:invoke("mcp_audit_read_page", {}).text)
+    assert.same({ fence.entry("mcp_audit_read_page", {}, 2) }, fence.entries(seen[1].pending_effect))
+    local events = assert(current:events())
+    assert.same({ "resource", "tool" }, { events[1].kind, events[2].kind })
+    assert.same({ 1, 2 }, { events[1].sequence, events[2].sequence })
+    current:finish()
+  end)
+
   it("stamps the pending effect before the call is sent and clears it afterwards", function()
     local seen, current = {}, nil
     local fake = Fake.new():will_handshake():will(answer_observing(seen, function() return current end))
