@@ -964,6 +964,15 @@ function Store:insert_run(fields)
   return insert(self, "insert a run", insert_sql("agent_run", columns), values)
 end
 
+-- Change one row's fields by its uid and stamp tstamp (a run's, a task's). → true
+local function update_by_uid(self, what, tbl, allowed, uid, fields)
+  check_uid(uid, nil, 3)
+  local columns, values = encode_fields(fields, allowed, "update_" .. what)
+  append(columns, values, "tstamp", os.time())
+  values[#values + 1] = uid
+  return exec(self, "update " .. what .. " " .. uid, update_sql(tbl, columns, "uid = ?"), values)
+end
+
 --- A run's row, or nil.
 function Store:run(uid)
   check_uid(uid)
@@ -972,11 +981,7 @@ end
 
 --- Change a run's fields and stamp tstamp. → true
 function Store:update_run(uid, fields)
-  check_uid(uid)
-  local columns, values = encode_fields(fields, run_fields, "update_run")
-  append(columns, values, "tstamp", os.time())
-  values[#values + 1] = uid
-  return exec(self, "update run " .. uid, update_sql("agent_run", columns, "uid = ?"), values)
+  return update_by_uid(self, "run", "agent_run", run_fields, uid, fields)
 end
 
 --- The lease-fenced write: changes the run only while it is in `status`
@@ -1185,11 +1190,7 @@ end
 --- Change a stored task's fields (its last status; closed and finished_by
 --- once its step is recorded). → true
 function Store:update_task(uid, fields)
-  check_uid(uid)
-  local columns, values = encode_fields(fields, task_fields, "update_task")
-  append(columns, values, "tstamp", os.time())
-  values[#values + 1] = uid
-  return exec(self, "update task " .. uid, update_sql("agent_task", columns, "uid = ?"), values)
+  return update_by_uid(self, "task", "agent_task", task_fields, uid, fields)
 end
 
 --- Close a task once its step is recorded: who finished it and its last
