@@ -38,7 +38,7 @@ MODULE    = $(BUILD)/mcpclient/core.so
 NET_MODULE = $(BUILD)/mcpclient/net.so
 DB_MODULE = $(BUILD)/mcpclient/db.so
 
-.PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-listing bench-store soak fuzz fuzz-deps \
+.PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-listing bench-stdio bench-store soak fuzz fuzz-deps \
         fuzz-coverage clean docs docs-check rock
 
 all: $(MODULE) $(NET_MODULE) $(DB_MODULE)
@@ -134,6 +134,12 @@ LISTING_OUT ?= build/bench/LISTING.md
 bench-listing: peers all
 	@mkdir -p $(dir $(LISTING_OUT))
 	BENCH_ONLY=listing BENCH_OUT=$(LISTING_OUT) $(LUA) bench/run.lua
+
+# Warm tools/call over stdio: mcpclient, the SDK v1 and v2 clients' stdio transports and the C
+# floor, against the same server in one run (bench/stdio.lua; its section of bench/RESULTS.md).
+bench-stdio: peers all
+	@$(MAKE) --no-print-directory -C bench stdio_floor
+	$(LUA) bench/stdio.lua $(STDIO_CALLS) $(STDIO_ROUNDS)
 
 # What the store costs an audited call on SQLite and on PostgreSQL, and the audited calls/s
 # of 1, 4 and 8 worker processes sharing one PostgreSQL store (a throwaway pg_virtualenv cluster,

@@ -1009,14 +1009,19 @@ end
 -- Main
 ---------------------------------------------------------------------------
 
--- The section bench/modern.lua writes into the same page, between its markers: carried over as
--- it stands, so rewriting the page keeps figures this script does not measure.
+-- The sections bench/modern.lua and bench/stdio.lua write into the same page, between their
+-- markers: carried over as they stand, so rewriting the page keeps figures this script does not
+-- measure.
 local function kept_section(path)
   local text = read_all(path)
-  local s = text:find("<!-- modern-era:begin -->", 1, true)
-  local _, e = text:find("<!-- modern-era:end -->", s or 1, true)
-  if not s or not e then return nil end
-  return text:sub(s, e)
+  local kept = {}
+  for _, name in ipairs { "modern-era", "stdio" } do
+    local s = text:find("<!-- " .. name .. ":begin -->", 1, true)
+    local _, e = text:find("<!-- " .. name .. ":end -->", s or 1, true)
+    if s and e then kept[#kept + 1] = text:sub(s, e) end
+  end
+  if #kept == 0 then return nil end
+  return table.concat(kept, "\n\n")
 end
 
 local function main()

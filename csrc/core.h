@@ -27,23 +27,24 @@
 ** mcpclient.net. Every name either module offers is listed here, besides
 ** the version each sets itself (a spec holds this list to the modules).
 */
-void mcp_register_json(lua_State *L);   /* json.c:     core.json.{encode, try_encode, decode, null, array,
+void mcp_register_json(lua_State *L);    /* json.c:     core.json.{encode, try_encode, decode, null, array,
                                                           is_array, is_object, key_order, set_key_order},
                                                           core.rpc_classify, core.rpc_request */
-void mcp_register_engine(lua_State *L); /* engine.c:   core.engine_step, core.engine_watch,
+void mcp_register_engine(lua_State *L);  /* engine.c:   core.engine_step, core.engine_watch,
                                                           core.engine_pollfd, core.engine_timeout,
                                                           core.fd_ready */
-void mcp_register_pipe(lua_State *L);   /* pipe.c:     core.pipe, core.fd_read, core.fd_write,
+void mcp_register_pipe(lua_State *L);    /* pipe.c:     core.pipe, core.fd_read, core.fd_write,
                                                           core.fd_close */
-void mcp_register_decode(lua_State *L); /* decode.c:   the single-pass core.json.decode and
+void mcp_register_decode(lua_State *L);  /* decode.c:   the single-pass core.json.decode and
                                                           core.rpc_classify over json.c's */
-void mcp_register_sse(lua_State *L);    /* sse.c:      core.sse_decoder */
-void mcp_register_clock(lua_State *L);  /* clock.c:    core.monotonic_ns, core.now, core.sleep */
-void mcp_register_text(lua_State *L);   /* text.c:     core.clip, core.label, core.flatten, core.bound,
+void mcp_register_sse(lua_State *L);     /* sse.c:      core.sse_decoder */
+void mcp_register_clock(lua_State *L);   /* clock.c:    core.monotonic_ns, core.now, core.sleep */
+void mcp_register_text(lua_State *L);    /* text.c:     core.clip, core.label, core.flatten, core.bound,
                                                           core.repair_utf8 */
-void mcp_register_schema(lua_State *L); /* schema.c:   core.normalise_schema, core.normalise_schema_text,
+void mcp_register_schema(lua_State *L);  /* schema.c:   core.normalise_schema, core.normalise_schema_text,
                                                           core.decode_stored_schema */
-void mcp_register_lazy(lua_State *L);   /* lazy.c:     core.lazy_schemas, core.lazy_object, core.lazy_text */
+void mcp_register_lazy(lua_State *L);    /* lazy.c:     core.lazy_schemas, core.lazy_object, core.lazy_text */
+void mcp_register_process(lua_State *L); /* process.c:  core.spawn, core.process_line_cap */
 /* mcpclient.net (its names are reached through core's table too) */
 void mcp_register_http(lua_State *L);     /* http.c:     net.http_leg, net.http_pool */
 void mcp_register_address(lua_State *L);  /* address.c:  net.address_bytes, net.idna, net.url_host,

@@ -8,6 +8,7 @@
 -- at most one health contact, when it completes. A failure arrives as `nil,
 -- message, err` and is handed to the caller unchanged. Everything else here
 -- is local.
+local command = require "mcpclient.command"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
@@ -20,6 +21,7 @@ local offers = require "mcpclient.offers"
 local session = require "mcpclient.session"
 local skills = require "mcpclient.skills"
 local task = require "mcpclient.task"
+local stdio = require "mcpclient.channel.stdio"
 local trace = require "mcpclient.trace"
 
 local json = core.json
@@ -64,8 +66,14 @@ local option_types = {
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
   on_elicitation = "function", max_input_rounds = "number", tasks = "boolean", on_change = "function",
-  cache = "boolean", listen = "boolean",
+  cache = "boolean", listen = "boolean", command = "table", env = "table",
+  cwd = "string",
 }
+
+-- Options that mean something only for a server reached by URL; with
+-- `command` they raise rather than be silently ignored.
+local HTTP_ONLY = { "auth", "oauth", "host_gate", "refuse_private", "ca_file", "client_cert", "client_key",
+  "connect_timeout", "channel" }
 
 local function check_type(key, value, expected)
   if expected == "recorder" then
@@ -92,7 +100,11 @@ local function validate(options)
     if not expected then error(string.format("connect: unknown option %q", tostring(key)), 3) end
     check_type(key, value, expected)
   end
-  if options.url == nil then error("connect: url is required", 3) end
+  if options.url ~= nil and options.command ~= nil then error("connect: give either url or command, not both", 3) end
+  if options.url == nil and options.command == nil then error("connect: url or command is required", 3) end
+  if options.command == nil and (options.env ~= nil or options.cwd ~= nil) then
+    error("connect: env and cwd go with command (a server started over stdio)", 3)
+  end
   if options.identifier == nil then error("connect: identifier is required", 3) end
   if options.health == nil then
     error("connect: health is required (a recorder, or mcp.health.discard to say none)", 3)
@@ -106,6 +118,14 @@ local function validate(options)
   end
   if not client.valid_identifier(options.identifier) then
     error("connect: identifier must be " .. client.IDENTIFIER_RULE, 3)
+  end
+  if options.command then
+    for _, key in ipairs(HTTP_ONLY) do
+      if options[key] ~= nil then error(string.format("connect: %s is for a server reached by url", key), 3) end
+    end
+    local problem = command.problem(options.command, options.env, options.cwd)
+    if problem then error("connect: " .. problem, 3) end
+    return nil
   end
   local target, why = hostgate.parse_url(options.url)
   if not target then error(string.format("connect: url is not usable: %s", why), 3) end
@@ -159,9 +179,46 @@ local function http_channel(options, checked)
   }
 end
 
---- Open a connection. No network traffic happens until the first operation.
--- Misuse (unknown keys, wrong types, a missing required option) raises.
+-- A connection to a server started over stdio: the channel owns the child.
+-- The argv and env are copied, so the caller's tables may change afterwards.
+local function connect_stdio(options)
+  validate(options)
+  local clock = options.clock or core.now
+  local argv = table.move(options.command, 1, #options.command, 1, {})
+  local env = {}
+  for k, v in pairs(options.env or {}) do env[k] = v end
+  local log_fn = options.log or log.default
+  local channel = stdio.new { identifier = options.identifier, command = argv, env = env, cwd = options.cwd,
+    resolver = options.resolver, log = log_fn, spawn = options.transport and options.transport.spawn or nil }
+  if trace.enabled(options.trace) then trace.wrap(channel, options.identifier, clock) end
+  local health = options.health
+  return setmetatable({
+    identifier = options.identifier,
+    name = options.name or options.identifier,
+    command = argv,
+    budget = positive_seconds("budget", options.budget or client.DEFAULT_BUDGET),
+    hooks = {
+      clock = clock,
+      record = type(health) == "function" and health or function(...) return health:record(...) end,
+      log = log_fn,
+    },
+    session = session.new(channel, { identifier = options.identifier, protocol = options.protocol or "auto",
+      on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds }),
+    closed = false,
+    mirrored = {},
+    tasks = options.tasks == true,
+    task_support = {},
+    listed = false,
+  }, Connection)
+end
+
+--- Open a connection. No network traffic happens (and no process is
+-- started) until the first operation. With `command` (an argv list, never a
+-- shell line) the server is a local program spoken to over stdio, with
+-- `env` (NAME = value or "env:VAR") and `cwd`; `url` and `command` are
+-- exclusive. Misuse (unknown keys, wrong types, a missing required option) raises.
 function client.connect(options)
+  if type(options) == "table" and options.command ~= nil then return connect_stdio(options) end
   local checked = { target = validate(options), auth = credentials.validate(options.auth),
     clock = options.clock or core.now,
     connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT) }
@@ -755,12 +812,16 @@ function Connection:ping(opts)
 end
 
 --- What the handshake (or discovery) learned: { era, protocol_version,
---- server_info, capabilities, instructions }, or nil before the first operation.
+--- server_info, capabilities, instructions, transport ("http" | "stdio"),
+--- pid (over stdio: the running server process, nil when none runs) }, or
+--- nil before the first operation.
 function Connection:server()
   local s = self.session.state
   if not s then return nil end
+  local over_stdio = self.command ~= nil
   return { era = s.modern and "modern" or "legacy", protocol_version = s.version, server_info = s.server_info,
-    capabilities = s.capabilities, instructions = s.instructions }
+    capabilities = s.capabilities, instructions = s.instructions, transport = over_stdio and "stdio" or "http",
+    pid = over_stdio and self.session.channel.pid or nil }
 end
 
 --- End the session (DELETE, bounded by 2 s) and release the connection.
@@ -776,7 +837,8 @@ Connection.__close = Connection.close
 Connection.__gc = Connection.close
 
 function Connection:__tostring()
-  return string.format('mcp connection "%s" (%s)%s', self.identifier, self.url, self.closed and " closed" or "")
+  local target = self.command and command.describe(self.command) or self.url
+  return string.format('mcp connection "%s" (%s)%s', self.identifier, target, self.closed and " closed" or "")
 end
 
 ---------------------------------------------------------------------------

@@ -257,7 +257,7 @@ describe("catalogue import", function()
       local uid = add(store)
       assert(store:update_server(uid, { url = "" }))
       local report = import(store, uid, serving { entry("a") })
-      assert.same({ "The server has no URL." }, report.skip_reasons)
+      assert.same({ "The server has no URL and no command." }, report.skip_reasons)
     end)
 
     it("refuses when another enabled server uses the identifier, even for a disabled one", function()

@@ -69,15 +69,16 @@ describe("mcpclient.agent.store", function()
     it("applies every migration on open, once, and reopens idempotently", function()
       s = assert(store.open(path))
       assert.equal(store.SCHEMA_VERSION, s:schema_version())
-      assert.equal(5, store.SCHEMA_VERSION)
+      assert.equal(#require("mcpclient.agent.store.migrations"), store.SCHEMA_VERSION)
       local uid = assert(s:add_server { identifier = "docs", name = "Docs" })
       s:close()
       s = assert(store.open(path))
       assert.equal(store.SCHEMA_VERSION, s:schema_version())
       assert.equal("docs", s:server(uid).identifier)
       local db = raw(path)
-      assert.same({ { version = 1 }, { version = 2 }, { version = 3 }, { version = 4 }, { version = 5 } },
-        db:query("SELECT version FROM schema_version ORDER BY version"))
+      local versions = {}
+      for v = 1, store.SCHEMA_VERSION do versions[v] = { version = v } end
+      assert.same(versions, db:query("SELECT version FROM schema_version ORDER BY version"))
       local tables = {}
       local catalogue = backends.postgres
         and "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() "
@@ -195,6 +196,7 @@ describe("mcpclient.agent.store", function()
         requires_approval = "1", enabled = false, import_status = "never_imported", import_error = "",
         last_imported = 0, tool_count = 0, last_contact = 0, last_latency_ms = 0, deleted = false,
         catalogue_stale = false,
+        env = {}, cwd = "",
       }, row)
     end)
 

@@ -52,7 +52,7 @@ describe("the 2026-07-28 era", function()
       assert.equal(1, #assert(conn:list_tools()))
       assert(conn:call_tool("a", {}))
       assert.same({ era = "modern", protocol_version = "2026-07-28", capabilities = { tools = {} },
-        server_info = META["io.modelcontextprotocol/serverInfo"] }, conn:server())
+        server_info = META["io.modelcontextprotocol/serverInfo"], transport = "http" }, conn:server())
       conn:close()
       assert.same({ "server/discover", "tools/list", "tools/call" }, fake:methods())
     end)

@@ -66,7 +66,29 @@ local function auth_of(row)
   return { placement = placement_of(row), credential = credential, header_name = row.auth_header_name }
 end
 
---- A connection to the server a row describes.
+-- A connection to a server the row starts over stdio: its command, env and
+-- cwd come from the operator's row only. Options that concern HTTP are not
+-- passed on.
+local function connect_stdio(row, options)
+  if type(row.url) == "string" and row.url ~= "" then
+    return errors.fail("configuration", { server = row.identifier, detail = "it has both a URL and a command." })
+  end
+  local health = options.health
+  if health == nil and options.store then health = options.store:health_recorder(row.uid) end
+  local spec = {
+    command = row.command, env = next(row.env or {}) and row.env or nil,
+    cwd = (type(row.cwd) == "string" and row.cwd ~= "") and row.cwd or nil, identifier = row.identifier,
+    name = (type(row.name) == "string" and row.name ~= "") and row.name or nil,
+    health = health or health_recorders.discard,
+    clock = options.clock, resolver = options.resolver, budget = options.budget, log = options.log,
+  }
+  local ok, conn = pcall(client.connect, spec)
+  if ok then return conn end
+  return errors.fail("configuration", { server = row.identifier, detail = raised(conn) })
+end
+
+--- A connection to the server a row describes: over stdio when the row has
+--- a command, else over HTTP to its URL.
 -- options: health (default: the store's recorder for the row, when options.store is given),
 -- transport, clock, resolver, budget, log, host_gate, refuse_private, on_elicitation,
 -- max_input_rounds — passed through.
@@ -75,8 +97,9 @@ end
 -- @return connection | nil, message, err
 function catalogue.connect(row, options)
   options = options or {}
+  if type(row.command) == "table" then return connect_stdio(row, options) end
   if type(row.url) ~= "string" or row.url == "" then
-    return errors.fail("configuration", { server = row.identifier, detail = "it has no URL." })
+    return errors.fail("configuration", { server = row.identifier, detail = "it has no URL and no command." })
   end
   local auth = auth_of(row)
   if auth and not credentials.placements[auth.placement] then
@@ -226,7 +249,9 @@ local function precondition(store, row)
   if not catalogue.data_class(row) then
     return { reason = "The server has no declared data class, so its tools cannot be classified." }
   end
-  if type(row.url) ~= "string" or row.url == "" then return { reason = "The server has no URL." } end
+  if (type(row.url) ~= "string" or row.url == "") and type(row.command) ~= "table" then
+    return { reason = "The server has no URL and no command." }
+  end
   local free, message, err = catalogue.identifier_free(store, row.uid, row.identifier)
   if not free then return { reason = message, err = err } end
   return nil

@@ -9,6 +9,7 @@
 -- Exit codes: 0 done, 1 failed (or an import was refused, or a check failed), 2 usage.
 -- A refusal is printed once: on stderr as text, or with --json as one JSON
 -- object { error, kind } on stdout.
+local server_command = require "mcpclient.command"
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
@@ -43,6 +44,7 @@ local SERVER_FLAGS = {
   ["--identifier"] = "value", ["--name"] = "value", ["--description"] = "value", ["--url"] = "value",
   ["--credential"] = "value", ["--placement"] = "value", ["--header-name"] = "value",
   ["--data-class"] = "value", ["--approval"] = "value", ["--enabled"] = "flag", ["--disabled"] = "flag",
+  ["--env"] = "list", ["--cwd"] = "value",
 }
 
 local COMMAND_FLAGS = {
@@ -126,6 +128,13 @@ local function parse_flag(rest, i, accepted, parsed)
     for _, g in ipairs(GLOBAL_FLAGS) do candidates[#candidates + 1] = g end
     usage(string.format('"%s" has no option %s.%s', parsed.command, shown, did_you_mean(name, candidates)))
   end
+  if kind == "list" then  -- may be given again: each value adds one entry
+    if not inline and i == #rest then usage(string.format("%s needs a value.", name)) end
+    local given = parsed.flags[name] or {}
+    given[#given + 1] = inline or rest[i + 1]
+    parsed.flags[name] = given
+    return inline and i + 1 or i + 2
+  end
   if parsed.flags[name] ~= nil then usage(string.format("%s is given twice.", inert(name, 64))) end
   if kind == "flag" then
     if inline then usage(string.format("%s takes no value.", name)) end
@@ -164,7 +173,11 @@ local function parse(argv)
   local i, only_positional = 1, false
   while i <= #rest do
     local a = rest[i]
-    if not only_positional and a == "--" then
+    if not only_positional and a == "--" and accepted == SERVER_FLAGS then
+      -- add and edit: everything after -- is the command of a stdio server, as it is
+      parsed.argv = table.move(rest, i + 1, #rest, 1, {})
+      break
+    elseif not only_positional and a == "--" then
       only_positional = true
       i = i + 1
     elseif not only_positional and a:sub(1, 1) == "-" and #a > 1 then
@@ -185,9 +198,29 @@ local function no_more_than(parsed, count)
   end
 end
 
--- The server fields the flags set.
-local function server_fields(flags)
+-- The env a stdio server is given: each --env NAME=VALUE (or NAME=env:VAR).
+local function env_of(items)
+  local env = {}
+  for _, item in ipairs(items) do
+    local name, value = item:match("^([^=]*)=(.*)$")
+    if not name or not server_command.valid_env_name(name) then
+      usage(string.format("--env takes NAME=VALUE or NAME=env:VAR (NAME: %s).", server_command.ENV_NAME_RULE))
+    end
+    if env[name] ~= nil then usage(string.format("--env names %s twice.", name)) end
+    env[name] = value
+  end
+  return env
+end
+
+-- The server fields the flags (and a command after --) set.
+local function server_fields(flags, argv)
   local fields = {}
+  if argv then
+    if #argv == 0 then usage("Give the program and its arguments after --.") end
+    fields.command = argv
+  end
+  if flags["--env"] then fields.env = env_of(flags["--env"]) end
+  if flags["--cwd"] then fields.cwd = flags["--cwd"] end
   local map = {
     ["--identifier"] = "identifier", ["--name"] = "name", ["--description"] = "description", ["--url"] = "url",
     ["--credential"] = "auth_credential", ["--placement"] = "auth_placement",
@@ -767,9 +800,12 @@ end
 
 function commands.add(ctx, out, parsed)
   no_more_than(parsed, 0)
-  local fields = server_fields(parsed.flags)
-  for _, required in ipairs { "identifier", "name", "url" } do
+  local fields = server_fields(parsed.flags, parsed.argv)
+  for _, required in ipairs { "identifier", "name" } do
     if fields[required] == nil then usage(string.format('"add" needs --%s.', required)) end
+  end
+  if (fields.url == nil) == (fields.command == nil) then
+    usage('"add" needs --url, or the command of a stdio server after -- (not both).')
   end
   if fields.auth_credential == "" then
     usage("An empty --credential names nothing: leave it out for a server without a credential.")
@@ -795,7 +831,7 @@ end
 
 function commands.edit(ctx, out, parsed)
   local given = need_server(parsed)
-  local fields = server_fields(parsed.flags)
+  local fields = server_fields(parsed.flags, parsed.argv)
   if next(fields) == nil then usage('"edit" needs at least one server flag (see `mcpclient edit --help`).') end
   local row, message, err = server_named(ctx, given)
   if not row then return refuse(out, parsed, message, err) end

@@ -17,6 +17,7 @@
 -- control-stripped and clipped); whoever prints it passes it through core.clip.
 local catalogue = require "mcpclient.agent.catalogue"
 local check = require "mcpclient.agent.check"
+local command = require "mcpclient.command"
 local grants = require "mcpclient.agent.grants"
 local connection = require "mcpclient.connection"
 local core = require "mcpclient.core"
@@ -32,6 +33,7 @@ local json = core.json
 local operator = {}
 
 operator.TRANSPORT = "HTTP (JSON-RPC)"
+operator.STDIO = "stdio (a local process)"
 operator.NEVER_REACHED = "Never reached"
 operator.NEVER_IMPORTED = "Never imported"
 operator.GONE = "Gone from the server"
@@ -201,12 +203,28 @@ local function data_class_line(row)
   return "No data class declared — this server supplies no tools until you declare one.", true
 end
 
+-- Has the row a command (a stdio server)?
+local function has_command(row)
+  return type(row.command) == "table" and next(row.command) ~= nil
+end
+
+-- The names of a stdio server's env, sorted; never a value.
+local function env_names(env)
+  local list = {}
+  for name in pairs(env or {}) do list[#list + 1] = name end
+  table.sort(list)
+  return list
+end
+
 -- One card of the readout: a server as configured, its liveness and its tools.
 -- @return card | nil, message, err
 local function card_of(store, row)
   local tools, message, err = store:tools_of(row.uid)
   if not tools then return nil, message, err end
   local authentication, auth_warning = authentication_line(row)
+  if has_command(row) then
+    authentication, auth_warning = "None — a local process, given only the env named here", false
+  end
   local data_class, class_warning = data_class_line(row)
   local approval, approval_warning = approval_line(row)
   local authorization, authorization_warning, grant = authorization_line(store, row)
@@ -219,7 +237,11 @@ local function card_of(store, row)
     enabled = row.enabled == true,
     state = row.enabled == true and "Enabled" or "Disabled",
     never_reached = not positive(row.last_contact),
-    transport = operator.TRANSPORT,
+    transport = has_command(row) and operator.STDIO or operator.TRANSPORT,
+    -- a stdio server: the command clipped, the env by its names only (a value may be a secret)
+    command = has_command(row) and command.describe(row.command) or nil,
+    env_names = has_command(row) and env_names(row.env) or nil,
+    cwd = has_command(row) and (row.cwd or "") ~= "" and row.cwd or nil,
     authentication = authentication, authentication_warning = auth_warning,
     data_class = data_class, data_class_warning = class_warning,
     approval = approval, approval_warning = approval_warning,
@@ -456,7 +478,26 @@ local checks = {
     if v ~= "0" and v ~= "1" then return invalid("requires_approval", 'requires_approval is "1" or "0".') end
     return v
   end,
+  -- a stdio server: the argv (an empty list clears it), the env, the directory
+  command = function(v)
+    if next(v) == nil then return v end
+    local problem = command.problem(v)
+    if problem then return invalid("command", "The " .. problem .. ".") end
+    return v
+  end,
+  env = function(v)
+    local problem = command.problem({ "x" }, v)
+    if problem then return invalid("env", "The " .. problem .. ".") end
+    return v
+  end,
+  cwd = function(v)
+    if v ~= "" and command.problem({ "x" }, nil, v) then return invalid("cwd", "The cwd must be a directory path.") end
+    return v
+  end,
 }
+
+-- The fields whose value is a table, not a string.
+local TABLE_FIELDS = { command = true, env = true }
 
 -- One field's cleaned value; wrong types and unknown fields are misuse.
 local function clean_field(key, value, options)
@@ -464,6 +505,10 @@ local function clean_field(key, value, options)
   if key == "enabled" then
     if type(value) ~= "boolean" then error("enabled must be a boolean", 4) end
     return value
+  end
+  if TABLE_FIELDS[key] then
+    if type(value) ~= "table" then error(string.format("%s must be a table", key), 4) end
+    return checks[key](value, options)
   end
   if type(value) ~= "string" then error(string.format("%s must be a string", key), 4) end
   return checks[key](value, options)
@@ -481,13 +526,26 @@ local function clean(fields, options)
   return out
 end
 
-local REQUIRED = { identifier = "an identifier", name = "a name", url = "a URL" }
+local REQUIRED = { identifier = "an identifier", name = "a name" }
 
--- What the row would look like after the change, checked as a whole.
+-- What the row would look like after the change, checked as a whole: a
+-- server is reached by a URL or started by a command, never both; env and
+-- cwd belong to a command.
 -- @return true | nil, message, err (kind "invalid", "conflict" or "store")
 local function coherent(store, uid, row)
-  for _, field in ipairs { "identifier", "name", "url" } do
+  for _, field in ipairs { "identifier", "name" } do
     if (row[field] or "") == "" then return invalid(field, "The server needs " .. REQUIRED[field] .. ".") end
+  end
+  local url = (row.url or "") ~= ""
+  if url == has_command(row) then
+    return invalid(url and "command" or "url",
+      "The server needs a URL or a command (the program and its arguments after --), not both.")
+  end
+  if not has_command(row) and (next(row.env or {}) ~= nil or (row.cwd or "") ~= "") then
+    return invalid("env", "env and cwd are for a server started by a command.")
+  end
+  if has_command(row) and (row.auth_credential or "") ~= "" then
+    return invalid("auth_credential", "A server started by a command takes no credential: give it env instead.")
   end
   if row.auth_placement == "header" and (row.auth_header_name or "") == "" and (row.auth_credential or "") ~= "" then
     return invalid("auth_header_name", "A credential placed in a header needs a header name.")
@@ -509,7 +567,8 @@ local function identifier_unused(store, identifier)
   return true
 end
 
---- Add a server. fields: identifier, name, url (required), description,
+--- Add a server. fields: identifier, name, and url or command (required; a
+--- command is an argv list, with env { NAME = value or "env:VAR" } and cwd), description,
 --- auth_credential (a reference such as "env:NAME", never the secret),
 --- auth_placement, auth_header_name, data_class, requires_approval ("1"/"0"), enabled.
 -- @param options { actor, resolver (accept keys this credential resolver resolves) }
@@ -555,6 +614,11 @@ function operator.edit(store, id, fields, options)
   local values
   values, message, err = clean(fields, options)
   if not values then return nil, message, err end
+  -- a new URL turns a stdio server into an HTTP one, and a new command the other way
+  if values.url and values.command == nil and has_command(row) then
+    values.command, values.env, values.cwd = {}, {}, ""
+  end
+  if values.command and next(values.command) and (row.url or "") ~= "" and values.url == nil then values.url = "" end
   for k, v in pairs(values) do row[k] = v end
   local ok
   ok, message, err = coherent(store, row.uid, row)

@@ -17,6 +17,7 @@
 -- "postgresql://" URI or a libpq key=value string) the shared one, and
 -- store.open_adapter takes a host's. What differs between the databases'
 -- SQL lives in mcpclient.agent.store.dialect.
+local command = require "mcpclient.command"
 local core = require "mcpclient.core"
 local errors = require "mcpclient.errors"
 local check_options = require("mcpclient.agent.options").check
@@ -113,6 +114,26 @@ function encode.approval(value, name)
   return value
 end
 
+-- A stdio server's argv: a list of strings, stored as a JSON array ("" for
+-- none: the server is reached by url). Its rule is connect's.
+function encode.command(value, name)
+  if type(value) ~= "table" then error(string.format("%s must be a list of strings", name), 4) end
+  if next(value) == nil then return "" end
+  local problem = command.problem(value)
+  if problem then error(problem, 4) end
+  return json.encode(json.array(table.move(value, 1, #value, 1, {})))
+end
+
+-- A stdio server's environment: NAME -> value or "env:VAR", stored as a
+-- JSON object ("" for none).
+function encode.env(value, name)
+  if type(value) ~= "table" then error(string.format("%s must be a table of NAME = value", name), 4) end
+  if next(value) == nil then return "" end
+  local problem = command.problem({ "x" }, value)
+  if problem then error(problem, 4) end
+  return json.encode(value)
+end
+
 -- Add one more column and its value.
 local function append(columns, values, column, value)
   local n = #columns + 1
@@ -163,7 +184,26 @@ local function as_number(v)
   return tonumber(v) or 0
 end
 
-local hydrate_as = { integer = as_integer, string = as_string, boolean = as_boolean, number = as_number }
+-- A stored argv (JSON array of strings), or nil when there is none or it
+-- cannot be read as one (a connection then refuses the row as unusable).
+local function as_command(v)
+  v = as_string(v)
+  if v == "" then return nil end
+  local list = json.decode(v)
+  if type(list) ~= "table" or not json.is_array(list) or command.problem(list) then return nil end
+  return list
+end
+
+-- A stored environment (JSON object), {} when none or unreadable.
+local function as_env(v)
+  v = as_string(v)
+  local map = v ~= "" and json.decode(v) or nil
+  if type(map) ~= "table" or json.is_array(map) or command.problem({ "x" }, map) then return {} end
+  return map
+end
+
+local hydrate_as = { integer = as_integer, string = as_string, boolean = as_boolean, number = as_number,
+  command = as_command, env = as_env }
 
 local function hydrator(spec)
   return function(row)
@@ -185,6 +225,7 @@ local hydrate_server = hydrator {
   import_error = "string", last_imported = "integer", tool_count = "integer", last_contact = "integer",
   last_latency_ms = "integer", tstamp = "integer", crdate = "integer", deleted = "boolean",
   catalogue_stale = "boolean",
+  command = "command", env = "env", cwd = "string",
 }
 
 local hydrate_tool = hydrator {
@@ -594,7 +635,7 @@ end
 local server_fields = {
   identifier = "string", name = "string", description = "string", url = "string", auth_credential = "string",
   auth_placement = "string", auth_header_name = "string", data_class = "string", requires_approval = "approval",
-  enabled = "flag",
+  enabled = "flag", command = "command", env = "env", cwd = "string",
 }
 
 --- Add a server; unset fields take the table defaults. → uid

@@ -9,7 +9,9 @@ Servers are named by identifier or by numeric id, in every command.
 
   servers [<server>]           every server (or one): configuration, liveness, tools
   add --identifier ID --name NAME --url URL [server flags]
-                               configure a server (says what it still needs)
+  add --identifier ID --name NAME [server flags] -- PROGRAM [ARGS...]
+                               configure a server, by URL or a local command over stdio
+                               (says what it still needs)
   edit <server> [server flags] change a server
   remove <server>              remove a server (its tool records stay for the audit)
   test <server> | --all        is the server there? one handshake, records the contact
@@ -47,6 +49,10 @@ server flags:
   --identifier ID        1-32 of a-z 0-9 _ - (names the tools: mcp_<ID>_<remote name>)
   --name NAME            --description TEXT
   --url URL              http or https (http only for loopback in practice)
+  -- PROGRAM [ARGS...]     instead of --url: a local server started over stdio (argv, no shell)
+  --env NAME=VALUE       for a command: a variable it gets (repeatable; NAME=env:VAR reads the
+                         host's VAR when it starts; "servers" never shows a value)
+  --cwd DIR              for a command: its working directory
   --credential REF       a reference such as env:NAME, never the secret itself ("" withdraws it, edit only)
   --placement bearer|header                --header-name NAME (with header)
   --data-class CLASS     publicContent editorContent sourceCode internalConfiguration
@@ -63,17 +69,22 @@ last import, and imported tools. Lines marked "!" need the operator's attention.
 Reads only: a missing database is reported, never created.]==],
   add = [==[
 usage: mcpclient add --identifier ID --name NAME --url URL [server flags]
+       mcpclient add --identifier ID --name NAME [server flags] -- PROGRAM [ARGS...]
 
-Configures a server. A duplicate identifier is refused. When the server cannot yet
+Configures a server: one reached by URL, or a local program started over stdio with
+only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_* and its --env variables.
+A duplicate identifier is refused. When the server cannot yet
 supply tools (no data class, disabled), the command says what is missing and the
 `mcpclient edit` that fixes it; then `mcpclient import <server>`.
 
 ]==] .. SERVER_FLAGS,
   edit = [==[
-usage: mcpclient edit <server> [server flags]
+usage: mcpclient edit <server> [server flags] [-- PROGRAM [ARGS...]]
 
 Changes the given fields of a server (named by identifier or id). A new --url forgets the
-server's stored OAuth authorization (it was issued for the old one) and says so.
+server's stored OAuth authorization (it was issued for the old one) and says so; on a
+stdio server it makes it an HTTP one (its command, env and cwd go), and a command
+after -- does the reverse. --env replaces the whole environment of a stdio server.
 
 ]==] .. SERVER_FLAGS,
   remove = [==[

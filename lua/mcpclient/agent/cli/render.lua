@@ -48,7 +48,13 @@ local function print_fields(out, card)
     out:line(string.format("  %-18s%s%s", label .. ":", warning and "! " or "", inert(value, 2048)))
   end
   if card.description and card.description ~= "" then row("Description", inert(card.description, 500)) end
-  row("Endpoint", card.url)
+  if card.command then
+    row("Command", card.command)
+    if #card.env_names > 0 then row("Environment", table.concat(card.env_names, ", ") .. " (values not shown)") end
+    if card.cwd then row("Directory", card.cwd) end
+  else
+    row("Endpoint", card.url)
+  end
   row("Transport", card.transport)
   row("Authentication", inert(card.authentication, 300), card.authentication_warning)
   if card.authorization then row("OAuth", inert(card.authorization, 300), card.authorization_warning) end
@@ -104,7 +110,9 @@ function render.card_json(card)
   end
   return {
     id = card.uid, identifier = card.identifier, name = card.name, description = card.description or "",
-    url = card.url, enabled = card.enabled, transport = "http",
+    url = card.url, enabled = card.enabled, transport = card.command and "stdio" or "http",
+    command = maybe(card.command), env = card.env_names and render.list(card.env_names) or nil,
+    cwd = maybe(card.cwd),
     authentication = card.auth_placement or "none", authentication_warning = card.authentication_warning,
     data_class = maybe(card.declared_data_class), requires_approval = card.requires_approval,
     last_contact = render.iso(card.last_contact_at), latency_ms = maybe(card.latency_ms),

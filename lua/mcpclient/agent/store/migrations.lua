@@ -9,7 +9,8 @@
 -- (store.open_adapter(adapter, { migrations = ... })).
 --
 -- Tables:
---   mcp_server        operator-managed servers; the credential is a reference
+--   mcp_server        operator-managed servers, reached by url or started by
+--                     command (stdio); the credential is a reference
 --                     (env:NAME or a resolver key), never the secret
 --   mcp_tool          machine-managed imported tools; tool_name UNIQUE
 --   tool_state        per-tool enablement override (tool_name UNIQUE)
@@ -221,6 +222,17 @@ CREATE TABLE mcp_offer (
   UNIQUE (server, kind, ident)
 );
 CREATE INDEX mcp_offer_server ON mcp_offer (server, kind, orphaned);
+]],
+  },
+  {
+    -- Servers started over stdio: the argv (a JSON array of strings), the
+    -- environment the operator names (a JSON object of NAME -> value or
+    -- "env:VAR"), the working directory. A row has a url or a command.
+    description = "stdio servers: command, env, cwd",
+    sql = [[
+ALTER TABLE mcp_server ADD COLUMN command TEXT NOT NULL DEFAULT '';
+ALTER TABLE mcp_server ADD COLUMN env TEXT NOT NULL DEFAULT '';
+ALTER TABLE mcp_server ADD COLUMN cwd TEXT NOT NULL DEFAULT '';
 ]],
   },
 }

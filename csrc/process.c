@@ -1,0 +1,875 @@
+/*
+** process.c: a local MCP server as a supervised child process.
+** core.spawn{ argv, env, cwd } starts a program (never through a shell) in a
+** process group of its own, with its stdin and stdout as non-blocking pipes
+** and its stderr kept in a bounded ring (the last 64 KiB). Its environment is
+** an allow-list of the host's (HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG,
+** LC_*) plus what the caller names, so the host's secrets are not inherited;
+** every other descriptor of the host is closed in the child. stdout is read
+** as lines (one JSON-RPC message each), a line over the read cap refused.
+** Every wait is bounded by the caller's milliseconds, so a child that stops
+** reading or writing never holds a caller past its budget.
+** Shutdown is one function for close(), __close, __gc and process exit:
+** close stdin, wait up to 2 s, SIGTERM the group, wait up to 2 s, SIGKILL the
+** group, reap. The handle is created closed before anything is acquired.
+*/
+#define _GNU_SOURCE /* pipe2, posix_spawn's closefrom and chdir actions */
+#include "core.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROC_MT       "mcpclient.process"
+#define LINE_CAP      (2 * 1024 * 1024) /* the read cap of one message */
+#define RING_BYTES    (64 * 1024)       /* what is kept of stderr: the newest bytes */
+#define READ_CHUNK    65536
+#define GRACE_MS      2000 /* after stdin is closed, and again after SIGTERM */
+#define SHUTDOWN_STEP 5    /* ms between two looks at a child that is going */
+#define KILLED_MS     200  /* how long SIGKILL is given to empty the group */
+#define DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin"
+#define MAX_ENV       4096
+#define PROGRAM_SHOWN 200 /* bytes of a program name a message repeats */
+
+/* What the child of a handle is doing, as far as the host knows. */
+enum { RUNNING, EXITED, SIGNALLED, NEVER };
+
+typedef struct Proc {
+  pid_t pid;        /* the child, leader of its own process group; 0 when none */
+  int in, out, err; /* our ends of its stdin, stdout and stderr; -1 when closed */
+  int state, code;  /* RUNNING, EXITED (code = status), SIGNALLED (code = signal) */
+  int broken;       /* stdout is no longer read: EOF, or a refused line */
+  char *line;       /* stdout bytes not yet handed out as lines */
+  size_t line_len, line_size;
+  char ring[RING_BYTES]; /* stderr, newest bytes, as a circle */
+  size_t ring_at, ring_len;
+  struct Proc *prev, *next; /* the live list the exit handler ends */
+} Proc;
+
+/* ==================================================================== */
+/* Children still running at process exit                               */
+/* ==================================================================== */
+
+/*
+** Every handle with a child is on this list, so a host that leaves with
+** os.exit (no lua_close, no finalizers) still ends its children; the list is
+** process-wide because the children are.
+*/
+static Proc *live = NULL;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static int exit_hook = 0;
+
+static void shutdown_all(Proc **procs, int n, int grace_ms);
+
+/*
+** Link p into the live list.
+*/
+static void live_add(Proc *p) {
+  pthread_mutex_lock(&live_lock);
+  p->prev = NULL;
+  p->next = live;
+  if (live) live->prev = p;
+  live = p;
+  pthread_mutex_unlock(&live_lock);
+}
+
+/*
+** Unlink p from the live list (a no-op when it is not on it).
+*/
+static void live_remove(Proc *p) {
+  pthread_mutex_lock(&live_lock);
+  if (p->prev) p->prev->next = p->next;
+  else if (live == p) live = p->next;
+  if (p->next) p->next->prev = p->prev;
+  p->prev = p->next = NULL;
+  pthread_mutex_unlock(&live_lock);
+}
+
+/*
+** The exit handler: every child still running is shut down, all of them
+** together, so the host's exit waits at most the two grace periods once.
+*/
+static void end_children_at_exit(void) {
+  Proc *procs[256];
+  int n;
+  do {
+    n = 0;
+    pthread_mutex_lock(&live_lock);
+    for (Proc *p = live; p && n < 256; p = p->next) procs[n++] = p;
+    pthread_mutex_unlock(&live_lock);
+    shutdown_all(procs, n, GRACE_MS);
+  } while (n == 256);
+}
+
+/* ==================================================================== */
+/* Small helpers                                                        */
+/* ==================================================================== */
+
+/*
+** Milliseconds on the monotonic clock.
+*/
+static int64_t now_ms(void) {
+  return (int64_t)(mcp_monotonic_ns() / 1000000u);
+}
+
+/*
+** Sleep ms milliseconds.
+*/
+static void pause_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/*
+** Close *fd if open and mark it closed.
+*/
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/*
+** Has the child exited? Reaps it when it has (never blocks); true when it is
+** gone (or there never was one).
+*/
+static int reaped(Proc *p) {
+  int status;
+  pid_t r;
+  if (p->state != RUNNING) return 1;
+  do r = waitpid(p->pid, &status, WNOHANG);
+  while (r < 0 && errno == EINTR);
+  if (r == 0) return 0;
+  if (r < 0) { /* not ours to wait for any more (a host reaped it): gone all the same */
+    p->state = EXITED;
+    p->code = -1;
+    return 1;
+  }
+  if (WIFSIGNALED(status)) {
+    p->state = SIGNALLED;
+    p->code = WTERMSIG(status);
+  } else {
+    p->state = EXITED;
+    p->code = WEXITSTATUS(status);
+  }
+  return 1;
+}
+
+/*
+** Is process pid of group pgid a zombie (or gone)? Read from /proc: a killed
+** grandchild was handed to init, which may be slow to reap it, and a zombie
+** holds the group's id without running anything.
+*/
+static int zombie_member(const char *pid, pid_t pgid) {
+  char path[64], buf[512], state;
+  int pgrp;
+  const char *close_paren;
+  ssize_t n;
+  int fd;
+  snprintf(path, sizeof path, "/proc/%s/stat", pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 1;
+  n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 1;
+  buf[n] = '\0';
+  close_paren = strrchr(buf, ')');
+  if (!close_paren || sscanf(close_paren + 1, " %c %*d %d", &state, &pgrp) != 2) return 1;
+  return pgrp != (int)pgid || state == 'Z' || state == 'X';
+}
+
+/*
+** Is any process of the child's group still running? The leader is reaped
+** first; grandchildren it left in the group keep the group alive, zombies
+** do not (they run nothing).
+*/
+static int group_alive(Proc *p) {
+  DIR *dir;
+  struct dirent *e;
+  int alive = 0;
+  if (p->pid <= 0) return 0;
+  if (kill(-p->pid, 0) != 0 && errno != EPERM) return 0;
+  dir = opendir("/proc");
+  if (!dir) return 1;
+  while (!alive && (e = readdir(dir)) != NULL)
+    if (e->d_name[0] >= '1' && e->d_name[0] <= '9') alive = !zombie_member(e->d_name, p->pid);
+  closedir(dir);
+  return alive;
+}
+
+/* ==================================================================== */
+/* Reading                                                              */
+/* ==================================================================== */
+
+/*
+** Keep n bytes of stderr in the ring, dropping the oldest.
+*/
+static void ring_put(Proc *p, const char *s, size_t n) {
+  if (n >= RING_BYTES) {
+    s += n - RING_BYTES;
+    n = RING_BYTES;
+  }
+  for (size_t i = 0; i < n; i++) {
+    p->ring[(p->ring_at + p->ring_len) % RING_BYTES] = s[i];
+    if (p->ring_len < RING_BYTES) p->ring_len++;
+    else p->ring_at = (p->ring_at + 1) % RING_BYTES;
+  }
+}
+
+/*
+** Read what stderr holds now into the ring; closes it at EOF.
+*/
+static void drain_err(Proc *p) {
+  char buf[4096];
+  while (p->err >= 0) {
+    ssize_t n = read(p->err, buf, sizeof buf);
+    if (n > 0) ring_put(p, buf, (size_t)n);
+    else if (n == 0) close_fd(&p->err);
+    else if (errno != EINTR) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) close_fd(&p->err);
+      return;
+    }
+  }
+}
+
+/*
+** Read what stdout holds now onto the line buffer, at most one chunk past the
+** cap (a line longer than that is refused anyway). 0 when memory ran out.
+*/
+static int drain_out(Proc *p) {
+  while (p->out >= 0 && p->line_len <= LINE_CAP) {
+    ssize_t n;
+    if (p->line_size - p->line_len < READ_CHUNK) {
+      size_t size = p->line_size ? p->line_size * 2 : READ_CHUNK * 2;
+      char *grown = realloc(p->line, size);
+      if (!grown) return 0;
+      p->line = grown;
+      p->line_size = size;
+    }
+    n = read(p->out, p->line + p->line_len, p->line_size - p->line_len);
+    if (n > 0) p->line_len += (size_t)n;
+    else if (n == 0) close_fd(&p->out);
+    else if (errno != EINTR) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) close_fd(&p->out);
+      return 1;
+    }
+  }
+  return 1;
+}
+
+/*
+** Wait up to ms for stdout, stderr (always drained) or, with want_in, room on
+** stdin. Returns the poll result (0: nothing within ms).
+*/
+static int wait_fds(Proc *p, int ms, int want_in) {
+  struct pollfd fds[3];
+  int n = 0, r;
+  if (p->out >= 0 && p->line_len <= LINE_CAP) fds[n++] = (struct pollfd){p->out, POLLIN, 0};
+  if (p->err >= 0) fds[n++] = (struct pollfd){p->err, POLLIN, 0};
+  if (want_in && p->in >= 0) fds[n++] = (struct pollfd){p->in, POLLOUT, 0};
+  if (n == 0) {
+    if (ms > 0) pause_ms(ms > SHUTDOWN_STEP ? SHUTDOWN_STEP : ms);
+    return 0;
+  }
+  do r = poll(fds, (nfds_t)n, ms);
+  while (r < 0 && errno == EINTR);
+  return r;
+}
+
+/* ==================================================================== */
+/* Shutdown                                                             */
+/* ==================================================================== */
+
+/*
+** Wait up to ms for every child in procs to be gone (leader reaped and, with
+** group, its group empty), draining their pipes so none is held up writing.
+*/
+static void wait_gone(Proc **procs, int n, int ms, int group) {
+  int64_t until = now_ms() + ms;
+  for (;;) {
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+      Proc *p = procs[i];
+      if (!reaped(p)) left = 1;
+      else if (group && group_alive(p)) left = 1;
+      drain_err(p);
+      if (p->out >= 0) { /* stdout is no longer read as messages: only emptied */
+        char buf[4096];
+        while (read(p->out, buf, sizeof buf) > 0) {}
+      }
+    }
+    if (!left || now_ms() >= until) return;
+    pause_ms(SHUTDOWN_STEP);
+  }
+}
+
+/*
+** Signal the group of every child in procs whose group is still there.
+*/
+static void signal_groups(Proc **procs, int n, int sig) {
+  for (int i = 0; i < n; i++)
+    if (procs[i]->pid > 0 && (procs[i]->state == RUNNING || group_alive(procs[i]))) kill(-procs[i]->pid, sig);
+}
+
+/*
+** The one shutdown, for several children at once: close stdin, wait up to
+** grace_ms (2 s), SIGTERM the group, wait up to grace_ms, SIGKILL the group,
+** reap. A leader that exits at stdin's close may leave children in its
+** group: those are ended the same way, so nothing of the server outlives
+** it (a killed grandchild is given a moment to be gone before this returns).
+** After it every descriptor is closed and the handle holds no child.
+*/
+static void shutdown_all(Proc **procs, int n, int grace_ms) {
+  int pending = 0;
+  for (int i = 0; i < n; i++) {
+    close_fd(&procs[i]->in);
+    if (procs[i]->pid > 0) pending = 1;
+  }
+  if (pending) {
+    wait_gone(procs, n, grace_ms, 0);
+    signal_groups(procs, n, SIGTERM);
+    wait_gone(procs, n, grace_ms, 1);
+    signal_groups(procs, n, SIGKILL);
+    wait_gone(procs, n, KILLED_MS, 1);
+    for (int i = 0; i < n; i++) {
+      Proc *p = procs[i];
+      int status;
+      if (p->state == RUNNING && p->pid > 0) {
+        while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR) {}
+        p->state = SIGNALLED;
+        p->code = SIGKILL;
+      }
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    Proc *p = procs[i];
+    close_fd(&p->out);
+    close_fd(&p->err);
+    if (p->pid != 0) live_remove(p);
+    p->pid = 0;
+  }
+}
+
+/* ==================================================================== */
+/* Spawning                                                             */
+/* ==================================================================== */
+
+/*
+** Is name (len bytes, up to '=') one of the host's variables a server is
+** given? The allow-list every official SDK client uses, plus the locale.
+*/
+static int inherited(const char *entry) {
+  static const char *const names[] = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", NULL};
+  const char *eq = strchr(entry, '=');
+  size_t len;
+  if (!eq) return 0;
+  len = (size_t)(eq - entry);
+  if (eq[1] == '(' && eq[2] == ')') return 0; /* an exported shell function */
+  if (len > 3 && memcmp(entry, "LC_", 3) == 0) return 1;
+  for (int i = 0; names[i]; i++)
+    if (strlen(names[i]) == len && memcmp(entry, names[i], len) == 0) return 1;
+  return 0;
+}
+
+/*
+** The child's environment as a NULL-ended array on the Lua stack (strings
+** kept alive by a table at the top): the allow-list of environ, then each
+** NAME = value of the table at idx, replacing an inherited one.
+*/
+static const char **child_env(lua_State *L, int idx, const char **list, int *count) {
+  int n = 0;
+  lua_newtable(L); /* keeps the strings */
+  if (idx) {
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      size_t klen, vlen;
+      const char *k, *v;
+      if (n >= MAX_ENV - 1) luaL_error(L, "spawn: too many environment variables");
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "spawn: env maps names to strings");
+      k = lua_tolstring(L, -2, &klen);
+      v = lua_tolstring(L, -1, &vlen);
+      if (klen == 0 || strlen(k) != klen || strchr(k, '=') || strlen(v) != vlen)
+        luaL_error(L, "spawn: an env name is empty or holds = or NUL, or a value holds NUL");
+      lua_pushvalue(L, -2);
+      lua_pushliteral(L, "=");
+      lua_pushvalue(L, -3);
+      lua_concat(L, 3);
+      list[n] = lua_tostring(L, -1);
+      lua_rawseti(L, -4, n + 1);
+      lua_pop(L, 1);
+      n++;
+    }
+  }
+  for (char **e = environ; e && *e && n < MAX_ENV - 1; e++) {
+    const char *eq = strchr(*e, '=');
+    int named = 0;
+    if (!inherited(*e)) continue;
+    for (int i = 0; i < n && !named; i++) named = strncmp(list[i], *e, (size_t)(eq - *e) + 1) == 0;
+    if (!named) list[n++] = *e;
+  }
+  list[n] = NULL;
+  *count = n;
+  return list;
+}
+
+/*
+** The value of PATH in env (NULL-ended "NAME=value" list), else a default.
+*/
+static const char *path_of(const char **env) {
+  for (int i = 0; env[i]; i++)
+    if (strncmp(env[i], "PATH=", 5) == 0) return env[i] + 5;
+  return DEFAULT_PATH;
+}
+
+/*
+** The program's file: program itself when it names a path, else the first
+** executable regular file of that name on PATH (the child's PATH, as execvp
+** would search it). Pushes the path; 0 (nothing pushed) when none is found.
+*/
+static int find_program(lua_State *L, const char *program, const char *path) {
+  struct stat st;
+  if (strchr(program, '/')) {
+    if (stat(program, &st) != 0 || !S_ISREG(st.st_mode) || access(program, X_OK) != 0) return 0;
+    lua_pushstring(L, program);
+    return 1;
+  }
+  while (*path) {
+    const char *colon = strchr(path, ':');
+    size_t len = colon ? (size_t)(colon - path) : strlen(path);
+    if (len == 0) lua_pushliteral(L, ".");
+    else lua_pushlstring(L, path, len);
+    lua_pushliteral(L, "/");
+    lua_pushstring(L, program);
+    lua_concat(L, 3);
+    if (stat(lua_tostring(L, -1), &st) == 0 && S_ISREG(st.st_mode) && access(lua_tostring(L, -1), X_OK) == 0)
+      return 1;
+    lua_pop(L, 1);
+    path += len + (colon ? 1 : 0);
+  }
+  return 0;
+}
+
+/*
+** Make a pipe whose both ends close on exec; ours non-blocking (the child's
+** end is made its stdin/stdout/stderr by dup2, which clears the flag).
+*/
+static int make_pipe(int fds[2], int ours) {
+  if (pipe2(fds, O_CLOEXEC) != 0) return 0;
+  fcntl(fds[ours], F_SETFL, fcntl(fds[ours], F_GETFL) | O_NONBLOCK);
+  return 1;
+}
+
+/*
+** Push nil, "transport", a detail naming the program (clipped by the caller's
+** message rule: the program comes from the operator, not from a server).
+*/
+static int spawn_failure(lua_State *L, const char *program, const char *why) {
+  lua_pushnil(L);
+  lua_pushliteral(L, "transport");
+  lua_pushfstring(L, "the program \"%s\" %s", program, why);
+  return 3;
+}
+
+/*
+** Start the child with posix_spawn: its own group, the three pipes on 0-2,
+** every other descriptor closed, default signal handling and mask, cwd.
+** Returns 0 or an errno.
+*/
+static int start_child(Proc *p, const char *file, char *const *argv, char *const *env, const char *cwd,
+                       int pin[2], int pout[2], int perr[2]) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  sigset_t all, none;
+  int rc;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  posix_spawn_file_actions_adddup2(&fa, pin[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, pout[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, perr[1], 2);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  if (cwd) posix_spawn_file_actions_addchdir_np(&fa, cwd);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&at, 0);
+  posix_spawnattr_setsigdefault(&at, &all);
+  posix_spawnattr_setsigmask(&at, &none);
+  rc = posix_spawn(&p->pid, file, &fa, &at, argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  if (rc != 0) p->pid = 0;
+  return rc;
+}
+
+/*
+** A list of strings as posix_spawn takes it (it promises not to change them;
+** its prototype predates const).
+*/
+static char *const *spawn_list(const char **list) {
+  char *const *as_spawn;
+  memcpy(&as_spawn, &list, sizeof as_spawn);
+  return as_spawn;
+}
+
+/*
+** Check the argv list at idx (1 or more non-empty strings without NUL) and
+** push it as a C array in a userdata box; returns the array.
+*/
+static const char **argv_of(lua_State *L, int idx) {
+  lua_Integer n = luaL_len(L, idx);
+  const char **argv;
+  if (n < 1 || n > 4096)
+    luaL_error(L, "spawn: argv must list the program and its arguments (1 to 4096 strings)");
+  argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    size_t len;
+    lua_rawgeti(L, idx, i);
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "spawn: argv[%d] must be a string", (int)i);
+    argv[i - 1] = lua_tolstring(L, -1, &len);
+    if (strlen(argv[i - 1]) != len || (i == 1 && len == 0))
+      luaL_error(L, "spawn: argv[%d] holds NUL or is empty", (int)i);
+    lua_pop(L, 1); /* the string stays alive in the argv table, which the caller holds */
+  }
+  argv[n] = NULL;
+  return argv;
+}
+
+/*
+** core.spawn{ argv = {...}, env = { NAME = value }, cwd = dir }: a handle for
+** the started child, or nil, "transport", detail when it could not be started
+** (a program not found, a cwd that cannot be entered, no resources).
+*/
+static int l_spawn(lua_State *L) {
+  const char *envlist[MAX_ENV], *cwd = NULL, *program;
+  const char **argv;
+  int n_env, env_idx = 0, pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1}, rc;
+  Proc *p;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  lua_getfield(L, 1, "argv"); /* 2 */
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_getfield(L, 1, "env"); /* 3 */
+  if (!lua_isnil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    env_idx = 3;
+  }
+  lua_getfield(L, 1, "cwd"); /* 4 */
+  if (!lua_isnil(L, 4)) cwd = luaL_checkstring(L, 4);
+  lua_rawgeti(L, 2, 1); /* 5: the program, kept alive here */
+  argv = argv_of(L, 2); /* 6 */
+  program = argv[0];
+  child_env(L, env_idx, envlist, &n_env); /* 7 */
+  /* the handle exists, closed, before any descriptor or child does */
+  p = lua_newuserdatauv(L, sizeof(Proc), 0); /* 8 */
+  memset(p, 0, sizeof *p);
+  p->in = p->out = p->err = -1;
+  p->state = NEVER;
+  luaL_setmetatable(L, PROC_MT);
+  if (cwd) {
+    struct stat st;
+    if (stat(cwd, &st) != 0 || !S_ISDIR(st.st_mode))
+      return spawn_failure(L, program, "cannot start: its cwd is not a directory");
+  }
+  if (!find_program(L, program, path_of(envlist)))
+    return spawn_failure(L, program, "was not found on PATH or is not executable");
+  if (!make_pipe(pin, 1) || !make_pipe(pout, 0) || !make_pipe(perr, 0)) {
+    rc = errno;
+    close_fd(&pin[0]), close_fd(&pin[1]), close_fd(&pout[0]), close_fd(&pout[1]), close_fd(&perr[0]);
+    close_fd(&perr[1]);
+    return spawn_failure(L, program,
+                         rc == EMFILE ? "cannot start: no descriptors left" : "cannot start: no pipe");
+  }
+  rc = start_child(p, lua_tostring(L, -1), spawn_list(argv), spawn_list(envlist), cwd, pin, pout, perr);
+  close_fd(&pin[0]);
+  close_fd(&pout[1]);
+  close_fd(&perr[1]);
+  p->in = pin[1];
+  p->out = pout[0];
+  p->err = perr[0];
+  if (rc != 0) {
+    close_fd(&p->in), close_fd(&p->out), close_fd(&p->err);
+    lua_pushfstring(L, "could not be started: %s", strerror(rc));
+    return spawn_failure(L, program, lua_tostring(L, -1));
+  }
+  p->state = RUNNING;
+  live_add(p);
+  pthread_mutex_lock(&live_lock);
+  if (!exit_hook) exit_hook = atexit(end_children_at_exit) == 0;
+  pthread_mutex_unlock(&live_lock);
+  lua_settop(L, 8);
+  return 1;
+}
+
+/* ==================================================================== */
+/* The handle's methods                                                 */
+/* ==================================================================== */
+
+/*
+** The handle at idx; raises when it is not one.
+*/
+static Proc *check_proc(lua_State *L) {
+  return luaL_checkudata(L, 1, PROC_MT);
+}
+
+/*
+** Push how the child ended as one phrase ("exited with status 3", "was
+** killed by signal 9"), or "is running".
+*/
+static void push_ending(lua_State *L, Proc *p) {
+  if (p->state == EXITED && p->code >= 0) lua_pushfstring(L, "exited with status %d", p->code);
+  else if (p->state == EXITED) lua_pushliteral(L, "exited");
+  else if (p->state == SIGNALLED)
+    lua_pushfstring(L, "was killed by signal %d (%s)", p->code, strsignal(p->code));
+  else if (p->state == NEVER) lua_pushliteral(L, "was never started");
+  else lua_pushliteral(L, "is running");
+}
+
+/*
+** After stdout closed: give the child a moment (up to 100 ms) to be reaped,
+** so the failure can name its exit status; push nil, "closed", the ending.
+*/
+static int closed_failure(lua_State *L, Proc *p) {
+  int64_t until = now_ms() + 100;
+  while (!reaped(p) && now_ms() < until) {
+    drain_err(p);
+    pause_ms(1);
+  }
+  lua_pushnil(L);
+  lua_pushliteral(L, "closed");
+  push_ending(L, p);
+  return 3;
+}
+
+/*
+** proc:write(text, timeout_ms [, from]): write text (from byte `from`, 0 by
+** default: the bytes a previous call reported written) to stdin within
+** timeout_ms (0: what goes now), draining stdout and stderr meanwhile (a
+** child blocked writing must not block us). true | nil, "timeout", written
+** (bytes of text that went, from included: a partial message, so a caller
+** that gives up stops the child) | nil, "closed", ending. SIGPIPE is blocked
+** around the write: a child that closed stdin must not end the host.
+*/
+static int l_write(lua_State *L) {
+  Proc *p = check_proc(L);
+  size_t len, done;
+  const char *s = luaL_checklstring(L, 2, &len);
+  int64_t until = now_ms() + luaL_checkinteger(L, 3);
+  lua_Integer from = luaL_optinteger(L, 4, 0);
+  luaL_argcheck(L, from >= 0 && (size_t)from <= len, 4, "not a position in the text");
+  done = (size_t)from;
+  sigset_t pipe_set, old, pending;
+  int had_pipe;
+  if (p->in < 0) return closed_failure(L, p);
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigpending(&pending);
+  had_pipe = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  while (done < len) {
+    ssize_t n = write(p->in, s + done, len - done);
+    if (n > 0) {
+      done += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int64_t left = until - now_ms();
+      if (left <= 0) break;
+      wait_fds(p, (int)(left > 1000 ? 1000 : left), 1);
+      drain_err(p);
+      if (!drain_out(p)) break;
+      continue;
+    }
+    if (n < 0 && errno == EPIPE && !had_pipe) {
+      struct timespec zero = {0, 0};
+      sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close_fd(&p->in);
+    return closed_failure(L, p);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (done == len) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushnil(L);
+  lua_pushliteral(L, "timeout");
+  lua_pushinteger(L, (lua_Integer)done);
+  return 3;
+}
+
+/*
+** The next whole line of the buffer (without its \n and a \r before it),
+** pushed, and taken off the buffer; 0 when there is none. Blank lines are
+** passed over.
+*/
+static int take_line(lua_State *L, Proc *p) {
+  for (;;) {
+    char *nl = p->line_len ? memchr(p->line, '\n', p->line_len) : NULL;
+    size_t len, used;
+    if (!nl) return 0;
+    len = (size_t)(nl - p->line);
+    used = len + 1;
+    if (len > 0 && p->line[len - 1] == '\r') len--;
+    if (len > LINE_CAP) return -1;
+    if (len > 0) lua_pushlstring(L, p->line, len);
+    memmove(p->line, p->line + used, p->line_len - used);
+    p->line_len -= used;
+    if (len > 0) return 1;
+  }
+}
+
+/*
+** proc:read_line(timeout_ms): the next line of stdout, waiting up to
+** timeout_ms (0: only what is there now). line | nil, "timeout" | nil,
+** "closed", ending (stdout ended) | nil, "malformed", why (a line over the
+** read cap: stdout is no longer read).
+*/
+static int l_read_line(lua_State *L) {
+  Proc *p = check_proc(L);
+  lua_Integer ms = luaL_checkinteger(L, 2);
+  int64_t until = now_ms() + (ms > 0 ? ms : 0);
+  for (;;) {
+    int got = p->broken ? 0 : take_line(L, p);
+    if (got == 1) return 1;
+    if (got < 0 || (!p->broken && p->line_len > LINE_CAP)) {
+      p->broken = 1;
+      lua_pushnil(L);
+      lua_pushliteral(L, "malformed");
+      lua_pushfstring(L, "a line longer than the read cap of %d bytes", LINE_CAP);
+      return 3;
+    }
+    if (p->broken || p->out < 0) {
+      if (p->out < 0 && !p->broken && p->line_len > 0) { /* a last line without its newline */
+        lua_pushlstring(L, p->line, p->line_len);
+        p->line_len = 0;
+        return 1;
+      }
+      p->broken = 1;
+      return closed_failure(L, p);
+    }
+    drain_err(p);
+    if (!drain_out(p)) luaL_error(L, "not enough memory for the child's output");
+    if (memchr(p->line, '\n', p->line_len) || p->out < 0 || p->line_len > LINE_CAP) continue;
+    {
+      int64_t left = until - now_ms();
+      if (left <= 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+      }
+      wait_fds(p, (int)(left > 1000 ? 1000 : left), 0);
+    }
+  }
+}
+
+/*
+** proc:stderr(): the last 64 KiB the child wrote to stderr (raw bytes: the
+** caller applies the text rule before they reach anyone).
+*/
+static int l_stderr(lua_State *L) {
+  Proc *p = check_proc(L);
+  size_t first = RING_BYTES - p->ring_at;
+  drain_err(p);
+  if (first >= p->ring_len) {
+    lua_pushlstring(L, p->ring + p->ring_at, p->ring_len);
+  } else {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addlstring(&b, p->ring + p->ring_at, first);
+    luaL_addlstring(&b, p->ring, p->ring_len - first);
+    luaL_pushresult(&b);
+  }
+  return 1;
+}
+
+/*
+** proc:pid(): the child's process id, or nil once it is closed.
+*/
+static int l_pid(lua_State *L) {
+  Proc *p = check_proc(L);
+  if (p->pid > 0) lua_pushinteger(L, p->pid);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/*
+** proc:fds(): the descriptors to watch (stdout, stderr, stdin; -1 when
+** closed), for a caller that waits on several things at once.
+*/
+static int l_fds(lua_State *L) {
+  Proc *p = check_proc(L);
+  lua_pushinteger(L, p->out);
+  lua_pushinteger(L, p->err);
+  lua_pushinteger(L, p->in);
+  return 3;
+}
+
+/*
+** proc:status(): "running", or "exited", status | "signalled", signal; reaps
+** a child that has ended (never waits).
+*/
+static int l_status(lua_State *L) {
+  Proc *p = check_proc(L);
+  if (p->state == RUNNING && !reaped(p)) {
+    lua_pushliteral(L, "running");
+    return 1;
+  }
+  lua_pushstring(L, p->state == SIGNALLED ? "signalled" : p->state == NEVER ? "never" : "exited");
+  lua_pushinteger(L, p->code);
+  return 2;
+}
+
+/*
+** proc:close([grace_ms]): the shutdown (see shutdown_all), each wait up to
+** grace_ms (default 2000: a caller inside a budget passes less);
+** idempotent; also __close and __gc. Returns the phrase naming how the
+** child ended.
+*/
+static int l_close(lua_State *L) {
+  Proc *p = luaL_checkudata(L, 1, PROC_MT);
+  lua_Integer grace = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : GRACE_MS;
+  if (grace < 0 || grace > GRACE_MS) grace = GRACE_MS;
+  if (p->pid != 0 || p->in >= 0 || p->out >= 0 || p->err >= 0) shutdown_all(&p, 1, (int)grace);
+  free(p->line);
+  p->line = NULL;
+  p->line_len = p->line_size = 0;
+  push_ending(L, p);
+  return 1;
+}
+
+/*
+** The module's entries and the handle's metatable (made once per state).
+*/
+void mcp_register_process(lua_State *L) {
+  static const luaL_Reg methods[] = {
+    {"write", l_write}, {"read_line", l_read_line}, {"stderr", l_stderr}, {"pid", l_pid},
+    {"fds", l_fds},     {"status", l_status},       {"close", l_close},   {NULL, NULL},
+  };
+  if (luaL_newmetatable(L, PROC_MT)) {
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_close);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, l_close);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_spawn);
+  lua_setfield(L, -2, "spawn");
+  lua_pushinteger(L, LINE_CAP);
+  lua_setfield(L, -2, "process_line_cap");
+}

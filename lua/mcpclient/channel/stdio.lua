@@ -1,0 +1,391 @@
+--- The stdio channel: a local MCP server as a supervised child process.
+--
+-- The server is a program the operator (or the host's code) named by its
+-- argv: started without a shell, in a process group of its own, with an
+-- allow-listed environment (csrc/process.c). Each JSON-RPC message is one
+-- line on its stdin or stdout; its stderr is kept (the last 64 KiB) and
+-- reaches a log line or a failure message only through the text rule.
+--
+-- It keeps the channel contract (docs/ARCHITECTURE.md): request, notify,
+-- cancel, end_session, close. Its own rules:
+--
+-- * Never twice. A request handed whole to the child's stdin may have run
+--   (call.written). When the child dies, or its output breaks the framing,
+--   after that, the request fails "interrupted" and is never written again.
+-- * A new child per operation at most. The next operation after a child
+--   ended starts a new one, once; only a request never written to any child
+--   may go to it. A new child must be opened first (server/discover, or
+--   initialize in the 2025 era): a request that is not an opening fails
+--   unwritten with `session_lost` until the child it would go to has been
+--   opened, and the session opens the era again (the opening starts the
+--   child) and sends it then.
+-- * Bounded. Every wait and write is bounded by the operation's budget and
+--   polls its cancel hook; a child that stops reading stdin or stops
+--   answering cannot hold a call past it, and stopping a broken child inside
+--   a call waits at most half the budget left per step.
+-- * Framing. A line over the read cap or a line that is not JSON is
+--   "malformed" (named, clipped) and the child is stopped.
+local core = require "mcpclient.core"
+local credentials = require "mcpclient.credentials"
+local engine = require "mcpclient.engine"
+local errors = require "mcpclient.errors"
+
+local json = core.json
+local fail = errors.fail
+local floor = math.floor
+
+local stdio = {}
+
+local Channel = {}
+Channel.__index = Channel
+
+local MAX_CONTAINERS = 65536
+-- How long server/discover waits for an answer before the server is taken
+-- for one of the 2025 era: such a server may stay silent.
+local PROBE_SECONDS = 5
+local NOTICE_MS = 250           -- writing a notice: fire and forget
+local STDERR_SHOWN = 400        -- bytes of a child's stderr a message or log line repeats
+local METHOD_NOT_FOUND = -32601
+-- Requests that cannot act on anything: the opening of either era.
+local OPENING = { initialize = true, ["server/discover"] = true }
+
+--- @param config { identifier, command (argv), env (NAME = value or "env:VAR"), cwd, resolver,
+---   log (function(level, text)), spawn (core.spawn, or a fake of it) }
+function stdio.new(config)
+  return setmetatable({
+    config = config,
+    waiting = {},  -- id -> call: requests written and not yet answered
+    proc = nil,    -- the running child, if any
+    opened = nil,  -- the child an opening (server/discover, or initialize and initialized) completed on
+    pid = nil,     -- the running child's process id (read by conn:server())
+  }, Channel)
+end
+
+---------------------------------------------------------------------------
+-- The child
+---------------------------------------------------------------------------
+
+-- The tail of the child's stderr under the text rule, or nil when empty.
+local function stderr_tail(proc)
+  local text = proc:stderr()
+  if text == "" then return nil end
+  if #text > STDERR_SHOWN then text = text:sub(-STDERR_SHOWN) end
+  return core.clip((text:gsub("%s+", " ")), STDERR_SHOWN)
+end
+
+-- End the child (the whole shutdown) and forget it. Why it was ended,
+-- with how it ended and its stderr's tail, goes to the log when `why` is
+-- given (our own close gives none). Inside an operation each wait of the
+-- shutdown is bounded by half the budget left.
+-- @return how it ended ("exited with status 3"), the stderr tail
+local function stop(self, why, op)
+  local proc = self.proc
+  if not proc then return nil end
+  self.proc, self.opened, self.pid = nil, nil, nil
+  local tail = stderr_tail(proc)
+  local grace
+  if op then grace = math.max(0, math.min(2000, floor(op.deadline:remaining() * 500))) end
+  local ending = proc:close(grace)
+  for id, call in pairs(self.waiting) do
+    self.waiting[id] = nil
+    call.lost = call.lost or why or "the server process was stopped"
+  end
+  local log = self.config.log
+  if why and log then
+    pcall(log, "warning", string.format('MCP server "%s" (stdio): the server process %s (%s)%s',
+      self.config.identifier, ending, why, tail and ("; its stderr ends: " .. tail) or ""))
+  end
+  return ending, tail
+end
+
+-- A failure naming how the child ended and the tail of its stderr.
+local function ended(self, op, kind, detail, fields)
+  local proc = self.proc
+  local tail = proc and stderr_tail(proc)
+  local ending = stop(self, detail, op) or "had ended"
+  fields = fields or {}
+  fields.server = self.config.identifier
+  fields.detail = string.format("%s; the server process %s%s", detail, ending,
+    tail and ("; its stderr ends: " .. tail) or "")
+  return fail(kind, fields)
+end
+
+-- The env option with its references resolved: NAME = value | nil, reason
+-- (naming the variable, never a value).
+local function resolved_env(env, resolver)
+  local out = {}
+  for name, value in pairs(env or {}) do
+    if value:match("^env:") then
+      local secret, why = credentials.resolve(value, resolver)
+      if not secret then return nil, string.format("env.%s: %s", name, why) end
+      out[name] = secret
+    else
+      out[name] = value
+    end
+  end
+  return out
+end
+
+-- Start a child for this operation: at most one per operation (a child that
+-- ended at server/discover does not count: it ran nothing).
+-- @return true | nil, message, err
+local function start(self, op)
+  if self.proc then return true end
+  local config = self.config
+  if op.stdio_started then
+    return fail("transport", { server = config.identifier,
+      detail = "the server process ended, and this operation has started one already" })
+  end
+  local env, why = resolved_env(config.env, config.resolver)
+  if not env then return fail("credential", { server = config.identifier, detail = why }) end
+  local proc, kind, detail = (config.spawn or core.spawn) { argv = config.command, env = env, cwd = config.cwd }
+  if not proc then return fail(kind or "transport", { server = config.identifier, detail = detail }) end
+  op.stdio_started = true
+  self.proc, self.pid = proc, proc:pid()
+  return true
+end
+
+-- May `call` go to the child now? An opening starts a child when there is
+-- none. Any other request needs a child that has been opened: one that
+-- ended took the era's state with it, so the request fails unwritten with
+-- session_lost and the session opens the era again on the next child.
+local function ready(self, op, call)
+  if self.proc and self.proc:status() ~= "running" then stop(self, "it ended between operations") end
+  if OPENING[call.method] then return start(self, op) end
+  if self.proc and self.opened == self.proc then return true end
+  if self.proc then stop(self, nil) end
+  local _, message, err = fail("transport", { server = self.config.identifier,
+    detail = "the server process had ended; a new one is opened before it is asked anything" })
+  err.session_lost = true
+  return nil, message, err
+end
+
+-- The milliseconds the operation has left, or nil when spent.
+local function left_ms(op)
+  local left = op.deadline:remaining()
+  if left <= 0 then return nil end
+  local ms = floor(left * 1000 + 0.999)
+  return ms < 1 and 1 or ms
+end
+
+---------------------------------------------------------------------------
+-- Writing
+---------------------------------------------------------------------------
+
+-- Wait on the engine until descriptor `fd` of the child is ready for
+-- `events`, at most until `until_s` (core.now() seconds), while the child's
+-- stderr is watched too: whatever it writes there is drained as it comes, so
+-- a child flooding stderr is never left blocked on it. HTTP transfers and
+-- the other tasks of gather move meanwhile. Returns "ready", "cancelled" (the
+-- operation's hook), or "waited" (time or stderr: look again).
+local function wait_on(proc, fd, events, until_s, cancel)
+  local _, err_fd = proc:fds()
+  local watching = err_fd >= 0 and err_fd ~= fd
+  if watching then core.engine_watch(err_fd, "r") end
+  local _ <close> = watching and setmetatable({}, { __close = function() core.engine_watch(err_fd, nil) end }) or nil
+  local hooked = false
+  local is_ready = engine.await(fd, events, until_s, function()
+    if cancel and cancel() then
+      hooked = true
+      return true
+    end
+    return watching and core.fd_ready(err_fd, "r") ~= nil
+  end)
+  if is_ready then return "ready" end
+  if watching then proc:stderr() end  -- drains it
+  return hooked and "cancelled" or "waited"
+end
+
+-- Write one line within the budget, waiting on the engine while the pipe is
+-- full. A line cut short breaks the framing: the child is stopped, and what
+-- it got was no message, so nothing ran.
+-- @return true | nil, message, err
+local function write_line(self, op, line)
+  local identifier = self.config.identifier
+  local proc, written, tried = self.proc, 0, false
+  while true do
+    local ms = left_ms(op)
+    if not ms then break end
+    tried = true
+    local _, _, in_fd = proc:fds()
+    local ok, kind, upto = proc:write(line, in_fd >= 0 and 0 or ms, written)
+    if ok then return true end
+    if kind ~= "timeout" then return ended(self, op, "transport", "the server process closed its input") end
+    written = upto
+    if in_fd >= 0 then wait_on(proc, in_fd, "w", core.now() + ms / 1000) end
+  end
+  if written > 0 then stop(self, "it stopped reading its input", op) end
+  if not tried then
+    return fail("deadline", { server = identifier, budget = errors.seconds(op.deadline.total) })
+  end
+  return fail("timeout", { server = identifier, budget = errors.seconds(op.deadline.total),
+    detail = "the server process is not reading its input" })
+end
+
+---------------------------------------------------------------------------
+-- Reading
+---------------------------------------------------------------------------
+
+-- A line that is not the answer `call` waits for: a response to another
+-- waiting call (kept for it), or a message for the session (a server
+-- request, a notification), which goes to the call's on_message. A line
+-- that is not JSON at all breaks the framing: false.
+local function other(self, call, line)
+  local message = json.decode(line)
+  if message == nil then return false end
+  if type(message) ~= "table" or json.is_array(message) then return true end
+  if type(message.method) ~= "string" then
+    local waiting = self.waiting[message.id]
+    if waiting then waiting.line = line end
+    return true
+  end
+  if call.on_message then call.on_message(message) end
+  return true
+end
+
+-- Read the lines there are (waiting up to ms for the first) until `call`
+-- has its answer line. Returns true (answered or not yet), or nil, kind,
+-- detail when the child's output ended or broke.
+local function pump(self, call, ms)
+  local proc = self.proc
+  while not call.line do
+    if not proc then return nil, "closed", call.lost or "the server process had ended" end
+    local line, kind, detail = proc:read_line(ms)
+    if not line then
+      if kind == "timeout" then return true end
+      return nil, kind, detail
+    end
+    ms = 0
+    local class, a, b = core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS)
+    if class == "result" or class == "error" then
+      call.line, call.answer = line, { class, a, b }
+    elseif not other(self, call, line) then
+      return nil, "malformed", "a line that is not JSON: " .. core.clip(line, 120)
+    end
+  end
+  return true
+end
+
+-- The failure of a written call whose child's output ended or broke. A
+-- child that ends at server/discover is taken for a 2025-era server that
+-- cannot bear the probe: it ran nothing, so the operation may start the next.
+local function lost(self, op, call, kind, detail)
+  local identifier = self.config.identifier
+  if kind == "malformed" then return ended(self, op, "malformed", "the server process wrote " .. detail) end
+  if call.method == "server/discover" then
+    stop(self, nil, op)
+    op.stdio_started = nil
+    return fail("rpc_error", { server = identifier, rpc_code = METHOD_NOT_FOUND,
+      detail = "the server process ended at server/discover (taken for a 2025-era server)" })
+  end
+  local kind_of = OPENING[call.method] and "transport" or "interrupted"
+  if not self.proc then
+    return fail(kind_of, { server = identifier, detail = "the server process ended before answering "
+      .. call.method .. " (" .. tostring(detail) .. ")" })
+  end
+  return ended(self, op, kind_of, "the server process closed its output before answering " .. call.method)
+end
+
+-- Wait for the call's answer line within the budget (and, for the probe,
+-- its own shorter limit), polling the cancel hook. Each wait is one wait on
+-- the engine for the child's stdout (and stderr), so the answer is read as
+-- soon as it is written while HTTP transfers and the other tasks of gather
+-- move meanwhile.
+-- @return line | nil, message, err
+local function await(self, op, call)
+  local identifier = self.config.identifier
+  local probe_until = call.method == "server/discover" and core.now() + PROBE_SECONDS or nil
+  while true do
+    local ok, kind, detail = pump(self, call, 0)
+    if not ok then return lost(self, op, call, kind, detail) end
+    if call.line then return call.line end
+    if op.cancel and op.cancel() then
+      return fail("cancelled", { server = identifier, in_flight = call.method == "tools/call" })
+    end
+    local ms = left_ms(op)
+    if not ms then
+      return fail("timeout", { server = identifier, budget = errors.seconds(op.deadline.total),
+        detail = "no answer from the server process" })
+    end
+    local until_s = core.now() + ms / 1000
+    if probe_until then
+      if core.now() >= probe_until then
+        return fail("rpc_error", { server = identifier, rpc_code = METHOD_NOT_FOUND, detail =
+          "no answer to server/discover within " .. PROBE_SECONDS .. " seconds (taken for a 2025-era server)" })
+      end
+      if probe_until < until_s then until_s = probe_until end
+    end
+    local out_fd = self.proc:fds()
+    if out_fd >= 0 then wait_on(self.proc, out_fd, "r", until_s, op.cancel) end
+  end
+end
+
+---------------------------------------------------------------------------
+-- The contract
+---------------------------------------------------------------------------
+
+--- Write one request and read until its answer.
+-- @return reply { result, duration_ms, bytes, containers } | nil, message, err
+function Channel:request(op, call)
+  local identifier = self.config.identifier
+  if op.cancel and op.cancel() then return fail("cancelled", { server = identifier, in_flight = false }) end
+  local ok, message, err = ready(self, op, call)
+  if not ok then return nil, message, err end
+  local started = core.monotonic_ns()
+  ok, message, err = write_line(self, op, call.body .. "\n")
+  if not ok then return nil, message, err end
+  call.written = true
+  self.waiting[call.id] = call
+  local line
+  line, message, err = await(self, op, call)
+  self.waiting[call.id] = nil
+  if not line then return nil, message, err end
+  -- read once where it arrived; a line kept for this call by another's reader is read now
+  local answer = call.answer or { core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS) }
+  local kind, a, b = answer[1], answer[2], answer[3]
+  if kind == "error" then return fail("rpc_error", { server = identifier, rpc_code = a, detail = b }) end
+  if kind ~= "result" then
+    return fail("malformed", { server = identifier, detail = kind == "other" and ("the answer is " .. a) or a })
+  end
+  if call.method == "server/discover" then self.opened = self.proc end
+  return { result = a, containers = b, bytes = #line, duration_ms = floor((core.monotonic_ns() - started) / 1e6 + 0.5) }
+end
+
+--- Write one message that has no answer (a notification, or the answer to
+--- a server request) to the running child; it starts none (a message of
+--- the era's state means nothing to a new child). notifications/initialized
+--- completes the 2025 opening on that child.
+function Channel:notify(op, _, message)
+  if not self.proc then
+    return fail("transport", { server = self.config.identifier, detail = "the server process had ended" })
+  end
+  local ok, why, err = write_line(self, op, message.body .. "\n")
+  if not ok then return nil, why, err end
+  if message.method == "notifications/initialized" then self.opened = self.proc end
+  return true
+end
+
+--- Tell the server a written request is abandoned: notifications/cancelled
+--- in both eras (stdio has no stream to close), within 0.25 s; never raises.
+--- A child that cannot take even that is stopped.
+function Channel:cancel(call, notice)
+  self.waiting[call.id] = nil
+  local proc = self.proc
+  if not proc then return end
+  local ok, kind, written = proc:write(notice.body .. "\n", NOTICE_MS)
+  if not ok and (kind ~= "timeout" or written > 0) then stop(self, "it stopped reading its input") end
+end
+
+--- Nothing to end over stdio but the child itself (close does that).
+function Channel.end_session()
+  return true
+end
+
+--- Stop the child: close stdin, wait, SIGTERM the group, wait, SIGKILL, reap.
+--- Idempotent.
+function Channel:close()
+  stop(self, nil)
+  return true
+end
+
+return stdio

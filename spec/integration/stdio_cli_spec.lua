@@ -1,0 +1,150 @@
+-- A stdio server through the operator's store and command: add with its argv after --, --env
+-- (values and env: references) and --cwd; the readout shows the command (clipped) and the env by
+-- name only; test, import, tools, check, edit and remove work on it; usage errors are named.
+-- The server is the scripted one of spec/support/stdio_server.lua.
+local core = require "mcpclient.core"
+local backends = require "support.backends"
+local shell = require "support.shell"
+local stdio = require "support.stdio"
+
+local json = core.json
+local quote, read_all = shell.quote, shell.read_all
+local ROOT = stdio.env().LUA_PATH:match("^(.*)/lua/%?%.lua;")
+
+-- `lua5.4 bin/mcpclient --db <db> <args...>` → exit code, stdout, stderr.
+local function mcpclient(db, ...)
+  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "MCP_SPEC_SECRET=s3cr3t-zz-value", "lua5.4",
+    quote(ROOT .. "/bin/mcpclient"), "--db", quote(db) }
+  for _, a in ipairs { ... } do args[#args + 1] = quote(a) end
+  local errfile = os.tmpname()
+  local pipe = assert(io.popen(table.concat(args, " ") .. " 2>" .. quote(errfile), "r"))
+  local out = pipe:read("a")
+  local _, _, code = pipe:close()
+  local err = read_all(errfile)
+  os.remove(errfile)
+  return code, out, err
+end
+
+local function fresh_db()
+  local path = os.tmpname()
+  os.remove(path)
+  return backends.fresh(path .. ".db")
+end
+
+describe("a stdio server in the store and the command", function()
+  local db
+  before_each(function() db = fresh_db() end)
+  after_each(function()
+    for _, suffix in ipairs { "", "-wal", "-shm", "-journal" } do os.remove(db .. suffix) end
+    assert.same({ zombies = 0, alive = 0 }, stdio.children())
+  end)
+
+  it("is added, read out, tested, imported, checked, edited and removed", function()
+    local command = stdio.command("legacy")
+    local code, out, err = mcpclient(db, "add", "--identifier", "fake", "--name", "Fake", "--data-class",
+      "publicContent", "--approval", "no", "--enabled", "--env", "LUA_CPATH=" .. stdio.env().LUA_CPATH,
+      "--env", "SECRET_TOKEN=env:MCP_SPEC_SECRET", "--env", "PLAIN=visible-value-x", "--cwd", "/tmp",
+      "--", table.unpack(command))
+    assert.equal(0, code, err)
+    assert.matches("Added server 1 (fake).", out, 1, true)
+
+    code, out = mcpclient(db, "servers")
+    assert.equal(0, code)
+    assert.matches("Command:%s+lua5.4 .-stdio_server.lua legacy", out)
+    assert.matches("Environment:%s+LUA_CPATH, PLAIN, SECRET_TOKEN %(values not shown%)", out)
+    assert.matches("Directory:%s+/tmp", out)
+    assert.matches("Transport:%s+stdio", out)
+    assert.is_nil(out:find("visible-value-x", 1, true))
+    assert.is_nil(out:find("s3cr3t", 1, true))
+
+    code, out = mcpclient(db, "--json", "servers")
+    assert.equal(0, code)
+    local card = json.decode(out)[1]
+    assert.equal("stdio", card.transport)
+    assert.same({ "LUA_CPATH", "PLAIN", "SECRET_TOKEN" }, card.env)
+    assert.is_nil(out:find("visible-value-x", 1, true))
+
+    code, out, err = mcpclient(db, "test", "fake")
+    assert.equal(0, code, err)
+    assert.matches("Reachable", out, 1, true)
+
+    code, out, err = mcpclient(db, "import", "fake")
+    assert.equal(0, code, err)
+    assert.matches("fake: 10 imported", out, 1, true)
+    code, out = mcpclient(db, "tools", "fake")
+    assert.equal(0, code)
+    assert.matches("mcp_fake_echo", out, 1, true)
+
+    code, out, err = mcpclient(db, "check", "fake")
+    assert.equal(0, code, out .. err)
+    assert.matches("0 failed", out, 1, true)
+
+    -- a new URL makes it an HTTP server: the command, env and cwd go
+    code, out, err = mcpclient(db, "edit", "fake", "--url", "http://127.0.0.1:9/mcp")
+    assert.equal(0, code, err)
+    assert.matches("Updated server 1", out, 1, true)
+    code, out = mcpclient(db, "servers")
+    assert.equal(0, code)
+    assert.matches("Endpoint:%s+http://127.0.0.1:9/mcp", out)
+    assert.is_nil(out:find("Command:", 1, true))
+    -- and a command after -- makes it a stdio server again
+    code, out, err = mcpclient(db, "edit", "fake", "--env", "LUA_CPATH=" .. stdio.env().LUA_CPATH, "--",
+      table.unpack(command))
+    assert.equal(0, code, err)
+    assert.matches("Updated server 1", out, 1, true)
+    code, out, err = mcpclient(db, "test", "fake")
+    assert.equal(0, code, err)
+    assert.matches("Reachable", out, 1, true)
+
+    code, out, err = mcpclient(db, "remove", "fake")
+    assert.equal(0, code, err)
+    assert.matches("Removed server 1", out, 1, true)
+    code, out = mcpclient(db, "servers")
+    assert.equal(0, code)
+    assert.is_nil(out:find("fake", 1, true))
+  end)
+
+  it("names what is wrong with a command line", function()
+    local code, _, err = mcpclient(db, "add", "--identifier", "x", "--name", "X")
+    assert.equal(2, code)
+    assert.matches("needs --url, or the command of a stdio server after --", err, 1, true)
+    code, _, err = mcpclient(db, "add", "--identifier", "x", "--name", "X", "--url", "http://127.0.0.1:9/", "--",
+      "cat")
+    assert.equal(2, code)
+    assert.matches("not both", err, 1, true)
+    code, _, err = mcpclient(db, "add", "--identifier", "x", "--name", "X", "--")
+    assert.equal(2, code)
+    assert.matches("Give the program and its arguments after --.", err, 1, true)
+    code, _, err = mcpclient(db, "add", "--identifier", "x", "--name", "X", "--env", "1BAD=x", "--", "cat")
+    assert.equal(2, code)
+    assert.matches("--env takes NAME=VALUE", err, 1, true)
+    code, _, err = mcpclient(db, "add", "--identifier", "x", "--name", "X", "--env", "A=1", "--env", "A=2", "--",
+      "cat")
+    assert.equal(2, code)
+    assert.matches("--env names A twice.", err, 1, true)
+    code, _, err = mcpclient(db, "add", "--identifier", "x", "--name", "X", "--credential", "env:T", "--", "cat")
+    assert.equal(2, code)
+    assert.matches("takes no credential", err, 1, true)
+  end)
+end)
+
+describe("the store's stdio columns", function()
+  local store = require "mcpclient.agent.store"
+  it("keep a command, env and cwd, and refuse a bad command", function()
+    local s = assert(store.open(backends.fresh(os.tmpname() .. ".db")))
+    local uid = assert(s:add_server { identifier = "mem", name = "Memory", command = { "npx", "-y", "a b" },
+      env = { MEMORY_FILE_PATH = "/srv/mem.json", TOKEN = "env:MEMORY_TOKEN" }, cwd = "/srv" })
+    local row = s:server(uid)
+    assert.same({ "npx", "-y", "a b" }, row.command)
+    assert.same({ MEMORY_FILE_PATH = "/srv/mem.json", TOKEN = "env:MEMORY_TOKEN" }, row.env)
+    assert.equal("/srv", row.cwd)
+    assert(s:update_server(uid, { command = {}, env = {}, cwd = "" }))
+    row = s:server(uid)
+    assert.is_nil(row.command)
+    assert.same({}, row.env)
+    assert.has_error(function() s:add_server { identifier = "bad", command = { "" } } end)
+    assert.has_error(function() s:add_server { identifier = "bad", command = "npx -y x" } end)
+    assert.has_error(function() s:add_server { identifier = "bad", env = { ["A B"] = "x" } } end)
+    s:close()
+  end)
+end)

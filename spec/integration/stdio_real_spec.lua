@@ -1,0 +1,127 @@
+-- Real stdio servers nobody here wrote, each started by the connection itself (argv, no
+-- shell) and stopped by its close: server-everything in stdio mode, server-memory,
+-- server-filesystem on a temporary directory (all on the 2025-era SDK), and the official SDK
+-- v2's serveStdio (the 2026-07-28 stdio binding). Plus mcp.gather over stdio and HTTP at once.
+local mcp = require "mcpclient"
+local core = require "mcpclient.core"
+local peers = require "support.peers"
+local stdio = require "support.stdio"
+
+local MODULES = peers.node_modules .. "/@modelcontextprotocol/"
+
+local function connect(argv, extra)
+  local options = { identifier = "real", command = argv, health = mcp.health.discard, budget = 30 }
+  for k, v in pairs(extra or {}) do options[k] = v end
+  return mcp.connect(options)
+end
+
+local function names(tools)
+  local set = {}
+  for _, tool in ipairs(tools) do set[tool.name] = true end
+  return set
+end
+
+local function tmpdir()
+  local p = assert(io.popen("mktemp -d"))
+  local dir = p:read("l")
+  p:close()
+  return dir
+end
+
+describe("real servers over stdio #integration", function()
+  setup(function() peers.require_available() end)
+  after_each(function()
+    collectgarbage()
+    collectgarbage()
+    assert.same({ zombies = 0, alive = 0 }, stdio.children())
+  end)
+
+  it("server-everything (stdio mode): list, call, ping, progress, 2025 era", function()
+    local conn <close> = connect { "node", MODULES .. "server-everything/dist/index.js", "stdio" }
+    local tools = assert(conn:list_tools())
+    assert.is_true(names(tools).echo and names(tools)["get-sum"])
+    assert.equal("Echo: hi", assert(conn:call_tool("echo", { message = "hi" })).text)
+    assert.equal("The sum of 2 and 40 is 42.", assert(conn:call_tool("get-sum", { a = 2, b = 40 })).text)
+    local server = conn:server()
+    assert.same({ "legacy", "stdio" }, { server.era, server.transport })
+    assert.is_true(stdio.running(server.pid))
+    assert(conn:ping())
+    local seen = 0
+    local outcome = assert(conn:call_tool("trigger-long-running-operation", { duration = 0.3, steps = 3 },
+      { on_progress = function() seen = seen + 1 end }))
+    assert.is_false(outcome.is_error)
+    assert.equal(3, seen)
+    local pid = server.pid
+    conn:close()
+    assert.is_false(stdio.running(pid))
+  end)
+
+  it("server-memory: the graph it keeps in MEMORY_FILE_PATH (given through env)", function()
+    local dir = tmpdir()
+    local file = dir .. "/memory.jsonl"
+    do
+      local conn <close> = connect({ "node", MODULES .. "server-memory/dist/index.js" },
+        { env = { MEMORY_FILE_PATH = file } })
+      assert.is_true(names(assert(conn:list_tools())).create_entities)
+      assert(conn:call_tool("create_entities", { entities = { { name = "Ada", entityType = "person",
+        observations = { "wrote the first program" } } } }))
+      assert.matches("wrote the first program", assert(conn:call_tool("read_graph", {})).text, 1, true)
+    end
+    local f = assert(io.open(file))
+    assert.matches('"Ada"', f:read("a"), 1, true)
+    f:close()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("server-filesystem on a temporary directory: write, read, and a path outside refused", function()
+    local dir = tmpdir()
+    local conn <close> = connect { "node", MODULES .. "server-filesystem/dist/index.js", dir }
+    assert(conn:call_tool("write_file", { path = dir .. "/note.txt", content = "over stdio" }))
+    assert.equal("over stdio", assert(conn:call_tool("read_text_file", { path = dir .. "/note.txt" })).text)
+    local outside = assert(conn:call_tool("read_text_file", { path = "/etc/hostname" }))
+    assert.is_true(outside.is_error)
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("the SDK v2's serveStdio: the 2026-07-28 era over stdio, a cancelled call told with notifications/cancelled",
+    function()
+      local log = os.tmpname()
+      local conn <close> = connect({ "node", peers.dir .. "/sdk2-stdio-server.mjs" }, { env = { PEER_LOG = log } })
+      assert.equal("Echo: modern", assert(conn:call_tool("echo", { message = "modern" })).text)
+      assert.same({ "modern", "2026-07-28" }, { conn:server().era, conn:server().protocol_version })
+      assert.equal("42", assert(conn:call_tool("add", { a = 40, b = 2 })).text)
+      local t0 = core.now()
+      local cancel = function() return core.now() - t0 > 0.2 end
+      local outcome, _, err = conn:call_tool("slow", { ms = 5000 }, { cancel = cancel })
+      assert.is_nil(outcome)
+      assert.equal("cancelled", err.kind)
+      assert.is_true(core.now() - t0 < 1)
+      assert.equal("Echo: still", assert(conn:call_tool("echo", { message = "still" })).text)
+      local f = assert(io.open(log))
+      assert.equal("aborted slow\n", f:read("a"))
+      f:close()
+      os.remove(log)
+    end)
+
+  it("mcp.gather runs stdio and HTTP connections together", function()
+    local http_peer = peers.start("sdk2-default")
+    local over_http <close> = mcp.connect { identifier = "web", url = http_peer.url, health = mcp.health.discard }
+    local local_one <close> = connect { "node", peers.dir .. "/sdk2-stdio-server.mjs" }
+    local legacy <close> = connect { "node", MODULES .. "server-everything/dist/index.js", "stdio" }
+    assert(over_http:ping())
+    assert(local_one:ping())
+    assert(legacy:ping())
+    local t0 = core.now()
+    local results = mcp.gather {
+      function() return over_http:call_tool("slow", { seconds = 0.4 }) end,
+      function() return local_one:call_tool("slow", { ms = 400 }) end,
+      function() return legacy:call_tool("echo", { message = "alongside" }) end,
+    }
+    local took = core.now() - t0
+    http_peer.stop()
+    assert.is_false(assert(results[1][1], results[1][2]).is_error)
+    assert.equal("slept", results[2][1].text)
+    assert.equal("Echo: alongside", results[3][1].text)
+    assert.is_true(took < 0.8 + 0.4, took)
+  end)
+end)

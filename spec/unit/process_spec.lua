@@ -1,0 +1,196 @@
+-- core.spawn: a child process on pipes (csrc/process.c). Each rule of the
+-- spawn, the framing and the shutdown, against real programs.
+local core = require "mcpclient.core"
+local stdio = require "support.stdio"
+
+local function lines_of(proc)
+  local out = {}
+  while true do
+    local line, kind = proc:read_line(5000)
+    if not line then return out, kind end
+    out[#out + 1] = line
+  end
+end
+
+local function elapsed(fn)
+  local t0 = core.now()
+  local a, b, c = fn()
+  return core.now() - t0, a, b, c
+end
+
+describe("core.spawn", function()
+  it("passes argv as it is, never through a shell", function()
+    local proc <close> = assert(core.spawn { argv = { "echo", "a; touch /tmp/mcp-pwned $(id)" } })
+    assert.same({ "a; touch /tmp/mcp-pwned $(id)" }, (lines_of(proc)))
+  end)
+
+  it("starts the child in a process group of its own", function()
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c", "ps -o pgid= -p $$" } })
+    local pgid = tonumber((lines_of(proc))[1])
+    assert.equal(proc:pid(), pgid)
+    assert.are_not.equal(stdio.pid, pgid)
+  end)
+
+  it("gives the child the allow-list of the environment plus env, and nothing else", function()
+    local script = [[
+      local core = require "mcpclient.core"
+      local p = core.spawn { argv = { "env" }, env = { GIVEN = "yes", PATH = "/usr/bin:/bin" } }
+      while true do local l = p:read_line(5000) if not l then break end print(l) end
+      p:close()]]
+    local cmd = string.format("env -i HOME=/root PATH=/usr/bin:/bin SECRET_TOKEN=hunter2 LC_TIME=C LANG=C.UTF-8 "
+      .. "'BASH_FUNC_x%%%%=() { :; }' LUA_CPATH=%q lua5.4 -e %q", package.cpath, script)
+    local p = assert(io.popen(cmd))
+    local seen = {}
+    for line in p:lines() do
+      local name, value = line:match("^([^=]+)=(.*)$")
+      seen[name] = value
+    end
+    p:close()
+    assert.same({ HOME = "/root", PATH = "/usr/bin:/bin", LC_TIME = "C", LANG = "C.UTF-8", GIVEN = "yes" }, seen)
+  end)
+
+  it("leaves no other descriptor of the host open in the child", function()
+    local held = assert(io.open("/dev/null"))  -- fopen: not close-on-exec
+    local proc <close> = assert(core.spawn { argv = { "ls", "/proc/self/fd" } })
+    local fds = lines_of(proc)
+    held:close()
+    table.sort(fds)
+    assert.same({ "0", "1", "2", "3" }, fds)  -- 3: ls's own directory handle
+  end)
+
+  it("names a program that is not found, as kind transport", function()
+    local proc, kind, detail = core.spawn { argv = { "mcp-no-such-program-x" } }
+    assert.is_nil(proc)
+    assert.equal("transport", kind)
+    assert.matches('the program "mcp%-no%-such%-program%-x" was not found', detail)
+    assert.equal("transport", select(2, core.spawn { argv = { "/nonexistent/bin/tool" } }))
+  end)
+
+  it("starts the child in cwd, and refuses a cwd that is no directory", function()
+    local proc <close> = assert(core.spawn { argv = { "pwd" }, cwd = "/tmp" })
+    assert.same({ "/tmp" }, (lines_of(proc)))
+    local none, kind, detail = core.spawn { argv = { "pwd" }, cwd = "/nonexistent-dir" }
+    assert.is_nil(none)
+    assert.equal("transport", kind)
+    assert.matches("cwd", detail)
+  end)
+
+  it("raises on misuse", function()
+    assert.has_error(function() core.spawn { argv = {} } end)
+    assert.has_error(function() core.spawn { argv = { "" } } end)
+    assert.has_error(function() core.spawn { argv = { "echo", "a\0b" } } end)
+    assert.has_error(function() core.spawn { argv = { "echo" }, env = { ["A=B"] = "x" } } end)
+    assert.has_error(function() core.spawn { argv = { "echo" }, env = { A = 1 } } end)
+  end)
+
+  it("keeps the last 64 KiB of stderr", function()
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c",
+      "head -c 200000 /dev/zero | tr '\\0' a >&2; printf END >&2; echo done" } })
+    assert.same({ "done" }, (lines_of(proc)))
+    local err = proc:stderr()
+    assert.equal(65536, #err)
+    assert.equal("aaaEND", err:sub(-6))
+  end)
+
+  it("reads lines split across writes, strips CR, passes over blank lines", function()
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c",
+      "printf '{\"a\":'; sleep 0.1; printf '1}\\r\\n\\n\\n'; sleep 0.1; printf '{\"b\":2}\\n'" } })
+    assert.same({ '{"a":1}', '{"b":2}' }, (lines_of(proc)))
+  end)
+
+  it("refuses a line over the read cap and reads no further", function()
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c",
+      "head -c 3145728 /dev/zero | tr '\\0' a; echo; echo after" } })
+    local line, kind, detail = proc:read_line(5000)
+    assert.is_nil(line)
+    assert.equal("malformed", kind)
+    assert.matches("2097152", detail)
+    assert.equal("closed", select(2, proc:read_line(100)))
+  end)
+
+  it("bounds a write to a child that never reads its stdin", function()
+    local proc <close> = assert(core.spawn { argv = { "sleep", "30" } })
+    local took, ok, kind, written = elapsed(function() return proc:write(string.rep("x", 1024 * 1024), 200) end)
+    assert.is_nil(ok)
+    assert.equal("timeout", kind)
+    assert.is_true(written > 0 and written < 1024 * 1024)
+    assert.is_true(took >= 0.19 and took < 1.5, took)
+  end)
+
+  it("reports a child that closed its stdin as closed, with its exit status, and the host lives on", function()
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c", "exec 0<&-; echo ready; sleep 0.2; exit 4" } })
+    assert.equal("ready", proc:read_line(5000))
+    local ok, kind, ending = proc:write(string.rep("x", 200000), 2000)
+    assert.is_nil(ok)
+    assert.equal("closed", kind)
+    assert.is_string(ending)
+    proc:close()
+    assert.equal("exited", (proc:status()))
+  end)
+
+  it("names how a child that died ended", function()
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c", "kill -9 $$" } })
+    local line, kind, ending = proc:read_line(5000)
+    assert.is_nil(line)
+    assert.equal("closed", kind)
+    assert.matches("killed by signal 9", ending)
+    local other <close> = assert(core.spawn { argv = { "sh", "-c", "exit 7" } })
+    assert.equal("exited with status 7", select(3, other:read_line(5000)))
+  end)
+
+  describe("shutdown", function()
+    it("is quick for a child that exits when stdin closes", function()
+      local proc = assert(core.spawn { argv = { "cat" } })
+      local took, ending = elapsed(function() return proc:close() end)
+      assert.equal("exited with status 0", ending)
+      assert.is_true(took < 0.5, took)
+      assert.equal(ending, proc:close())  -- idempotent
+      assert.is_nil(proc:pid())
+    end)
+
+    it("escalates to SIGTERM, then SIGKILL, for the whole group", function()
+      local proc = assert(core.spawn { argv = { "sh", "-c",
+        "trap '' TERM; (trap '' TERM; exec sleep 100) & echo $!; exec 0<&-; while :; do sleep 1; done" } })
+      local grandchild = tonumber(proc:read_line(5000))
+      assert.is_true(stdio.running(grandchild))
+      local took, ending = elapsed(function() return proc:close() end)
+      assert.matches("signal 9", ending)
+      assert.is_true(took >= 3.9 and took < 6, took)
+      assert.is_false(stdio.running(grandchild))
+    end)
+
+    it("ends what a child that exited left in its group", function()
+      local proc = assert(core.spawn { argv = { "sh", "-c", "sleep 100 & echo $!; read x; exit 0" } })
+      local grandchild = tonumber(proc:read_line(5000))
+      local took = elapsed(function() return proc:close() end)
+      assert.is_true(took < 1.5, took)
+      assert.is_false(stdio.running(grandchild))
+    end)
+
+    it("runs from the garbage collector", function()
+      local pid
+      do
+        local proc = assert(core.spawn { argv = { "cat" } })
+        pid = proc:pid()
+      end
+      collectgarbage()
+      collectgarbage()
+      assert.is_false(stdio.running(pid))
+      assert.equal(0, stdio.children().zombies)
+    end)
+
+    it("runs at interpreter exit, even through os.exit", function()
+      local script = [[
+        local core = require "mcpclient.core"
+        local p = core.spawn { argv = { "sh", "-c", "trap '' TERM; exec sleep 100" } }
+        _G.keep = p
+        print(p:pid())
+        io.stdout:flush()
+        os.exit(0)]]
+      local p = assert(io.popen(string.format("LUA_CPATH=%q lua5.4 -e %q", package.cpath, script)))
+      local pid = tonumber(p:read("l"))
+      p:close()
+      assert.is_false(stdio.running(pid))
+    end)
+  end)
+end)
