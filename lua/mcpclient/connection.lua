@@ -189,7 +189,8 @@ local function connect_stdio(options)
   for k, v in pairs(options.env or {}) do env[k] = v end
   local log_fn = options.log or log.default
   local channel = stdio.new { identifier = options.identifier, command = argv, env = env, cwd = options.cwd,
-    resolver = options.resolver, log = log_fn, spawn = options.transport and options.transport.spawn or nil }
+    resolver = options.resolver, log = log_fn, clock = clock,
+    spawn = options.transport and options.transport.spawn or nil }
   if trace.enabled(options.trace) then trace.wrap(channel, options.identifier, clock) end
   local health = options.health
   return setmetatable({

@@ -85,6 +85,15 @@ profiles.list = {
     data_class = "editorContent",
     requires_approval = "1",
   },
+  {
+    identifier = "stdio",
+    description = "stdio: the stdio channel over a scripted child, one message per line",
+    channel = "stdio",                     -- lua/mcpclient/channel/stdio.lua over support/fake_process.lua
+    session_id = nil,
+    frame = framing.json,
+    data_class = "secretAdjacent",
+    requires_approval = "0",
+  },
 }
 
 --- The operator's record for a profile's server, the same for every profile: uid 1,

@@ -50,11 +50,13 @@ local METHOD_NOT_FOUND = -32601
 local OPENING = { initialize = true, ["server/discover"] = true }
 
 --- @param config { identifier, command (argv), env (NAME = value or "env:VAR"), cwd, resolver,
----   log (function(level, text)), spawn (core.spawn, or a fake of it) }
+---   log (function(level, text)), clock (the connection's: durations are measured on it),
+---   spawn (core.spawn, or a fake of it) }
 function stdio.new(config)
   return setmetatable({
     config = config,
     waiting = {},  -- id -> call: requests written and not yet answered
+    abandoned = {},  -- id -> true: requests given up on, whose late answers are passed over
     proc = nil,    -- the running child, if any
     opened = nil,  -- the child an opening (server/discover, or initialize and initialized) completed on
     pid = nil,     -- the running child's process id (read by conn:server())
@@ -236,7 +238,11 @@ local function other(self, call, line)
   if type(message) ~= "table" or json.is_array(message) then return true end
   if type(message.method) ~= "string" then
     local waiting = self.waiting[message.id]
-    if waiting then waiting.line = line end
+    if waiting then
+      waiting.line = line
+    elseif not self.abandoned[message.id] then
+      return false, "a response to a request it was not sent"
+    end
     return true
   end
   if call.on_message then call.on_message(message) end
@@ -259,8 +265,9 @@ local function pump(self, call, ms)
     local class, a, b = core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS)
     if class == "result" or class == "error" then
       call.line, call.answer = line, { class, a, b }
-    elseif not other(self, call, line) then
-      return nil, "malformed", "a line that is not JSON: " .. core.clip(line, 120)
+    else
+      local fine, why = other(self, call, line)
+      if not fine then return nil, "malformed", why or ("a line that is not JSON: " .. core.clip(line, 120)) end
     end
   end
   return true
@@ -331,7 +338,8 @@ function Channel:request(op, call)
   if op.cancel and op.cancel() then return fail("cancelled", { server = identifier, in_flight = false }) end
   local ok, message, err = ready(self, op, call)
   if not ok then return nil, message, err end
-  local started = core.monotonic_ns()
+  local clock = self.config.clock or core.now
+  local started = clock()
   ok, message, err = write_line(self, op, call.body .. "\n")
   if not ok then return nil, message, err end
   call.written = true
@@ -339,7 +347,10 @@ function Channel:request(op, call)
   local line
   line, message, err = await(self, op, call)
   self.waiting[call.id] = nil
-  if not line then return nil, message, err end
+  if not line then
+    self.abandoned[call.id] = true  -- given up on: an answer that comes late is passed over
+    return nil, message, err
+  end
   -- read once where it arrived; a line kept for this call by another's reader is read now
   local answer = call.answer or { core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS) }
   local kind, a, b = answer[1], answer[2], answer[3]
@@ -348,7 +359,8 @@ function Channel:request(op, call)
     return fail("malformed", { server = identifier, detail = kind == "other" and ("the answer is " .. a) or a })
   end
   if call.method == "server/discover" then self.opened = self.proc end
-  return { result = a, containers = b, bytes = #line, duration_ms = floor((core.monotonic_ns() - started) / 1e6 + 0.5) }
+  local ms = floor((clock() - started) * 1000 + 0.5)
+  return { result = a, containers = b, bytes = #line, duration_ms = ms > 0 and ms or 0 }
 end
 
 --- Write one message that has no answer (a notification, or the answer to
@@ -370,6 +382,7 @@ end
 --- A child that cannot take even that is stopped.
 function Channel:cancel(call, notice)
   self.waiting[call.id] = nil
+  self.abandoned[call.id] = true
   local proc = self.proc
   if not proc then return end
   local ok, kind, written = proc:write(notice.body .. "\n", NOTICE_MS)
