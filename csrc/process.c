@@ -56,6 +56,7 @@ typedef struct Proc {
   char ring[RING_BYTES]; /* stderr, newest bytes, as a circle */
   size_t ring_at, ring_len;
   struct Proc *prev, *next; /* the live list the exit handler ends */
+  pid_t owner;              /* the process that started the child: only it may end it */
 } Proc;
 
 /* ==================================================================== */
@@ -103,14 +104,18 @@ static void live_remove(Proc *p) {
 */
 static void end_children_at_exit(void) {
   Proc *procs[256];
-  int n;
+  int n, skipped;
+  pid_t self = getpid();
   do {
-    n = 0;
+    n = skipped = 0;
     pthread_mutex_lock(&live_lock);
-    for (Proc *p = live; p && n < 256; p = p->next) procs[n++] = p;
+    for (Proc *p = live; p && n < 256; p = p->next) {
+      if (p->owner == self) procs[n++] = p;
+      else skipped = 1; /* a fork of the host leaving: the children are its parent's */
+    }
     pthread_mutex_unlock(&live_lock);
     shutdown_all(procs, n, GRACE_MS);
-  } while (n == 256);
+  } while (n == 256 && !skipped);
 }
 
 /* ==================================================================== */
@@ -604,6 +609,7 @@ static int l_spawn(lua_State *L) {
     return spawn_failure(L, program, lua_tostring(L, -1));
   }
   p->state = RUNNING;
+  p->owner = getpid();
   live_add(p);
   pthread_mutex_lock(&live_lock);
   if (!exit_hook) exit_hook = atexit(end_children_at_exit) == 0;
@@ -843,6 +849,7 @@ static int l_close(lua_State *L) {
   Proc *p = luaL_checkudata(L, 1, PROC_MT);
   lua_Integer grace = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : GRACE_MS;
   if (grace < 0 || grace > GRACE_MS) grace = GRACE_MS;
+  if (p->pid > 0 && p->owner != getpid()) p->pid = 0; /* a fork of the host: its parent ends the child */
   if (p->pid != 0 || p->in >= 0 || p->out >= 0 || p->err >= 0) shutdown_all(&p, 1, (int)grace);
   free(p->line);
   p->line = NULL;
