@@ -70,8 +70,8 @@ describe("a server over stdio", function()
     local contract = table.move(http.CONTRACT, 1, #http.CONTRACT, 1, {})
     table.sort(contract)
     local stderr = io.stderr
-    finally(function() io.stderr = stderr end)
-    io.stderr = { write = function() end }  -- the traced connection's lines
+    finally(function() io.stderr = stderr end)  -- luacheck: ignore 122
+    io.stderr = { write = function() end }  -- luacheck: ignore 122 (the traced connection's lines)
     for _, traced in ipairs { false, true } do
       local conn <close> = connect("legacy", { trace = traced })
       assert(conn:ping())
