@@ -100,12 +100,12 @@ format:
 # The whole suite again under AddressSanitizer + UBSan, in a separate build tree.
 # lua5.4 is not instrumented, so the runtimes are preloaded; the node peers the
 # programs the specs start (node peers, curl, openssl) must not inherit that
-# preload — some hang under it — hence the shims on PATH.
+# preload — some hang under it (ps too, which the stdio specs run) — hence the shims on PATH.
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="$(ASAN_FLAGS)" all
 	@mkdir -p build-asan/bin
-	@for tool in node curl openssl; do \
+	@for tool in node curl openssl ps; do \
 	  printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$$@"\n' "$$(command -v $$tool)" > build-asan/bin/$$tool; \
 	  chmod +x build-asan/bin/$$tool; done
 	PATH="$(CURDIR)/build-asan/bin:$$PATH" \
