@@ -788,8 +788,9 @@ static int l_read_line(lua_State *L) {
 */
 static int l_stderr(lua_State *L) {
   Proc *p = check_proc(L);
-  size_t first = RING_BYTES - p->ring_at;
-  drain_err(p);
+  size_t first;
+  drain_err(p); /* first: what it reads moves the ring's start */
+  first = RING_BYTES - p->ring_at;
   if (first >= p->ring_len) {
     lua_pushlstring(L, p->ring + p->ring_at, p->ring_len);
   } else {

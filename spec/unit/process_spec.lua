@@ -96,6 +96,16 @@ describe("core.spawn", function()
     assert.equal("aaaEND", err:sub(-6))
   end)
 
+  it("reads stderr the child wrote past the ring's end before it was asked", function()
+    -- 70 000 bytes, none drained before stderr() is called: the ring wraps while it reads
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c",
+      "head -c 69990 /dev/zero | tr '\\0' b >&2; printf 0123456789 >&2; sleep 5" } })
+    core.sleep(0.3)
+    assert.equal(string.rep("b", 65536), proc:stderr())  -- the pipe's 64 KiB: the child waits with the rest
+    core.sleep(0.3)
+    assert.equal(string.rep("b", 65526) .. "0123456789", proc:stderr())
+  end)
+
   it("reads lines split across writes, strips CR, passes over blank lines", function()
     local proc <close> = assert(core.spawn { argv = { "sh", "-c",
       "printf '{\"a\":'; sleep 0.1; printf '1}\\r\\n\\n\\n'; sleep 0.1; printf '{\"b\":2}\\n'" } })
