@@ -179,38 +179,15 @@ local function http_channel(options, checked)
   }
 end
 
--- A connection to a server started over stdio: the channel owns the child.
--- The argv and env are copied, so the caller's tables may change afterwards.
-local function connect_stdio(options)
-  validate(options)
-  local clock = options.clock or core.now
+-- The stdio channel of a connection: the channel owns the child. The argv
+-- and env are copied, so the caller's tables may change afterwards.
+local function stdio_channel(options, clock)
   local argv = table.move(options.command, 1, #options.command, 1, {})
   local env = {}
   for k, v in pairs(options.env or {}) do env[k] = v end
-  local log_fn = options.log or log.default
-  local channel = stdio.new { identifier = options.identifier, command = argv, env = env, cwd = options.cwd,
-    resolver = options.resolver, log = log_fn, clock = clock,
-    spawn = options.transport and options.transport.spawn or nil }
-  if trace.enabled(options.trace) then trace.wrap(channel, options.identifier, clock) end
-  local health = options.health
-  return setmetatable({
-    identifier = options.identifier,
-    name = options.name or options.identifier,
-    command = argv,
-    budget = positive_seconds("budget", options.budget or client.DEFAULT_BUDGET),
-    hooks = {
-      clock = clock,
-      record = type(health) == "function" and health or function(...) return health:record(...) end,
-      log = log_fn,
-    },
-    session = session.new(channel, { identifier = options.identifier, protocol = options.protocol or "auto",
-      on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds }),
-    closed = false,
-    mirrored = {},
-    tasks = options.tasks == true,
-    task_support = {},
-    listed = false,
-  }, Connection)
+  return stdio.new { identifier = options.identifier, command = argv, env = env, cwd = options.cwd,
+    resolver = options.resolver, log = options.log or log.default, clock = clock,
+    spawn = options.transport and options.transport.spawn or nil }, argv
 end
 
 --- Open a connection. No network traffic happens (and no process is
@@ -219,13 +196,20 @@ end
 -- `env` (NAME = value or "env:VAR") and `cwd`; `url` and `command` are
 -- exclusive. Misuse (unknown keys, wrong types, a missing required option) raises.
 function client.connect(options)
-  if type(options) == "table" and options.command ~= nil then return connect_stdio(options) end
-  local checked = { target = validate(options), auth = credentials.validate(options.auth),
-    clock = options.clock or core.now,
-    connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT) }
-  if options.oauth and options.auth then error("connect: give either auth or oauth, not both", 2) end
+  local over_stdio = type(options) == "table" and options.command ~= nil
+  local checked, channel, argv
+  if over_stdio then
+    validate(options)
+    checked = { clock = options.clock or core.now }
+    channel, argv = stdio_channel(options, checked.clock)
+  else
+    checked = { target = validate(options), auth = credentials.validate(options.auth),
+      clock = options.clock or core.now,
+      connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT) }
+    if options.oauth and options.auth then error("connect: give either auth or oauth, not both", 2) end
+    channel = options.channel or http_channel(options, checked)
+  end
   local health = options.health
-  local channel = options.channel or http_channel(options, checked)
   local cache = options.cache and {} or nil
   if trace.enabled(options.trace) then trace.wrap(channel, options.identifier, checked.clock) end
   if options.oauth then
@@ -237,6 +221,7 @@ function client.connect(options)
     identifier = options.identifier,
     name = options.name or options.identifier,
     url = options.url,
+    command = argv,  -- over stdio: the server's argv
     budget = positive_seconds("budget", options.budget or client.DEFAULT_BUDGET),
     -- the host's functions, kept apart so none reads as a method of the connection
     hooks = {
@@ -251,7 +236,8 @@ function client.connect(options)
       on_notice = function(kind, uri) self.hooks.notice(kind, uri) end,
       listening = function() return self.hooks.listening() end,
       -- the HTTP channel over a pool carries several requests at once (an injected one says nothing)
-      concurrent = options.channel == nil and options.transport == nil }),
+      -- (a child's pipes carry one request at a time here)
+      concurrent = not over_stdio and options.channel == nil and options.transport == nil }),
     closed = false,
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
     tasks = options.tasks == true,  -- the host asked for tasks on every call that may be one
