@@ -17,6 +17,9 @@ local mcp = {
   -- Seconds on the monotonic clock the library measures with (fractional):
   -- for deadlines in cancel hooks, e.g. `cancel = function() return mcp.now() > stop_at end`.
   now = core.now,
+  -- The text rule, for far-side text a host shows or hands on (an elicitation's field titles, say):
+  -- mcp.clip(text [, limit = 200 code points]) -> control, C1 and bidi characters out, clipped.
+  clip = core.clip,
   -- run functions at once: mcp.gather{ fn, ... } -> { table.pack(fn()) or { n = 0, error = e }, ... }
   gather = engine.gather,
   -- the engine as a pollable for a host's event loop: pollfd(), events(), timeout(), step()

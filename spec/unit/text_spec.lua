@@ -337,3 +337,12 @@ describe("repair_utf8", function()
     assert.has_error(function() core.repair_utf8(1) end)
   end)
 end)
+
+describe("mcp.clip, the text rule offered to hosts", function()
+  it("removes control, C1 and bidi characters and clips, as the library does to far-side text", function()
+    local mcp = require "mcpclient"
+    assert.equal("a [31mb c", mcp.clip("a\27[31mb\u{202E}c"))
+    assert.equal(core.clip(("x"):rep(300)), mcp.clip(("x"):rep(300)))
+    assert.equal(10, chars(mcp.clip(("y"):rep(50), 10)))
+  end)
+end)
