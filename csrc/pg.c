@@ -21,8 +21,8 @@
 ** polled against a deadline; each statement is sent in non-blocking mode and
 ** its result awaited with poll() against db:timeout(ms) (default 5000). When
 ** the deadline passes the statement is cancelled (PQcancel) and given a grace
-** to end (default 1000 ms); a server that does not answer even then loses the
-** connection.
+** to end (default 1000 ms), the cancel repeated every 100 ms of it; a server
+** that does not answer even then loses the connection.
 **
 ** Failures of the database return nil, message, code: code is the SQLSTATE
 ** the server sent ("23505", "40001", "57014" when a statement ran out of
@@ -57,7 +57,9 @@
 #define OID_NUMERIC 1700
 
 /* How long a cancelled statement may take to end before the connection is dropped (default). */
-#define CANCEL_GRACE_MS 1000
+#define CANCEL_GRACE_MS  1000
+/* How often the cancel is sent again during that grace (one may reach the server too early). */
+#define CANCEL_REPEAT_MS 100
 
 typedef struct Pg {
   PGconn *conn;        /* NULL after close, or once given up (then not closed) */
@@ -461,26 +463,30 @@ static void push_rows(lua_State *L, const PGresult *res) {
 /* ==================================================================== */
 
 /*
-** Cancel the running statement (the server ends it with 57014) and extend
-** the deadline by a short grace for that answer.
+** Ask the server to cancel the running statement (it ends it with 57014).
+** PQcancel returns once the server has taken the request.
 */
-static int64_t cancel_running(PGconn *conn, int grace_ms) {
+static void cancel_running(PGconn *conn) {
   PGcancel *cancel = PQgetCancel(conn);
   char errbuf[256];
   if (cancel != NULL) {
     PQcancel(cancel, errbuf, (int)sizeof errbuf);
     PQfreeCancel(cancel);
   }
-  return mcp_monotonic_ns() + (int64_t)grace_ms * 1000000;
 }
 
 /*
-** Flush the sent statement and read until libpq has a whole result,
-** cancelling once at the deadline. Returns 1 ready, 0 out of time even
-** after the cancel, -1 the connection failed. *cancelled tells a cancel.
+** Flush the sent statement and read until libpq has a whole result. At the
+** deadline the statement is cancelled, and the cancel repeated every
+** CANCEL_REPEAT_MS of the grace: a cancel that reaches the server before the
+** backend has begun the statement (it is still idle, or busy elsewhere on a
+** loaded machine) is ignored there, and one cancel would then leave the
+** statement to run its full length. Returns 1 ready, 0 out of time even
+** after the grace, -1 the connection failed. *cancelled tells a cancel.
 */
 static int await_ready(PGconn *conn, int64_t deadline_ns, int grace_ms, int *cancelled) {
   int flushing = 1;
+  int64_t grace_end_ns = 0;
   for (;;) {
     int ready;
     if (flushing) {
@@ -495,9 +501,16 @@ static int await_ready(PGconn *conn, int64_t deadline_ns, int grace_ms, int *can
     ready = wait_socket(conn, flushing ? (POLLIN | POLLOUT) : POLLIN, deadline_ns);
     if (ready < 0) return -1;
     if (ready == 0) {
-      if (*cancelled) return 0;
-      *cancelled = 1;
-      deadline_ns = cancel_running(conn, grace_ms);
+      int64_t now_ns = mcp_monotonic_ns();
+      if (!*cancelled) {
+        *cancelled = 1;
+        grace_end_ns = now_ns + (int64_t)grace_ms * 1000000;
+      } else if (now_ns >= grace_end_ns) {
+        return 0;
+      }
+      cancel_running(conn);
+      deadline_ns = now_ns + (int64_t)CANCEL_REPEAT_MS * 1000000;
+      if (deadline_ns > grace_end_ns) deadline_ns = grace_end_ns;
     }
   }
 }
