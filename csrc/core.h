@@ -96,6 +96,8 @@ int mcp_json_is_null(lua_State *L, int idx);
 #define MCP_JSON_NULL_KEY "mcpclient.json.null"
 int mcp_json_is_array(lua_State *L, int idx);    /* carries the array marker */
 void mcp_json_mark_array(lua_State *L, int idx); /* give the table at idx the array marker */
+/* Push the weak-keyed table kept in the registry under key, made on first use. */
+void mcp_push_weak_registry_table(lua_State *L, const char *key);
 
 /*
 ** body.c (linked into core and net: the leg makes held bodies, the decoder

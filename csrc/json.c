@@ -1209,6 +1209,23 @@ static void push_closure(lua_State *L, lua_CFunction f, int a, int b, int c) {
 }
 
 /*
+** Push the table kept in the registry under key, weak in its keys (a side
+** table about values others own: key orders, pending lazy texts), making it
+** on first use. Reused when busted opens the module again.
+*/
+void mcp_push_weak_registry_table(lua_State *L, const char *key) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, key);
+}
+
+/*
 ** Registry state is created once per Lua state and reused when busted reopens
 ** the module, so tables decoded under one opening stay arrays under the next.
 */
@@ -1217,16 +1234,7 @@ void mcp_register_json(lua_State *L) {
   luaL_checkstack(L, 8, "mcpclient.core");
   luaL_newmetatable(L, ARRAY_KEY); /* an existing marker is reused: 0 is fine */
   marker = lua_gettop(L);
-  if (lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
-  }
+  mcp_push_weak_registry_table(L, ORDER_KEY);
   order = lua_gettop(L);
   if (luaL_newmetatable(L, TREE_KEY)) {
     lua_pushcfunction(L, tree_gc);

@@ -27,15 +27,7 @@
 ** Push the table of pending texts (created on first use).
 */
 static void push_pending(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, LAZY_PENDING) == LUA_TTABLE) return;
-  lua_pop(L, 1);
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "k");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, LAZY_PENDING);
+  mcp_push_weak_registry_table(L, LAZY_PENDING);
 }
 
 /*
