@@ -65,6 +65,15 @@ local function offered(conn, op, method, capability, feature)
   return true
 end
 
+-- One request for something the server must have advertised: the
+-- capability checked first (nothing is sent without it), then the request.
+-- @return reply | nil, message, err
+local function ask(conn, op, method, capability, params)
+  local ok, message, err = offered(conn, op, method, capability)
+  if not ok then return nil, message, err end
+  return conn.session:request(op, method, params)
+end
+
 ---------------------------------------------------------------------------
 -- The text rule on display fields
 ---------------------------------------------------------------------------
@@ -245,10 +254,7 @@ end
 --- resources/read: { contents = { { uri, mime_type, text | blob } ... }, text, note }.
 -- @return read | nil, message, err
 function offers.read_resource(conn, op, uri)
-  local ok, message, err = offered(conn, op, "resources/read", "resources")
-  if not ok then return nil, message, err end
-  local reply
-  reply, message, err = conn.session:request(op, "resources/read", { uri = uri })
+  local reply, message, err = ask(conn, op, "resources/read", "resources", { uri = uri })
   if not reply then return nil, message, err end
   local list = reply.result.contents
   if type(list) ~= "table" or not json.is_array(list) then
@@ -285,12 +291,9 @@ local ROLES = { user = true, assistant = true }
 --- the note), bounded as a tool result is.
 -- @return prompt | nil, message, err
 function offers.get_prompt(conn, op, name, arguments)
-  local ok, message, err = offered(conn, op, "prompts/get", "prompts")
-  if not ok then return nil, message, err end
   local params = { name = name }
   if arguments ~= nil then params.arguments = arguments end
-  local reply
-  reply, message, err = conn.session:request(op, "prompts/get", params)
+  local reply, message, err = ask(conn, op, "prompts/get", "prompts", params)
   if not reply then return nil, message, err end
   local messages = reply.result.messages
   if type(messages) ~= "table" or not json.is_array(messages) then
@@ -320,12 +323,9 @@ end
 --- text rule, at most 100.
 -- @return completion | nil, message, err
 function offers.complete(conn, op, ref, argument, context)
-  local ok, message, err = offered(conn, op, "completion/complete", "completions")
-  if not ok then return nil, message, err end
   local params = { ref = ref, argument = argument }
   if context ~= nil then params.context = { arguments = context } end
-  local reply
-  reply, message, err = conn.session:request(op, "completion/complete", params)
+  local reply, message, err = ask(conn, op, "completion/complete", "completions", params)
   if not reply then return nil, message, err end
   local completion = reply.result.completion
   if type(completion) ~= "table" or type(completion.values) ~= "table" or not json.is_array(completion.values) then
