@@ -515,6 +515,33 @@ describe("the lease and the fence", function()
     assert.equal("running", row.status)
   end)
 
+  it("keeps its lease while a call waits longer than the lease, so nobody takes over a live run", function()
+    local wall, mono = NOW, 0
+    local r
+    local observed = {}
+    local slow = builtin("slow_wait", { execute = function(_, _, context)
+      -- twenty 100 s waits (2 000 s, over two leases of 900 s), the cancel flag read at each
+      for _ = 1, 20 do
+        wall, mono = wall + 100, mono + 1
+        assert.is_false(context.cancel())
+        local row = assert(store:run(r.uid))
+        observed[#observed + 1] = { now = wall, lease_expires = row.lease_expires }
+        assert.equal(0, store:claim_run(r.uid, "worker:elsewhere:1", wall + 900, wall))
+      end
+      return { text = "waited", is_error = false }
+    end })
+    r = start(store, Fake.new(), { builtins = { slow }, now = function() return wall end,
+      clock = function() return mono end })
+    assert.equal("waited", r:invoke("slow_wait", {}).text)
+    for _, seen in ipairs(observed) do
+      assert.is_true(seen.lease_expires - seen.now >= 450, "the lease ran low at " .. seen.now)
+    end
+    assert.equal(NOW + 500 + 900, observed[5].lease_expires) -- renewed once half of it had passed
+    local row = assert(store:run(r.uid))
+    assert.equal(r.owner, row.claimed_by)
+    assert.equal(wall + 900, row.lease_expires)
+  end)
+
   it("stops the next write when another owner has taken the row, before anything is sent", function()
     local fake = Fake.new():will_handshake():will_return(text_answer("one")):will_return(text_answer("two"))
     local r = start(store, fake)

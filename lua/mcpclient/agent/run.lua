@@ -279,7 +279,7 @@ local function claim(self, owner)
     configuration = type(configuration) == "string" and configuration or "",
   }
   if uid then
-    self.uid, self.owner, self.persisted = uid, owner, true
+    self.uid, self.owner, self.persisted, self.lease_expires = uid, owner, true, lease_until(self)
   else
     warn_to(self.log, string.format("Run %s has no persisted row and holds no lease: %s", self.uuid,
       tostring(message)))
@@ -389,6 +389,7 @@ local function under_lease(self, fields)
   if not (self.persisted and owner) then return false end
   local status = self.status == run.WAITING and run.WAITING or run.RUNNING
   local changed, _, err = store:guarded_update_run(uid, owner, fields, status)
+  if changed == 1 and fields.lease_expires then self.lease_expires = fields.lease_expires end
   return changed == 1, err
 end
 
@@ -456,6 +457,17 @@ end
 
 -- Has someone asked this run to stop? Reads the persisted flag at most once
 -- per 10 ms (the connection polls its cancel hook that often during a transfer).
+-- A run that waits on a server (a slow call, a task followed for longer
+-- than the lease) keeps its lease: the row read for the cancel flag also
+-- renews the lease once half of it has passed, so no other process takes
+-- over a run whose worker is alive. A renewal that fails changes nothing
+-- here: the write after the call finds the lease lost or the store failing.
+local function keep_lease(self)
+  if self.status ~= run.RUNNING or not self.lease_expires then return end
+  if self.now() < self.lease_expires - self.lease_seconds / 2 then return end
+  under_lease(self, { lease_expires = lease_until(self) })
+end
+
 local function cancel_requested(self)
   if self.cancel_seen then return true end
   if not self.persisted then return false end
@@ -464,6 +476,7 @@ local function cancel_requested(self)
   self.last_poll = t
   local row = self.store:run(self.uid)
   if row and row.cancel_requested then self.cancel_seen = true end
+  keep_lease(self)
   return self.cancel_seen == true
 end
 
@@ -1292,7 +1305,7 @@ function run.take_over(store, run_uid, options)
       .. "running with an expired lease (another owner holds it, or it was left behind and marked failed)",
       run_uid) })
   end
-  self.uuid, self.owner, self.persisted = row.uuid, owner, true
+  self.uuid, self.owner, self.persisted, self.lease_expires = row.uuid, owner, true, row.lease_expires
   local events = store:events(run_uid) or {}
   for _, e in ipairs(events) do
     self.sequence = math.max(self.sequence, e.sequence)
