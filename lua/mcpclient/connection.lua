@@ -237,7 +237,9 @@ function client.connect(options)
       listening = function() return self.hooks.listening() end,
       -- the HTTP channel over a pool carries several requests at once (an injected one says nothing)
       -- (a child's pipes carry one request at a time here)
-      concurrent = not over_stdio and options.channel == nil and options.transport == nil }),
+      concurrent = not over_stdio and options.channel == nil and options.transport == nil,
+      -- a child's pipes are one long-lived line both ways: a listen stands open on them
+      standing = over_stdio }),
     closed = false,
     mirrored = {},  -- tool name -> its x-mcp-header markings, from the last modern listing
     tasks = options.tasks == true,  -- the host asked for tasks on every call that may be one
@@ -931,22 +933,35 @@ end
 --- Ask for notifications/resources/updated about `uri` (the server must
 --- advertise resources.subscribe). While anything is subscribed the 2025
 --- session's GET stream is open during every operation, and each notice
---- reaches the on_change handler as ("resource", uri).
+--- reaches the on_change handler as ("resource", uri). In the 2026-07-28
+--- era the URI is named by the subscriptions/listen requests: over HTTP the
+--- one beside each request; over stdio the standing one, opened again at once
+--- naming it (the old one cancelled).
 -- @return true | nil, message, err
 function Connection:subscribe(uri, opts)
   check_string(uri, "subscribe: uri")
-  local ok, message, err = offers.subscription(view(self), open_operation(self, opts), "resources/subscribe", uri)
-  if ok then self.subscribed[uri] = true end
+  local op = open_operation(self, opts)
+  local ok, message, err = offers.subscription(view(self), op, "resources/subscribe", uri)
+  if not ok then return nil, message, err end
+  local had = self.subscribed[uri]
+  self.subscribed[uri] = true
+  ok, message, err = self.session:listen(op)
+  if not ok and not had then self.subscribed[uri] = nil end
   return ok, message, err
 end
 
---- Stop the notices about `uri`.
+--- Stop the notices about `uri` (over stdio in the 2026-07-28 era, the
+--- standing listen naming it is cancelled at once, and one without it opened
+--- when anything else is listened for).
 -- @return true | nil, message, err
 function Connection:unsubscribe(uri, opts)
   check_string(uri, "unsubscribe: uri")
-  local ok, message, err = offers.subscription(view(self), open_operation(self, opts), "resources/unsubscribe", uri)
-  if ok then self.subscribed[uri] = nil end
-  return ok, message, err
+  local op = open_operation(self, opts)
+  local ok, message, err = offers.subscription(view(self), op, "resources/unsubscribe", uri)
+  if not ok then return nil, message, err end
+  self.subscribed[uri] = nil
+  self.session:listen(op)  -- the old listen is cancelled whatever becomes of a new one
+  return true
 end
 
 --- The methods a connection offers (README, "Operations"); a spec holds the

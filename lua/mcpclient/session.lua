@@ -48,7 +48,10 @@ Session.__index = Session
 --   change notice arrived: "tools", "resources", "prompts" or "resource"), listening = function() ->
 --   { uris } | nil (notices are listened for now, and the resources subscribed to; nil: none),
 --   concurrent (the channel carries several requests at once: in the 2026-07-28 era a
---   subscriptions/listen request then runs beside each request while notices are listened for) }
+--   subscriptions/listen request then runs beside each request while notices are listened for),
+--   standing (the channel is one long-lived pipe both ways and can leave a request open, as stdio
+--   does: in the 2026-07-28 era one subscriptions/listen then stands open while notices are
+--   listened for, opened again when what is listened for changes or the server was replaced) }
 function session.new(channel, options)
   return setmetatable({
     channel = channel,
@@ -59,6 +62,7 @@ function session.new(channel, options)
     -- the host's functions, kept apart so none reads as a method of the session
     host = { on_notice = options.on_notice, listening = options.listening },
     concurrent = options.concurrent == true,
+    standing = options.standing == true,
     last_id = 0,
     -- the era's state once open: { version, modern, id, server_info, capabilities, instructions, hint }
     state = nil,
@@ -222,7 +226,7 @@ local function on_message(self, op, call, message)
   elseif NOTICES[message.method] then
     notice(self, message)
   elseif message.method == "notifications/subscriptions/acknowledged" and op.acknowledged then
-    op.acknowledged()
+    op.acknowledged(message.params)
   end
 end
 
@@ -283,9 +287,11 @@ local function send(self, op, state, method, params, how)
   local listen = self.on_elicitation ~= nil or self.on_log ~= nil or op.on_progress ~= nil
   local call = { id = id, method = method, params = params, body = body, state = state,
     decoding = how and how.decoding, mirror = how and how.mirror,
+    standing = how and how.standing, settle_seconds = how and how.settle_seconds,
     -- also for the change notices the host listens to (the GET stream is where a server sends them)
     listen = listen or (self.host.listening ~= nil and self.host.listening() ~= nil) }
   call.on_message = function(message) on_message(self, op, call, message) end
+  if how and how.standing then how.call = call end
   local reply, message, err
   if op.on_progress then
     self.progress_to[id] = op.on_progress
@@ -602,10 +608,81 @@ local function beside_listen(self, op, params, send_it)
   return table.unpack(sent, 1, sent.n)
 end
 
+---------------------------------------------------------------------------
+-- Listening in the 2026-07-28 era over one long-lived pipe: a standing listen
+---------------------------------------------------------------------------
+
+local FLAGS = { "promptsListChanged", "resourcesListChanged", "toolsListChanged" }
+
+-- What a listen asks for, as one text two filters can be compared by.
+local function filter_key(asked)
+  local flags = {}
+  for _, flag in ipairs(FLAGS) do
+    if asked[flag] then flags[#flags + 1] = flag end
+  end
+  return table.concat(flags, ",") .. " " .. json.encode(asked.resourceSubscriptions or json.array {})
+end
+
+--[[
+Over a channel that leaves a request open (stdio), one subscriptions/listen
+stands on the era's state while the host listens, and the server may write
+its notices at any time: they wait in the pipe and are read by the next
+operation. This makes the standing listen match what the host listens for
+now: the one standing when it asks for the same and is still open; else the
+old one cancelled (notifications/cancelled for its id, as the stdio binding
+ends a subscription) and, when anything is listened for, a new one opened,
+at most once per operation and state, waiting at most LISTEN_ACK_SECONDS for
+its acknowledgment. A server that ended the listen, or a child that was
+replaced (a new child means a new state), gets a new one. A refusal is kept
+for its filter on the state, so it is not asked again request after request.
+@return entry { key, call, granted (the acknowledged filter, once it came) } | true (nothing to
+  listen for, or listened for already in this operation) | nil, message, err
+]]
+local function settle_listen(self, op, state)
+  local wanted = self.host.listening and self.host.listening()
+  local asked = wanted and listen_params(state, wanted)
+  local key = asked and filter_key(asked.notifications)
+  local standing = state.standing
+  if standing and standing.key == key then
+    if standing.refused then return errors.pass(standing.refused) end
+    if not standing.call.ended then return standing end
+  end
+  if standing and standing.call and not standing.call.ended then
+    self.channel:cancel(standing.call, cancel_notice(standing.call))
+  end
+  state.standing = nil
+  if not asked or op.relistened == state then return true end
+  op.relistened = state
+  local entry = { key = key }
+  local how = { standing = function() return entry.granted ~= nil end, settle_seconds = LISTEN_ACK_SECONDS }
+  local listening = { deadline = op.deadline, cancel = op.cancel, acknowledged = function(params)
+    local granted = type(params) == "table" and params.notifications
+    entry.granted = type(granted) == "table" and granted or {}
+  end }
+  local reply, message, err = send(self, listening, state, "subscriptions/listen", asked, how)
+  entry.call = how.call
+  if not reply then
+    -- refused: kept, so the same filter is not asked again on this state
+    if err.kind == "rpc_error" then
+      entry.refused = err
+      state.standing = entry
+    end
+    return nil, message, err
+  end
+  state.standing = entry
+  return entry
+end
+
 -- One request of the era, beside a listen request when the host listens
 -- for notices in the 2026-07-28 era over a channel that carries several
--- requests at once.
+-- requests at once; after the standing listen is settled over a channel
+-- that leaves one open (a listen that fails holds the request back no
+-- longer: the request goes all the same).
 local function send_listening(self, op, state, method, params, how)
+  if self.standing and state.modern and not (how and how.state) then
+    settle_listen(self, op, state)
+    return send(self, op, state, method, params, how)
+  end
   local wanted = state.modern and self.concurrent and not op.listening and self.host.listening
     and self.host.listening()
   local asked = wanted and listen_params(state, wanted)
@@ -651,10 +728,34 @@ function Session:request(op, method, params, how)
     local opened
     opened, message, err = ensure(self, op, state.modern and establish or handshake)
     if not opened then return nil, message, err end
-    return send(self, op, self.state, method, params, how)
+    -- a new server: in the 2026-07-28 era its listen is opened again first
+    return send_listening(self, op, self.state, method, params, how)
   end
   if not reply then return nil, message, err end
   return reply
+end
+
+--- Over a channel that leaves a listen standing (stdio), in the 2026-07-28
+--- era: make the standing subscriptions/listen match what the host listens
+--- for now, at once (subscribe and unsubscribe ask for this: the server
+--- learns of the change when it is made, not at the next request). Opens the
+--- era first; a server that was replaced is opened again, once. Nothing to
+--- do over other channels or in the 2025 era.
+-- @return true | nil, message, err
+function Session:listen(op)
+  if not self.standing then return true end
+  for _ = 1, 2 do
+    local ok, message, err = self:open(op)
+    if not ok then return nil, message, err end
+    local state = self.state
+    if not state.modern then return true end
+    ok, message, err = settle_listen(self, op, state)
+    if ok then return true end
+    if not err.session_lost or op.reinitialized then return nil, message, err end
+    op.reinitialized = true
+    if self.state == state then self.state = nil end
+  end
+  return fail("transport", { server = self.identifier, detail = "the server process was replaced twice" })
 end
 
 --- Is the server there? The opening when the era is not open yet, else an

@@ -45,6 +45,8 @@ function checks.harness(profile)
     profile = profile,
     modern = profile.era == "modern",
     http = (profile.channel or "http") == "http",
+    -- one subscriptions/listen stands open while the host listens (the 2026-07-28 era over stdio)
+    standing = profile.era == "modern" and profile.channel == "stdio",
     fake = Fake.new { modern = profile.era == "modern" },
     id = profile.identifier,
     quoted = '"' .. profile.identifier .. '"',
@@ -163,6 +165,15 @@ end
 --- `legacy` in the 2025 era, `modern` in the 2026-07-28 era.
 function Harness:per_era(legacy, modern_value)
   return self.modern and modern_value or legacy
+end
+
+--- `rest`, after the subscriptions/listen a connection that listens opens first where the
+--- listen stands open (the 2026-07-28 era over stdio; over HTTP it runs beside each request
+--- only on a channel carrying several at once, which the scripted leg is not).
+function Harness:listened(rest)
+  local list = self.standing and { "subscriptions/listen" } or {}
+  for _, m in ipairs(rest or {}) do list[#list + 1] = m end
+  return list
 end
 
 --- The position of the first leg after the opening.
@@ -1295,19 +1306,27 @@ check("O9 cache = true: a listing reused while fresh, fetched again after its li
   assert(conn:list_prompts())
   local fresh = assert(conn:list_resources())
   assert.equal("file:///b", fresh[1].uri)
-  assert.same(h:opening { "resources/list", "prompts/list", "resources/list" }, h:methods())
+  assert.same(h:opening(h:listened { "resources/list", "prompts/list", "resources/list" }), h:methods())
 end)
 
--- fails if: subscribe sends nothing in the 2025 era, or sends a method the 2026-07-28 era does not have
+-- fails if: subscribe sends nothing in the 2025 era, sends a method the 2026-07-28 era does not have, or
+-- where a listen stands open (stdio) does not name the URI in a new one at once and end it on unsubscribe
 -- proven red by the mutant(s): subscribe-not-sent
-check("O10 subscribe: resources/subscribe in the 2025 era; in the 2026-07-28 era kept for the listen, nothing sent",
+check("O10 subscribe: resources/subscribe in the 2025 era; in the 2026-07-28 era kept for the listen",
   function(h)
   h:will_handshake(nil, nil, OFFERS)
   if not h.modern then h:will_answer({}):will_answer({}) end
   local conn = h:connect()
   assert.is_true(conn:subscribe("file:///a"))
   assert.is_true(conn:unsubscribe("file:///a"))
-  if h.modern then
+  if h.standing then
+    -- the listen names the URI at once; unsubscribing cancels it, and nothing else is listened for
+    assert.same(h:opening { "subscriptions/listen", "notifications/cancelled" }, h:methods())
+    local listen, notice = h:requests()[2], h:requests()[3]
+    assert.same({ "file:///a" }, listen.body.params.notifications.resourceSubscriptions)
+    assert.equal(modern.VERSION, listen.body.params._meta["io.modelcontextprotocol/protocolVersion"])
+    assert.equal(listen.id, notice.body.params.requestId)
+  elseif h.modern then
     assert.same(h:opening(), h:methods())
   else
     assert.same(h:opening { "resources/subscribe", "resources/unsubscribe" }, h:methods())
@@ -1328,6 +1347,73 @@ check("O11 a read the server refuses is its rpc error, sent once; misuse raises"
   assert.has_error(function() conn:get_prompt("p", { n = 1 }) end)
   assert.has_error(function() conn:complete({ type = "ref/x" }, { name = "a", value = "" }) end)
 end)
+
+-- The id of the last subscriptions/listen the client wrote, read when a scripted answer is built.
+local function last_listen(h)
+  for i = #h:requests(), 1, -1 do
+    if h:requests()[i].method == "subscriptions/listen" then return h:requests()[i].id end
+  end
+  error("no subscriptions/listen was written")
+end
+
+-- One scripted event carrying `message`, naming the subscription `subscription()` returns, if any.
+local function event_of(message, subscription)
+  return function()
+    if subscription then
+      message.params = message.params or {}
+      message.params._meta = { ["io.modelcontextprotocol/subscriptionId"] = subscription() }
+    end
+    return "event: message\ndata: " .. json.encode(message) .. "\n\n"
+  end
+end
+
+-- fails if: what a stdio server writes after an answer is lost instead of reaching on_change by the next
+-- operation, a notice of a subscription that is not open reaches it, or a listen the server ended, or lost
+-- with its child, is not opened again (the stdio binding asks for it to be re-sent)
+-- proven red by the mutant(s): stdio-notice-dropped, stdio-foreign-subscription, stdio-listen-not-renewed
+check("O13 stdio: notices written between answers reach on_change by the next operation; a listen ended "
+  .. "or lost with its child is opened again", function(h)
+  local seen = {}
+  local mine = h.modern and function() return last_listen(h) end or nil
+  h:will_handshake(nil, nil, OFFERS):will_stream {
+    Fake.sse_result(offer_page(h, "resources", { { uri = "file:///a", name = "A" } })),
+    -- written after the answer: read by the next operation
+    event_of({ jsonrpc = "2.0", method = "notifications/resources/updated", params = { uri = "file:///a" } }, mine),
+    -- a subscription this client does not hold (2026-07-28): passed over
+    h.modern and event_of({ jsonrpc = "2.0", method = "notifications/resources/list_changed" },
+      function() return 9999 end) or nil,
+    -- the server ends the listen (its graceful end: the listen's own answer)
+    h.modern and function()
+      local id = last_listen(h)
+      return "event: message\ndata: " .. json.encode { jsonrpc = "2.0", id = id, result = { resultType = "complete",
+        _meta = { ["io.modelcontextprotocol/subscriptionId"] = id } } } .. "\n\n"
+    end or nil,
+  }
+  h:will_answer(offer_page(h, "prompts", { { name = "p" } })):will_answer(offer_page(h, "prompts", { { name = "q" } }))
+  local conn = h:connect { on_change = function(kind, uri) seen[#seen + 1] = kind .. (uri and (" " .. uri) or "") end }
+  assert.equal("file:///a", assert(conn:list_resources())[1].uri)
+  assert.equal("p", assert(conn:list_prompts())[1].name)
+  assert.same({ "resource file:///a" }, seen)
+  assert.equal("q", assert(conn:list_prompts())[1].name)
+  assert.same({ "resource file:///a" }, seen)
+  if not h.modern then
+    assert.same(h:opening { "resources/list", "prompts/list", "prompts/list" }, h:methods())
+    return
+  end
+  -- the ended listen is opened again, with the same filter, before the next request
+  assert.same(h:opening { "subscriptions/listen", "resources/list", "prompts/list", "subscriptions/listen",
+    "prompts/list" }, h:methods())
+  local first, again = h:requests()[2], h:requests()[5]
+  assert.same({ promptsListChanged = true, resourcesListChanged = true }, first.body.params.notifications)
+  assert.same(first.body.params.notifications, again.body.params.notifications)
+  -- the child dies before it reads the next request; the next operation opens a new one, and its listen
+  h:will_fail("transport"):will_handshake(nil, nil, OFFERS):will_answer(offer_page(h, "prompts", { { name = "r" } }))
+  assert.is_nil(conn:list_prompts())
+  local before = #h:methods()
+  assert.equal("r", assert(conn:list_prompts())[1].name)
+  assert.same({ "server/discover", "subscriptions/listen", "prompts/list" },
+    { table.unpack(h:methods(), before + 1) })
+end, nil, "stdio")
 
 -- fails if: a run reads past the gate (zone ceiling, approval), sends anything when refused, records no event,
 -- or reads without the approval the operator asked for (instead of suspending the run until it is given)

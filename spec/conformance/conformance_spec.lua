@@ -3,6 +3,7 @@
 -- docs/CONFORMANCE.md lists the numbered checks and where each one stands.
 local checks = require "conformance.checks"
 local profiles = require "conformance.profiles"
+local policy = require "mcpclient.agent.policy"
 
 describe("conformance profiles", function()
   it("carry only operator configuration and session behaviour", function()
@@ -14,14 +15,19 @@ describe("conformance profiles", function()
     end
   end)
 
-  it("differ in data class and hold opposite approval flags, so no check asserts one constant twice", function()
-    local classes, approvals, identifiers = {}, {}, {}
+  -- A check that hard-codes a class or a flag fails in every profile that differs from it. The six
+  -- data classes are all in use, so a later profile takes one again, with the approval flag
+  -- opposite to the profile it shares the class with: no two profiles are configured alike.
+  it("cover every data class and both approval flags, no two configured alike", function()
+    local configured, classes, approvals, identifiers = {}, {}, {}, {}
     for _, profile in ipairs(profiles.list) do
-      assert.is_nil(classes[profile.data_class], "data class shared: " .. profile.data_class)
+      local pair = profile.data_class .. "/" .. profile.requires_approval
+      assert.is_nil(configured[pair], "configured alike: " .. pair)
       assert.is_nil(identifiers[profile.identifier])
-      classes[profile.data_class], identifiers[profile.identifier] = true, true
-      approvals[profile.requires_approval] = true
+      configured[pair], identifiers[profile.identifier] = true, true
+      classes[profile.data_class], approvals[profile.requires_approval] = true, true
     end
+    for _, class in ipairs(policy.DATA_CLASSES) do assert.is_true(classes[class], "no profile has " .. class) end
     assert.is_true(approvals["0"] and approvals["1"])
   end)
 end)

@@ -94,6 +94,16 @@ profiles.list = {
     data_class = "secretAdjacent",
     requires_approval = "0",
   },
+  {
+    identifier = "stdio-modern",
+    description = "2026-07-28 over stdio: server/discover first, the stdio channel over a scripted child",
+    era = "modern",
+    channel = "stdio",
+    session_id = nil,
+    frame = framing.json,
+    data_class = "secretAdjacent",
+    requires_approval = "1",
+  },
 }
 
 --- The operator's record for a profile's server, the same for every profile: uid 1,

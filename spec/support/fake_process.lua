@@ -7,7 +7,9 @@
 -- (or each `data:` line of an event stream) comes back as lines on stdout; a notification or an
 -- answer to a server request is recorded and takes nothing. Every message is recorded in
 -- `fake.requests`, as the HTTP leg records its requests (with no HTTP fields). A 2025-era script
--- answers the era probe by itself (method not found, unrecorded), as a 2025 stdio server does.
+-- answers the era probe by itself (method not found, unrecorded), as a 2025 stdio server does; a
+-- 2026-07-28 script acknowledges a subscriptions/listen by itself (recorded, granting what it asks,
+-- the listen left open), as a 2026-07-28 stdio server does, so its notices can name the listen.
 -- A scripted hang writes nothing while the script's clock moves on; a scripted "transport"
 -- failure is a child that died before reading the request; any other failure, and an answer with
 -- nothing more to read, one that died after (its output ends).
@@ -45,6 +47,13 @@ function Process:answer(body, message)
     fake.probes = fake.probes + 1
     self.out[#self.out + 1] = json.encode { jsonrpc = "2.0", id = message.id,
       error = { code = -32601, message = "Method not found" } }
+    return true
+  end
+  if fake.modern and message.method == "subscriptions/listen" then
+    record(self, body, message)
+    local asked = type(message.params) == "table" and message.params.notifications or {}
+    self.out[#self.out + 1] = json.encode { jsonrpc = "2.0", method = "notifications/subscriptions/acknowledged",
+      params = { notifications = asked, _meta = { ["io.modelcontextprotocol/subscriptionId"] = message.id } } }
     return true
   end
   local entry = table.remove(fake.queue, 1)

@@ -25,6 +25,15 @@
 --   a call waits at most half the budget left per step.
 -- * Framing. A line over the read cap or a line that is not JSON is
 --   "malformed" (named, clipped) and the child is stopped.
+-- * One pipe, both ways, for the child's whole life. What the child writes
+--   between two answers (a 2025 server's change notices) waits in the pipe
+--   and is read, in order, by the next operation. A request the session
+--   leaves open (`call.standing`: a 2026-07-28 subscriptions/listen) is
+--   answered once it is settled (acknowledged), and stays open: every later
+--   message naming it in `_meta["io.modelcontextprotocol/subscriptionId"]`
+--   goes to its on_message, whichever request is being read, until the
+--   session cancels it, the server answers it (ends it) or the child ends.
+--   A message naming a subscription that is not open here is passed over.
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local engine = require "mcpclient.engine"
@@ -46,6 +55,7 @@ local PROBE_SECONDS = 5
 local NOTICE_MS = 250           -- writing a notice: fire and forget
 local STDERR_SHOWN = 400        -- bytes of a child's stderr a message or log line repeats
 local METHOD_NOT_FOUND = -32601
+local SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 -- Requests that cannot act on anything: the opening of either era.
 local OPENING = { initialize = true, ["server/discover"] = true }
 
@@ -57,6 +67,7 @@ function stdio.new(config)
     config = config,
     waiting = {},  -- id -> call: requests written and not yet answered
     abandoned = {},  -- id -> true: requests given up on, whose late answers are passed over
+    streams = {},  -- id -> call: requests left open (standing) on the running child
     proc = nil,    -- the running child, if any
     opened = nil,  -- the child an opening (server/discover, or initialize and initialized) completed on
     pid = nil,     -- the running child's process id (read by conn:server())
@@ -91,6 +102,10 @@ local function stop(self, why, op)
   for id, call in pairs(self.waiting) do
     self.waiting[id] = nil
     call.lost = call.lost or why or "the server process was stopped"
+  end
+  for id, call in pairs(self.streams) do
+    self.streams[id] = nil
+    call.ended = "the server process ended"
   end
   local log = self.config.log
   if why and log then
@@ -228,33 +243,58 @@ end
 -- Reading
 ---------------------------------------------------------------------------
 
+-- The subscription a message names (`_meta`), or nil.
+local function subscription_of(message)
+  local params = message.params
+  local meta = type(params) == "table" and params._meta
+  if type(meta) ~= "table" then return nil end
+  return meta[SUBSCRIPTION_ID]
+end
+
 -- A line that is not the answer `call` waits for: a response to another
--- waiting call (kept for it), or a message for the session (a server
--- request, a notification), which goes to the call's on_message. A line
+-- waiting call (kept for it), the answer that ends a standing request, or a
+-- message for the session: one naming a standing request goes to that
+-- request's on_message (one naming a subscription not open here is passed
+-- over), any other (a server request, a notification) to the call's. A line
 -- that is not JSON at all breaks the framing: false.
 local function other(self, call, line)
   local message = json.decode(line)
   if message == nil then return false end
   if type(message) ~= "table" or json.is_array(message) then return true end
   if type(message.method) ~= "string" then
-    local waiting = self.waiting[message.id]
+    local waiting, stream = self.waiting[message.id], self.streams[message.id]
     if waiting then
       waiting.line = line
+    elseif stream then
+      self.streams[message.id] = nil
+      stream.ended = "the server ended it"
     elseif not self.abandoned[message.id] then
       return false, "a response to a request it was not sent"
     end
+    return true
+  end
+  local subscription = subscription_of(message)
+  if subscription ~= nil then
+    local stream = (math.type(subscription) == "integer" or type(subscription) == "string")
+      and self.streams[subscription]
+    if stream and stream.on_message then stream.on_message(message) end
     return true
   end
   if call.on_message then call.on_message(message) end
   return true
 end
 
+-- Is `call` a standing request that is settled (its acknowledgment read)?
+local function settled(call)
+  return call.standing ~= nil and call.standing() == true
+end
+
 -- Read the lines there are (waiting up to ms for the first) until `call`
--- has its answer line. Returns true (answered or not yet), or nil, kind,
--- detail when the child's output ended or broke.
+-- has its answer line (or, standing, is settled). Returns true (answered or
+-- not yet), or nil, kind, detail when the child's output ended or broke.
 local function pump(self, call, ms)
   local proc = self.proc
-  while not call.line do
+  while not call.line and not settled(call) do
     if not proc then return nil, "closed", call.lost or "the server process had ended" end
     local line, kind, detail = proc:read_line(ms)
     if not line then
@@ -297,15 +337,18 @@ end
 -- its own shorter limit), polling the cancel hook. Each wait is one wait on
 -- the engine for the child's stdout (and stderr), so the answer is read as
 -- soon as it is written while HTTP transfers and the other tasks of gather
--- move meanwhile.
--- @return line | nil, message, err
+-- move meanwhile. A standing request waits until it is settled, or at most
+-- `call.settle_seconds`, and is then left open.
+-- @return line | true (standing, left open) | nil, message, err
 local function await(self, op, call)
   local identifier = self.config.identifier
   local probe_until = call.method == "server/discover" and core.now() + PROBE_SECONDS or nil
+  local settle_until = call.standing and core.now() + (call.settle_seconds or 1) or nil
   while true do
     local ok, kind, detail = pump(self, call, 0)
     if not ok then return lost(self, op, call, kind, detail) end
     if call.line then return call.line end
+    if settle_until and (settled(call) or core.now() >= settle_until) then return true end
     if op.cancel and op.cancel() then
       return fail("cancelled", { server = identifier, in_flight = call.method == "tools/call" })
     end
@@ -322,6 +365,7 @@ local function await(self, op, call)
       end
       if probe_until < until_s then until_s = probe_until end
     end
+    if settle_until and settle_until < until_s then until_s = settle_until end
     local out_fd = self.proc:fds()
     if out_fd >= 0 then wait_on(self.proc, out_fd, "r", until_s, op.cancel) end
   end
@@ -331,8 +375,11 @@ end
 -- The contract
 ---------------------------------------------------------------------------
 
---- Write one request and read until its answer.
--- @return reply { result, duration_ms, bytes, containers } | nil, message, err
+--- Write one request and read until its answer; a standing request
+--- (`call.standing`, a function that says when it is settled) until it is
+--- settled, and then it stays open (see the rules above).
+-- @return reply { result, duration_ms, bytes, containers } (a standing request left open:
+--   { standing = true, duration_ms, bytes = 0 }) | nil, message, err
 function Channel:request(op, call)
   local identifier = self.config.identifier
   if op.cancel and op.cancel() then return fail("cancelled", { server = identifier, in_flight = false }) end
@@ -344,13 +391,20 @@ function Channel:request(op, call)
   if not ok then return nil, message, err end
   call.written = true
   self.waiting[call.id] = call
+  if call.standing then self.streams[call.id] = call end
   local line
   line, message, err = await(self, op, call)
   self.waiting[call.id] = nil
+  if line ~= true then self.streams[call.id] = nil end
   if not line then
     self.abandoned[call.id] = true  -- given up on: an answer that comes late is passed over
     return nil, message, err
   end
+  if line == true then
+    local ms = floor((clock() - started) * 1000 + 0.5)
+    return { standing = true, bytes = 0, duration_ms = ms > 0 and ms or 0 }
+  end
+  if call.standing then call.ended = "the server answered it" end
   -- read once where it arrived; a line kept for this call by another's reader is read now
   local answer = call.answer or { core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS) }
   local kind, a, b = answer[1], answer[2], answer[3]
@@ -382,6 +436,7 @@ end
 --- A child that cannot take even that is stopped.
 function Channel:cancel(call, notice)
   self.waiting[call.id] = nil
+  self.streams[call.id] = nil
   self.abandoned[call.id] = true
   local proc = self.proc
   if not proc then return end
