@@ -103,6 +103,59 @@ describe("real servers over stdio #integration", function()
       os.remove(log)
     end)
 
+  -- the lines of the peer's wire log (PEER_WIRE_LOG): "<method> <id or requestId>" per message it read
+  local function wire_lines(path)
+    local f = assert(io.open(path))
+    local lines = {}
+    for line in f:lines() do lines[#lines + 1] = line end
+    f:close()
+    return lines
+  end
+
+  it("the SDK v2's serveStdio: a standing subscriptions/listen carries its notices, during a call and between "
+    .. "answers, to on_change; subscribe and unsubscribe open it again at once", function()
+    local wire, seen = os.tmpname(), {}
+    local conn <close> = connect({ "node", peers.dir .. "/sdk2-stdio-server.mjs" }, { env = { PEER_WIRE_LOG = wire },
+      on_change = function(kind, uri) seen[#seen + 1] = kind .. (uri and (" " .. uri) or "") end })
+    assert.is_true(conn:subscribe("doc://readme"))
+    assert.equal("modern", conn:server().era)
+    -- sent while the call runs: read before its answer
+    assert.equal("touched", assert(conn:call_tool("touch", {})).text)
+    assert.same({ "resources", "resource doc://readme" }, seen)
+    -- sent 100 ms after the answer, while nothing is asked: waiting in the pipe for the next operation
+    assert.equal("touched", assert(conn:call_tool("touch", { after = 100 })).text)
+    core.sleep(0.4)
+    assert.equal("Echo: next", assert(conn:call_tool("echo", { message = "next" })).text)
+    assert.same({ "resources", "resource doc://readme", "resources", "resource doc://readme" }, seen)
+    -- no longer subscribed: the listen is opened again without the URI, so only the list notice comes
+    assert.is_true(conn:unsubscribe("doc://readme"))
+    assert.equal("touched", assert(conn:call_tool("touch", {})).text)
+    assert.same({ "resources", "resource doc://readme", "resources", "resource doc://readme", "resources" }, seen)
+    local methods, tags = {}, {}
+    for _, line in ipairs(wire_lines(wire)) do
+      local method, tag = line:match("^(%S+) (%S+)$")
+      if method ~= "tools/call" then methods[#methods + 1], tags[#tags + 1] = method, tag end
+    end
+    os.remove(wire)
+    -- one listen opened with the subscription, cancelled by its id when it changed, one opened after
+    assert.same({ "server/discover", "subscriptions/listen", "notifications/cancelled", "subscriptions/listen" },
+      methods)
+    assert.equal(tags[2], tags[3])
+  end)
+
+  it("the SDK v2's serveStdio in the 2025 era: change notices written between answers reach on_change", function()
+    local seen = {}
+    local conn <close> = connect({ "node", peers.dir .. "/sdk2-stdio-server.mjs" }, { protocol = "2025-11-25",
+      on_change = function(kind, uri) seen[#seen + 1] = kind .. (uri and (" " .. uri) or "") end })
+    assert.is_true(conn:subscribe("doc://readme"))
+    assert.equal("legacy", conn:server().era)
+    assert.equal("touched", assert(conn:call_tool("touch", { after = 100 })).text)
+    core.sleep(0.4)
+    assert.equal("Echo: later", assert(conn:call_tool("echo", { message = "later" })).text)
+    assert.same({ "resources", "resource doc://readme" }, seen)
+    assert.is_true(conn:unsubscribe("doc://readme"))
+  end)
+
   it("mcp.gather runs stdio and HTTP connections together", function()
     local http_peer = peers.start("sdk2-default")
     local over_http <close> = mcp.connect { identifier = "web", url = http_peer.url, health = mcp.health.discard }
