@@ -643,33 +643,35 @@ local function settle_listen(self, op, state)
   local asked = wanted and listen_params(state, wanted)
   local key = asked and filter_key(asked.notifications)
   local standing = state.standing
-  if standing and standing.key == key then
-    if standing.refused then return errors.pass(standing.refused) end
-    if not standing.call.ended then return standing end
-  end
+  -- (another task of gather may be opening it right now: it has no call yet)
+  if standing and standing.key == key and not (standing.call and standing.call.ended) then return standing end
   if standing and standing.call and not standing.call.ended then
     self.channel:cancel(standing.call, cancel_notice(standing.call))
   end
   state.standing = nil
   if not asked or op.relistened == state then return true end
+  local refused = state.refused and state.refused[key]
+  if refused then return errors.pass(refused) end
   op.relistened = state
-  local entry = { key = key }
-  local how = { standing = function() return entry.granted ~= nil end, settle_seconds = LISTEN_ACK_SECONDS }
+  -- the entry is also send's `how`: send puts the call in it before anything is written, and it
+  -- stands on the state at once, so another task of gather finds it instead of opening a second
+  local entry = { key = key, settle_seconds = LISTEN_ACK_SECONDS }
+  entry.standing = function() return entry.granted ~= nil end
   local listening = { deadline = op.deadline, cancel = op.cancel, acknowledged = function(params)
     local granted = type(params) == "table" and params.notifications
     entry.granted = type(granted) == "table" and granted or {}
   end }
-  local reply, message, err = send(self, listening, state, "subscriptions/listen", asked, how)
-  entry.call = how.call
+  state.standing = entry
+  local reply, message, err = send(self, listening, state, "subscriptions/listen", asked, entry)
   if not reply then
+    if state.standing == entry then state.standing = nil end
     -- refused: kept, so the same filter is not asked again on this state
     if err.kind == "rpc_error" then
-      entry.refused = err
-      state.standing = entry
+      state.refused = state.refused or {}
+      state.refused[key] = err
     end
     return nil, message, err
   end
-  state.standing = entry
   return entry
 end
 

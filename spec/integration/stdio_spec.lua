@@ -100,6 +100,36 @@ describe("a server over stdio", function()
       assert.equal("modern", assert(conn:ping()).era)
     end)
 
+    it("a listen the server refuses: the request goes all the same, the refusal is not asked again, "
+      .. "a subscribe it refuses fails", function()
+      local conn <close> = connect("refuse_listen", { on_change = quiet })
+      assert.equal("Echo: a", assert(conn:call_tool("echo", { message = "a" })).text)
+      assert.equal("Echo: b", assert(conn:call_tool("echo", { message = "b" })).text)
+      assert.equal("server/discover subscriptions/listen tools/call tools/call", assert(conn:call_tool("asked")).text)
+      local ok, _, err = conn:subscribe("file:///a")
+      assert.is_nil(ok)
+      assert.same({ "rpc_error", -32601 }, { err.kind, err.rpc_code })
+      -- the subscription was not kept: the old filter stands again, refused already, so not asked
+      assert.equal("server/discover subscriptions/listen tools/call tools/call tools/call subscriptions/listen",
+        assert(conn:call_tool("asked")).text)
+      assert.is_nil(assert(conn:call_tool("notices")).text:find("cancelled", 1, true))
+    end)
+
+    it("a listen the server never acknowledges delays the first request by at most 1 s, and stays open", function()
+      local conn <close> = connect("mute_listen", { on_change = quiet })
+      local t0 = core.now()
+      assert.equal("Echo: a", assert(conn:call_tool("echo", { message = "a" })).text)
+      local took = core.now() - t0
+      assert.is_true(took >= 0.9 and took < 2, took)
+      assert.equal("server/discover subscriptions/listen tools/call", assert(conn:call_tool("asked")).text)
+      -- unsubscribing from what was never subscribed changes nothing: the listen stands, never cancelled
+      assert.is_true(conn:unsubscribe("file:///none"))
+      assert.is_nil(assert(conn:call_tool("notices")).text:find("cancelled", 1, true))
+      -- subscribing changes the filter: the open listen is cancelled by its id, a new one opened
+      assert.is_true(conn:subscribe("file:///a"))
+      assert.equal("notifications/cancelled:2", assert(conn:call_tool("notices")).text)
+    end)
+
     it("takes a server that exits at server/discover for a 2025-era one, on a new child", function()
       local conn <close> = connect("exit_on_probe")
       assert.equal("Echo: x", assert(conn:call_tool("echo", { message = "x" })).text)

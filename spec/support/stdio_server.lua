@@ -13,16 +13,21 @@
 --   deaf          answers the opening, then never reads stdin again
 --   flood         writes ARG MiB to stderr before each answer
 --   partial       writes each answer in pieces, with pauses between them
+--   refuse_listen a 2026-07-28 server announcing tools.listChanged and resources.subscribe that
+--                 refuses subscriptions/listen (method not found)
+--   mute_listen   the same, that takes subscriptions/listen and never acknowledges it
 -- Every mode has the tools: echo {message}, die {status} (exits before
 -- answering), slow {seconds} (answers after that, or says it was cancelled),
 -- progress (two progress notices first), elicit (asks the client, 2025 era),
 -- env {name} (the value of a variable, or "unset"), cwd, grandchild (starts a
 -- process in its group that ignores SIGTERM; answers its pid), pid, notices
--- (the notifications received so far, as "method:requestId").
+-- (the notifications received so far, as "method:requestId"), asked (the methods of the
+-- requests received so far, this one excepted).
 local core = require "mcpclient.core"
 local json = core.json
 
 local mode, arg = arg[1] or "legacy", arg[2]
+local modern = mode == "modern" or mode == "refuse_listen" or mode == "mute_listen"
 local out = io.stdout
 out:setvbuf("no")
 
@@ -43,7 +48,7 @@ local function send(message)
 end
 
 local function result(id, value)
-  if mode == "modern" then value.resultType = "complete" end
+  if modern then value.resultType = "complete" end
   send { jsonrpc = "2.0", id = id, result = value }
 end
 
@@ -52,13 +57,16 @@ local function text(id, words)
 end
 
 local TOOLS = {}
-for _, name in ipairs { "echo", "die", "slow", "progress", "elicit", "env", "cwd", "grandchild", "pid", "notices" } do
+for _, name in ipairs { "echo", "die", "slow", "progress", "elicit", "env", "cwd", "grandchild", "pid", "notices",
+  "asked" } do
   TOOLS[#TOOLS + 1] = { name = name, description = "the " .. name .. " tool",
     inputSchema = { type = "object", properties = {} } }
 end
 
 -- The notifications the client sent, as "method:requestId", for the tool "notices".
 local notices = {}
+-- The methods of the requests received, for the tool "asked".
+local asked = {}
 
 -- Read one line within `seconds` without blocking the answer: a cancel
 -- notice that arrives meanwhile is remembered.
@@ -83,6 +91,9 @@ local function call(id, params)
   end
   if name == "notices" then
     return text(id, table.concat(notices, " "))
+  end
+  if name == "asked" then
+    return text(id, table.concat(asked, " ", 1, #asked - 1))
   end
   if name == "progress" then
     local token = params._meta and params._meta.progressToken
@@ -126,10 +137,13 @@ while true do
   local message = read_message()
   if not message then os.exit(0) end
   local id, method = message.id, message.method
+  if id ~= nil and method then asked[#asked + 1] = method end
   if method == "server/discover" then
     if mode == "exit_on_probe" then os.exit(1) end
-    if mode == "modern" then
-      result(id, { supportedVersions = { "2026-07-28" }, capabilities = { tools = {} }, ttlMs = 0,
+    if modern then
+      local announced = mode == "modern" and { tools = {} }
+        or { tools = { listChanged = true }, resources = { subscribe = true } }
+      result(id, { supportedVersions = { "2026-07-28" }, capabilities = announced, ttlMs = 0,
         cacheScope = "private", _meta = { ["io.modelcontextprotocol/serverInfo"] = { name = "stdio-fake",
         version = "1" } } })
     elseif mode ~= "silent_probe" then
@@ -145,6 +159,9 @@ while true do
     call(id, message.params)
   elseif method == "ping" then
     result(id, {})
+  elseif method == "subscriptions/listen" and mode == "mute_listen" then  -- luacheck: ignore 542
+    -- taken, never acknowledged
+
   elseif id == nil and method then
     local params = message.params or {}
     notices[#notices + 1] = method .. (params.requestId and (":" .. tostring(params.requestId)) or "")
