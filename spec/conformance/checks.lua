@@ -1367,18 +1367,20 @@ local function event_of(message, subscription)
   end
 end
 
--- fails if: what a stdio server writes after an answer is lost instead of reaching on_change by the next
+-- fails if: what a stdio server writes after an answer is lost instead of reaching on_change (and the cache) by the next
 -- operation, a notice of a subscription that is not open reaches it, or a listen the server ended, or lost
 -- with its child, is not opened again (the stdio binding asks for it to be re-sent)
--- proven red by the mutant(s): stdio-notice-dropped, stdio-foreign-subscription, stdio-listen-not-renewed
-check("O13 stdio: notices written between answers reach on_change by the next operation; a listen ended "
-  .. "or lost with its child is opened again", function(h)
+-- proven red by the mutant(s): stdio-notice-dropped, stdio-foreign-subscription, stdio-listen-not-renewed,
+-- stdio-listen-not-on-new-child, cache-kept
+check("O13 stdio: notices written between answers reach on_change and the cache by the next operation; a "
+  .. "listen ended or lost with its child is opened again", function(h)
   local seen = {}
   local mine = h.modern and function() return last_listen(h) end or nil
   h:will_handshake(nil, nil, OFFERS):will_stream {
-    Fake.sse_result(offer_page(h, "resources", { { uri = "file:///a", name = "A" } })),
+    Fake.sse_result(offer_page(h, "resources", { { uri = "file:///a", name = "A" } }, nil, 60000)),
     -- written after the answer: read by the next operation
     event_of({ jsonrpc = "2.0", method = "notifications/resources/updated", params = { uri = "file:///a" } }, mine),
+    event_of({ jsonrpc = "2.0", method = "notifications/resources/list_changed" }, mine),
     -- a subscription this client does not hold (2026-07-28): passed over
     h.modern and event_of({ jsonrpc = "2.0", method = "notifications/resources/list_changed" },
       function() return 9999 end) or nil,
@@ -1389,20 +1391,25 @@ check("O13 stdio: notices written between answers reach on_change by the next op
         _meta = { ["io.modelcontextprotocol/subscriptionId"] = id } } } .. "\n\n"
     end or nil,
   }
-  h:will_answer(offer_page(h, "prompts", { { name = "p" } })):will_answer(offer_page(h, "prompts", { { name = "q" } }))
-  local conn = h:connect { on_change = function(kind, uri) seen[#seen + 1] = kind .. (uri and (" " .. uri) or "") end }
+  h:will_answer(offer_page(h, "prompts", { { name = "p" } }))
+    :will_answer(offer_page(h, "resources", { { uri = "file:///b", name = "B" } }, nil, 60000))
+  local conn = h:connect { cache = true,
+    on_change = function(kind, uri) seen[#seen + 1] = kind .. (uri and (" " .. uri) or "") end }
   assert.equal("file:///a", assert(conn:list_resources())[1].uri)
   assert.equal("p", assert(conn:list_prompts())[1].name)
-  assert.same({ "resource file:///a" }, seen)
-  assert.equal("q", assert(conn:list_prompts())[1].name)
-  assert.same({ "resource file:///a" }, seen)
+  assert.same({ "resource file:///a", "resources" }, seen)
+  -- the cached listing was dropped by the notice: asked again
+  local fresh, listing = conn:list_resources()
+  assert.equal("file:///b", fresh[1].uri)
+  assert.is_nil(listing.cached)
+  assert.same({ "resource file:///a", "resources" }, seen)
   if not h.modern then
-    assert.same(h:opening { "resources/list", "prompts/list", "prompts/list" }, h:methods())
+    assert.same(h:opening { "resources/list", "prompts/list", "resources/list" }, h:methods())
     return
   end
   -- the ended listen is opened again, with the same filter, before the next request
   assert.same(h:opening { "subscriptions/listen", "resources/list", "prompts/list", "subscriptions/listen",
-    "prompts/list" }, h:methods())
+    "resources/list" }, h:methods())
   local first, again = h:requests()[2], h:requests()[5]
   assert.same({ promptsListChanged = true, resourcesListChanged = true }, first.body.params.notifications)
   assert.same(first.body.params.notifications, again.body.params.notifications)
