@@ -1367,9 +1367,9 @@ local function event_of(message, subscription)
   end
 end
 
--- fails if: what a stdio server writes after an answer is lost instead of reaching on_change (and the cache) by the next
--- operation, a notice of a subscription that is not open reaches it, or a listen the server ended, or lost
--- with its child, is not opened again (the stdio binding asks for it to be re-sent)
+-- fails if: what a stdio server writes after an answer is lost instead of reaching on_change (and the cache) by
+-- the next operation, a notice of a subscription that is not open reaches it, or a listen the server ended, or
+-- lost with its child, is not opened again (the stdio binding asks for it to be re-sent)
 -- proven red by the mutant(s): stdio-notice-dropped, stdio-foreign-subscription, stdio-listen-not-renewed,
 -- stdio-listen-not-on-new-child, cache-kept
 check("O13 stdio: notices written between answers reach on_change and the cache by the next operation; a "
