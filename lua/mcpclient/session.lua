@@ -528,13 +528,14 @@ local function answer_input(self, op, state, method, params, how, reply)
       return fail("malformed", { server = self.identifier,
         detail = "the input_required result carries no usable inputRequests or requestState" })
     end
+    -- the bound first: a person is never asked for an answer that would not be sent
+    if rounds >= self.max_input_rounds then
+      return fail("input_required", { server = self.identifier, method = method, rounds = rounds })
+    end
     local responses
     if requests ~= nil then
       responses = input_responses(self, requests)
       if not responses then return reply end
-    end
-    if rounds >= self.max_input_rounds then
-      return fail("input_required", { server = self.identifier, method = method, rounds = rounds })
     end
     rounds = rounds + 1
     if op.on_input then

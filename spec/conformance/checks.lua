@@ -1348,6 +1348,52 @@ check("O11 a read the server refuses is its rpc error, sent once; misuse raises"
   assert.has_error(function() conn:complete({ type = "ref/x" }, { name = "a", value = "" }) end)
 end)
 
+---------------------------------------------------------------------------
+-- Input the server asks for (2026-07-28)
+---------------------------------------------------------------------------
+
+-- An input_required result asking to confirm, with `state` as its requestState.
+local function asks_input(state)
+  return { resultType = "input_required", requestState = state, inputRequests = { confirm = {
+    method = "elicitation/create", params = { message = "Sure?\27[31m", requestedSchema = { type = "object",
+      properties = { ok = { type = "boolean" } } } } } } }
+end
+
+-- fails if: an input request does not reach on_elicitation under the text rule, the retry reuses the id, loses
+-- the call's arguments, does not send the answers or echo requestState exactly, or the rounds are unbounded
+-- proven red by the mutant(s): mrtr-state-dropped, mrtr-same-id, mrtr-unbounded
+check("M1 input_required: answered through on_elicitation, retried with a new id and the state echoed; "
+  .. "rounds bounded", function(h)
+  local seen = {}
+  local STATE = '{"nonce":"a\\u00e9b","n":1.50}  '   -- JSON-looking, odd spacing: echoed, never parsed
+  h:will_handshake():will_answer(asks_input(STATE)):will_answer(text_answer("done"))
+    :will_answer(asks_input("r1")):will_answer(asks_input("r2")):will_answer(asks_input("r3"))
+  local conn = h:connect { max_input_rounds = 2, on_elicitation = function(request)
+    seen[#seen + 1] = request
+    return { action = "accept", content = { ok = true } }
+  end }
+  assert.equal("done", assert(conn:call_tool("deploy", { env = "prod" })).text)
+  assert.same(h:opening { "tools/call", "tools/call" }, h:methods())
+  local first, retry = h:requests()[2], h:requests()[3]
+  assert.are_not.equal(first.id, retry.id)
+  assert.same({ "deploy", { env = "prod" } }, { retry.body.params.name, retry.body.params.arguments })
+  assert.same({ confirm = { action = "accept", content = { ok = true } } }, retry.body.params.inputResponses)
+  assert.equal(STATE, retry.body.params.requestState)
+  assert.truthy(retry.raw:find('"requestState":"{\\"nonce\\":\\"a\\\\u00e9b\\",\\"n\\":1.50}  "', 1, true),
+    retry.raw)
+  assert.is_nil(first.body.params.inputResponses)
+  assert.equal(1, #seen)
+  assert.equal("Sure?", seen[1].message:sub(1, 5))
+  assert.is_nil(seen[1].message:find("\27", 1, true))
+  -- at most max_input_rounds answers per request, then input_required, nothing answered again
+  local out, _, err = conn:call_tool("deploy", { env = "stage" })
+  assert.is_nil(out)
+  assert.same({ "input_required", 2 }, { err.kind, err.rounds })
+  assert.equal(5, h:count("tools/call"))
+  assert.equal("r2", h:requests()[#h:requests()].body.params.requestState)
+  assert.equal(0 + 3, #seen)
+end, "modern")
+
 -- The id of the last subscriptions/listen the client wrote, read when a scripted answer is built.
 local function last_listen(h)
   for i = #h:requests(), 1, -1 do
