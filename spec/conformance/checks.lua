@@ -1394,6 +1394,35 @@ check("M1 input_required: answered through on_elicitation, retried with a new id
   assert.equal(3, #seen)  -- asked for r1 and r2 only: never for an answer that would not be sent
 end, "modern")
 
+-- A 2026-07-28 answer about task "m-1" in `status`: the call's (`resultType` "task") or a tasks/get's
+-- ("complete", with the outcome `result` once it has one).
+local function task_answer(result_type, status, result)
+  local now = os.date("!%Y-%m-%dT%H:%M:%SZ")
+  return { resultType = result_type, taskId = "m-1", status = status, ttlMs = 60000, pollIntervalMs = 0,
+    createdAt = now, lastUpdatedAt = now, result = result }
+end
+
+-- fails if: a call the host asked to run as a task is not followed with tasks/get to its outcome, is called
+-- again, names another task, or the tasks extension is not declared in the envelope of each request
+-- proven red by the mutant(s): task-not-followed, task-extension-undeclared
+check("M2 a call as a task: declared in the envelope, followed with tasks/get to its outcome, called once",
+  function(h)
+  h:will_handshake(nil, nil, { tools = {}, extensions = { ["io.modelcontextprotocol/tasks"] = {} } })
+    :will_answer(task_answer("task", "working")):will_answer(task_answer("complete", "working"))
+    :will_answer(task_answer("complete", "completed", text_answer("built")))
+  local conn = h:connect()
+  assert.equal("built", assert(conn:call_tool("build", { target = "all" }, { task = true })).text)
+  assert.same(h:opening { "tools/call", "tasks/get", "tasks/get" }, h:methods())
+  for i = 2, 4 do
+    local params = h:requests()[i].body.params
+    local declared = params._meta["io.modelcontextprotocol/clientCapabilities"].extensions
+    assert.same({}, declared["io.modelcontextprotocol/tasks"])
+    if i > 2 then assert.equal("m-1", params.taskId) end
+  end
+  assert.equal(1, h:count("tools/call"))
+  assert.equal(1, #h.contacts)
+end, "modern")
+
 -- The id of the last subscriptions/listen the client wrote, read when a scripted answer is built.
 local function last_listen(h)
   for i = #h:requests(), 1, -1 do
