@@ -1311,7 +1311,7 @@ end)
 
 -- fails if: subscribe sends nothing in the 2025 era, sends a method the 2026-07-28 era does not have, or
 -- where a listen stands open (stdio) does not name the URI in a new one at once and end it on unsubscribe
--- proven red by the mutant(s): subscribe-not-sent
+-- proven red by the mutant(s): subscribe-not-sent, subscribe-not-listened
 check("O10 subscribe: resources/subscribe in the 2025 era; in the 2026-07-28 era kept for the listen",
   function(h)
   h:will_handshake(nil, nil, OFFERS)
