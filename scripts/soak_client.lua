@@ -1,4 +1,4 @@
---- The soak client (issue 7): many warm calls on one connection, watching memory and descriptors.
+--- The soak client: many warm calls on one connection, watching memory and descriptors.
 --
 --   SOAK_URL=http://127.0.0.1:P/mcp lua5.4 scripts/soak_client.lua      (scripts/soak starts a server)
 --
