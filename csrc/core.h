@@ -54,6 +54,23 @@ void mcp_register_crypto(lua_State *L);   /* crypto.c:   net.crypto.{sha256, ran
 void mcp_register_loopback(lua_State *L); /* loopback.c: net.loopback_listen (the login redirect) */
 
 /* ==================================================================== */
+/* The engine (engine.c)                                                */
+/* ==================================================================== */
+
+/*
+** The engine of the Lua state, for the core's own descriptors (engine.c):
+** mcp_engine_own registers fd (level triggered, for events) so that each
+** turn of the engine in which it is ready calls handler(owner, fd, events);
+** 0, or -1 with errno set (raises only when the engine cannot be made).
+** mcp_engine_disown takes it out again; call it before closing fd.
+*/
+struct mcp_engine;
+struct mcp_engine *mcp_engine_of(lua_State *L);
+int mcp_engine_own(struct mcp_engine *e, int fd, unsigned events, void (*handler)(void *, int, unsigned),
+                   void *owner);
+void mcp_engine_disown(struct mcp_engine *e, int fd);
+
+/* ==================================================================== */
 /* The clock (clock.c)                                                  */
 /* ==================================================================== */
 

@@ -1,8 +1,9 @@
 /*
 ** engine.c: the engine's wait (engine.h). One epoll descriptor per Lua state
 ** holds libcurl's sockets (registered by the HTTP leg), the descriptors Lua
-** watches while an operation waits on them (a stdio child's pipes), and one
-** timer (libcurl's). Waiting on it wakes for whichever is ready first, so a
+** watches while an operation waits on them, the descriptors the core reads
+** itself (a stdio child's stdout and stderr, registered for the child's
+** life), and one timer (libcurl's). Waiting on it wakes for whichever is ready first, so a
 ** pipe is read as soon as it has bytes, not at the next polling tick; and a
 ** host's event loop can poll that one descriptor instead (pollfd, timeout,
 ** step: the protocol cqueues and a luv poll handle use).
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -27,8 +29,10 @@
 /*
 ** One turn: wait at most ms milliseconds (less when the driver's timer is
 ** due sooner), then hand ready driver descriptors and a due timer to the
-** driver. Watched descriptors are only woken for: their waiter reads their
-** readiness itself (core.fd_ready), so no event is lost between two turns.
+** driver, and ready owned descriptors to their handlers (which read them, so
+** what a child wrote is in its buffers when the turn ends). Watched
+** descriptors are only woken for: their waiter reads their readiness itself
+** (core.fd_ready), so no event is lost between two turns.
 */
 static void engine_run(mcp_engine *e, int ms) {
   struct epoll_event events[MAX_EVENTS];
@@ -43,8 +47,11 @@ static void engine_run(mcp_engine *e, int ms) {
   n = epoll_wait(e->epfd, events, MAX_EVENTS, ms);
   for (i = 0; i < n; i++) {
     uint64_t data = events[i].data.u64;
-    if ((unsigned)(data >> 32) == MCP_ENGINE_DRIVER && e->driver != NULL)
-      e->driver_ready(e->driver, (int)(uint32_t)data, events[i].events);
+    unsigned kind = (unsigned)(data >> 32);
+    int fd = (int)(uint32_t)data;
+    if (kind == MCP_ENGINE_DRIVER && e->driver != NULL) e->driver_ready(e->driver, fd, events[i].events);
+    else if (kind == MCP_ENGINE_OWNED && fd < e->owned_size && e->owned[fd].handler != NULL)
+      e->owned[fd].handler(e->owned[fd].owner, fd, events[i].events); /* a handler may disown a later entry */
   }
   if (e->timer_ns >= 0 && e->driver != NULL && mcp_monotonic_ns() >= e->timer_ns) {
     e->timer_ns = -1;
@@ -58,15 +65,18 @@ static int engine_gc(lua_State *L) {
   if (e->epfd >= 0) close(e->epfd);
   e->epfd = -1;
   e->driver = NULL;
+  free(e->owned);
+  e->owned = NULL;
+  e->owned_size = 0;
   return 0;
 }
 
 /*
-** The engine of this Lua state, made on first use and held by the registry
+** The engine of this Lua state (core.h), made on first use and held by the registry
 ** until the state closes. Its descriptor is close-on-exec: a child the
 ** stdio channel starts never inherits it.
 */
-static mcp_engine *mcp_engine_get(lua_State *L) {
+mcp_engine *mcp_engine_of(lua_State *L) {
   mcp_engine *e;
   if (lua_getfield(L, LUA_REGISTRYINDEX, MCP_ENGINE_KEY) == LUA_TUSERDATA) {
     e = lua_touserdata(L, -1);
@@ -84,6 +94,54 @@ static mcp_engine *mcp_engine_get(lua_State *L) {
   if (e->epfd < 0) luaL_error(L, "the engine could not create its epoll descriptor: %s", strerror(errno));
   lua_setfield(L, LUA_REGISTRYINDEX, MCP_ENGINE_KEY);
   return e;
+}
+
+/*
+** Own fd for the core (core.h): level triggered for events, its readiness
+** handed to handler(owner, ...) by each turn. 0, or -1 with errno set (no
+** memory for the table, or epoll refused it): nothing is left registered.
+*/
+int mcp_engine_own(mcp_engine *e, int fd, unsigned events, void (*handler)(void *, int, unsigned),
+                   void *owner) {
+  struct epoll_event ev;
+  if (e->epfd < 0 || fd < 0) {
+    errno = EBADF;
+    return -1;
+  }
+  if (fd >= e->owned_size) {
+    int size = fd < 16 ? 32 : fd * 2;
+    mcp_engine_slot *grown = realloc(e->owned, sizeof *grown * (size_t)size);
+    if (!grown) {
+      errno = ENOMEM;
+      return -1;
+    }
+    memset(grown + e->owned_size, 0, sizeof *grown * (size_t)(size - e->owned_size));
+    e->owned = grown;
+    e->owned_size = size;
+  }
+  memset(&ev, 0, sizeof ev);
+  ev.events = events;
+  ev.data.u64 = ((uint64_t)MCP_ENGINE_OWNED << 32) | (uint32_t)fd;
+  if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 &&
+      (errno != EEXIST || epoll_ctl(e->epfd, EPOLL_CTL_MOD, fd, &ev) != 0))
+    return -1;
+  e->owned[fd].handler = handler;
+  e->owned[fd].owner = owner;
+  return 0;
+}
+
+/*
+** Stop owning fd (core.h): out of the epoll set and the table; a no-op for a
+** descriptor that is not owned. Call it before fd is closed, so the number a
+** later open reuses is never taken for this one.
+*/
+void mcp_engine_disown(mcp_engine *e, int fd) {
+  struct epoll_event ev;
+  if (fd < 0 || fd >= e->owned_size || e->owned[fd].handler == NULL) return;
+  e->owned[fd].handler = NULL;
+  e->owned[fd].owner = NULL;
+  memset(&ev, 0, sizeof ev);
+  if (e->epfd >= 0) epoll_ctl(e->epfd, EPOLL_CTL_DEL, fd, &ev);
 }
 
 /* The epoll events of an events string ("r", "w", "rw"); raises on anything else. */
@@ -107,7 +165,7 @@ static int check_fd(lua_State *L, int idx) {
 */
 static int l_engine_step(lua_State *L) {
   lua_Integer ms = luaL_checkinteger(L, 1);
-  mcp_engine *e = mcp_engine_get(L);
+  mcp_engine *e = mcp_engine_of(L);
   e->run(e, ms <= 0 ? 0 : ms > MAX_WAIT_MS ? MAX_WAIT_MS : (int)ms);
   lua_pushinteger(L, e->driver != NULL ? e->driver_running(e->driver) : 0);
   return 1;
@@ -118,18 +176,22 @@ static int l_engine_step(lua_State *L) {
 ** ready for events ("r", "w" or "rw"); nil stops watching it. Level
 ** triggered: a watched descriptor that stays ready wakes every wait, so a
 ** waiter watches only while it waits. A descriptor closed while watched
-** leaves the engine by itself. Raises when the descriptor cannot be watched.
+** leaves the engine by itself. Raises when the descriptor cannot be watched,
+** or is one the engine reads itself (a running child's stdout or stderr).
 */
 static int l_engine_watch(lua_State *L) {
   int fd = check_fd(L, 1);
-  mcp_engine *e = mcp_engine_get(L);
+  mcp_engine *e = mcp_engine_of(L);
   struct epoll_event ev;
   memset(&ev, 0, sizeof ev);
   ev.data.u64 = ((uint64_t)MCP_ENGINE_WATCH << 32) | (uint32_t)fd;
   if (lua_isnoneornil(L, 2)) {
+    if (fd < e->owned_size && e->owned[fd].handler != NULL) return 0; /* never watched: owned */
     epoll_ctl(e->epfd, EPOLL_CTL_DEL, fd, &ev); /* ENOENT, EBADF: not watched (any more) */
     return 0;
   }
+  if (fd < e->owned_size && e->owned[fd].handler != NULL)
+    return luaL_error(L, "engine_watch: descriptor %d is read by the engine itself", fd);
   ev.events = check_events(L, 2);
   if (epoll_ctl(e->epfd, EPOLL_CTL_MOD, fd, &ev) != 0 &&
       (errno != ENOENT || epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0))
@@ -139,13 +201,13 @@ static int l_engine_watch(lua_State *L) {
 
 /* core.engine_pollfd() -> the engine's epoll descriptor, readable when anything needs a turn. */
 static int l_engine_pollfd(lua_State *L) {
-  lua_pushinteger(L, mcp_engine_get(L)->epfd);
+  lua_pushinteger(L, mcp_engine_of(L)->epfd);
   return 1;
 }
 
 /* core.engine_timeout() -> seconds until the driver's timer is due (0 when overdue), or nil. */
 static int l_engine_timeout(lua_State *L) {
-  mcp_engine *e = mcp_engine_get(L);
+  mcp_engine *e = mcp_engine_of(L);
   int64_t left;
   if (e->timer_ns < 0 || e->driver == NULL) return 0;
   left = e->timer_ns - mcp_monotonic_ns();
@@ -195,6 +257,6 @@ void mcp_register_engine(lua_State *L) {
     lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);
-  mcp_engine_get(L);
+  mcp_engine_of(L);
   luaL_setfuncs(L, fns, 0);
 }

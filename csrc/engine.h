@@ -24,11 +24,28 @@
 /* What an epoll entry belongs to, in the high half of its data word. */
 #define MCP_ENGINE_WATCH  1u /* a descriptor Lua watches: readiness is read by poll(), nothing dispatched */
 #define MCP_ENGINE_DRIVER 2u /* a descriptor the driver registered: its readiness goes to driver_ready */
+#define MCP_ENGINE_OWNED \
+  3u /* a descriptor the core reads itself (a child's pipes): its readiness goes to its handler */
 
 /* Readiness bits handed to the driver (epoll's own bits, so no translation is needed). */
 #define MCP_ENGINE_IN  EPOLLIN
 #define MCP_ENGINE_OUT EPOLLOUT
 #define MCP_ENGINE_ERR (EPOLLERR | EPOLLHUP)
+
+/*
+** What reads an owned descriptor when it is ready: called inside a turn of
+** the engine with the owner given at registration. It must neither raise
+** nor wait, and must leave the descriptor not ready (or stop owning it):
+** an owned descriptor is level triggered, so one left ready wakes every
+** later turn at once.
+*/
+typedef void (*mcp_engine_handler)(void *owner, int fd, unsigned events);
+
+/* An owned descriptor's handler and owner, kept by descriptor number. */
+typedef struct mcp_engine_slot {
+  mcp_engine_handler handler; /* NULL: the number is not owned */
+  void *owner;
+} mcp_engine_slot;
 
 typedef struct mcp_engine {
   /*
@@ -44,6 +61,8 @@ typedef struct mcp_engine {
   void (*driver_ready)(void *driver, int fd, unsigned events); /* a registered descriptor is ready */
   void (*driver_timer)(void *driver);                          /* its timer is due */
   int (*driver_running)(void *driver);                         /* transfers still in it */
+  mcp_engine_slot *owned; /* by descriptor number: the core's own descriptors (engine.c) */
+  int owned_size;
 } mcp_engine;
 
 /*

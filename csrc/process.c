@@ -7,6 +7,10 @@
 ** LC_*) plus what the caller names, so the host's secrets are not inherited;
 ** every other descriptor of the host is closed in the child. stdout is read
 ** as lines (one JSON-RPC message each), a line over the read cap refused.
+** stdout and stderr are owned by the engine for the child's life: each turn
+** of the engine in which one is ready reads it into the handle's buffers, so
+** a waiter needs no registration of its own and what it waits for is
+** buffered when its turn ends.
 ** Every wait is bounded by the caller's milliseconds, so a child that stops
 ** reading or writing never holds a caller past its budget.
 ** Shutdown is one function for close(), __close, __gc and process exit:
@@ -26,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -55,8 +60,10 @@ typedef struct Proc {
   size_t line_len, line_size;
   char ring[RING_BYTES]; /* stderr, newest bytes, as a circle */
   size_t ring_at, ring_len;
-  struct Proc *prev, *next; /* the live list the exit handler ends */
-  pid_t owner;              /* the process that started the child: only it may end it */
+  struct Proc *prev, *next;  /* the live list the exit handler ends */
+  pid_t owner;               /* the process that started the child: only it may end it */
+  struct mcp_engine *engine; /* the engine that owns stdout and stderr while they are open */
+  int out_owned;             /* stdout is read by the engine's turns (not at the cap, memory enough) */
 } Proc;
 
 /* ==================================================================== */
@@ -143,6 +150,17 @@ static void pause_ms(int ms) {
 static void close_fd(int *fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;
+}
+
+/*
+** Close stdout or stderr (*fd, one of p's), first taking it out of the
+** engine. Only the process that started the child touches the engine: a
+** fork of the host shares its epoll set with its parent.
+*/
+static void drop_fd(Proc *p, int *fd) {
+  if (*fd >= 0 && p->engine != NULL && p->owner == getpid()) mcp_engine_disown(p->engine, *fd);
+  if (fd == &p->out) p->out_owned = 0;
+  close_fd(fd);
 }
 
 /*
@@ -233,16 +251,19 @@ static void ring_put(Proc *p, const char *s, size_t n) {
 }
 
 /*
-** Read what stderr holds now into the ring; closes it at EOF.
+** Read what stderr holds now into the ring; closes it at EOF. A short read
+** emptied the pipe: no second read to hear EAGAIN.
 */
 static void drain_err(Proc *p) {
   char buf[4096];
   while (p->err >= 0) {
     ssize_t n = read(p->err, buf, sizeof buf);
-    if (n > 0) ring_put(p, buf, (size_t)n);
-    else if (n == 0) close_fd(&p->err);
+    if (n > 0) {
+      ring_put(p, buf, (size_t)n);
+      if ((size_t)n < sizeof buf) return;
+    } else if (n == 0) drop_fd(p, &p->err);
     else if (errno != EINTR) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) close_fd(&p->err);
+      if (errno != EAGAIN && errno != EWOULDBLOCK) drop_fd(p, &p->err);
       return;
     }
   }
@@ -263,14 +284,36 @@ static int drain_out(Proc *p) {
       p->line_size = size;
     }
     n = read(p->out, p->line + p->line_len, p->line_size - p->line_len);
-    if (n > 0) p->line_len += (size_t)n;
-    else if (n == 0) close_fd(&p->out);
+    if (n > 0) {
+      int emptied = (size_t)n < p->line_size - p->line_len; /* a short read emptied the pipe */
+      p->line_len += (size_t)n;
+      if (emptied) return 1;
+    } else if (n == 0) drop_fd(p, &p->out);
     else if (errno != EINTR) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) close_fd(&p->out);
+      if (errno != EAGAIN && errno != EWOULDBLOCK) drop_fd(p, &p->out);
       return 1;
     }
   }
   return 1;
+}
+
+/*
+** The engine's handler for stdout and stderr: read what is there. stdout
+** left unread (the line buffer past the cap, or no memory to grow it) would
+** wake every turn, so the engine stops owning it: read_line reads it
+** itself from then on and reports what stopped it.
+*/
+static void proc_ready(void *owner, int fd, unsigned events) {
+  Proc *p = owner;
+  (void)events;
+  if (fd == p->err) {
+    drain_err(p);
+  } else if (fd == p->out) {
+    if ((!drain_out(p) || p->line_len > LINE_CAP) && p->out >= 0) {
+      mcp_engine_disown(p->engine, p->out);
+      p->out_owned = 0;
+    }
+  }
 }
 
 /*
@@ -359,8 +402,8 @@ static void shutdown_all(Proc **procs, int n, int grace_ms) {
   }
   for (int i = 0; i < n; i++) {
     Proc *p = procs[i];
-    close_fd(&p->out);
-    close_fd(&p->err);
+    drop_fd(p, &p->out);
+    drop_fd(p, &p->err);
     if (p->pid != 0) live_remove(p);
     p->pid = 0;
   }
@@ -561,6 +604,7 @@ static int l_spawn(lua_State *L) {
   const char **argv;
   int n_env, env_idx = 0, pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1}, rc;
   Proc *p;
+  struct mcp_engine *e;
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   lua_getfield(L, 1, "argv"); /* 2 */
@@ -581,7 +625,9 @@ static int l_spawn(lua_State *L) {
   memset(p, 0, sizeof *p);
   p->in = p->out = p->err = -1;
   p->state = NEVER;
+  p->owner = getpid();
   luaL_setmetatable(L, PROC_MT);
+  e = mcp_engine_of(L);
   if (cwd) {
     struct stat st;
     if (stat(cwd, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -596,20 +642,30 @@ static int l_spawn(lua_State *L) {
     return spawn_failure(L, program,
                          rc == EMFILE ? "cannot start: no descriptors left" : "cannot start: no pipe");
   }
+  /* the engine owns our ends from the start: a failure here has started nothing */
+  p->engine = e;
+  p->in = pin[1];
+  p->out = pout[0];
+  p->err = perr[0];
+  if (mcp_engine_own(e, p->out, EPOLLIN, proc_ready, p) != 0 ||
+      mcp_engine_own(e, p->err, EPOLLIN, proc_ready, p) != 0) {
+    rc = errno;
+    close_fd(&pin[0]), close_fd(&pout[1]), close_fd(&perr[1]);
+    close_fd(&p->in), drop_fd(p, &p->out), drop_fd(p, &p->err);
+    lua_pushfstring(L, "cannot start: the engine cannot watch its pipes (%s)", strerror(rc));
+    return spawn_failure(L, program, lua_tostring(L, -1));
+  }
+  p->out_owned = 1;
   rc = start_child(p, lua_tostring(L, -1), spawn_list(argv), spawn_list(envlist), cwd, pin, pout, perr);
   close_fd(&pin[0]);
   close_fd(&pout[1]);
   close_fd(&perr[1]);
-  p->in = pin[1];
-  p->out = pout[0];
-  p->err = perr[0];
   if (rc != 0) {
-    close_fd(&p->in), close_fd(&p->out), close_fd(&p->err);
+    close_fd(&p->in), drop_fd(p, &p->out), drop_fd(p, &p->err);
     lua_pushfstring(L, "could not be started: %s", strerror(rc));
     return spawn_failure(L, program, lua_tostring(L, -1));
   }
   p->state = RUNNING;
-  p->owner = getpid();
   live_add(p);
   pthread_mutex_lock(&live_lock);
   if (!exit_hook) exit_hook = atexit(end_children_at_exit) == 0;
@@ -671,18 +727,23 @@ static int l_write(lua_State *L) {
   Proc *p = check_proc(L);
   size_t len, done;
   const char *s = luaL_checklstring(L, 2, &len);
-  int64_t until = now_ms() + luaL_checkinteger(L, 3);
+  lua_Integer ms = luaL_checkinteger(L, 3);
+  int64_t until = ms > 0 ? now_ms() + ms : 0;
   lua_Integer from = luaL_optinteger(L, 4, 0);
   luaL_argcheck(L, from >= 0 && (size_t)from <= len, 4, "not a position in the text");
   done = (size_t)from;
   sigset_t pipe_set, old, pending;
-  int had_pipe;
+  int had_pipe = 0, host_blocks;
   if (p->in < 0) return closed_failure(L, p);
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
-  sigpending(&pending);
-  had_pipe = sigismember(&pending, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  /* a SIGPIPE can only be pending already where the host blocks it itself */
+  host_blocks = sigismember(&old, SIGPIPE);
+  if (host_blocks) {
+    sigpending(&pending);
+    had_pipe = sigismember(&pending, SIGPIPE);
+  }
   while (done < len) {
     ssize_t n = write(p->in, s + done, len - done);
     if (n > 0) {
@@ -691,7 +752,7 @@ static int l_write(lua_State *L) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      int64_t left = until - now_ms();
+      int64_t left = ms > 0 ? until - now_ms() : 0;
       if (left <= 0) break;
       wait_fds(p, (int)(left > 1000 ? 1000 : left), 1);
       drain_err(p);
@@ -702,11 +763,11 @@ static int l_write(lua_State *L) {
       struct timespec zero = {0, 0};
       sigtimedwait(&pipe_set, NULL, &zero);
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!host_blocks) pthread_sigmask(SIG_SETMASK, &old, NULL);
     close_fd(&p->in);
     return closed_failure(L, p);
   }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!host_blocks) pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (done == len) {
     lua_pushboolean(L, 1);
     return 1;
@@ -742,12 +803,15 @@ static int take_line(lua_State *L, Proc *p) {
 ** proc:read_line(timeout_ms): the next line of stdout, waiting up to
 ** timeout_ms (0: only what is there now). line | nil, "timeout" | nil,
 ** "closed", ending (stdout ended) | nil, "malformed", why (a line over the
-** read cap: stdout is no longer read).
+** read cap: stdout is no longer read). With 0, while the engine owns stdout,
+** "what is there" is what the engine's turns have read: a caller that waits
+** for a line waits on the engine (a turn reads stdout as soon as it is
+** ready), and this costs no system call.
 */
 static int l_read_line(lua_State *L) {
   Proc *p = check_proc(L);
   lua_Integer ms = luaL_checkinteger(L, 2);
-  int64_t until = now_ms() + (ms > 0 ? ms : 0);
+  int64_t until = ms > 0 ? now_ms() + ms : 0;
   for (;;) {
     int got = p->broken ? 0 : take_line(L, p);
     if (got == 1) return 1;
@@ -767,11 +831,16 @@ static int l_read_line(lua_State *L) {
       p->broken = 1;
       return closed_failure(L, p);
     }
+    if (ms <= 0 && p->out_owned) {
+      lua_pushnil(L);
+      lua_pushliteral(L, "timeout");
+      return 2;
+    }
     drain_err(p);
     if (!drain_out(p)) luaL_error(L, "not enough memory for the child's output");
     if (memchr(p->line, '\n', p->line_len) || p->out < 0 || p->line_len > LINE_CAP) continue;
     {
-      int64_t left = until - now_ms();
+      int64_t left = ms > 0 ? until - now_ms() : 0;
       if (left <= 0) {
         lua_pushnil(L);
         lua_pushliteral(L, "timeout");

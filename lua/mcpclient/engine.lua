@@ -79,6 +79,21 @@ local function pause(ms)
   end
 end
 
+--- One turn of the engine for a waiter that reads its own readiness after
+-- it (a stdio child's pipes, which every turn reads): inside a task it
+-- yields to gather, in a hosted coroutine it waits through the host's hook,
+-- elsewhere it blocks on the engine. It waits at most until `until_s`
+-- (seconds on the core.now() clock, or nil) and at most 10 ms, so the
+-- caller polls its cancel hook and budget as often as a transfer's are.
+function engine.turn(until_s)
+  local ms = STEP_MS
+  if until_s then
+    local left = until_s - core.now()
+    if left < STEP then ms = left <= 0 and 0 or math.ceil(left * 1000) end
+  end
+  pause(ms)
+end
+
 -- May the running code wait without blocking the process?
 local function can_yield()
   return tasks[running()] ~= nil or hosted()

@@ -42,6 +42,7 @@ local errors = require "mcpclient.errors"
 local json = core.json
 local fail = errors.fail
 local floor = math.floor
+local turn = engine.turn
 
 local stdio = {}
 
@@ -189,29 +190,11 @@ end
 -- Writing
 ---------------------------------------------------------------------------
 
--- Wait on the engine until descriptor `fd` of the child is ready for
--- `events`, at most until `until_s` (core.now() seconds), while the child's
--- stderr is watched too: whatever it writes there is drained as it comes, so
--- a child flooding stderr is never left blocked on it. HTTP transfers and
--- the other tasks of gather move meanwhile. Returns "ready", "cancelled" (the
--- operation's hook), or "waited" (time or stderr: look again).
-local function wait_on(proc, fd, events, until_s, cancel)
-  local _, err_fd = proc:fds()
-  local watching = err_fd >= 0 and err_fd ~= fd
-  if watching then core.engine_watch(err_fd, "r") end
-  local _ <close> = watching and setmetatable({}, { __close = function() core.engine_watch(err_fd, nil) end }) or nil
-  local hooked = false
-  local is_ready = engine.await(fd, events, until_s, function()
-    if cancel and cancel() then
-      hooked = true
-      return true
-    end
-    return watching and core.fd_ready(err_fd, "r") ~= nil
-  end)
-  if is_ready then return "ready" end
-  if watching then proc:stderr() end  -- drains it
-  return hooked and "cancelled" or "waited"
-end
+-- The engine reads the child's stdout and stderr in each of its turns (the
+-- C core owns both for the child's life), so a wait here is a turn of the
+-- engine: no descriptor is watched or unwatched per wait, and a child
+-- flooding stderr is never left blocked on it. Only a full stdin is waited
+-- on by its descriptor (engine.await).
 
 -- Write one line within the budget, waiting on the engine while the pipe is
 -- full. A line cut short breaks the framing: the child is stopped, and what
@@ -229,7 +212,7 @@ local function write_line(self, op, line)
     if ok then return true end
     if kind ~= "timeout" then return ended(self, op, "transport", "the server process closed its input") end
     written = upto
-    if in_fd >= 0 then wait_on(proc, in_fd, "w", core.now() + ms / 1000) end
+    if in_fd >= 0 then engine.await(in_fd, "w", core.now() + ms / 1000) end
   end
   if written > 0 then stop(self, "it stopped reading its input", op) end
   if not tried then
@@ -334,11 +317,12 @@ local function lost(self, op, call, kind, detail)
 end
 
 -- Wait for the call's answer line within the budget (and, for the probe,
--- its own shorter limit), polling the cancel hook. Each wait is one wait on
--- the engine for the child's stdout (and stderr), so the answer is read as
--- soon as it is written while HTTP transfers and the other tasks of gather
--- move meanwhile. A standing request waits until it is settled, or at most
--- `call.settle_seconds`, and is then left open.
+-- its own shorter limit), polling the cancel hook. Each wait is one turn of
+-- the engine, which reads the child's stdout as soon as it is written (and
+-- its stderr), while HTTP transfers and the other tasks of gather move
+-- meanwhile; the line is then taken from what the turn read. A standing
+-- request waits until it is settled, or at most `call.settle_seconds`, and
+-- is then left open.
 -- @return line | true (standing, left open) | nil, message, err
 local function await(self, op, call)
   local identifier = self.config.identifier
@@ -366,8 +350,7 @@ local function await(self, op, call)
       if probe_until < until_s then until_s = probe_until end
     end
     if settle_until and settle_until < until_s then until_s = settle_until end
-    local out_fd = self.proc:fds()
-    if out_fd >= 0 then wait_on(self.proc, out_fd, "r", until_s, op.cancel) end
+    if self.proc:fds() >= 0 then turn(until_s) end  -- a fake process has no descriptors: it answers when read
   end
 end
 
