@@ -1,6 +1,9 @@
 --- The stdio benchmark: warm tools/call over stdio, mcpclient against the official TypeScript
 --- SDK clients' stdio transports (v1 and v2), every client spawning the same server in the same
---- run, plus the floor (a line written, a line read over a pipe: bench/stdio_floor.c).
+--- run, plus two floors (bench/stdio_floor.c): a line written, a line read over a pipe to `cat`,
+-- which answers within the write; and a C client that writes each tools/call with one write and
+-- sleeps in a blocking poll until the same server answers, so every call pays the sleep and the
+-- wake-up that server's delay forces on any client.
 --
 --   make bench-stdio            (or: lua5.4 bench/stdio.lua [CALLS [ROUNDS]])
 --   BENCH_RESULTS=bench/RESULTS.md make bench-stdio   also replaces the page's stdio section
@@ -37,6 +40,7 @@ local CLIENTS = {
   { name = "SDK v2 client (2026-07-28)",
     cmd = "node bench/sdk_stdio_client.mjs --sdk 2 --era modern --calls %d -- " .. server },
   { name = "floor (C, cat over a pipe)", cmd = "bench/stdio_floor %d" },
+  { name = "floor (C, blocking poll, the same server)", cmd = "bench/stdio_floor %d -- " .. server },
 }
 
 local samples = {}
@@ -75,6 +79,11 @@ local function times(other, field) return median(other, field) / median(ours, fi
 lines[#lines + 1] = string.format("mcpclient (2025 era) against the SDK v1 client: 1/%.1f of its CPU per call, "
   .. "1/%.1f of its peak RSS; against the SDK v2 client: 1/%.1f and 1/%.1f.",
   times(sdk1, "cpu_per_op_us"), times(sdk1, "peak_rss_kb"), times(sdk2, "cpu_per_op_us"), times(sdk2, "peak_rss_kb"))
+local woken = samples[#CLIENTS]
+lines[#lines + 1] = string.format("The same server's floor (a C client that only writes, sleeps in poll and reads): "
+  .. "%.1f µs of CPU per call, %.0f%% of mcpclient's; 1/10 of the SDK v1 client's CPU per call is %.1f µs.",
+  median(woken, "cpu_per_op_us"), 100 * median(woken, "cpu_per_op_us") / median(ours, "cpu_per_op_us"),
+  median(sdk1, "cpu_per_op_us") / 10)
 local text = table.concat(lines, "\n") .. "\n"
 io.write(text)
 -- The page's section between the stdio markers (appended when it has none); bench/run.lua keeps
