@@ -208,3 +208,75 @@ describe("core.spawn", function()
     end)
   end)
 end)
+
+-- The engine owns a child's stdout and stderr for the child's life: each turn
+-- of it reads whichever is ready, so a waiter only turns the engine and takes
+-- what the turn read (no watch per wait), and nothing left unread keeps the
+-- engine awake.
+describe("core.spawn in the engine", function()
+  -- Turns the engine until done() holds (at most 5 s); returns whether it did.
+  local function turn_until(done)
+    local stop = core.now() + 5
+    while not done() do
+      if core.now() > stop then return false end
+      core.engine_step(100)
+    end
+    return true
+  end
+
+  it("reads the child's answer in the turn that wakes for it, and read_line(0) takes it from there", function()
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c", "read x; echo got $x; echo said >&2; sleep 5" } })
+    assert.is_true(proc:write("a\n", 1000))
+    assert.same({ nil, "timeout" }, { proc:read_line(0) })  -- nothing is read but by a turn
+    local took = elapsed(function() return core.engine_step(2000) end)
+    assert.is_true(took < 1.5, took)  -- woken by the answer, not by the end of the wait
+    local line
+    assert.is_true(turn_until(function()
+      line = line or proc:read_line(0)
+      return line ~= nil and proc:stderr() == "said\n"
+    end))
+    assert.equal("got a", line)
+  end)
+
+  it("is not kept awake by what a child writes while nobody waits", function()
+    -- stderr is written before stdout: once the line is read, both have been
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c", "echo noise >&2; echo unasked; sleep 5" } })
+    local line
+    assert.is_true(turn_until(function()
+      line = proc:read_line(0)
+      return line ~= nil
+    end))
+    assert.equal("unasked", line)
+    core.engine_step(0)
+    -- both pipes are open and read empty by the turns: a turn waits its whole time, the engine's descriptor is quiet
+    local took = elapsed(function() return core.engine_step(100) end)
+    assert.is_true(took >= 0.09, took)
+    assert.is_nil(core.fd_ready(core.engine_pollfd(), "r"))
+    assert.equal("noise\n", proc:stderr())
+  end)
+
+  it("stops reading stdout at the read cap, so the engine does not spin, and read_line names it", function()
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c",
+      "head -c 3145728 /dev/zero | tr '\\0' a; echo; sleep 5" } })
+    -- turns read until the cap; from then on stdout is left to the child's full pipe and a turn waits
+    assert.is_true(turn_until(function() return elapsed(function() return core.engine_step(100) end) >= 0.09 end))
+    local line, kind, detail = proc:read_line(0)
+    assert.is_nil(line)
+    assert.equal("malformed", kind)
+    assert.matches("2097152", detail)
+  end)
+
+  it("refuses to have a descriptor it reads itself watched by a waiter", function()
+    local proc <close> = assert(core.spawn { argv = { "sleep", "5" } })
+    local out, err = proc:fds()
+    assert.has_error(function() core.engine_watch(out, "r") end)
+    assert.has_error(function() core.engine_watch(err, "r") end)
+    core.engine_watch(out, nil)  -- unwatching it is no misuse: it stays the engine's
+    proc:close()
+    local r, w = core.pipe()  -- the numbers a closed child's pipes free are anyone's again
+    core.engine_watch(r, "r")
+    core.engine_watch(r, nil)
+    core.fd_close(r)
+    core.fd_close(w)
+  end)
+end)
