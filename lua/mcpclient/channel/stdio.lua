@@ -287,7 +287,7 @@ local function pump(self, call, ms)
     ms = 0
     local class, a, b = core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS)
     if class == "result" or class == "error" then
-      call.line, call.answer = line, { class, a, b }
+      call.line, call.answer_kind, call.answer_a, call.answer_b = line, class, a, b
     else
       local fine, why = other(self, call, line)
       if not fine then return nil, "malformed", why or ("a line that is not JSON: " .. core.clip(line, 120)) end
@@ -389,8 +389,8 @@ function Channel:request(op, call)
   end
   if call.standing then call.ended = "the server answered it" end
   -- read once where it arrived; a line kept for this call by another's reader is read now
-  local answer = call.answer or { core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS) }
-  local kind, a, b = answer[1], answer[2], answer[3]
+  local kind, a, b = call.answer_kind, call.answer_a, call.answer_b
+  if not kind then kind, a, b = core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS) end
   if kind == "error" then return fail("rpc_error", { server = identifier, rpc_code = a, detail = b }) end
   if kind ~= "result" then
     return fail("malformed", { server = identifier, detail = kind == "other" and ("the answer is " .. a) or a })
