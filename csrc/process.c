@@ -317,6 +317,17 @@ static void proc_ready(void *owner, int fd, unsigned events) {
 }
 
 /*
+** Give stdout back to the engine once the line buffer is under the cap
+** again (lines were taken off it), so a waiter is woken by it again. Only
+** the process that started the child touches the engine.
+*/
+static void own_out(Proc *p) {
+  if (p->out >= 0 && !p->broken && p->line_len <= LINE_CAP && p->engine != NULL && p->owner == getpid() &&
+      mcp_engine_own(p->engine, p->out, EPOLLIN, proc_ready, p) == 0)
+    p->out_owned = 1;
+}
+
+/*
 ** Wait up to ms for stdout, stderr (always drained) or, with want_in, room on
 ** stdin. Returns the poll result (0: nothing within ms).
 */
@@ -831,6 +842,7 @@ static int l_read_line(lua_State *L) {
       p->broken = 1;
       return closed_failure(L, p);
     }
+    if (!p->out_owned) own_out(p);
     if (ms <= 0 && p->out_owned) {
       lua_pushnil(L);
       lua_pushliteral(L, "timeout");

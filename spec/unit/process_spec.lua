@@ -228,8 +228,8 @@ describe("core.spawn in the engine", function()
     local proc <close> = assert(core.spawn { argv = { "sh", "-c", "read x; echo got $x; echo said >&2; sleep 5" } })
     assert.is_true(proc:write("a\n", 1000))
     assert.same({ nil, "timeout" }, { proc:read_line(0) })  -- nothing is read but by a turn
-    local took = elapsed(function() return core.engine_step(2000) end)
-    assert.is_true(took < 1.5, took)  -- woken by the answer, not by the end of the wait
+    local took = elapsed(function() return core.engine_step(1000) end)
+    assert.is_true(took < 0.5, took)  -- woken by the answer, not by the end of the wait
     local line
     assert.is_true(turn_until(function()
       line = line or proc:read_line(0)
@@ -278,5 +278,39 @@ describe("core.spawn in the engine", function()
     core.engine_watch(r, nil)
     core.fd_close(r)
     core.fd_close(w)
+  end)
+end)
+
+describe("core.spawn in the engine, past the read cap", function()
+  it("gives stdout back to the engine once the lines read bring the buffer under the cap", function()
+    -- 2 299 990 bytes of 11-byte lines nobody asked for, then an answer to what is written
+    local proc <close> = assert(core.spawn { argv = { "sh", "-c",
+      "yes abcdefghij | head -c 2299990; read x; echo got $x; sleep 5" } })
+    -- turns read until the cap (nothing is taken off): then turns wait, stdout no longer the engine's
+    -- (three waits in a row: the child is held up by its full pipe, not by the machine's load)
+    local stop, waited = core.now() + 10, 0
+    repeat
+      waited = elapsed(function() return core.engine_step(100) end) >= 0.09 and waited + 1 or 0
+    until waited == 3 or core.now() > stop
+    local count = 0
+    while count < 209090 and core.now() < stop do
+      core.engine_step(100)
+      local line = proc:read_line(0)
+      while line do
+        count = count + 1
+        line = proc:read_line(0)
+      end
+    end
+    assert.equal(209090, count)
+    assert.is_true(proc:write("a\n", 1000))
+    local took = elapsed(function() return core.engine_step(1000) end)
+    assert.is_true(took < 0.5, took)  -- woken by the answer: stdout is the engine's again
+    local line
+    stop = core.now() + 5
+    repeat
+      line = proc:read_line(0)
+      if not line then core.engine_step(100) end
+    until line or core.now() > stop
+    assert.equal("got a", line)
   end)
 end)
