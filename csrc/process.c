@@ -62,6 +62,7 @@ typedef struct Proc {
   size_t ring_at, ring_len;
   struct Proc *prev, *next;  /* the live list the exit handler ends */
   pid_t owner;               /* the process that started the child: only it may end it */
+  unsigned long generation;  /* fork_generation when it was started: another is a fork\'s copy */
   struct mcp_engine *engine; /* the engine that owns stdout and stderr while they are open */
   int out_owned;             /* stdout is read by the engine's turns (not at the cap, memory enough) */
 } Proc;
@@ -78,6 +79,13 @@ typedef struct Proc {
 static Proc *live = NULL;
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static int exit_hook = 0;
+/*
+** Bumped in the child of every fork once a child was spawned: a fork of the
+** host shares the engine's epoll set and the pipes with its parent, so its
+** turns must not read a child's output (the parent's) nor change the set.
+*/
+static volatile unsigned long fork_generation = 0;
+static int fork_hook = 0;
 
 static void shutdown_all(Proc **procs, int n, int grace_ms);
 
@@ -103,6 +111,13 @@ static void live_remove(Proc *p) {
   if (p->next) p->next->prev = p->prev;
   p->prev = p->next = NULL;
   pthread_mutex_unlock(&live_lock);
+}
+
+/*
+** In the child of a fork: the handles it inherited are its parent's.
+*/
+static void forked(void) {
+  fork_generation++;
 }
 
 /*
@@ -306,6 +321,7 @@ static int drain_out(Proc *p) {
 static void proc_ready(void *owner, int fd, unsigned events) {
   Proc *p = owner;
   (void)events;
+  if (p->generation != fork_generation) return; /* a fork's copy: the output is its parent's to read */
   if (fd == p->err) {
     drain_err(p);
   } else if (fd == p->out) {
@@ -637,6 +653,7 @@ static int l_spawn(lua_State *L) {
   p->in = p->out = p->err = -1;
   p->state = NEVER;
   p->owner = getpid();
+  p->generation = fork_generation;
   luaL_setmetatable(L, PROC_MT);
   e = mcp_engine_of(L);
   if (cwd) {
@@ -680,6 +697,7 @@ static int l_spawn(lua_State *L) {
   live_add(p);
   pthread_mutex_lock(&live_lock);
   if (!exit_hook) exit_hook = atexit(end_children_at_exit) == 0;
+  if (!fork_hook) fork_hook = pthread_atfork(NULL, NULL, forked) == 0;
   pthread_mutex_unlock(&live_lock);
   lua_settop(L, 8);
   return 1;
