@@ -58,10 +58,10 @@ void mcp_register_loopback(lua_State *L); /* loopback.c: net.loopback_listen (th
 /* ==================================================================== */
 
 /*
-** The engine of the Lua state, for the core's own descriptors (engine.c):
-** mcp_engine_own registers fd (level triggered, for events) so that each
-** turn of the engine in which it is ready calls handler(owner, fd, events);
-** 0, or -1 with errno set (raises only when the engine cannot be made).
+** The engine of the Lua state (mcp_engine_of raises only when it cannot be
+** made), for the core's own descriptors: mcp_engine_own registers fd (level
+** triggered, for events) so that each turn of the engine in which it is
+** ready calls handler(owner, fd, events); 0, or -1 with errno set.
 ** mcp_engine_disown takes it out again; call it before closing fd.
 */
 struct mcp_engine;

@@ -3,10 +3,10 @@
 ** holds libcurl's sockets (registered by the HTTP leg), the descriptors Lua
 ** watches while an operation waits on them, the descriptors the core reads
 ** itself (a stdio child's stdout and stderr, registered for the child's
-** life), and one timer (libcurl's). Waiting on it wakes for whichever is ready first, so a
-** pipe is read as soon as it has bytes, not at the next polling tick; and a
-** host's event loop can poll that one descriptor instead (pollfd, timeout,
-** step: the protocol cqueues and a luv poll handle use).
+** life), and one timer (libcurl's). Waiting on it wakes for whichever is
+** ready first, so a pipe is read as soon as it has bytes, not at the next
+** polling tick; and a host's event loop can poll that one descriptor instead
+** (pollfd, timeout, step: the protocol cqueues and a luv poll handle use).
 **
 ** This file needs no libcurl: a program that only speaks stdio gets the
 ** engine without mapping the HTTP leg's libraries.
@@ -72,8 +72,8 @@ static int engine_gc(lua_State *L) {
 }
 
 /*
-** The engine of this Lua state (core.h), made on first use and held by the registry
-** until the state closes. Its descriptor is close-on-exec: a child the
+** The engine of this Lua state (core.h), made on first use and held by the
+** registry until the state closes. Its descriptor is close-on-exec: a child the
 ** stdio channel starts never inherits it.
 */
 mcp_engine *mcp_engine_of(lua_State *L) {

@@ -24,8 +24,7 @@
 /* What an epoll entry belongs to, in the high half of its data word. */
 #define MCP_ENGINE_WATCH  1u /* a descriptor Lua watches: readiness is read by poll(), nothing dispatched */
 #define MCP_ENGINE_DRIVER 2u /* a descriptor the driver registered: its readiness goes to driver_ready */
-#define MCP_ENGINE_OWNED \
-  3u /* a descriptor the core reads itself (a child's pipes): its readiness goes to its handler */
+#define MCP_ENGINE_OWNED  3u /* a descriptor the core reads itself (a child's pipe): it goes to its handler */
 
 /* Readiness bits handed to the driver (epoll's own bits, so no translation is needed). */
 #define MCP_ENGINE_IN  EPOLLIN
