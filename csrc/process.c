@@ -58,11 +58,12 @@ typedef struct Proc {
   int broken;       /* stdout is no longer read: EOF, or a refused line */
   char *line;       /* stdout bytes not yet handed out as lines */
   size_t line_len, line_size;
+  size_t line_at; /* where the bytes not yet handed out start: lines are taken without moving the rest */
   char ring[RING_BYTES]; /* stderr, newest bytes, as a circle */
   size_t ring_at, ring_len;
   struct Proc *prev, *next;  /* the live list the exit handler ends */
   pid_t owner;               /* the process that started the child: only it may end it */
-  unsigned long generation;  /* fork_generation when it was started: another is a fork\'s copy */
+  unsigned long generation;  /* fork_generation when it was started: another is a fork's copy */
   struct mcp_engine *engine; /* the engine that owns stdout and stderr while they are open */
   int out_owned;             /* stdout is read by the engine's turns (not at the cap, memory enough) */
 } Proc;
@@ -285,10 +286,23 @@ static void drain_err(Proc *p) {
 }
 
 /*
+** Move the bytes not yet handed out to the start of the line buffer: once
+** per read or wait, not once per line taken (a buffer of many short lines
+** would be moved over and over).
+*/
+static void compact(Proc *p) {
+  if (p->line_at == 0) return;
+  memmove(p->line, p->line + p->line_at, p->line_len - p->line_at);
+  p->line_len -= p->line_at;
+  p->line_at = 0;
+}
+
+/*
 ** Read what stdout holds now onto the line buffer, at most one chunk past the
 ** cap (a line longer than that is refused anyway). 0 when memory ran out.
 */
 static int drain_out(Proc *p) {
+  compact(p);
   while (p->out >= 0 && p->line_len <= LINE_CAP) {
     ssize_t n;
     if (p->line_size - p->line_len < READ_CHUNK) {
@@ -316,12 +330,14 @@ static int drain_out(Proc *p) {
 ** The engine's handler for stdout and stderr: read what is there. stdout
 ** left unread (the line buffer past the cap, or no memory to grow it) would
 ** wake every turn, so the engine stops owning it: read_line reads it
-** itself from then on and reports what stopped it.
+** itself and reports what stopped it, and gives it back (own_out) once the
+** lines taken off bring the buffer under the cap.
 */
 static void proc_ready(void *owner, int fd, unsigned events) {
   Proc *p = owner;
   (void)events;
-  if (p->generation != fork_generation) return; /* a fork's copy: the output is its parent's to read */
+  /* a fork's copy: the output is its parent's to read (the fork's turns wake for it until the parent does) */
+  if (p->generation != fork_generation) return;
   if (fd == p->err) {
     drain_err(p);
   } else if (fd == p->out) {
@@ -350,6 +366,7 @@ static void own_out(Proc *p) {
 static int wait_fds(Proc *p, int ms, int want_in) {
   struct pollfd fds[3];
   int n = 0, r;
+  compact(p);
   if (p->out >= 0 && p->line_len <= LINE_CAP) fds[n++] = (struct pollfd){p->out, POLLIN, 0};
   if (p->err >= 0) fds[n++] = (struct pollfd){p->err, POLLIN, 0};
   if (want_in && p->in >= 0) fds[n++] = (struct pollfd){p->in, POLLOUT, 0};
@@ -814,16 +831,18 @@ static int l_write(lua_State *L) {
 */
 static int take_line(lua_State *L, Proc *p) {
   for (;;) {
-    char *nl = p->line_len ? memchr(p->line, '\n', p->line_len) : NULL;
+    size_t left = p->line_len - p->line_at;
+    char *start = left ? p->line + p->line_at : NULL;
+    char *nl = left ? memchr(start, '\n', left) : NULL;
     size_t len, used;
     if (!nl) return 0;
-    len = (size_t)(nl - p->line);
+    len = (size_t)(nl - start);
     used = len + 1;
-    if (len > 0 && p->line[len - 1] == '\r') len--;
+    if (len > 0 && start[len - 1] == '\r') len--;
     if (len > LINE_CAP) return -1;
-    if (len > 0) lua_pushlstring(L, p->line, len);
-    memmove(p->line, p->line + used, p->line_len - used);
-    p->line_len -= used;
+    if (len > 0) lua_pushlstring(L, start, len);
+    p->line_at += used;
+    if (p->line_at == p->line_len) p->line_at = p->line_len = 0;
     if (len > 0) return 1;
   }
 }
@@ -844,6 +863,7 @@ static int l_read_line(lua_State *L) {
   for (;;) {
     int got = p->broken ? 0 : take_line(L, p);
     if (got == 1) return 1;
+    compact(p);
     if (got < 0 || (!p->broken && p->line_len > LINE_CAP)) {
       p->broken = 1;
       lua_pushnil(L);
@@ -953,7 +973,7 @@ static int l_close(lua_State *L) {
   if (p->pid != 0 || p->in >= 0 || p->out >= 0 || p->err >= 0) shutdown_all(&p, 1, (int)grace);
   free(p->line);
   p->line = NULL;
-  p->line_len = p->line_size = 0;
+  p->line_len = p->line_size = p->line_at = 0;
   push_ending(L, p);
   return 1;
 }
