@@ -26,8 +26,9 @@
 -- * Framing. A line over the read cap or a line that is not JSON is
 --   "malformed" (named, clipped) and the child is stopped.
 -- * One pipe, both ways, for the child's whole life. What the child writes
---   between two answers (a 2025 server's change notices) waits in the pipe
---   and is read, in order, by the next operation. A request the session
+--   between two answers (a 2025 server's change notices) waits (in the
+--   child's line buffer, where any turn of the engine reads it, or in the
+--   pipe) and is handed out, in order, to the next operation. A request the session
 --   leaves open (`call.standing`: a 2026-07-28 subscriptions/listen) is
 --   answered once it is settled (acknowledged), and stays open: every later
 --   message naming it in `_meta["io.modelcontextprotocol/subscriptionId"]`
