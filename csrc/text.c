@@ -162,6 +162,116 @@ static int l_clip(lua_State *L) {
   return 1;
 }
 
+/* ==================================================================== */
+/* listed entries                                                       */
+/* ==================================================================== */
+
+#define LISTED_FIELDS 16 /* display fields one listing names, at most */
+
+/* A display field of a listing: its name (a string anchored on the stack) and its clip limit. */
+typedef struct Shown {
+  int key; /* stack index of the name */
+  lua_Integer limit;
+} Shown;
+
+/*
+** The display fields of clip_listed's map at idx into fields[] (names
+** pushed above the stack top so they stay anchored); returns their count.
+** Misuse raises: a name that is not a string, a limit that is not a
+** non-negative integer, more than LISTED_FIELDS of them.
+*/
+static int listed_fields(lua_State *L, int idx, Shown *fields) {
+  int n = 0;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    if (lua_type(L, -2) != LUA_TSTRING) luaL_argerror(L, idx, "display field names must be strings");
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
+      luaL_argerror(L, idx, "display field limits must be non-negative integers");
+    if (n == LISTED_FIELDS) luaL_argerror(L, idx, "too many display fields");
+    luaL_checkstack(L, 3, "clip_listed");
+    fields[n].limit = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1); /* the name stays, one copy anchored, one for lua_next */
+    fields[n].key = lua_gettop(L) - 1;
+    n++;
+  }
+  return n;
+}
+
+/*
+** clip_listed(page, into, id, display) -> n: the entries of a listing page
+** as the caller gets them, appended to the array `into` (which may be
+** `page` itself: it is then compacted in place). An entry is kept when it
+** is a table whose member `id` is a string (that member kept exactly: a
+** later request sends it back); each of its members named in `display`
+** (name -> limit) is replaced by clip(value, limit), or removed when it is
+** not a string (dropped rather than converted). Returns the new length of
+** `into`. The entries are decoded JSON, so they are read and written raw.
+** Runs once per page over up to thousands of entries: text the rule leaves
+** as it is (short printable ASCII, the usual case) is not touched at all.
+*/
+static int l_clip_listed(lua_State *L) {
+  Shown fields[LISTED_FIELDS];
+  lua_Integer i, count, n;
+  int nfields, k, in_place, entry;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TSTRING);
+  lua_settop(L, 4);
+  in_place = lua_rawequal(L, 1, 2);
+  nfields = listed_fields(L, 4, fields);
+  count = (lua_Integer)lua_rawlen(L, 1);
+  n = in_place ? 0 : (lua_Integer)lua_rawlen(L, 2);
+  luaL_checkstack(L, 4, "clip_listed");
+  entry = lua_gettop(L) + 1;
+  for (i = 1; i <= count; i++) {
+    if (lua_rawgeti(L, 1, i) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pushvalue(L, 3);
+    if (lua_rawget(L, entry) != LUA_TSTRING) {
+      lua_pop(L, 2);
+      continue;
+    }
+    lua_pop(L, 1);
+    for (k = 0; k < nfields; k++) {
+      size_t len;
+      const char *s;
+      lua_pushvalue(L, fields[k].key);
+      switch (lua_rawget(L, entry)) {
+        case LUA_TNIL: break;
+        case LUA_TSTRING:
+          s = lua_tolstring(L, -1, &len);
+          if (clean_ascii(s, len, fields[k].limit)) break;
+          lua_pushvalue(L, fields[k].key);
+          push_clip(L, s, len, fields[k].limit);
+          lua_rawset(L, entry);
+          break;
+        default:
+          lua_pushvalue(L, fields[k].key);
+          lua_pushnil(L);
+          lua_rawset(L, entry);
+      }
+      lua_pop(L, 1);
+    }
+    if (in_place && n + 1 == i) {
+      n++;
+      lua_pop(L, 1);
+    } else {
+      lua_rawseti(L, 2, ++n);
+    }
+  }
+  if (in_place)
+    for (i = count; i > n; i--) {
+      lua_pushnil(L);
+      lua_rawseti(L, 2, i);
+    }
+  lua_pushinteger(L, n);
+  return 1;
+}
+
 /*
 ** label(value) -> text: the server's self-description (protocol version,
 ** name, version) shown to the operator, clipped at 100; anything that is
@@ -379,13 +489,10 @@ static int l_repair_utf8(lua_State *L) {
   return 1;
 }
 
-/* Adds clip, label, flatten, bound and repair_utf8 to the module table. */
+/* Adds clip, clip_listed, label, flatten, bound and repair_utf8 to the module table. */
 void mcp_register_text(lua_State *L) {
-  static const luaL_Reg fns[] = {{"clip", l_clip},
-                                 {"label", l_label},
-                                 {"flatten", l_flatten},
-                                 {"bound", l_bound},
-                                 {"repair_utf8", l_repair_utf8},
-                                 {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+    {"clip", l_clip},   {"clip_listed", l_clip_listed}, {"label", l_label}, {"flatten", l_flatten},
+    {"bound", l_bound}, {"repair_utf8", l_repair_utf8}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

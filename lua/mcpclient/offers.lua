@@ -30,14 +30,17 @@ local NAMED_LINKS = 10
 
 -- The listings: the method, the result's array, the capability it needs,
 -- the field that identifies an entry (kept exactly: it is what a later
--- request sends back) and the display fields the text rule applies to.
+-- request sends back) and the display fields the text rule applies to,
+-- each with the code points it keeps.
 local LISTINGS = {
   resources = { method = "resources/list", key = "resources", capability = "resources", id = "uri",
-    what = "resource listing", display = { "name", "title", "mimeType" } },
+    what = "resource listing", display = { name = NAME_LIMIT, title = NAME_LIMIT, mimeType = NAME_LIMIT,
+      description = DESCRIPTION_LIMIT } },
   templates = { method = "resources/templates/list", key = "resourceTemplates", capability = "resources",
-    id = "uriTemplate", what = "resource template listing", display = { "name", "title", "mimeType" } },
+    id = "uriTemplate", what = "resource template listing", display = { name = NAME_LIMIT, title = NAME_LIMIT,
+      mimeType = NAME_LIMIT, description = DESCRIPTION_LIMIT } },
   prompts = { method = "prompts/list", key = "prompts", capability = "prompts", id = "name",
-    what = "prompt listing", display = { "title" }, arguments = true },
+    what = "prompt listing", display = { title = NAME_LIMIT, description = DESCRIPTION_LIMIT }, arguments = true },
 }
 offers.LISTINGS = LISTINGS
 
@@ -85,29 +88,20 @@ local function shown(value, limit)
   return core.clip(value, limit)
 end
 
--- One listed entry as the caller gets it: the server's table, its display
--- fields under the text rule, or nil when it lacks the identifying string
--- (an array has none). Run for each of up to 10 000 entries: kept lean.
-local function cleaned(entry, spec)
-  if type(entry) ~= "table" or type(entry[spec.id]) ~= "string" then return nil end
-  local display = spec.display
-  for i = 1, #display do
-    local field = display[i]
-    local v = entry[field]
-    if v ~= nil then entry[field] = shown(v, NAME_LIMIT) end
-  end
-  local description = entry.description
-  if description ~= nil then entry.description = shown(description, DESCRIPTION_LIMIT) end
-  local arguments = spec.arguments and entry.arguments
-  if type(arguments) == "table" then
-    for _, argument in ipairs(arguments) do
-      if type(argument) == "table" then
-        argument.title = shown(argument.title, NAME_LIMIT)
-        argument.description = shown(argument.description, DESCRIPTION_LIMIT)
+-- The prompt arguments' display fields under the text rule, for the
+-- entries from..to of `list` (a prompt listing's, already cleaned).
+local function clean_arguments(list, from, to)
+  for i = from, to do
+    local arguments = list[i].arguments
+    if type(arguments) == "table" then
+      for _, argument in ipairs(arguments) do
+        if type(argument) == "table" then
+          argument.title = shown(argument.title, NAME_LIMIT)
+          argument.description = shown(argument.description, DESCRIPTION_LIMIT)
+        end
       end
     end
   end
-  return entry
 end
 
 ---------------------------------------------------------------------------
@@ -154,16 +148,11 @@ local function walk(conn, op, spec, items, on_page)
     if not reply then return nil, message, err end
     page, message, err = take_page(conn, spec, state, reply)
     if not page then return nil, message, err end
-    -- each page into `items`, or (with on_page) into an array of its own, handed on and dropped
-    local into = on_page and json.array {} or items
-    local n = #into
-    for i = 1, #page do
-      local kept = cleaned(page[i], spec)
-      if kept then
-        n = n + 1
-        into[n] = kept
-      end
-    end
+    -- each page into `items`, or (with on_page) cleaned in place, handed on and dropped
+    local into = on_page and page or items
+    local first = on_page and 1 or #items + 1
+    local last = core.clip_listed(page, into, spec.id, spec.display)
+    if spec.arguments then clean_arguments(into, first, last) end
     if on_page then on_page(into) end
     if conn.session.state.modern then merge_hint(listing, reply.result) end
     local cursor = reply.result.nextCursor

@@ -1,4 +1,4 @@
--- core.clip / label / flatten / bound / repair_utf8: the text rule for far-side text (controls, C1 and
+-- core.clip / clip_listed / label / flatten / bound / repair_utf8: the text rule for far-side text (controls, C1 and
 -- bidi/invisible formatting out, clipped), content flattening with the dropped-block note, the result bound.
 local core = require "mcpclient.core"
 local json = core.json
@@ -115,6 +115,62 @@ describe("clip", function()
     assert.has_error(function() core.clip({}) end)
     assert.has_error(function() core.clip("x", -1) end)
     assert.has_error(function() core.clip("x", 1.5) end)
+  end)
+end)
+
+describe("clip_listed", function()
+  local DISPLAY = { name = 5, description = 12 }
+
+  it("keeps the entries with a string id, their display fields clipped as clip does, in order", function()
+    local far = "A\27[2Jname"
+    local page = json.array {
+      { uri = "file:///a", name = "short", description = "clean text", size = 7 },
+      { name = "no uri" },
+      { uri = 42, name = "numeric uri" },
+      json.array { "an", "array" },
+      "a string",
+      json.null,
+      { uri = "file:///b\27[31m", name = far, description = " d\u{202E}esc " },
+      { uri = "", name = "toolongname", description = { "a table" } },
+    }
+    local into = json.array {}
+    assert.equal(3, core.clip_listed(page, into, "uri", DISPLAY))
+    assert.equal(3, #into)
+    assert.same({ uri = "file:///a", name = "short", description = "clean text", size = 7 }, into[1])
+    assert.equal(page[1], into[1]) -- the decoded table itself, not a copy
+    assert.equal("file:///b\27[31m", into[2].uri) -- the id kept exactly
+    assert.equal(core.clip(far, 5), into[2].name)
+    assert.equal(core.clip(" d\u{202E}esc ", 12), into[2].description)
+    assert.equal("d esc", into[2].description)
+    assert.equal("toolo" .. ELLIPSIS, into[3].name)
+    assert.is_nil(into[3].description) -- not a string: dropped, not converted
+  end)
+
+  it("appends after what the array holds, and compacts a page cleaned in place", function()
+    local into = json.array { "kept" }
+    assert.equal(3, core.clip_listed(json.array { { name = "x" }, { name = "y", title = 7 } }, into, "name",
+      { title = 10 }))
+    assert.equal("kept", into[1])
+    assert.same({ { name = "x" }, { name = "y" } }, { into[2], into[3] })
+    local page = json.array { 1, { name = "a" }, false, { name = "b" }, {}, { name = "c" }, 3 }
+    assert.equal(3, core.clip_listed(page, page, "name", {}))
+    assert.equal(3, #page)
+    assert.same({ { name = "a" }, { name = "b" }, { name = "c" } }, { page[1], page[2], page[3] })
+    assert.is_nil(next(page, 3))
+    assert.is_true(json.is_array(page))
+  end)
+
+  it("raises on misuse", function()
+    local page = json.array {}
+    assert.has_error(function() core.clip_listed(nil, page, "uri", {}) end)
+    assert.has_error(function() core.clip_listed(page, "x", "uri", {}) end)
+    assert.has_error(function() core.clip_listed(page, page, 1, {}) end)
+    assert.has_error(function() core.clip_listed(page, page, "uri", { name = -1 }) end)
+    assert.has_error(function() core.clip_listed(page, page, "uri", { name = 1.5 }) end)
+    assert.has_error(function() core.clip_listed(page, page, "uri", { 200 }) end)
+    local many = {}
+    for i = 1, 17 do many["f" .. i] = 1 end
+    assert.has_error(function() core.clip_listed(page, page, "uri", many) end)
   end)
 end)
 
