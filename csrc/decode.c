@@ -39,20 +39,43 @@
 
 #include "core.h"
 
-#define SMALL_NUMBER 64 /* bytes of a real's text converted from the C stack */
+#define SMALL_NUMBER    64 /* bytes of a real's text converted from the C stack */
 /*
 ** Sizes a non-empty container starts with. The member count is not known
 ** until the container ends; starting small but not at 1 saves the first
 ** rehashes, which dominate on the small objects a catalogue is made of.
+** An object in an array starts at the size of the object before it (a
+** listing's entries are alike), up to OBJECT_HINT_MAX members.
 */
-#define OBJECT_HINT  4
-#define ARRAY_HINT   4
+#define OBJECT_HINT     4
+#define OBJECT_HINT_MAX 64
+#define ARRAY_HINT      4
+/*
+** Object keys remembered for reuse: a listing repeats the same few keys in
+** every entry, and pushing a remembered key is a table read, where
+** lua_pushlstring hashes the bytes and walks the string table (which holds
+** every string of a big listing: cache misses). A power of two; keys of at
+** most KEY_CACHE_LEN bytes (Lua's short strings, the ones it interns).
+*/
+#define KEY_CACHE       64
+#define KEY_CACHE_LEN   40
 
-/* Decoding state; marker, order, scratch are stack indexes (order 0: keys unrecorded). */
+/* A remembered key: its bytes (those of the string anchored in the cache table). */
+typedef struct CachedKey {
+  const char *s;
+  size_t len;
+} CachedKey;
+
+/* Decoding state; marker, order, scratch, keys are stack indexes (order 0: keys unrecorded). */
 typedef struct Fast {
   lua_State *L;
   const unsigned char *p, *end;
   int marker, order, scratch;
+  int keys;                 /* the key cache: a table of KEY_CACHE strings, made on first use (nil before) */
+  uint64_t cached;          /* which of its slots hold a key */
+  CachedKey key[KEY_CACHE]; /* each slot's key, valid where `cached` says so */
+  int object_hint,
+    object_size; /* the size the next object starts at; the member count of the last one read */
   size_t containers, max_containers; /* objects and arrays opened so far, and the cap (0: none) */
   size_t scratch_len;
   unsigned char *buf;   /* the scratch userdata's bytes */
@@ -284,6 +307,44 @@ static int push_string(Fast *f, int *nul) {
 }
 
 /*
+** Push the object key starting at the opening quote f->p (0 on a refusal, as
+** push_string; a key holding a NUL byte is refused too). A plain short key
+** seen before in this text is pushed from the cache; one not seen is pushed
+** and remembered in its slot (a later key with the same slot replaces it).
+*/
+static int push_key(Fast *f) {
+  const unsigned char *s, *e;
+  int escaped, wide, nul = 0;
+  size_t n;
+  unsigned slot;
+  CachedKey *c;
+  if (!scan_string(f, &s, &e, &escaped, &wide)) return 0;
+  n = (size_t)(e - s);
+  if (escaped) return push_escaped(f, s, e, &nul) && !nul;
+  if (n == 0 || n > KEY_CACHE_LEN) {
+    lua_pushlstring(f->L, (const char *)s, n);
+    return 1;
+  }
+  slot = (unsigned)(n * 7u + s[0] * 3u + s[n / 2] + s[n - 1] * 5u) & (KEY_CACHE - 1);
+  c = &f->key[slot];
+  if ((f->cached >> slot & 1u) && c->len == n && memcmp(c->s, s, n) == 0) {
+    lua_rawgeti(f->L, f->keys, (lua_Integer)slot + 1);
+    return 1;
+  }
+  if (f->cached == 0) {
+    lua_createtable(f->L, KEY_CACHE, 0);
+    lua_replace(f->L, f->keys);
+  }
+  lua_pushlstring(f->L, (const char *)s, n);
+  lua_pushvalue(f->L, -1);
+  lua_rawseti(f->L, f->keys, (lua_Integer)slot + 1);
+  c->s = lua_tostring(f->L, -1);
+  c->len = n;
+  f->cached |= (uint64_t)1 << slot;
+  return 1;
+}
+
+/*
 ** Read the integer written in digits [s, e) (an optional '-' first) into
 ** *out exactly as strtoll reads it: out of the 64-bit range refuses
 ** (returns 0).
@@ -489,7 +550,7 @@ static int separator(Fast *f, unsigned char close) {
 static int push_object(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
   SeenKey seen[SEEN_KEYS];
-  int obj, keys = 0, nul, n_seen = 0, sep;
+  int obj, keys = 0, n_seen = 0, sep;
   lua_Integer n = 0;
   f->p++;
   luaL_checkstack(L, 6, "JSON decoder");
@@ -497,16 +558,19 @@ static int push_object(Fast *f, int depth, enum role role) {
   if (f->p < f->end && *f->p == '}') {
     f->p++;
     lua_createtable(L, 0, 0);
+    f->object_hint = OBJECT_HINT;
+    f->object_size = 0;
     return 1;
   }
-  lua_createtable(L, 0, OBJECT_HINT);
+  lua_createtable(L, 0, f->object_hint);
+  f->object_hint = OBJECT_HINT; /* the objects inside it start small */
   obj = lua_gettop(L);
   if (f->order != 0) {
     lua_createtable(L, 4, 0);
     keys = obj + 1;
   }
   for (;;) {
-    if (f->p >= f->end || *f->p != '"' || !push_string(f, &nul) || nul) return 0;
+    if (f->p >= f->end || *f->p != '"' || !push_key(f)) return 0;
     if (repeated(L, seen, n_seen, obj)) return 0;
     if (n_seen < SEEN_KEYS) seen[n_seen].s = lua_tolstring(L, -1, &seen[n_seen].len);
     n_seen++;
@@ -528,16 +592,18 @@ static int push_object(Fast *f, int depth, enum role role) {
     lua_insert(L, keys);
     lua_rawset(L, f->order);
   }
+  f->object_size = n_seen;
   return 1;
 }
 
 /*
 ** Push the array at f->p ('['), carrying the array marker; the elements of
-** the tools array are tools. Returns 0 on a refusal.
+** the tools array are tools. An object element starts at the size of the
+** object element before it. Returns 0 on a refusal.
 */
 static int push_array(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
-  int arr, empty, sep;
+  int arr, empty, sep, hint = OBJECT_HINT;
   lua_Integer n = 0;
   f->p++;
   luaL_checkstack(L, 4, "JSON decoder");
@@ -552,10 +618,16 @@ static int push_array(Fast *f, int depth, enum role role) {
     return 1;
   }
   for (;;) {
+    f->object_hint = hint;
+    f->object_size = 0;
     if (!push_value(f, depth + 1, role == R_TOOLS ? R_TOOL : R_NONE)) return 0;
+    if (f->object_size > 0) hint = f->object_size < OBJECT_HINT_MAX ? f->object_size : OBJECT_HINT_MAX;
     lua_rawseti(L, arr, ++n);
     if ((sep = separator(f, ']')) == SEP_BAD) return 0;
-    if (sep == SEP_END) return 1;
+    if (sep == SEP_END) {
+      f->object_hint = OBJECT_HINT;
+      return 1;
+    }
   }
 }
 
@@ -1066,8 +1138,8 @@ static int push_value(Fast *f, int depth, enum role role) {
 enum { LISTING_NONE, LISTING_TEXT, LISTING_KEPT };
 
 /*
-** Start a Fast reader over len bytes at s, with an empty scratch slot
-** pushed for it (the caller drops it).
+** Start a Fast reader over len bytes at s, with two empty slots pushed for
+** it, the scratch buffer's and the key cache's (the caller drops them).
 */
 static void fast_open(Fast *f, lua_State *L, const char *s, size_t len) {
   f->L = L;
@@ -1079,9 +1151,14 @@ static void fast_open(Fast *f, lua_State *L, const char *s, size_t len) {
   f->containers = f->max_containers = 0;
   f->schemas = NULL;
   f->keep = f->schema_order = 0;
+  f->cached = 0;
+  f->object_hint = OBJECT_HINT;
+  f->object_size = 0;
   luaL_checkstack(L, 6, "JSON decoder");
   lua_pushnil(L);
   f->scratch = lua_gettop(L);
+  lua_pushnil(L);
+  f->keys = lua_gettop(L);
 }
 
 /*
@@ -1146,7 +1223,8 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
     lua_settop(L, base);
     return 0;
   }
-  if (listing != LISTING_NONE) lua_remove(L, base + 2); /* the text builder's buffer */
+  if (listing != LISTING_NONE) lua_remove(L, base + 3); /* the text builder's buffer */
+  lua_remove(L, base + 2);                              /* the key cache */
   lua_remove(L, base + 1);                              /* the scratch slot */
   if (containers != NULL) *containers = f.containers;
   return n;

@@ -128,6 +128,35 @@ describe("the single-pass decoder", function()
     assert.is_table(json.decode(object { long, long .. "x", "k" }))
   end)
 
+  it("decodes a long array of alike objects as jansson does: keys reused, sizes carried, each key judged", function()
+    local slow = reference(json.decode)
+    local forty, fortyone = string.rep("k", 39) .. "a", string.rep("k", 40) .. "b"  -- the interned limit and past it
+    local entries = {}
+    for i = 1, 300 do
+      local members = { '"uri":"file:///' .. i .. '"', '"name":"n' .. i .. '"', '"size":' .. i }
+      if i % 3 == 0 then members[#members + 1] = '"' .. string.char(97 + i % 26) .. string.char(97 + i % 7) .. '":1' end
+      if i % 5 == 0 then members[#members + 1] = '"\\u006eame2":"escaped, equal to a plain key later"' end
+      if i % 7 == 0 then members[#members + 1] = '"nested":{"uri":{},"name":[{"a":1,"b":2},{}]}' end
+      if i % 11 == 0 then members[#members + 1] = '"' .. forty .. '":1,"' .. fortyone .. '":2,"":3' end
+      if i % 13 == 0 then members = {} end
+      entries[i] = "{" .. table.concat(members, ",") .. "}"
+    end
+    local text = '{"resources":[' .. table.concat(entries, ",") .. '],"uri":"top"}'
+    for _, ordered in ipairs({ false, true }) do
+      local fv, fm = json.decode(text, ordered)
+      local sv, sm = slow(text, ordered)
+      assert.equal(sm, fm)
+      assert.is_table(fv)
+      same(fv, sv)
+    end
+    -- a key seen in earlier objects (so remembered) repeated within a later one is still refused
+    for _, repeated in ipairs { '"uri":2', '"\\u0075ri":2', '"name":3' } do
+      local bad = '[{"uri":1,"name":2},{"uri":1,"name":2},{"uri":1,"name":2,' .. repeated .. '}]'
+      assert.is_nil(json.decode(bad), bad)
+      assert.is_nil(slow(bad), bad)
+    end
+  end)
+
   it("records key order only on non-empty objects, in text order", function()
     local v = json.decode('{"b":1,"a":{},"c":{"z":1,"y":2}}', true)
     assert.same({ "b", "a", "c" }, json.key_order(v))
