@@ -30,6 +30,16 @@ describe("clip", function()
     assert.equal("~", core.clip("~", 1))
   end)
 
+  it("takes the short cut only for text the full rule gives back as it is: every byte at every place", function()
+    -- label is the full rule at 100 code points, with no short cut
+    for at = 1, 19 do
+      for byte = 0, 255 do
+        local s = string.rep("a", at - 1) .. string.char(byte) .. string.rep("b", 19 - at)
+        assert.equal(core.label(s), core.clip(s, 100), string.format("byte %d at %d", byte, at))
+      end
+    end
+  end)
+
   it("turns a line break into one space and keeps the rest", function()
     assert.equal("first line second line", core.clip("first line\nsecond line"))
   end)
