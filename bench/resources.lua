@@ -12,7 +12,9 @@
 -- the runs, prints the table and writes bench/RESOURCES.md. The server is stopped by its PID.
 --
 -- Environment (all optional): BENCH_RUNS=5 runs of each client, BENCH_LISTS=5 timed listings per
--- run (after one untimed), BENCH_RESOURCES=10000, BENCH_PAGE=250, BENCH_OUT=bench/RESOURCES.md.
+-- run, BENCH_WARMUP=3 untimed listings before them (the SDK client's JIT is still settling after
+-- one: its timed listings came out ~10 % dearer then), BENCH_RESOURCES=10000, BENCH_PAGE=250,
+-- BENCH_OUT=bench/RESOURCES.md.
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
 package.cpath = "./build/?.so;" .. package.cpath
 
@@ -30,6 +32,7 @@ local function env_int(name, default)
 end
 
 local config = { runs = env_int("BENCH_RUNS", 5), lists = env_int("BENCH_LISTS", 5),
+  warmup = env_int("BENCH_WARMUP", 3),
   count = env_int("BENCH_RESOURCES", 10000), page = env_int("BENCH_PAGE", 250),
   out = os.getenv("BENCH_OUT") or "bench/RESOURCES.md" }
 
@@ -71,7 +74,7 @@ local CLIENTS = {
 local function run_client(client, url)
   local errfile = os.tmpname()
   local pipe = assert(io.popen(client.cmd .. " --url " .. quote(url) .. " --lists " .. config.lists
-    .. " --warmup 1 --walk " .. client.walk .. " 2>" .. quote(errfile)))
+    .. " --warmup " .. config.warmup .. " --walk " .. client.walk .. " 2>" .. quote(errfile)))
   local out = pipe:read("a")
   local ok = pipe:close()
   local err = read_all(errfile)
@@ -96,6 +99,13 @@ local function spread(list)
   return math.min(table.unpack(list)), math.max(table.unpack(list))
 end
 
+-- The 1-minute load average (/proc/loadavg), "?" where there is none: a busy machine moves CPU times.
+local function load_now()
+  local text = read_all("/proc/loadavg")
+  return text and text:match("^(%S+)") or "?"
+end
+
+local load_start = load_now()
 local server = start_server()
 local figures = {}
 local ok, why = pcall(function()
@@ -113,15 +123,17 @@ local ok, why = pcall(function()
 end)
 server.stop()
 if not ok then error(why, 0) end
+local load_average = load_start .. " at the start, " .. load_now() .. " at the end"
 
 local lines = {
   "# Listing 10 000 resources: mcpclient and the SDK client",
   "",
-  string.format("`lua5.4 bench/resources.lua` (BENCH_RUNS=%d, BENCH_LISTS=%d, %d resources in pages of %d; "
-    .. "generated %s). Client CPU per whole listing (user + system over the timed listings) and peak RSS of "
-    .. "the client process; medians over the runs, min-max in brackets. The server is plain node:http "
-    .. "(bench/resources_server.mjs), the same for both.", config.runs, config.lists, config.count, config.page,
-    os.date("!%Y-%m-%d %H:%M UTC")),
+  string.format("`lua5.4 bench/resources.lua` (BENCH_RUNS=%d, BENCH_LISTS=%d, BENCH_WARMUP=%d, %d resources in "
+    .. "pages of %d; generated %s, load average %s). Client CPU per whole listing (user + system of every "
+    .. "thread over the timed listings, after the untimed ones) and peak RSS of the client process; medians "
+    .. "over the runs, min-max in brackets. The server is plain node:http (bench/resources_server.mjs), the "
+    .. "same for both, and the clients take turns against it.", config.runs, config.lists, config.warmup,
+    config.count, config.page, os.date("!%Y-%m-%d %H:%M UTC"), load_average),
   "",
   "| client | walk | CPU per listing (ms) | peak RSS (MiB) |",
   "|---|---|---|---|",
