@@ -307,44 +307,6 @@ static int push_string(Fast *f, int *nul) {
 }
 
 /*
-** Push the object key starting at the opening quote f->p (0 on a refusal, as
-** push_string; a key holding a NUL byte is refused too). A plain short key
-** seen before in this text is pushed from the cache; one not seen is pushed
-** and remembered in its slot (a later key with the same slot replaces it).
-*/
-static int push_key(Fast *f) {
-  const unsigned char *s, *e;
-  int escaped, wide, nul = 0;
-  size_t n;
-  unsigned slot;
-  CachedKey *c;
-  if (!scan_string(f, &s, &e, &escaped, &wide)) return 0;
-  n = (size_t)(e - s);
-  if (escaped) return push_escaped(f, s, e, &nul) && !nul;
-  if (n == 0 || n > KEY_CACHE_LEN) {
-    lua_pushlstring(f->L, (const char *)s, n);
-    return 1;
-  }
-  slot = (unsigned)(n * 7u + s[0] * 3u + s[n / 2] + s[n - 1] * 5u) & (KEY_CACHE - 1);
-  c = &f->key[slot];
-  if ((f->cached >> slot & 1u) && c->len == n && memcmp(c->s, s, n) == 0) {
-    lua_rawgeti(f->L, f->keys, (lua_Integer)slot + 1);
-    return 1;
-  }
-  if (f->cached == 0) {
-    lua_createtable(f->L, KEY_CACHE, 0);
-    lua_replace(f->L, f->keys);
-  }
-  lua_pushlstring(f->L, (const char *)s, n);
-  lua_pushvalue(f->L, -1);
-  lua_rawseti(f->L, f->keys, (lua_Integer)slot + 1);
-  c->s = lua_tostring(f->L, -1);
-  c->len = n;
-  f->cached |= (uint64_t)1 << slot;
-  return 1;
-}
-
-/*
 ** Read the integer written in digits [s, e) (an optional '-' first) into
 ** *out exactly as strtoll reads it: out of the 64-bit range refuses
 ** (returns 0).
@@ -506,13 +468,11 @@ typedef struct SeenKey {
 } SeenKey;
 
 /*
-** Is the key at the stack top one the object at obj already has? Among its
-** first SEEN_KEYS keys by comparison, past them by a lookup in the object
-** (which holds the first ones too).
+** Is the key at the stack top (its bytes in *key) one the object at obj
+** already has? Among its first SEEN_KEYS keys by comparison, past them by a
+** lookup in the object (which holds the first ones too).
 */
-static int repeated(lua_State *L, const SeenKey *seen, int n_seen, int obj) {
-  size_t len;
-  const char *k;
+static int repeated(lua_State *L, const SeenKey *seen, int n_seen, int obj, const SeenKey *key) {
   int i, found;
   if (n_seen >= SEEN_KEYS) {
     lua_pushvalue(L, -1);
@@ -520,10 +480,55 @@ static int repeated(lua_State *L, const SeenKey *seen, int n_seen, int obj) {
     lua_pop(L, 1);
     return found;
   }
-  k = lua_tolstring(L, -1, &len);
   for (i = 0; i < n_seen; i++)
-    if (seen[i].len == len && (seen[i].s == k || memcmp(seen[i].s, k, len) == 0)) return 1;
+    if (seen[i].len == key->len && (seen[i].s == key->s || memcmp(seen[i].s, key->s, key->len) == 0))
+      return 1;
   return 0;
+}
+
+/*
+** Push the object key starting at the opening quote f->p (0 on a refusal, as
+** push_string; a key holding a NUL byte is refused too) and set *key to the
+** pushed string's bytes. A plain short key seen before in this text is
+** pushed from the cache; one not seen is pushed and remembered in its slot
+** (a later key with the same slot replaces it).
+*/
+static int push_key(Fast *f, SeenKey *key) {
+  const unsigned char *s, *e;
+  int escaped, wide, nul = 0;
+  size_t n;
+  unsigned slot;
+  CachedKey *c;
+  if (!scan_string(f, &s, &e, &escaped, &wide)) return 0;
+  n = (size_t)(e - s);
+  if (escaped) {
+    if (!push_escaped(f, s, e, &nul) || nul) return 0;
+    key->s = lua_tolstring(f->L, -1, &key->len);
+    return 1;
+  }
+  key->len = n;
+  if (n == 0 || n > KEY_CACHE_LEN) {
+    key->s = lua_pushlstring(f->L, (const char *)s, n);
+    return 1;
+  }
+  slot = (unsigned)(n * 7u + s[0] * 3u + s[n / 2] + s[n - 1] * 5u) & (KEY_CACHE - 1);
+  c = &f->key[slot];
+  if ((f->cached >> slot & 1u) && c->len == n && memcmp(c->s, s, n) == 0) {
+    lua_rawgeti(f->L, f->keys, (lua_Integer)slot + 1);
+    key->s = c->s;
+    return 1;
+  }
+  if (f->cached == 0) {
+    lua_createtable(f->L, KEY_CACHE, 0);
+    lua_replace(f->L, f->keys);
+  }
+  key->s = lua_pushlstring(f->L, (const char *)s, n);
+  lua_pushvalue(f->L, -1);
+  lua_rawseti(f->L, f->keys, (lua_Integer)slot + 1);
+  c->s = key->s;
+  c->len = n;
+  f->cached |= (uint64_t)1 << slot;
+  return 1;
 }
 
 /* What follows a member or an element: another one, the end of the container, or a refusal. */
@@ -549,7 +554,7 @@ static int separator(Fast *f, unsigned char close) {
 */
 static int push_object(Fast *f, int depth, enum role role) {
   lua_State *L = f->L;
-  SeenKey seen[SEEN_KEYS];
+  SeenKey seen[SEEN_KEYS], key;
   int obj, keys = 0, n_seen = 0, sep;
   lua_Integer n = 0;
   f->p++;
@@ -570,9 +575,9 @@ static int push_object(Fast *f, int depth, enum role role) {
     keys = obj + 1;
   }
   for (;;) {
-    if (f->p >= f->end || *f->p != '"' || !push_key(f)) return 0;
-    if (repeated(L, seen, n_seen, obj)) return 0;
-    if (n_seen < SEEN_KEYS) seen[n_seen].s = lua_tolstring(L, -1, &seen[n_seen].len);
+    if (f->p >= f->end || *f->p != '"' || !push_key(f, &key)) return 0;
+    if (repeated(L, seen, n_seen, obj, &key)) return 0;
+    if (n_seen < SEEN_KEYS) seen[n_seen] = key;
     n_seen++;
     if (keys != 0) {
       lua_pushvalue(L, -1);
@@ -670,8 +675,8 @@ static int message_member(lua_State *L) {
 */
 static int read_message(Fast *f, int slots, enum role role) {
   lua_State *L = f->L;
-  SeenKey seen[SEEN_KEYS];
-  int n_seen = 0, nul, which, sep;
+  SeenKey seen[SEEN_KEYS], key;
+  int n_seen = 0, which, sep;
   f->p++;
   skip_blanks(f);
   if (f->p < f->end && *f->p == '}') {
@@ -680,11 +685,10 @@ static int read_message(Fast *f, int slots, enum role role) {
   }
   luaL_checkstack(L, SEEN_KEYS + 4, "JSON decoder");
   for (;;) {
-    if (f->p >= f->end || *f->p != '"' || !push_string(f, &nul) || nul) return 0;
+    if (f->p >= f->end || *f->p != '"' || !push_key(f, &key)) return 0;
     if (n_seen == SEEN_KEYS) return -1;
-    if (repeated(L, seen, n_seen, 0)) return 0;
-    seen[n_seen].s = lua_tolstring(L, -1, &seen[n_seen].len);
-    n_seen++;
+    if (repeated(L, seen, n_seen, 0, &key)) return 0;
+    seen[n_seen++] = key;
     skip_blanks(f);
     if (f->p >= f->end || *f->p != ':') return 0;
     f->p++;
