@@ -490,13 +490,15 @@ static int repeated(lua_State *L, const SeenKey *seen, int n_seen, int obj, cons
 ** Push the object key starting at the opening quote f->p (0 on a refusal, as
 ** push_string; a key holding a NUL byte is refused too) and set *key to the
 ** pushed string's bytes. A plain short key seen before in this text is
-** pushed from the cache; one not seen is pushed and remembered in its slot
-** (a later key with the same slot replaces it).
+** pushed from the cache; one not seen is pushed and remembered in one of
+** the two slots its hash names (replacing what the second held when
+** neither is free).
 */
 static int push_key(Fast *f, SeenKey *key) {
   const unsigned char *s, *e;
   int escaped, wide, nul = 0;
-  size_t n;
+  size_t n, i;
+  uint32_t h;
   unsigned slot;
   CachedKey *c;
   if (!scan_string(f, &s, &e, &escaped, &wide)) return 0;
@@ -511,13 +513,18 @@ static int push_key(Fast *f, SeenKey *key) {
     key->s = lua_pushlstring(f->L, (const char *)s, n);
     return 1;
   }
-  slot = (unsigned)(n * 7u + s[0] * 3u + s[n / 2] + s[n - 1] * 5u) & (KEY_CACHE - 1);
-  c = &f->key[slot];
-  if ((f->cached >> slot & 1u) && c->len == n && memcmp(c->s, s, n) == 0) {
-    lua_rawgeti(f->L, f->keys, (lua_Integer)slot + 1);
-    key->s = c->s;
-    return 1;
+  for (i = 0, h = 2166136261u; i < n; i++) h = (h ^ s[i]) * 16777619u; /* FNV-1a */
+  for (i = 0; i < 2; i++, h >>= 8) { /* two places a key may be in: few keys ever share both */
+    slot = h & (KEY_CACHE - 1);
+    c = &f->key[slot];
+    if ((f->cached >> slot & 1u) && c->len == n && memcmp(c->s, s, n) == 0) {
+      lua_rawgeti(f->L, f->keys, (lua_Integer)slot + 1);
+      key->s = c->s;
+      return 1;
+    }
+    if (!(f->cached >> slot & 1u)) break; /* a free place: the key was never in the second */
   }
+  /* remembered in the free place, else in the second one */
   if (f->cached == 0) {
     lua_createtable(f->L, KEY_CACHE, 0);
     lua_replace(f->L, f->keys);
