@@ -38,7 +38,7 @@ MODULE    = $(BUILD)/mcpclient/core.so
 NET_MODULE = $(BUILD)/mcpclient/net.so
 DB_MODULE = $(BUILD)/mcpclient/db.so
 
-.PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-listing bench-stdio bench-store soak fuzz fuzz-deps \
+.PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-listing bench-stdio bench-store bench-resources soak fuzz fuzz-deps \
         fuzz-coverage clean docs docs-check rock
 
 all: $(MODULE) $(NET_MODULE) $(DB_MODULE)
@@ -140,6 +140,12 @@ bench-listing: peers all
 bench-stdio: peers all
 	@$(MAKE) --no-print-directory -C bench stdio_floor
 	$(LUA) bench/stdio.lua $(STDIO_CALLS) $(STDIO_ROUNDS)
+
+# Listing 10 000 resources in pages of 250: mcpclient held whole and page by page beside the SDK
+# client, taking turns against one plain node:http server (bench/resources.lua; the report to
+# bench/RESOURCES.md, BENCH_OUT for another file).
+bench-resources: peers all
+	$(LUA) bench/resources.lua
 
 # What the store costs an audited call on SQLite and on PostgreSQL, and the audited calls/s
 # of 1, 4 and 8 worker processes sharing one PostgreSQL store (a throwaway pg_virtualenv cluster,
