@@ -239,21 +239,45 @@ describe("a run's resource reads and prompt gets", function()
     r:finish()
   end)
 
-  it("leaves a run waiting on a read to its process, as one waiting on a call: no take-over", function()
+  it("a run waiting on a read: no take-over under a live lease; released, another holder resumes it once", function()
     servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "1" })
     local fake = fake_server():will_return { contents = json.array { { uri = "file:///a", text = "alpha" } } }
     local r = start(store, fake)
     assert.is_true(r:read_resource("docs", "file:///a").suspended)
-    local other, _, err = run.take_over(store, r.uid, { user = ADMIN, configuration = LOCAL, providers = PROVIDERS,
-      tools = {}, log = function() end, owner = "another-worker", now = function() return os.time() + 100000 end })
+    local taker = { user = ADMIN, configuration = LOCAL, providers = PROVIDERS, tools = {}, log = function() end,
+      owner = "another-worker",
+      connect = function(row) return catalogue.connect(row, { transport = fake, clock = fake.clock }) end }
+    -- its holder's lease is live: nobody else takes it
+    local other, _, err = run.take_over(store, r.uid, taker)
     assert.is_nil(other)
     assert.equal("run_lease_lost", err.kind)
     assert.equal("waiting_approval", assert(store:run(r.uid)).status)
-    assert.same({ { kind = "read", server = "docs", uri = "file:///a" } }, r:pending())
-    r:approve()
-    assert.equal("alpha", r:resume()[1].text)
+    -- released, it is taken over at once, waiting on the same read
+    assert.is_true(r:release())
+    assert.equal(run.RELEASED, r.status)
+    assert.same({}, r:pending())
+    other = assert(run.take_over(store, r.uid, taker))
+    assert.equal(run.WAITING, other.status)
+    assert.equal("another-worker", assert(store:run(r.uid)).claimed_by)
+    assert.same({ { kind = "read", server = "docs", uri = "file:///a" } }, other:pending())
+    -- a person decides from elsewhere; the new holder resumes with that decision, and the read is sent once
+    assert.is_true(run.decide(store, r.uid, true, { by = "alice" }))
+    local again, _, twice = run.decide(store, r.uid, false)
+    assert.is_nil(again)
+    assert.equal("invalid", twice.kind)
+    assert.equal("alpha", other:resume()[1].text)
     assert.equal(1, count(fake:methods(), "resources/read"))
-    r:finish()
+    -- the released holder sends nothing
+    local late = r:read_resource("docs", "file:///a")
+    assert.is_true(late.is_error)
+    assert.equal(1, count(fake:methods(), "resources/read"))
+    local approvals = events_of(other, "approval")
+    assert.equal(1, #approvals)
+    assert.equal("alice", approvals[1].data.by)
+    assert.is_true(approvals[1].data.approved)
+    local events = assert(other:events())
+    for i, e in ipairs(events) do assert.equal(i, e.sequence) end
+    assert.equal("completed", other:finish())
   end)
 
   it("gets a prompt as the model reads it, and names an unknown server", function()

@@ -195,7 +195,7 @@ describe("mcpclient.agent.store", function()
         auth_credential = "", auth_placement = "bearer", auth_header_name = "", data_class = "",
         requires_approval = "1", enabled = false, import_status = "never_imported", import_error = "",
         last_imported = 0, tool_count = 0, last_contact = 0, last_latency_ms = 0, deleted = false,
-        catalogue_stale = false,
+        catalogue_stale = false, reimport = "manual", reimport_pending = 0,
         env = {}, cwd = "",
       }, row)
     end)
@@ -521,7 +521,7 @@ describe("mcpclient.agent.store", function()
       local row = s:run(uid)
       assert.same({ uid = uid, uuid = "0b8e-uuid", status = "running", claimed_by = "interactive:host:1",
         lease_expires = row.lease_expires, pending_effect = "", cancel_requested = false, user_name = "admin",
-        configuration = "default", crdate = row.crdate, tstamp = row.tstamp }, row)
+        configuration = "default", crdate = row.crdate, tstamp = row.tstamp, pending_steps = "", approval = "" }, row)
       assert.is_nil(s:run(uid + 1))
       local far = assert(s:insert_run { uuid = "x", lease_expires = math.maxinteger })
       assert.equal(math.maxinteger, s:run(far).lease_expires)

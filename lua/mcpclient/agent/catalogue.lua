@@ -66,10 +66,30 @@ local function auth_of(row)
   return { placement = placement_of(row), credential = credential, header_name = row.auth_header_name }
 end
 
+-- The kinds of change notice that make a stored catalogue stale: the
+-- listings an import keeps (a resource's own update is not one).
+local STALE_KINDS = { tools = true, resources = true, prompts = true }
+
+-- The change-notice hook of a store-backed connection: a notice that a
+-- listing the import keeps changed marks the stored catalogue stale, and a
+-- re-import due (see store:set_catalogue_stale). The notice is taken from the
+-- streams the connection reads anyway; no stream is held open for it. One
+-- heard on an import's own connection (`importing`) leaves the catalogue
+-- stale but makes nothing due: the import under way is the answer to the
+-- burst, so a server that answers every listing with a notice cannot keep
+-- its host importing.
+local function on_change_of(row, options, importing)
+  if not (options.store and row.uid) then return nil end
+  local store = options.store
+  return function(kind)
+    if STALE_KINDS[kind] then store:set_catalogue_stale(row.uid, true, not importing) end
+  end
+end
+
 -- A connection to a server the row starts over stdio: its command, env and
 -- cwd come from the operator's row only. Options that concern HTTP are not
 -- passed on.
-local function connect_stdio(row, options)
+local function connect_stdio(row, options, importing)
   if type(row.url) == "string" and row.url ~= "" then
     return errors.fail("configuration", { server = row.identifier, detail = "it has both a URL and a command." })
   end
@@ -81,6 +101,7 @@ local function connect_stdio(row, options)
     name = (type(row.name) == "string" and row.name ~= "") and row.name or nil,
     health = health or health_recorders.discard,
     clock = options.clock, resolver = options.resolver, budget = options.budget, log = options.log,
+    on_change = on_change_of(row, options, importing),
   }
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end
@@ -94,10 +115,11 @@ end
 -- max_input_rounds — passed through.
 -- Rows an operator can save but a connection cannot use (an unknown placement,
 -- a malformed URL or identifier) come back as nil, message, err, never raised.
+-- With options.store, a change notice the connection hears marks the stored
+-- catalogue stale (and a re-import due).
 -- @return connection | nil, message, err
-function catalogue.connect(row, options)
-  options = options or {}
-  if type(row.command) == "table" then return connect_stdio(row, options) end
+local function connect_row(row, options, importing)
+  if type(row.command) == "table" then return connect_stdio(row, options, importing) end
   if type(row.url) ~= "string" or row.url == "" then
     return errors.fail("configuration", { server = row.identifier, detail = "it has no URL and no command." })
   end
@@ -126,16 +148,16 @@ function catalogue.connect(row, options)
     -- the host's handler for input a server asks for (what a person answers reaches the model only
     -- through the tool's result, as the server chooses to use it)
     on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
-    -- the server says its tools changed: the stored catalogue is stale until the next import (the
-    -- notice is taken from the streams the connection reads anyway; no stream is held open for it)
-    on_change = options.store and row.uid and function(kind)
-      if kind == "tools" then options.store:set_catalogue_stale(row.uid, true) end
-    end or nil,
+    on_change = on_change_of(row, options, importing),
     listen = false,
   }
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end
   return errors.fail("configuration", { server = row.identifier, detail = raised(conn) })
+end
+
+function catalogue.connect(row, options)
+  return connect_row(row, options or {}, false)
 end
 
 ---------------------------------------------------------------------------
@@ -262,7 +284,9 @@ end
 local fetch_offers
 
 local function fetch(row, options, offers)
-  local connect = options.connect or function(r) return catalogue.connect(r, options) end
+  local connect = options.connect or function(r) return connect_row(r, options, true) end
+  -- the import answers every notice heard so far; one heard from here on keeps the catalogue stale
+  options.store:begin_import(row.uid, false)
   local conn, message, err = connect(row)
   if not conn then return nil, message, err end
   local listed
@@ -351,6 +375,36 @@ function catalogue.import(store, row, options)
   return report
 end
 
+--- Re-import the catalogues a change notice made due: every live, enabled
+--- server the operator set to re-import on its own (reimport "auto") whose
+--- catalogue a notice marked stale since its last import. Each is taken by
+--- one compare-and-set first (of several processes sharing the store, one
+--- re-imports it, once per burst of notices), then imported exactly as
+--- catalogue.import does (the caps, the text rule, orphans, the recorded
+--- outcome, the contact). A re-import that fails leaves the stored catalogue
+--- as it was, still stale, the failure recorded as the server's import error;
+--- it is not tried again until the next notice (or `mcpclient import`).
+--- Call it at a safe point: never while a model's turn is using the tools
+--- (a run does it in run:tools(), before the gate decides the next turn's tools).
+-- @param options catalogue.import's options, plus
+--   admit = function(row) -> boolean: whether this host may reach the server now (a run's gate;
+--     a server it refuses stays due, for a host that may)
+-- @return list of { row, report, duration_ms } (one per re-import made) | nil, message, err
+function catalogue.reimport_due(store, options)
+  options = options or {}
+  local rows, message, err = store:reimports_due()
+  if not rows then return nil, message, err end
+  local done = {}
+  for _, row in ipairs(rows) do
+    if (options.admit == nil or options.admit(row)) and store:begin_import(row.uid, true) == 1 then
+      local started = core.now()
+      local report = catalogue.import(store, store:server(row.uid) or row, options)
+      done[#done + 1] = { row = row, report = report, duration_ms = (core.now() - started) * 1000 }
+    end
+  end
+  return done
+end
+
 ---------------------------------------------------------------------------
 -- The other offers: resources, templates, prompts
 ---------------------------------------------------------------------------
@@ -417,19 +471,24 @@ end
 --- template, prompt } (how many of each listed kind were kept); a store
 --- failure is added to its skip reasons, and those offers stay as they were.
 function catalogue.keep_offers(store, row, offers, now, report)
+  -- the catalogue is current again only when every listing it keeps was read and stored
+  local complete = true
   for _, spec in ipairs(OFFER_LISTINGS) do
     local rows = offers[spec.kind]
     if rows then
       local orphaned, message = store:reconcile_offers(row.uid, spec.kind, rows, now)
       if not orphaned then
+        complete = false
         report.skip_reasons[#report.skip_reasons + 1] = message
       elseif offers.listed[spec.kind] then
         report.offers = report.offers or {}
         report.offers[spec.kind] = #rows
       end
+    else
+      complete = false
     end
   end
-  store:set_catalogue_stale(row.uid, false)
+  if complete then store:settle_catalogue(row.uid) end
 end
 
 ---------------------------------------------------------------------------

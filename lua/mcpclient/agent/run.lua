@@ -95,6 +95,9 @@ run.WAITING = "waiting_approval"
 run.COMPLETED = "completed"
 run.FAILED = "failed"
 run.CANCELLED = "cancelled"
+-- The state of a Run object that handed its waiting run over (Run:release);
+-- never a stored status.
+run.RELEASED = "released"
 
 local UNENCODABLE = "(the arguments could not be encoded)"
 local FENCE_ORDER = { "tool", "arguments_sha256", "sequence", "task_id" }
@@ -109,7 +112,7 @@ local SUSPENDED = "suspended" -- admitted, waits for the host's approval
 local DONE = "done"           -- final: result set, its step recorded (unless stopped)
 
 local Run = {}
-local task_started
+local task_started, safe_point
 Run.__index = Run
 
 local function warn_to(log, message)
@@ -163,11 +166,14 @@ end
 -- Builtins win a name, then the first tool that claims it; a dropped tool is
 -- logged. Each tool needs a string `name` and an `execute(self, arguments,
 -- context)` method.
+-- Also returns fill(tools), which refills the same registry with the
+-- builtins and another list (the gate keeps the registry object, so it sees
+-- the new tools too).
 local function registry_of(builtins, tools, log)
   local by_name, order = {}, {}
   local function add(t)
     if type(t) ~= "table" or type(t.name) ~= "string" or type(t.execute) ~= "function" then
-      error("run.start: a tool must be a table with a string name and an execute method", 5)
+      error("run.start: a tool must be a table with a string name and an execute method", 6)
     end
     if by_name[t.name] then
       warn_to(log, string.format('Tool "%s" is already registered; the later one was dropped.', t.name))
@@ -176,12 +182,26 @@ local function registry_of(builtins, tools, log)
     by_name[t.name] = t
     order[#order + 1] = t.name
   end
-  for _, t in ipairs(builtins or {}) do add(t) end
-  for _, t in ipairs(tools or {}) do add(t) end
+  local function fill(list)
+    by_name, order = {}, {}
+    for _, t in ipairs(builtins or {}) do add(t) end
+    for _, t in ipairs(list or {}) do add(t) end
+  end
+  fill(tools)
   return {
     get = function(name) return by_name[name] end,
     names = function() return table.move(order, 1, #order, 1, {}) end,
-  }
+  }, fill
+end
+
+-- The local names of the host's builtin tools (an import skips a remote
+-- tool whose local name one of them has).
+local function builtin_names(builtins)
+  local set = {}
+  for _, t in ipairs(builtins or {}) do
+    if type(t) == "table" and type(t.name) == "string" then set[t.name] = true end
+  end
+  return set
 end
 
 -- The gate a run uses when the host brings none: enablement from the
@@ -242,7 +262,9 @@ end
 
 -- The tools of the run: the host's registry, or builtins + the provider's
 -- tools + the host's list. → { registry, owned = the provider the run
--- opened itself (or nil) } | nil, message, err (the provider could not list its tools)
+-- opened itself (or nil), provider (the one listed, owned or the host's),
+-- extra (the host's list), fill (see registry_of) } | nil, message, err
+-- (the provider could not list its tools)
 local function tools_of(store, options, log)
   if options.registry then return { registry = options.registry } end
   local provider, owned = options.provider, nil
@@ -260,7 +282,8 @@ local function tools_of(store, options, log)
     tools = listed
   end
   for _, t in ipairs(options.tools or {}) do tools[#tools + 1] = t end
-  return { registry = registry_of(options.builtins, tools, log), owned = owned }
+  local registry, fill = registry_of(options.builtins, tools, log)
+  return { registry = registry, owned = owned, provider = provider, extra = options.tools, fill = fill }
 end
 
 local function lease_until(self)
@@ -330,6 +353,7 @@ function run.start(store, options)
     tasks = options.tasks == true, task_budget = options.task_budget or run.TASK_BUDGET,
     -- the connections resource reads and prompt gets use (server uid -> connection), opened on first use
     offer_connect = options.connect, offer_connections = {},
+    tool_source = tools, builtin_names = builtin_names(options.builtins),
   }, Run)
   claim(self, options.owner or default_owner())
   return self
@@ -621,6 +645,9 @@ end
 --   run's user is not an administrator, or when the run stopped; nil otherwise)
 function Run:tools()
   local offered = {}
+  -- the safe point of the run: no turn is using the tools now
+  safe_point(self)
+  if self.status == run.FAILED then return offered, self.error.message end
   local names, unrecorded = self.gate:filter_offerable(nil, self.configuration, self.user, gate_context(self))
   if unrecorded then return offered, unrecorded_refusal(self, nil, unrecorded).message end
   for _, name in ipairs(names) do
@@ -644,6 +671,12 @@ local function offer_entry(row, what)
   return { name = string.format("mcp_%s:%s", row.identifier, what), data_class = catalogue.data_class(row),
     group = agent_names.group(row.identifier), -- the server's group switch holds for its reads too
     remote = true, enabled_by_default = true, effect = "read_only" }
+end
+
+-- How a read is sent once its connection is open: (conn, opts) -> answer.
+local function offer_fetch(kind, target, arguments)
+  if kind == "resource" then return function(conn, opts) return conn:read_resource(target, opts) end end
+  return function(conn, opts) return conn:get_prompt(target, arguments, opts) end
 end
 
 -- The enabled server named `identifier`, or nil.
@@ -691,6 +724,75 @@ local function record_offer(self, kind, fields, duration_ms)
     warn_to(self.log, string.format("A %s read in run %s could not be recorded: %s", kind, self.uuid,
       tostring(message)))
   end
+end
+
+---------------------------------------------------------------------------
+-- Catalogues that changed: re-imported at the run's safe point
+---------------------------------------------------------------------------
+
+-- The run's tools again from its provider, after a re-import (a host that
+-- gave its own registry keeps it as it is).
+local function refresh_tools(self)
+  local source = self.tool_source
+  if not (source and source.provider and source.fill) then return end
+  local listed, message = source.provider.tools()
+  if not listed then
+    warn_to(self.log, string.format("Run %s keeps its tools as they were: the provider could not list them "
+      .. "again: %s", self.uuid, tostring(message)))
+    return
+  end
+  for _, t in ipairs(source.extra or {}) do listed[#listed + 1] = t end
+  source.fill(listed)
+end
+
+-- What the run's trail says of one automatic re-import.
+local function reimport_text(report)
+  if report.refused then
+    return "The catalogue was not imported again and is still stale: " .. core.clip(tostring(report.skip_reasons[1]), 300)
+  end
+  return string.format("Imported %d tools, skipped %d, orphaned %d.", report.imported, report.skipped,
+    report.orphaned)
+end
+
+-- The safe point: run:tools(), before the gate decides what the next model
+-- turn is offered, never while a turn runs. Each server the operator set to
+-- re-import on its own whose catalogue a change notice made stale is
+-- imported again here (catalogue.reimport_due: the import's own rules, one
+-- process per burst of notices) — only where this run's gate lets it reach
+-- the server (as a read of it: its data class against the zone, remote for
+-- administrators only, its group switch; a refusal is a governance row and
+-- leaves the re-import due for a host that may). Each re-import is an event
+-- of the run ("reimport", with its latency); the run's tools are then listed
+-- again from its provider.
+function safe_point(self)
+  if self.status ~= run.RUNNING then return end
+  local done, message = catalogue.reimport_due(self.store, {
+    builtin_names = self.builtin_names, log = self.log, connect = self.offer_connect,
+    admit = function(row)
+      if self.status ~= run.RUNNING then return false end
+      local d = self.gate:decide_offer(offer_entry(row, "catalogue"), self.configuration, self.user,
+        gate_context(self))
+      if d.unrecorded then
+        unrecorded_refusal(self, offer_entry(row, "catalogue").name, d.unrecorded)
+        return false
+      end
+      return d.allowed == true
+    end,
+  })
+  if not done then
+    warn_to(self.log, string.format("Run %s could not look for catalogues to import again: %s", self.uuid,
+      tostring(message)))
+    return
+  end
+  local changed = false
+  for _, item in ipairs(done) do
+    local report = item.report
+    record_offer(self, "reimport", { server = item.row.identifier, imported = report.imported,
+      skipped = report.skipped, orphaned = report.orphaned, refused = report.refused == true,
+      result = reimport_text(report), isError = report.refused == true }, item.duration_ms)
+    changed = changed or not report.refused
+  end
+  if changed then refresh_tools(self) end
 end
 
 ---------------------------------------------------------------------------
@@ -1055,13 +1157,40 @@ local function results_of(turn)
   return out
 end
 
+-- What a waiting run keeps on its row so that another process can take it
+-- over: the round and each step that waits, with its arguments, as JSON text
+-- ({ round, steps = { { kind = "call", name, arguments } | { kind = "read",
+-- server, uri } | { kind = "prompt", server, name, arguments } } }); "" when
+-- the arguments cannot be encoded (such a run is resumed only by its process).
+local function steps_text(turn)
+  local steps = {}
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTED then
+      local offer = rec.offer
+      if not offer then
+        steps[#steps + 1] = { kind = "call", name = rec.call.name, arguments = rec.call.arguments or {} }
+      elseif offer.kind == "resource" then
+        steps[#steps + 1] = { kind = "read", server = offer.row.identifier, uri = offer.target }
+      else
+        steps[#steps + 1] = { kind = "prompt", server = offer.row.identifier, name = offer.target,
+          arguments = offer.arguments or {} }
+      end
+    end
+  end
+  return json.try_encode { round = turn.round, steps = json.array(steps) } or ""
+end
+
 -- Hold the whole turn for approval: its refusals are recorded now, its
 -- admitted calls wait (or, when the lease is gone, are not made at all).
+-- The steps that wait are kept on the run's row with its status, in one
+-- guarded write, and any earlier decision is cleared.
 local function suspend(self, turn)
   for _, rec in ipairs(turn.records) do
     if rec.state == REFUSED then settle_refusal(self, turn, rec) end
   end
-  local ok, err = under_lease(self, { status = run.WAITING, lease_expires = lease_until(self) })
+  self.pending_steps = steps_text(turn)
+  local ok, err = under_lease(self, { status = run.WAITING, lease_expires = lease_until(self),
+    pending_steps = self.pending_steps, approval = "" })
   if self.persisted and not ok then
     lease_trouble(self, nil, err)
     for _, rec in ipairs(turn.records) do
@@ -1172,18 +1301,87 @@ function Run:pending()
   return out
 end
 
+-- The audit's last sequence, read again: another process may have appended
+-- an event (a decision) since this one wrote its last, and a call's fence
+-- names the sequence its step is to take.
+local function sync_sequence(self)
+  if not self.persisted then return end
+  local events = self.store:events(self.uid)
+  for _, e in ipairs(events or {}) do self.sequence = math.max(self.sequence, e.sequence) end
+end
+
+-- The decision as the "approval" event records it.
+local function approval_event(round, approved, by)
+  return { kind = "approval", round = round, payload = encode_payload({ kind = "approval", round = round,
+    approved = approved, by = core.repair_utf8(by) }) }
+end
+
+-- Record the host's decision. A persisted run whose waiting steps are on its
+-- row records it there (the first decision wins, from any process; see
+-- run.decide), so a process that takes the run over resumes with it.
 local function decide_approval(self, approved)
   if self.status ~= run.WAITING then error("the run is not waiting for approval", 3) end
+  local round = self.waiting.round
+  if self.persisted and (self.pending_steps or "") ~= "" then
+    local decided, message = self.store:decide_run(self.uid, approved and "approved" or "denied", self.pending_steps,
+      approval_event(round, approved, self.owner or ""))
+    if decided == 1 then
+      self.approval = approved
+      sync_sequence(self)
+      return true
+    elseif decided == 0 then
+      local row = self.store:run(self.uid)
+      if row and row.status == run.WAITING and row.claimed_by == self.owner and row.approval ~= "" then
+        -- a person decided first, from another process: that decision holds
+        self.approval = row.approval == "approved"
+        return errors.fail("invalid", { field = "approval", detail = string.format("Run %s was %s already; that "
+          .. "decision holds.", self.uuid, row.approval) })
+      end
+      self.waiting = nil
+      local failure = lease_trouble(self, nil, nil)
+      return nil, failure.message, failure
+    end
+    warn_to(self.log, string.format("The decision on run %s could not be stored, so it holds in this process "
+      .. "only: %s", self.uuid, tostring(message)))
+  end
   self.approval = approved
-  note(self, "approval", { round = self.waiting.round, approved = approved })
+  note(self, "approval", { round = round, approved = approved, by = core.repair_utf8(self.owner or "") })
   return true
 end
 
---- The host approves the suspended turn's calls (then resume()).
+--- The host approves the suspended turn's calls (then resume()). A persisted
+--- run records the decision on its row (an "approval" event in its trail).
+-- @return true | nil, message, err (kind "invalid": a person decided first, from another process — that
+--   decision holds and resume() applies it; kind "run_lease_lost": another process holds the run now)
 function Run:approve() return decide_approval(self, true) end
 
 --- The host refuses them (then resume(): each answers with an error result).
+-- @return as approve()
 function Run:deny() return decide_approval(self, false) end
+
+--- Hand a waiting run over: its lease ends now, so another process may take
+--- it over at once (run.take_over) instead of after the lease expires, and
+--- this object lets go of it (status "released": no more turns, reads or
+--- resume here). Only a persisted run waiting for approval whose steps are on
+--- its row can be released.
+-- @return true | nil, message, err (kind "run_lease_lost": it was not this process's any more;
+--   "store": the row could not be written, and the run stays this process's)
+function Run:release()
+  if self.status ~= run.WAITING then error("release: the run is not waiting for approval", 2) end
+  if not self.persisted or (self.pending_steps or "") == "" then
+    error("release: only a stored run whose waiting steps are on its row can be released", 2)
+  end
+  local ok, err = under_lease(self, { lease_expires = 0 })
+  if not ok then
+    if err then return nil, err.message, err end
+    self.waiting = nil
+    local failure = lease_trouble(self, nil, nil)
+    return nil, failure.message, failure
+  end
+  self.status, self.owner, self.waiting, self.approval = run.RELEASED, nil, nil, nil
+  self:close()
+  return true
+end
 
 --- Continue a suspended run in a fresh segment: a new remote-call budget and
 --- a renewed lease. Approved calls are admitted again (the gate may have
@@ -1192,9 +1390,19 @@ function Run:deny() return decide_approval(self, false) end
 -- @return the suspended turn's results, in call order
 function Run:resume()
   if self.status ~= run.WAITING then error("the run is not waiting for approval", 2) end
+  if self.approval == nil and self.persisted then
+    -- a person may have decided from another process (run.decide, `mcpclient runs approve`)
+    local row = self.store:run(self.uid)
+    if row and row.approval ~= "" and row.pending_steps == self.pending_steps then
+      self.approval = row.approval == "approved"
+      sync_sequence(self)
+    end
+  end
   if self.approval == nil then error("resume: approve() or deny() first", 2) end
   local turn, approved = self.waiting, self.approval
-  local ok, err = under_lease(self, { status = run.RUNNING, lease_expires = lease_until(self) })
+  local ok, err = under_lease(self, { status = run.RUNNING, lease_expires = lease_until(self), pending_steps = "",
+    approval = "" })
+  self.pending_steps = nil
   self.waiting, self.approval = nil, nil
   if self.persisted and not ok then lease_trouble(self, nil, err) else self.status = run.RUNNING end
   self.segment, self.remote_calls = self.segment + 1, 0
@@ -1266,6 +1474,109 @@ local function follow_stored(self, row)
   return result
 end
 
+-- The waiting steps a row keeps (see steps_text), checked: { round, steps }
+-- | nil when they are missing or unreadable.
+local function parse_steps(text)
+  if type(text) ~= "string" or text == "" then return nil end
+  local ok, data = pcall(json.decode, text)
+  if not ok or type(data) ~= "table" or type(data.steps) ~= "table" or #data.steps == 0 then return nil end
+  for _, step in ipairs(data.steps) do
+    if type(step) ~= "table" then return nil end
+    local named = step.kind == "call" and step.name or step.kind == "read" and step.uri
+      or step.kind == "prompt" and step.name
+    if type(named) ~= "string" or (step.kind ~= "call" and type(step.server) ~= "string") then return nil end
+    if step.arguments ~= nil and type(step.arguments) ~= "table" then return nil end
+  end
+  return { round = math.tointeger(data.round) or 0, steps = data.steps }
+end
+
+-- The suspended turn again, from the steps its row keeps: each step a
+-- record that waits, as suspend() left it in the process that made it.
+local function rebuild_turn(self, parsed)
+  local records = {}
+  for i, step in ipairs(parsed.steps) do
+    if step.kind == "call" then
+      records[i] = { call = { name = step.name, arguments = step.arguments }, state = SUSPENDED }
+    else
+      local kind = step.kind == "read" and "resource" or "prompt"
+      local target = kind == "resource" and step.uri or step.name
+      -- the server as it is now (a server disabled meanwhile is refused on resume, by name)
+      local row = offer_server(self, step.server) or { identifier = step.server }
+      records[i] = { call = { name = string.format("mcp_%s:%s", step.server, kind) }, state = SUSPENDED,
+        tool = offer_entry(row, kind), offer = { kind = kind, server = step.server, target = target,
+          arguments = step.arguments, fetch = offer_fetch(kind, target, step.arguments), row = row } }
+    end
+  end
+  return { round = parsed.round, records = records }
+end
+
+--- A waiting run's row as a person decides on it: { round, steps (as
+--- run:pending() lists them, under the text rule), approval ("approved",
+--- "denied" or nil) } | nil when the row does not wait on steps it keeps.
+function run.waiting(row)
+  if type(row) ~= "table" then error("run.waiting: row must be a run's row", 2) end
+  if row.status ~= run.WAITING then return nil end
+  local parsed = parse_steps(row.pending_steps)
+  if not parsed then return nil end
+  local steps = {}
+  for i, step in ipairs(parsed.steps) do
+    if step.kind == "call" then
+      steps[i] = { kind = "call", name = core.clip(step.name), arguments = step.arguments or {} }
+    elseif step.kind == "read" then
+      steps[i] = { kind = "read", server = core.clip(step.server), uri = core.clip(step.uri) }
+    else
+      steps[i] = { kind = "prompt", server = core.clip(step.server), name = core.clip(step.name),
+        arguments = step.arguments or {} }
+    end
+  end
+  return { round = parsed.round, steps = steps, approval = row.approval ~= "" and row.approval or nil }
+end
+
+--- A person's decision on a waiting run, from any process (the one that
+--- holds the run, another, the operator's `mcpclient runs approve|deny`):
+--- recorded on the run's row and as an "approval" event of its trail (`by`
+--- names who decided). The first decision wins. The run's holder applies it
+--- on resume(); a process that takes the run over finds it there.
+-- @param options { by = who decided (default "operator", at most 64 characters), steps = the
+--   pending_steps text the person was shown (default: the row's now) }
+-- @return true | nil, message, err (kind "invalid": the run is not waiting on steps it keeps, or it
+--   was decided already; "store")
+function run.decide(store, run_uid, approved, options)
+  if type(store) ~= "table" then error("run.decide: store must be a store", 2) end
+  if math.type(run_uid) ~= "integer" or run_uid <= 0 then error("run.decide: run_uid must be a run's uid", 2) end
+  if type(approved) ~= "boolean" then error("run.decide: approved must be a boolean", 2) end
+  options = options or {}
+  local by = options.by or "operator"
+  if type(by) ~= "string" or by == "" or #by > run.MAX_OWNER_LENGTH then
+    error("run.decide: by must be 1 to 64 characters", 2)
+  end
+  local row, message, err = store:run(run_uid)
+  if not row then
+    if message then return nil, message, err end
+    return errors.fail("invalid", { field = "run", detail = string.format("No run has the id %d.", run_uid) })
+  end
+  local parsed = row.status == run.WAITING and parse_steps(row.pending_steps)
+  if not parsed then
+    return errors.fail("invalid", { field = "run", detail = string.format("Run %d is not waiting for approval "
+      .. "(it is %s)%s.", run_uid, row.status, row.status == run.WAITING and ", and its waiting steps are not "
+      .. "kept on its row, so only the process that holds it can decide" or "") })
+  end
+  if row.approval ~= "" then
+    return errors.fail("invalid", { field = "run", detail = string.format("Run %d was %s already; that decision "
+      .. "holds.", run_uid, row.approval) })
+  end
+  local steps = options.steps or row.pending_steps
+  local decided
+  decided, message, err = store:decide_run(run_uid, approved and "approved" or "denied", steps,
+    approval_event(parsed.round, approved, by))
+  if decided == nil then return nil, message, err end
+  if decided ~= 1 then
+    return errors.fail("invalid", { field = "run", detail = string.format("Run %d changed before the decision "
+      .. "was recorded (decided, resumed or finished meanwhile); nothing was recorded.", run_uid) })
+  end
+  return true
+end
+
 --- Take over a run whose worker is gone (its lease expired): claim its
 --- lease, then follow each task-backed call it left open to its end — the
 --- same task on the server, never a second call — recording each step
@@ -1273,6 +1584,16 @@ end
 --- fence. The run is then this process's: RUNNING, ready for more turns or
 --- finish(). A run whose fence names a call that did not become a stored
 --- task was marked failed instead (it may or may not have run).
+---
+--- A run waiting for approval is taken over the same way once its lease has
+--- expired or its holder released it (Run:release): the claim is the same
+--- compare-and-set, so its old holder's approve/resume changes nothing
+--- after it (run_lease_lost, nothing sent). Nothing of its waiting turn was
+--- sent, so nothing is followed: the run is rebuilt from the steps its row
+--- keeps and comes back WAITING, run:pending() listing them as before, with
+--- the decision a person recorded meanwhile (run.decide) if there is one;
+--- then approve() or deny() as needed, and resume() sends the approved steps
+--- once (admitted by this process's gate again) under this process's lease.
 -- @param options as run.start's (the tools the run's tasks were called
 --   through must be among them; task_budget bounds the wait for each task)
 -- @return Run, results (one per followed task: { text, is_error, err, open },
@@ -1292,6 +1613,7 @@ function run.take_over(store, run_uid, options)
     log = log, status = run.RUNNING, round = 0, segment = 1, remote_calls = 0, trail = {}, persisted = false,
     sequence = 0, fenced = {}, tasks = options.tasks ~= false, task_budget = options.task_budget or run.TASK_BUDGET,
     uid = run_uid, offer_connect = options.connect, offer_connections = {},
+    tool_source = tools, builtin_names = builtin_names(options.builtins),
   }, Run)
   local owner = options.owner or default_owner()
   local claimed
@@ -1302,10 +1624,25 @@ function run.take_over(store, run_uid, options)
     self:close()
     if claimed == nil then return nil, message, err end
     return errors.fail("run_lease_lost", { detail = string.format("run %d could not be taken over: it is not "
-      .. "running with an expired lease (another owner holds it, or it was left behind and marked failed)",
-      run_uid) })
+      .. "running or waiting for approval with an expired lease (another owner holds it, or it was left behind "
+      .. "and marked failed)", run_uid) })
   end
   self.uuid, self.owner, self.persisted, self.lease_expires = row.uuid, owner, true, row.lease_expires
+  if row.status == run.WAITING then
+    -- the claim took only a row whose steps parse (pending_steps non-empty; see parse_steps)
+    local parsed = parse_steps(row.pending_steps)
+    if parsed then
+      self.status, self.waiting, self.pending_steps = run.WAITING, rebuild_turn(self, parsed), row.pending_steps
+      if row.approval ~= "" then self.approval = row.approval == "approved" end
+    else
+      -- unreadable steps: the run cannot be resumed by anyone; it is let go of as it was
+      self.status = run.WAITING
+      under_lease(self, { lease_expires = 0 })
+      self:close()
+      return errors.fail("run_lease_lost", { detail = string.format("run %d waits for approval, but the steps it "
+        .. "waits on are not readable on its row, so it cannot be taken over", run_uid) })
+    end
+  end
   local events = store:events(run_uid) or {}
   for _, e in ipairs(events) do
     self.sequence = math.max(self.sequence, e.sequence)
@@ -1320,13 +1657,14 @@ function run.take_over(store, run_uid, options)
   end
   local results, still_open = {}, {}
   local fence = run.fence(row.pending_effect)
+  local function held() return self.status == run.RUNNING or self.status == run.WAITING end
   for _, task_row in ipairs(open) do
     local result = follow_stored(self, task_row)
     results[#results + 1] = result
     if result.open then still_open[task_row.task_id] = true end
-    if self.status ~= run.RUNNING then break end
+    if not held() then break end
   end
-  if self.status == run.RUNNING then
+  if held() then
     for _, entry in ipairs(fence) do
       if entry.task_id and still_open[entry.task_id] then
         self.fenced[#self.fenced + 1] = fence_entry({ call = { name = entry.tool, arguments = nil } }, entry.sequence)
@@ -1407,9 +1745,7 @@ function Run:read_resource(identifier, uri)
     error("read_resource: the server identifier and the uri must be strings", 2)
   end
   check_not_waiting(self)
-  return gated_read(self, "resource", identifier, uri, nil, function(conn, opts)
-    return conn:read_resource(uri, opts)
-  end)
+  return gated_read(self, "resource", identifier, uri, nil, offer_fetch("resource", uri))
 end
 
 --- Get a prompt of server `identifier` through the gate, as read_resource
@@ -1420,9 +1756,7 @@ function Run:get_prompt(identifier, name, arguments)
     error("get_prompt: the server identifier and the prompt name must be strings", 2)
   end
   check_not_waiting(self)
-  return gated_read(self, "prompt", identifier, name, arguments, function(conn, opts)
-    return conn:get_prompt(name, arguments, opts)
-  end)
+  return gated_read(self, "prompt", identifier, name, arguments, offer_fetch("prompt", name, arguments))
 end
 
 --- Close the connections the run opened itself (a provider's, and those of

@@ -202,8 +202,15 @@ local function as_env(v)
   return map
 end
 
+-- The operator's re-import setting: "auto" only when stored so; anything
+-- else (a store from before the column, a typo) is "manual".
+local function as_reimport(v)
+  if v == "auto" then return "auto" end
+  return "manual"
+end
+
 local hydrate_as = { integer = as_integer, string = as_string, boolean = as_boolean, number = as_number,
-  command = as_command, env = as_env }
+  command = as_command, env = as_env, reimport = as_reimport }
 
 local function hydrator(spec)
   return function(row)
@@ -225,7 +232,7 @@ local hydrate_server = hydrator {
   import_error = "string", last_imported = "integer", tool_count = "integer", last_contact = "integer",
   last_latency_ms = "integer", tstamp = "integer", crdate = "integer", deleted = "boolean",
   catalogue_stale = "boolean",
-  command = "command", env = "env", cwd = "string",
+  command = "command", env = "env", cwd = "string", reimport = "reimport", reimport_pending = "integer",
 }
 
 local hydrate_tool = hydrator {
@@ -237,7 +244,7 @@ local hydrate_tool = hydrator {
 local hydrate_run = hydrator {
   uid = "integer", uuid = "string", status = "string", claimed_by = "string", lease_expires = "integer",
   pending_effect = "string", cancel_requested = "boolean", user_name = "string", configuration = "string",
-  crdate = "integer", tstamp = "integer",
+  crdate = "integer", tstamp = "integer", pending_steps = "string", approval = "string",
 }
 
 local hydrate_event = hydrator {
@@ -635,7 +642,7 @@ end
 local server_fields = {
   identifier = "string", name = "string", description = "string", url = "string", auth_credential = "string",
   auth_placement = "string", auth_header_name = "string", data_class = "string", requires_approval = "approval",
-  enabled = "flag", command = "command", env = "env", cwd = "string",
+  enabled = "flag", command = "command", env = "env", cwd = "string", reimport = "string",
 }
 
 --- Add a server; unset fields take the table defaults. → uid
@@ -993,7 +1000,8 @@ end
 
 local run_fields = {
   uuid = "string", status = "string", claimed_by = "string", lease_expires = "integer", pending_effect = "string",
-  user_name = "string", configuration = "string", cancel_requested = "flag",
+  user_name = "string", configuration = "string", cancel_requested = "flag", pending_steps = "string",
+  approval = "string",
 }
 
 --- Insert a run; unset fields take the table defaults. → run uid
@@ -1112,9 +1120,11 @@ end
 --- Take over a running run whose lease has expired (lease_expires < now),
 -- or renew one's own: one compare-and-set, so of several workers that see
 -- the same expired lease exactly one gets it, and the old owner's next
--- fenced write changes nothing. A run left behind with its fence set is not
--- taken over: it is marked failed (see recover_runs). → 1 claimed, 0 not
--- (someone holds it, or it was left behind)
+-- fenced write changes nothing. A run waiting for approval is taken over the
+-- same way once its lease has expired (or its owner released it), provided
+-- it kept what it waits on (pending_steps); its status stays waiting. A run
+-- left behind with its fence set is not taken over: it is marked failed (see
+-- recover_runs). → 1 claimed, 0 not (someone holds it, or it was left behind)
 function Store:claim_run(uid, owner, lease_expires, now)
   check_uid(uid)
   if type(owner) ~= "string" then error("owner must be a string", 2) end
@@ -1131,10 +1141,40 @@ function Store:claim_run(uid, owner, lease_expires, now)
   local adapter = adapter_of(self)
   local ok, code
   ok, message, code = adapter:exec("UPDATE agent_run SET claimed_by = ?, lease_expires = ?, tstamp = ? "
-    .. "WHERE uid = ? AND status = 'running' AND (claimed_by = ? OR lease_expires < ?)",
+    .. "WHERE uid = ? AND (status = 'running' OR (status = 'waiting_approval' AND pending_steps <> '')) "
+    .. "AND (claimed_by = ? OR lease_expires < ?)",
     { owner, lease_expires, now, uid, owner, now })
   if not ok then return fail("claim run " .. uid, message, code) end
   return adapter:changes()
+end
+
+--- Record a person's decision on what a waiting run waits for, from any
+--- process: `approval` is "approved" or "denied"; `pending_steps` is the text
+--- the decider was shown (the row's), so a decision never lands on a later
+--- suspension. One compare-and-set (the first decision wins), and the
+--- `event` (an "approval" event) appended in the same transaction.
+--- → 1 recorded, 0 not (the run is not waiting on those steps, or was
+--- decided already) | nil, message, err
+function Store:decide_run(uid, approval, pending_steps, event)
+  check_uid(uid)
+  if approval ~= "approved" and approval ~= "denied" then
+    error('decide_run: approval must be "approved" or "denied"', 2)
+  end
+  if type(pending_steps) ~= "string" or pending_steps == "" then
+    error("decide_run: pending_steps must be the waiting run's steps", 2)
+  end
+  if type(event) ~= "table" then error("decide_run: event must be a table", 2) end
+  return self:transaction(function()
+    local adapter = adapter_of(self)
+    local ok, message, code = adapter:exec("UPDATE agent_run SET approval = ?, tstamp = ? WHERE uid = ? AND "
+      .. "status = 'waiting_approval' AND approval = '' AND pending_steps = ?",
+      { approval, os.time(), uid, pending_steps })
+    if not ok then return fail("record the decision on run " .. uid, message, code) end
+    if adapter:changes() ~= 1 then return 0 end
+    local sequence, event_message, err = self:append_event(uid, event)
+    if not sequence then return nil, event_message, err end
+    return 1
+  end)
 end
 
 --- The runs, newest first: every one, or (open = true) those an operator
@@ -1390,13 +1430,57 @@ function Store:offers_of(server_uid, kind, all)
     hydrate_offer)
 end
 
---- Mark a server's stored catalogue stale (its server said its tools
---- changed) or current again (an import). → true | nil, message, err
-function Store:set_catalogue_stale(uid, stale)
+--- Mark a server's stored catalogue stale (its server said its tools,
+--- resources or prompts changed) or current again. A stale mark also makes
+--- a re-import due (reimport_pending 1), which a server set to re-import on
+--- its own gets at the host's next safe point; with `due` false (a notice
+--- heard on an import's own connection) the catalogue is stale and nothing
+--- is due unless it was already (reimport_pending 2). Current again clears
+--- both. → true | nil, message, err
+function Store:set_catalogue_stale(uid, stale, due)
   check_uid(uid)
   if type(stale) ~= "boolean" then error("set_catalogue_stale: stale must be a boolean", 2) end
-  return exec(self, "mark the catalogue of server " .. uid, "UPDATE mcp_server SET catalogue_stale = ? WHERE uid = ?",
-    { stale and 1 or 0, uid })
+  if due ~= nil and type(due) ~= "boolean" then error("set_catalogue_stale: due must be a boolean", 2) end
+  local what = "mark the catalogue of server " .. uid
+  if not stale then
+    return exec(self, what, "UPDATE mcp_server SET catalogue_stale = 0, reimport_pending = 0 WHERE uid = ?", { uid })
+  end
+  if due == false then
+    return exec(self, what, "UPDATE mcp_server SET catalogue_stale = 1, reimport_pending = CASE WHEN "
+      .. "reimport_pending = 1 THEN 1 ELSE 2 END WHERE uid = ?", { uid })
+  end
+  return exec(self, what, "UPDATE mcp_server SET catalogue_stale = 1, reimport_pending = 1 WHERE uid = ?", { uid })
+end
+
+--- An import of server `uid` begins: it answers the notices heard so far
+--- (reimport_pending back to 0). With `due_only`, only a due re-import is
+--- taken (pending 1 → 0, one compare-and-set: of several processes that see
+--- it due, exactly one gets it). → 1 taken, 0 not | nil, message, err
+function Store:begin_import(uid, due_only)
+  check_uid(uid)
+  local adapter = adapter_of(self)
+  local ok, message, code = adapter:exec("UPDATE mcp_server SET reimport_pending = 0 WHERE uid = ? AND "
+    .. (due_only and "reimport_pending = 1" or "reimport_pending <> 0"), { uid })
+  if not ok then return fail("begin the import of server " .. uid, message, code) end
+  return adapter:changes()
+end
+
+--- An import of server `uid` ended well: its catalogue is current again,
+--- unless a notice came after the import began (the listing may predate the
+--- change): then it stays stale. → true | nil, message, err
+function Store:settle_catalogue(uid)
+  check_uid(uid)
+  return exec(self, "mark the catalogue of server " .. uid .. " current",
+    "UPDATE mcp_server SET catalogue_stale = 0 WHERE uid = ? AND reimport_pending = 0", { uid })
+end
+
+--- The live, enabled servers set to re-import on their own whose re-import
+--- is due (a change notice since the last import), by identifier.
+--- → rows | nil, message, err
+function Store:reimports_due()
+  return select_rows(self, "list the servers due a re-import", "SELECT * FROM mcp_server WHERE deleted = 0 AND "
+    .. "enabled = 1 AND reimport = 'auto' AND reimport_pending = 1 ORDER BY identifier ASC, uid ASC", {},
+    hydrate_server)
 end
 
 return store

@@ -11,7 +11,8 @@
 -- Tables:
 --   mcp_server        operator-managed servers, reached by url or started by
 --                     command (stdio); the credential is a reference
---                     (env:NAME or a resolver key), never the secret
+--                     (env:NAME or a resolver key), never the secret; what a
+--                     change notice does to its catalogue (reimport)
 --   mcp_tool          machine-managed imported tools; tool_name UNIQUE
 --   tool_state        per-tool enablement override (tool_name UNIQUE)
 --   tool_group_state  per-group enablement override (group_name UNIQUE)
@@ -233,6 +234,31 @@ CREATE INDEX mcp_offer_server ON mcp_offer (server, kind, orphaned);
 ALTER TABLE mcp_server ADD COLUMN command TEXT NOT NULL DEFAULT '';
 ALTER TABLE mcp_server ADD COLUMN env TEXT NOT NULL DEFAULT '';
 ALTER TABLE mcp_server ADD COLUMN cwd TEXT NOT NULL DEFAULT '';
+]],
+  },
+  {
+    -- The operator's choice of what a change notice does: "manual" (the
+    -- catalogue is marked stale until `mcpclient import`) or "auto" (the
+    -- host imports it again at its next safe point). reimport_pending says
+    -- where a notice left the catalogue: 0 nothing to do, 1 a re-import is
+    -- due (taken by one process with a compare-and-set), 2 a notice came on
+    -- an import's own connection (the catalogue stays stale, nothing is due).
+    description = "mcp_server: reimport (auto | manual) and reimport_pending",
+    sql = [[
+ALTER TABLE mcp_server ADD COLUMN reimport TEXT NOT NULL DEFAULT 'manual';
+ALTER TABLE mcp_server ADD COLUMN reimport_pending INTEGER NOT NULL DEFAULT 0;
+]],
+  },
+  {
+    -- A run waiting for approval keeps what it waits on, so another process
+    -- can take it over: pending_steps (JSON: the round and the suspended
+    -- calls, reads and prompt gets with their arguments), written with the
+    -- status in one guarded update, and approval, the decision a person
+    -- recorded from any process ('' none yet, 'approved', 'denied').
+    description = "agent_run: pending_steps and approval of a waiting run",
+    sql = [[
+ALTER TABLE agent_run ADD COLUMN pending_steps TEXT NOT NULL DEFAULT '';
+ALTER TABLE agent_run ADD COLUMN approval TEXT NOT NULL DEFAULT '';
 ]],
   },
 }
