@@ -44,7 +44,7 @@ local SERVER_FLAGS = {
   ["--identifier"] = "value", ["--name"] = "value", ["--description"] = "value", ["--url"] = "value",
   ["--credential"] = "value", ["--placement"] = "value", ["--header-name"] = "value",
   ["--data-class"] = "value", ["--approval"] = "value", ["--enabled"] = "flag", ["--disabled"] = "flag",
-  ["--env"] = "list", ["--cwd"] = "value",
+  ["--env"] = "list", ["--cwd"] = "value", ["--reimport"] = "value",
 }
 
 local COMMAND_FLAGS = {
@@ -224,7 +224,7 @@ local function server_fields(flags, argv)
   local map = {
     ["--identifier"] = "identifier", ["--name"] = "name", ["--description"] = "description", ["--url"] = "url",
     ["--credential"] = "auth_credential", ["--placement"] = "auth_placement",
-    ["--header-name"] = "auth_header_name", ["--data-class"] = "data_class",
+    ["--header-name"] = "auth_header_name", ["--data-class"] = "data_class", ["--reimport"] = "reimport",
   }
   for flag, field in pairs(map) do
     if flags[flag] ~= nil then fields[field] = flags[flag] end
@@ -951,7 +951,27 @@ function commands.logout(ctx, out, parsed)
 end
 
 -- The agent runs and what to do about each (see docs/CLI.md, "Runs after a crash").
+-- mcpclient runs approve|deny <id>: a person's decision on a run waiting for approval.
+local function decide_run(ctx, out, parsed)
+  local verb = parsed.args[1]
+  if #parsed.args < 2 then usage(string.format('"runs %s" needs a run id (see `mcpclient runs --open`).', verb)) end
+  no_more_than(parsed, 2)
+  local id = math.tointeger(tonumber(parsed.args[2]))
+  if not id or id <= 0 then usage(string.format('"runs %s" needs a run id, a positive number.', verb)) end
+  local user = os.getenv("USER")
+  local by = "cli:" .. ((user and user ~= "") and user or "operator")
+  local view, message, err = operator.decide(ctx.store, id, verb == "approve", { actor = ACTOR, by = by })
+  if not view then return refuse(out, parsed, message, err) end
+  if parsed.json then
+    out:json(render.run_json(view))
+  else
+    out:line(string.format("Run %d is %s. %s", id, verb == "approve" and "approved" or "denied", view.next))
+  end
+  return cli.OK
+end
+
 function commands.runs(ctx, out, parsed)
+  if parsed.args[1] == "approve" or parsed.args[1] == "deny" then return decide_run(ctx, out, parsed) end
   no_more_than(parsed, 0)
   local views, message, err = operator.runs(ctx.store, { open = parsed.flags["--open"] == true })
   if not views then return refuse(out, parsed, message, err) end

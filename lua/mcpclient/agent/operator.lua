@@ -250,6 +250,7 @@ local function card_of(store, row)
     contact = contact_line(row),
     tool_count = row.tool_count or 0,
     catalogue_stale = row.catalogue_stale == true,
+    reimport = row.reimport == "auto" and "auto" or "manual",
     import_error = row.import_error or "",
     tools = {},
     authorization = authorization, authorization_warning = authorization_warning, grant = grant,
@@ -274,7 +275,8 @@ end
 --- { uid, identifier, name, description, url, enabled, state, never_reached, transport,
 ---   authentication, authentication_warning, data_class, data_class_warning, approval,
 ---   approval_warning, last_import, import_status, contact, tool_count, catalogue_stale (the server
----   said its tools changed since the last import), import_error,
+---   said its tools, resources or prompts changed since the last import), reimport ("auto" | "manual":
+---   what such a notice does), import_error,
 ---   tools = { { tool_name, remote_name, orphaned, badge }, ... } }
 --- (a *_warning is true where the operator should look; text is as stored).
 -- @return array of cards | nil, message, err
@@ -478,6 +480,12 @@ local checks = {
     if v ~= "0" and v ~= "1" then return invalid("requires_approval", 'requires_approval is "1" or "0".') end
     return v
   end,
+  -- what a change notice does: "manual" marks the catalogue stale, "auto" re-imports it at a safe point
+  reimport = function(v)
+    v = trim(v)
+    if v ~= "auto" and v ~= "manual" then return invalid("reimport", 'reimport is "auto" or "manual".') end
+    return v
+  end,
   -- a stdio server: the argv (an empty list clears it), the env, the directory
   command = function(v)
     if next(v) == nil then return v end
@@ -570,7 +578,9 @@ end
 --- Add a server. fields: identifier, name, and url or command (required; a
 --- command is an argv list, with env { NAME = value or "env:VAR" } and cwd), description,
 --- auth_credential (a reference such as "env:NAME", never the secret),
---- auth_placement, auth_header_name, data_class, requires_approval ("1"/"0"), enabled.
+--- auth_placement, auth_header_name, data_class, requires_approval ("1"/"0"), enabled,
+--- reimport ("manual", the default: a change notice marks the catalogue stale; "auto": the host
+--- imports it again at its next safe point).
 -- @param options { actor, resolver (accept keys this credential resolver resolves) }
 -- @return uid | nil, message, err (kind "forbidden", "invalid", "conflict" (any server with that
 --   identifier, enabled or not), "store")
@@ -777,8 +787,17 @@ local function next_step(view)
     return "Its worker stopped between calls (nothing is unrecorded): a worker may claim it, or leave it."
   elseif view.status == "running" then
     return "Running: its owner holds the lease."
+  elseif view.status == "waiting_approval" and not view.waiting then
+    return "Waiting for a person to approve its calls in the process that holds it (its waiting steps are not "
+      .. "kept on its row, so no other process can take it over)."
+  elseif view.status == "waiting_approval" and not view.waiting.approval then
+    return "Waiting for a person: `mcpclient runs approve " .. view.uid .. "` or `mcpclient runs deny " .. view.uid
+      .. "`; the process that holds it (or, once its lease expired or it was released, any process: "
+      .. "run.take_over) then resumes it."
   elseif view.status == "waiting_approval" then
-    return "Waiting for a person to approve its calls in the process that started it."
+    return string.format("%s; waiting for its holder to resume it%s.", view.waiting.approval == "approved"
+      and "Approved" or "Denied", view.lease_expired and " (its lease expired: any process may take it over with "
+      .. "run.take_over and resume it)" or "")
   end
   return "Nothing to do: the audit holds every call the run made."
 end
@@ -788,7 +807,7 @@ local function run_view(store, row, now)
   local view = { uid = row.uid, uuid = row.uuid, status = row.status, owner = row.claimed_by,
     lease_expires = row.lease_expires, lease_expired = row.lease_expires < now, user_name = row.user_name,
     configuration = row.configuration, created = row.crdate, updated = row.tstamp,
-    cancel_requested = row.cancel_requested, fence = run.fence(row.pending_effect) }
+    cancel_requested = row.cancel_requested, fence = run.fence(row.pending_effect), waiting = run.waiting(row) }
   if #view.fence > 0 then
     local events, message, err = store:events(row.uid)
     if not events then return nil, message, err end
@@ -805,7 +824,8 @@ end
 --   now = unix seconds (default os.time()) }
 -- @return array of { uid, uuid, status, owner, lease_expires, lease_expired, user_name, configuration,
 --   created, updated, cancel_requested, fence = { { tool, arguments_sha256, sequence, recorded }
---   | { unnamed = true, text, recorded = false } }, next } | nil, message, err
+--   | { unnamed = true, text, recorded = false } }, waiting (a waiting run's steps and decision, see
+--   run.waiting; nil otherwise), next } | nil, message, err
 function operator.runs(store, options)
   options = options or {}
   local now = options.now or os.time()
@@ -820,6 +840,24 @@ function operator.runs(store, options)
     if not views[i] then return nil, message, err end
   end
   return views
+end
+
+--- Record a person's decision on a run waiting for approval (run.decide,
+--- by an administrator); the run's holder, or a process that takes it over,
+--- resumes it with that decision.
+-- @param options { actor, by = who decided (default the actor's name) }
+-- @return the run's view after the decision | nil, message, err (kind "forbidden", "invalid", "store")
+function operator.decide(store, run_uid, approved, options)
+  options = options or {}
+  local ok, message, err = operator.require_admin(options.actor)
+  if not ok then return nil, message, err end
+  local by = options.by or (type(options.actor) == "table" and options.actor.name) or "operator"
+  ok, message, err = run.decide(store, run_uid, approved, { by = by })
+  if not ok then return nil, message, err end
+  local row
+  row, message, err = store:run(run_uid)
+  if not row then return nil, message, err end
+  return run_view(store, row, os.time())
 end
 
 return operator

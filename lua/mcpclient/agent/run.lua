@@ -748,7 +748,8 @@ end
 -- What the run's trail says of one automatic re-import.
 local function reimport_text(report)
   if report.refused then
-    return "The catalogue was not imported again and is still stale: " .. core.clip(tostring(report.skip_reasons[1]), 300)
+    return "The catalogue was not imported again and is still stale: "
+      .. core.clip(tostring(report.skip_reasons[1]), 300)
   end
   return string.format("Imported %d tools, skipped %d, orphaned %d.", report.imported, report.skipped,
     report.orphaned)
@@ -1537,7 +1538,7 @@ end
 --- recorded on the run's row and as an "approval" event of its trail (`by`
 --- names who decided). The first decision wins. The run's holder applies it
 --- on resume(); a process that takes the run over finds it there.
--- @param options { by = who decided (default "operator", at most 64 characters), steps = the
+-- @param options { by = who decided (default "operator"; under the text rule, clipped to 64), steps = the
 --   pending_steps text the person was shown (default: the row's now) }
 -- @return true | nil, message, err (kind "invalid": the run is not waiting on steps it keeps, or it
 --   was decided already; "store")
@@ -1547,9 +1548,8 @@ function run.decide(store, run_uid, approved, options)
   if type(approved) ~= "boolean" then error("run.decide: approved must be a boolean", 2) end
   options = options or {}
   local by = options.by or "operator"
-  if type(by) ~= "string" or by == "" or #by > run.MAX_OWNER_LENGTH then
-    error("run.decide: by must be 1 to 64 characters", 2)
-  end
+  if type(by) ~= "string" or by == "" then error("run.decide: by must be a non-empty string", 2) end
+  by = core.clip(by, run.MAX_OWNER_LENGTH)
   local row, message, err = store:run(run_uid)
   if not row then
     if message then return nil, message, err end

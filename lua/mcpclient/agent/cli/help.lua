@@ -58,6 +58,9 @@ server flags:
   --data-class CLASS     publicContent editorContent sourceCode internalConfiguration
                          systemDiagnostics secretAdjacent ("" withdraws it)
   --approval yes|no      whether a human approves every call (default yes)
+  --reimport auto|manual what a change notice from the server does: manual (the default) marks
+                         its catalogue stale until `import`; auto imports it again on its own
+                         at the host's next safe point (before a run's next turn)
   --enabled | --disabled (add: default disabled)]==]
 
 help.COMMANDS = {
@@ -175,12 +178,16 @@ usage: mcpclient logout <server> [--json]
 Forgets the server's stored OAuth grant.]==],
   runs = [==[
 usage: mcpclient runs [--open] [--json]
+       mcpclient runs approve|deny <run id> [--json]
 
 The agent runs on this database, newest first: state, lease owner and expiry, and the
 write fence (the calls that may have been sent: tool, arguments digest, the audit sequence
 each step was to take, and whether the audit holds it), with the next step for each. A run
 whose worker vanished during a write (lease expired, fence set) is marked failed first.
---open shows only runs still running or waiting, or with a fence set.]==],
+--open shows only runs still running or waiting, or with a fence set. A run waiting for
+approval shows what it waits on; `runs approve` / `runs deny` record a person's decision
+(the first one holds), which the process that holds the run, or one that takes it over,
+applies when it resumes.]==],
   tasks = [==[
 usage: mcpclient tasks [<server>] [--json]
        mcpclient tasks cancel <task id> [--json]

@@ -63,9 +63,11 @@ local function print_fields(out, card)
   row("Last import", card.last_import)
   row("Last contact", card.contact)
   row("Tools discovered", tostring(card.tool_count))
+  row("Re-import", card.reimport == "auto" and "auto — a change notice re-imports the catalogue on its own"
+    or "manual — a change notice marks the catalogue stale until `mcpclient import`")
   if card.catalogue_stale then
-    row("Catalogue", "stale: the server said its tools changed; `mcpclient import " .. inert(card.identifier, 64)
-      .. "` brings it up to date", true)
+    row("Catalogue", "stale: the server said its tools, resources or prompts changed; `mcpclient import "
+      .. inert(card.identifier, 64) .. "` brings it up to date", true)
   end
 end
 
@@ -118,6 +120,7 @@ function render.card_json(card)
     last_contact = render.iso(card.last_contact_at), latency_ms = maybe(card.latency_ms),
     last_import = render.iso(card.last_imported_at), import_status = maybe(card.import_status),
     import_error = card.import_error, tool_count = card.tool_count, catalogue_stale = card.catalogue_stale,
+    reimport = card.reimport,
     tools = render.list(tools),
     authorization = render.grant_json(card.grant),
   }
@@ -175,6 +178,28 @@ local function fence_line(entry)
     inert(entry.arguments_sha256, 64), entry.sequence and tostring(entry.sequence) or "?", state)
 end
 
+-- One step a waiting run waits on, as a person reads it (every part inert).
+local function step_line(step)
+  if step.kind == "call" then
+    return string.format("call %s %s", inert(step.name, 64), inert(json.try_encode(step.arguments) or "{}", 300))
+  elseif step.kind == "read" then
+    return string.format("read %s from %s", inert(step.uri, 200), inert(step.server, 64))
+  end
+  return string.format("prompt %s from %s %s", inert(step.name, 64), inert(step.server, 64),
+    inert(json.try_encode(step.arguments) or "{}", 300))
+end
+
+-- A waiting run's steps and decision as data, or JSON null.
+local function waiting_json(waiting)
+  if not waiting then return json.null end
+  local steps = {}
+  for i, step in ipairs(waiting.steps) do
+    steps[i] = { kind = step.kind, name = step.name, server = step.server, uri = step.uri,
+      arguments = step.arguments and json.try_encode(step.arguments) and step.arguments or nil }
+  end
+  return { round = waiting.round, steps = render.list(steps), approval = maybe(waiting.approval) }
+end
+
 --- One run as text: its state, owner, lease, fence and next step.
 function render.run(out, view)
   out:line(string.format("run %d  %s  [%s]", view.uid, inert(view.uuid, 64), inert(view.status, 32)))
@@ -191,6 +216,10 @@ function render.run(out, view)
   else
     for i, entry in ipairs(view.fence) do row(i == 1 and "Fence" or "", fence_line(entry)) end
   end
+  if view.waiting then
+    for i, step in ipairs(view.waiting.steps) do row(i == 1 and "Waiting" or "", step_line(step)) end
+    row("Decision", view.waiting.approval or "none yet")
+  end
   row("Next", view.next)
 end
 
@@ -205,7 +234,8 @@ function render.run_json(view)
   return { id = view.uid, uuid = view.uuid, status = view.status, owner = view.owner,
     lease_expires = render.iso(view.lease_expires), lease_expired = view.lease_expired, user = view.user_name,
     configuration = view.configuration, created = render.iso(view.created), updated = render.iso(view.updated),
-    cancel_requested = view.cancel_requested, fence = render.list(fence), next = view.next }
+    cancel_requested = view.cancel_requested, fence = render.list(fence), waiting = waiting_json(view.waiting),
+    next = view.next }
 end
 
 --- A tool as data.
