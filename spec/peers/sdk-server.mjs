@@ -1,7 +1,7 @@
 // The official TypeScript SDK's reference server (McpServer + StreamableHTTPServerTransport on
 // node:http), bound to 127.0.0.1, endpoint /mcp. A peer nobody here wrote, for integration specs.
 //
-// usage: node spec/peers/sdk-server.mjs --mode stateless-json|session-sse [--port N] [--log FILE]
+// usage: node spec/peers/sdk-server.mjs --mode stateless-json|session-sse|session-changing [--port N] [--log FILE]
 //   --port 0 (the default) picks an ephemeral port. Prints exactly one line `listening <port>`
 //   on stdout once it accepts connections.
 //   stateless-json: a new server+transport per POST, no session, application/json answers;
@@ -9,6 +9,10 @@
 //   session-sse:    session ids (randomUUID), text/event-stream answers; unknown session → 404
 //                   -32001 "Session not found"; no session on a non-initialize POST → 400;
 //                   DELETE ends the session.
+//   session-changing: session-sse, and a catalogue that changes while the server runs: the tool
+//                   `grow` makes every session (open or later) offer the tool `grown` instead of
+//                   `add`, and sends notifications/tools/list_changed twice (a burst) on its own
+//                   call's event stream before it answers.
 //   --log FILE:     appends one line per received JSON-RPC message, written before the SDK sees it:
 //                     <http method> <jsonrpc method|response> <id|-> <mcp-session-id|-> <mcp-protocol-version|->
 //                   a notifications/cancelled line ends with its params.requestId; a GET or DELETE
@@ -31,8 +35,8 @@ function parseArgs(argv) {
     else if (a === '--log') opts.log = argv[++i];
     else throw new Error(`unknown argument ${a}`);
   }
-  if (opts.mode !== 'stateless-json' && opts.mode !== 'session-sse') {
-    throw new Error('--mode must be stateless-json or session-sse');
+  if (!['stateless-json', 'session-sse', 'session-changing'].includes(opts.mode)) {
+    throw new Error('--mode must be stateless-json, session-sse or session-changing');
   }
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) {
     throw new Error('--port must be an integer 0..65535');
@@ -45,7 +49,7 @@ try {
   opts = parseArgs(process.argv.slice(2));
 } catch (err) {
   process.stderr.write(`sdk-server: ${err.message}\n` +
-    'usage: node sdk-server.mjs --mode stateless-json|session-sse [--port N] [--log FILE]\n');
+    'usage: node sdk-server.mjs --mode stateless-json|session-sse|session-changing [--port N] [--log FILE]\n');
   process.exit(2);
 }
 
@@ -54,16 +58,46 @@ const TINY_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYP
 
 const text = (t) => ({ type: 'text', text: t });
 
+// session-changing: whether `grow` ran, and the servers of the sessions it changes.
+let grown = false;
+const live = new Set();
+
 function newServer() {
   const server = new McpServer({ name: 'mcpclient-sdk-peer', version: '1.0.0' });
   server.registerTool('echo', {
     description: 'Returns "Echo: <message>".',
     inputSchema: { message: z.string() },
   }, async ({ message }) => ({ content: [text(`Echo: ${message}`)] }));
-  server.registerTool('add', {
+  const add = () => server.registerTool('add', {
     description: 'Adds two numbers.',
     inputSchema: { a: z.number(), b: z.number() },
   }, async ({ a, b }) => ({ content: [text(String(a + b))] }));
+  if (opts.mode !== 'session-changing') {
+    add();
+  } else {
+    server.grow = () => {
+      if (server.added) server.added.remove();
+      server.added = null;
+      server.registerTool('grown', {
+        description: 'Appears once `grow` ran.',
+        inputSchema: { word: z.string() },
+      }, async ({ word }) => ({ content: [text(`grown ${word}`)] }));
+    };
+    server.registerTool('grow', {
+      description: 'Changes the catalogue of every session: `grown` instead of `add`.',
+      inputSchema: {},
+    }, async (_args, extra) => {
+      if (!grown) {
+        grown = true;
+        for (const s of live) s.grow();
+      }
+      await extra.sendNotification({ method: 'notifications/tools/list_changed' });
+      await extra.sendNotification({ method: 'notifications/tools/list_changed' });
+      return { content: [text('grown')] };
+    });
+    if (grown) server.grow(); else server.added = add();
+    live.add(server);
+  }
   server.registerTool('slow', {
     description: 'Waits the given seconds (stops early when cancelled).',
     inputSchema: { seconds: z.number() },

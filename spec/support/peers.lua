@@ -10,6 +10,8 @@
 -- kinds:
 --   "sdk-stateless"  spec/peers/sdk-server.mjs --mode stateless-json  (JSON answers, no session)
 --   "sdk-session"    spec/peers/sdk-server.mjs --mode session-sse     (event-stream answers, session)
+--   "sdk-changing"   spec/peers/sdk-server.mjs --mode session-changing (session-sse; `grow` changes the
+--                    catalogue of later sessions and sends notifications/tools/list_changed)
 --   "everything"     @modelcontextprotocol/server-everything streamableHttp (PORT env)
 --   "sdk2-default"   spec/peers/sdk2-server.mjs --mode default       (SDK v2: 2026-07-28, 2025 stateless)
 --   "sdk2-modern"    spec/peers/sdk2-server.mjs --mode modern-only   (SDK v2: 2026-07-28 only)
@@ -173,6 +175,8 @@ Peer.__close = Peer.stop
 local KINDS = {
   ["sdk-stateless"] = { mode = "stateless-json" },
   ["sdk-session"] = { mode = "session-sse" },
+  -- the same server, its catalogue changed at run time by its tool `grow` (which sends list_changed)
+  ["sdk-changing"] = { mode = "session-changing" },
   -- the SDK v2 (2026-07-28): its default handler, modern-only, and a sessionful 2025 server
   ["sdk2-default"] = { mode = "default", script = "sdk2-server.mjs" },
   ["sdk2-modern"] = { mode = "modern-only", script = "sdk2-server.mjs" },
