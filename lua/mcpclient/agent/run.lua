@@ -1325,7 +1325,7 @@ local function decide_approval(self, approved)
   local round = self.waiting.round
   if self.persisted and (self.pending_steps or "") ~= "" then
     local decided, message = self.store:decide_run(self.uid, approved and "approved" or "denied", self.pending_steps,
-      approval_event(round, approved, self.owner or ""))
+      approval_event(round, approved, self.owner or ""), self.owner or "")
     if decided == 1 then
       self.approval = approved
       sync_sequence(self)

@@ -1152,10 +1152,11 @@ end
 --- process: `approval` is "approved" or "denied"; `pending_steps` is the text
 --- the decider was shown (the row's), so a decision never lands on a later
 --- suspension. One compare-and-set (the first decision wins), and the
---- `event` (an "approval" event) appended in the same transaction.
---- → 1 recorded, 0 not (the run is not waiting on those steps, or was
---- decided already) | nil, message, err
-function Store:decide_run(uid, approval, pending_steps, event)
+--- `event` (an "approval" event) appended in the same transaction. With
+--- `owner`, only while that owner holds the run (the holder's own decision).
+--- → 1 recorded, 0 not (the run is not waiting on those steps, was decided
+--- already, or is held by another owner) | nil, message, err
+function Store:decide_run(uid, approval, pending_steps, event, owner)
   check_uid(uid)
   if approval ~= "approved" and approval ~= "denied" then
     error('decide_run: approval must be "approved" or "denied"', 2)
@@ -1164,11 +1165,17 @@ function Store:decide_run(uid, approval, pending_steps, event)
     error("decide_run: pending_steps must be the waiting run's steps", 2)
   end
   if type(event) ~= "table" then error("decide_run: event must be a table", 2) end
+  if owner ~= nil and type(owner) ~= "string" then error("decide_run: owner must be a string", 2) end
+  local sql = "UPDATE agent_run SET approval = ?, tstamp = ? WHERE uid = ? AND status = 'waiting_approval' AND "
+    .. "approval = '' AND pending_steps = ?"
+  local params = { approval, os.time(), uid, pending_steps }
+  if owner then
+    sql = sql .. " AND claimed_by = ?"
+    params[#params + 1] = owner
+  end
   return self:transaction(function()
     local adapter = adapter_of(self)
-    local ok, message, code = adapter:exec("UPDATE agent_run SET approval = ?, tstamp = ? WHERE uid = ? AND "
-      .. "status = 'waiting_approval' AND approval = '' AND pending_steps = ?",
-      { approval, os.time(), uid, pending_steps })
+    local ok, message, code = adapter:exec(sql, params)
     if not ok then return fail("record the decision on run " .. uid, message, code) end
     if adapter:changes() ~= 1 then return 0 end
     local sequence, event_message, err = self:append_event(uid, event)

@@ -1,0 +1,93 @@
+--- A worker process of spec/integration/run_waiting_spec.lua: one holder of a run that waits for
+--- approval.
+--
+--   lua5.4 spec/support/run_waiting_worker.lua <store location> suspend <tool> <lease seconds> <control file>
+--     starts a run and calls <tool> { message = "once" }, which waits for approval; prints
+--     "suspended <run uid>", then waits for a word in <control file>:
+--       approve  approve() and resume() here; prints "approve <ok> <kind>", "status <status>" and
+--                "text <first result>" when it resumed
+--       release  release(); prints "released <ok>"
+--     and exits (without finishing the run).
+--   lua5.4 spec/support/run_waiting_worker.lua <store location> take <run uid>
+--     takes the run over (run.take_over); prints "took <status> <steps waiting> <decision>", resumes
+--     it with the decision a person recorded, prints "text <first result>", finishes it and prints
+--     "finished <status>" ("refused <message>" when it cannot be taken over).
+--
+-- (LUA_PATH / LUA_CPATH must reach lua/ and build/.) The owner is "worker:<mode>:<pid>".
+local core = require "mcpclient.core"
+local run = require "mcpclient.agent.run"
+local store = require "mcpclient.agent.store"
+
+local location, mode = arg[1], arg[2]
+
+local function say(...)
+  io.stdout:write(...)
+  io.stdout:write("\n")
+  io.stdout:flush()
+end
+
+local function pid()
+  local f = io.open("/proc/self/stat", "r")
+  local text = f and f:read("l") or "0"
+  if f then f:close() end
+  return text:match("^(%d+)")
+end
+
+local function one_line(text)
+  return (tostring(text):gsub("[\r\n]", " "))
+end
+
+local common = {
+  user = { name = "ops", uid = 1, admin = true },
+  configuration = { identifier = "cfg-local", provider = "p-local" },
+  providers = { ["p-local"] = { zone = "local" } },
+  log = function(_, message) io.stderr:write(message, "\n") end,
+}
+
+local function options(extra)
+  local out = {}
+  for k, v in pairs(common) do out[k] = v end
+  for k, v in pairs(extra) do out[k] = v end
+  return out
+end
+
+-- The first word written to `path`, waited for (at most 60 s).
+local function order(path)
+  local deadline = core.now() + 60
+  while core.now() < deadline do
+    local f = io.open(path, "r")
+    local word = f and f:read("l")
+    if f then f:close() end
+    if word and word ~= "" then return word end
+    core.sleep(0.02)
+  end
+  return "timeout"
+end
+
+local s = assert(store.open(location))
+if mode == "suspend" then
+  local r = assert(run.start(s, options { owner = "worker:suspend:" .. pid(),
+    lease_seconds = math.tointeger(tonumber(arg[4])) }))
+  local result = r:invoke(arg[3], { message = "once" })
+  say("suspended ", r.uid, " ", tostring(result.suspended))
+  local word = order(arg[5])
+  if word == "approve" then
+    local ok, _, err = r:approve()
+    say("approve ", tostring(ok), " ", err and err.kind or "-")
+    say("status ", r.status)
+    if r.status == run.WAITING then say("text ", one_line(r:resume()[1].text)) end
+  elseif word == "release" then
+    say("released ", tostring(r:release()))
+  end
+elseif mode == "take" then
+  local r, message = run.take_over(s, math.tointeger(tonumber(arg[3])), options { owner = "worker:take:" .. pid() })
+  if not r then
+    say("refused ", one_line(message))
+  else
+    local decision = r.status == run.WAITING and run.waiting(assert(s:run(r.uid))).approval or nil
+    say("took ", r.status, " ", #r:pending(), " ", tostring(decision))
+    if r.status == run.WAITING then say("text ", one_line(r:resume()[1].text)) end
+    say("finished ", r:finish())
+  end
+end
+s:close()
