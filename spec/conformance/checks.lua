@@ -1104,7 +1104,7 @@ check("E4-m no resumption in the 2026-07-28 era: a priming-only stream is an int
 end, "modern", "http")
 
 ---------------------------------------------------------------------------
--- What a server offers beside tools: resources, templates, prompts, completion, notices (O1–O12)
+-- What a server offers beside tools: resources, templates, prompts, completion, notices (O1–O13)
 ---------------------------------------------------------------------------
 
 local OFFERS = { tools = {}, resources = { subscribe = true, listChanged = true }, prompts = { listChanged = true },
@@ -1554,6 +1554,77 @@ check("O12 a run reads only through the gate: the data class against the zone, a
     assert.equal("resource", events[#events].kind)
     assert.is_true(events[#events].data.durationMs >= 0)
   end
+  r:finish()
+  store:close()
+end)
+
+-- fails if: a change notice leaves the stored catalogue as it was, a run imports it again inside the turn that
+-- heard it, past its gate (the data class against the zone), more than once per burst, or without its event and
+-- its contact
+-- proven red by the mutant(s): notice-unmarked, reimport-in-turn, reimport-ungated, reimport-every-safe-point
+check("O13 a change notice marks the catalogue stale; a run imports it again at its safe point, through its gate, once",
+  function(h)
+  local agent_store = require "mcpclient.agent.store"
+  local agent_run = require "mcpclient.agent.run"
+  local catalogue = require "mcpclient.agent.catalogue"
+  local store = assert(agent_store.open(":memory:"))
+  local row = profiles.server(h.profile)
+  local uid = assert(store:add_server { identifier = row.identifier, name = row.name, url = row.url,
+    data_class = row.data_class, requires_approval = row.requires_approval, enabled = true, reimport = "auto" })
+  local notice = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n'
+  h:will_handshake():will_stream { notice, notice, Fake.sse_result(text_answer("done")) }
+  -- the connection a host made itself, with the store's change-notice handler
+  local conn = h:connect { on_change = catalogue.on_change(store, assert(store:server(uid))) }
+  local t = h:tool(conn, { name = "t", inputSchema = { type = "object" } })
+  assert(store:set_tool_enabled(t.name, true))
+  local function start(zone)
+    return assert(agent_run.start(store, { user = { name = "ops", uid = 1, admin = true },
+      configuration = { identifier = "c-" .. zone, provider = zone }, providers = { [zone] = { zone = zone } },
+      tools = { t }, log = function() end, connect = function() return h:connect() end }))
+  end
+  local r = start("local")
+  local answer = r:invoke(t.name, {})
+  if answer.suspended then
+    r:approve()
+    answer = r:resume()[1]
+  end
+  assert.equal("done", answer.text)
+  -- the turn heard the burst: the catalogue is stale, and nothing was imported inside the turn
+  local marked = assert(store:server(uid))
+  assert.is_true(marked.catalogue_stale)
+  assert.equal(1, marked.reimport_pending)
+  assert.equal(0, h:count("tools/list"))
+  local contacts = #h.contacts
+  h:will_handshake():will_answer(page { "t", "u" })
+  -- the least trusted zone admits editorContent at most: a run there does not reach the server
+  local global = start("externalGlobal")
+  global:tools()
+  local by = global
+  if not policy.permits("externalGlobal", row.data_class) then
+    assert.equal(0, h:count("tools/list"))
+    assert.equal(1, assert(store:server(uid)).reimport_pending)
+    local refused = 0
+    for _, g in ipairs(store:governance_events()) do
+      if g.tool_name == string.format("mcp_%s:catalogue", h.id) then refused = refused + 1 end
+    end
+    assert.equal(1, refused)
+    r:tools()
+    by = r
+  end
+  assert.equal(1, h:count("tools/list"))
+  local current = assert(store:server(uid))
+  assert.is_false(current.catalogue_stale)
+  assert.equal(2, current.tool_count)
+  assert.is_true(#h.contacts > contacts)
+  local events = assert(by:events())
+  assert.equal("reimport", events[#events].kind)
+  assert.equal(2, events[#events].data.imported)
+  assert.is_true(events[#events].data.durationMs >= 0)
+  -- once per burst: the next safe points list nothing
+  r:tools()
+  global:tools()
+  assert.equal(1, h:count("tools/list"))
+  global:finish()
   r:finish()
   store:close()
 end)

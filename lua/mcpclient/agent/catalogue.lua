@@ -86,6 +86,17 @@ local function on_change_of(row, options, importing)
   end
 end
 
+--- The `on_change` handler a store-backed connection to `row`'s server gets
+--- (catalogue.connect gives it when options.store is set): a tools, resources
+--- or prompts list_changed marks the stored catalogue stale and a re-import
+--- due. For a host that makes its own connections (run.start's `connect`).
+-- @return function(kind, uri)
+function catalogue.on_change(store, row)
+  if type(store) ~= "table" then error("on_change: store must be a store", 2) end
+  if type(row) ~= "table" or math.type(row.uid) ~= "integer" then error("on_change: row must be a server row", 2) end
+  return on_change_of(row, { store = store }, false)
+end
+
 -- A connection to a server the row starts over stdio: its command, env and
 -- cwd come from the operator's row only. Options that concern HTTP are not
 -- passed on.
@@ -334,7 +345,11 @@ local function record(store, row, accepted, skips, now)
 end
 
 --- Import a server's catalogue: check what can be checked without the
---- network, list the tools once, judge each, write the outcome.
+--- network, list the tools once, judge each, write the outcome. It answers
+--- the change notices heard before it began: an import that lists and stores
+--- everything marks the catalogue current again, unless a notice came after
+--- it began (the listing may predate the change); one heard on its own
+--- connection keeps the catalogue stale without making a re-import due.
 -- @param store a store (mcpclient.agent.store)
 -- @param row the server row (store:server(uid))
 -- @param options {

@@ -53,7 +53,16 @@
 -- approval is the same kind of step: run:read_resource / run:get_prompt
 -- suspend the run as a turn of that one read (pending kind "read" or
 -- "prompt"), and resume() sends it once after approve(), or records the
--- denial in the governance log and sends nothing.
+-- denial in the governance log and sends nothing. The steps that wait are
+-- kept on the run's row with its status, and a decision is recorded there
+-- from any process (run.decide; the holder's approve/deny only while it holds
+-- the lease): another process takes a waiting run over (run.take_over) once
+-- its lease expired or its holder released it (run:release()), and resumes it.
+--
+-- The safe point. run:tools() is where the run imports again, before the
+-- gate decides the next turn's tools, the catalogues a change notice made
+-- stale on servers the operator set to re-import on their own (never inside
+-- a turn; see catalogue.reimport_due), each an event "reimport".
 --
 -- The rest of a Run: run:tools() (the specs the gate offers the model now),
 -- run:events() (the trail), run:cancel(), run:finish() (→ final status),
@@ -328,8 +337,9 @@ end
 --   clock         = function() -> monotonic seconds (default core.now; durations, cancel polling),
 --   lease_seconds = 900, remote_budget = 20 (remote calls per run segment),
 --   uuid          = the run's uuid (default: a random one),
---   connect       = function(row) -> connection | nil, message, err: how read_resource and
---                   get_prompt reach a server (default catalogue.connect with the store's grants),
+--   connect       = function(row) -> connection | nil, message, err: how read_resource,
+--                   get_prompt and an automatic re-import reach a server (default
+--                   catalogue.connect with the store's grants),
 --   log           = function(level, message) (default: one line on stderr) }
 -- @return Run | nil, message, err (the provider could not list its tools)
 function run.start(store, options)
@@ -641,6 +651,9 @@ end
 --- The tools the gate offers to the model now, as { name, description,
 --- parameters } (every enabled tool is decided; refusals are recorded: one
 --- that cannot be recorded stops the run closed, and nothing is offered).
+--- This is the run's safe point: first, the catalogues due a re-import are
+--- imported again and the run's tools listed again from its provider (see
+--- safe_point below).
 -- @return specs, why (a sentence when remote tools were withheld because the
 --   run's user is not an administrator, or when the run stopped; nil otherwise)
 function Run:tools()
