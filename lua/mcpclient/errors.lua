@@ -173,7 +173,8 @@ errors.KINDS = {
     end,
   },
   invalid = {
-    cause = "an operator input is not acceptable (err.field says which)",
+    cause = "an operator input is not acceptable (err.field says which), or a decision on a run that does not "
+      .. "wait for one",
     action = "fix the input as the message says",
     message = function(f) return clip(f.detail) end,
   },

@@ -65,7 +65,8 @@
 -- a turn; see catalogue.reimport_due), each an event "reimport".
 --
 -- The rest of a Run: run:tools() (the specs the gate offers the model now),
--- run:events() (the trail), run:cancel(), run:finish() (→ final status),
+-- run:events() (the trail), run:cancel(), run:release() (hand a waiting run
+-- over), run:finish() (→ final status),
 -- run:close() (the connections of a provider the run opened itself); fields
 -- run.uuid, run.uid (nil when unpersisted), run.persisted, run.owner,
 -- run.status, run.error, run.round.
