@@ -280,6 +280,77 @@ describe("a run's resource reads and prompt gets", function()
     assert.equal("completed", other:finish())
   end)
 
+  it("a decision from the operator's command reaches the holder's resume; bad ids are refused", function()
+    servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "1" })
+    local fake = fake_server():will_return { messages = json.array {
+      { role = "user", content = { type = "text", text = "Hi Ada" } } } }
+    local r = start(store, fake)
+    assert.is_true(r:get_prompt("docs", "greet", { who = "Ada\27[2J" }).suspended)
+    local cli = require "mcpclient.agent.cli"
+    local function main(argv)
+      local parts, errs = {}, {}
+      local function sink(t)
+        return { write = function(self, ...) for _, x in ipairs { ... } do t[#t + 1] = x end return self end,
+          flush = function() end }
+      end
+      local code = cli.main(argv, { store = store, stdout = sink(parts), stderr = sink(errs), progress = false })
+      return code, table.concat(parts), table.concat(errs)
+    end
+    local code, out = main { "runs", "--open" }
+    assert.equal(0, code)
+    assert.truthy(out:find("Waiting:%s+prompt greet from docs"))
+    assert.truthy(out:find("Decision:%s+none yet"))
+    assert.is_nil(out:gsub("\n", ""):find("%c"))
+    assert.equal(2, (main { "runs", "approve" }))
+    assert.equal(2, (main { "runs", "approve", "x" }))
+    local missing, _, said = main { "runs", "deny", "999" }
+    assert.equal(1, missing)
+    assert.truthy(said:find("No run has the id 999", 1, true))
+    code, out = main { "runs", "approve", tostring(r.uid) }
+    assert.equal(0, code)
+    assert.truthy(out:find("is approved", 1, true))
+    -- the holder did not decide itself: resume() applies the operator's decision, and the get is sent once
+    local result = r:resume()[1]
+    assert.equal("user: Hi Ada", result.text)
+    assert.equal(1, count(fake:methods(), "prompts/get"))
+    assert.same({ who = "Ada\27[2J" }, fake.requests[#fake.requests].body.params.arguments)
+    local after
+    code, after = main { "--json", "runs" }
+    assert.equal(0, code)
+    assert.equal(json.null, json.decode(after)[1].waiting)
+    r:finish()
+  end)
+
+  it("a prompt get taken over keeps its arguments; a denied one sends nothing and is a governance row", function()
+    servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "1" })
+    local fake = fake_server():will_return { messages = json.array {
+      { role = "user", content = { type = "text", text = "Hi Ada" } } } }
+    local taker = { user = ADMIN, configuration = LOCAL, providers = PROVIDERS, tools = {}, log = function() end,
+      owner = "taker",
+      connect = function(row) return catalogue.connect(row, { transport = fake, clock = fake.clock }) end }
+    local r = start(store, fake)
+    assert.is_true(r:get_prompt("docs", "greet", { who = "Ada", n = "2" }).suspended)
+    assert.is_true(r:release())
+    local other = assert(run.take_over(store, r.uid, taker))
+    assert.same({ { kind = "prompt", server = "docs", name = "greet", arguments = { who = "Ada", n = "2" } } },
+      other:pending())
+    assert.is_true(other:approve())
+    assert.equal("user: Hi Ada", other:resume()[1].text)
+    assert.same({ who = "Ada", n = "2" }, fake.requests[#fake.requests].body.params.arguments)
+    -- suspended again, released, taken over again, denied: nothing sent, the denial in the governance log
+    assert.is_true(other:get_prompt("docs", "greet", { who = "Bob" }).suspended)
+    assert.is_true(other:release())
+    local third = assert(run.take_over(store, r.uid, taker))
+    assert.is_true(third:deny())
+    local denied = third:resume()[1]
+    assert.is_true(denied.is_error)
+    assert.truthy(denied.text:find("not approved", 1, true))
+    assert.equal(1, count(fake:methods(), "prompts/get"))
+    local rows = store:governance_events()
+    assert.equal("approvalDenied", rows[#rows].reason)
+    assert.equal("completed", third:finish())
+  end)
+
   it("gets a prompt as the model reads it, and names an unknown server", function()
     servers.add(store, { identifier = "docs", data_class = "publicContent", requires_approval = "0" })
     local fake = fake_server():will_return { messages = json.array {

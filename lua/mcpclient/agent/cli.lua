@@ -1242,7 +1242,11 @@ local function run(env, out, parsed)
     local open_err
     store, path, open_err = open_database(env, parsed)
     if store == false then
-      if EMPTY_WITHOUT[parsed.command] then EMPTY_WITHOUT[parsed.command](out, parsed); return cli.OK end
+      -- (a decision on a run is not a listing: without a database there is no run to decide on)
+      if EMPTY_WITHOUT[parsed.command] and not (parsed.command == "runs" and #parsed.args > 0) then
+        EMPTY_WITHOUT[parsed.command](out, parsed)
+        return cli.OK
+      end
       return refuse(out, parsed, string.format('No database at "%s" yet: nothing is configured. Add a server with '
         .. "`mcpclient add` (it creates the database), or name another with --db.", inert(path, 300)))
     end
