@@ -65,8 +65,9 @@
 -- a turn; see catalogue.reimport_due), each an event "reimport".
 --
 -- The rest of a Run: run:tools() (the specs the gate offers the model now),
--- run:events() (the trail), run:cancel(), run:release() (hand a waiting run
--- over), run:finish() (→ final status),
+-- run:events() (the trail), run:cancel(), run:renew() (the lease, while a
+-- person takes long), run:release() (hand a waiting run over), run:finish()
+-- (→ final status),
 -- run:close() (the connections of a provider the run opened itself); fields
 -- run.uuid, run.uid (nil when unpersisted), run.persisted, run.owner,
 -- run.status, run.error, run.round.
@@ -1373,6 +1374,24 @@ function Run:approve() return decide_approval(self, true) end
 --- The host refuses them (then resume(): each answers with an error result).
 -- @return as approve()
 function Run:deny() return decide_approval(self, false) end
+
+--- Renew the run's lease for another lease_seconds, as each call does: for
+--- a holder that waits for a person longer than its lease and means to keep
+--- the run (once the lease has expired, another process may take it over).
+-- @return true | nil, message, err (kind "run_lease_lost": another process holds it now, and this
+--   object stops; "store": the row could not be written)
+function Run:renew()
+  if self.status ~= run.RUNNING and self.status ~= run.WAITING then
+    error("renew: the run has ended (" .. tostring(self.status) .. ")", 2)
+  end
+  if not self.persisted then return true end
+  local ok, err = under_lease(self, { lease_expires = lease_until(self) })
+  if ok then return true end
+  if err then return nil, err.message, err end
+  self.waiting = nil
+  local failure = lease_trouble(self, nil, nil)
+  return nil, failure.message, failure
+end
 
 --- Hand a waiting run over: its lease ends now, so another process may take
 --- it over at once (run.take_over) instead of after the lease expires, and
