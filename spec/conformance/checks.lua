@@ -1104,7 +1104,7 @@ check("E4-m no resumption in the 2026-07-28 era: a priming-only stream is an int
 end, "modern", "http")
 
 ---------------------------------------------------------------------------
--- What a server offers beside tools: resources, templates, prompts, completion, notices (O1–O13)
+-- What a server offers beside tools: resources, templates, prompts, completion, notices (O1–O14)
 ---------------------------------------------------------------------------
 
 local OFFERS = { tools = {}, resources = { subscribe = true, listChanged = true }, prompts = { listChanged = true },
@@ -1562,7 +1562,7 @@ end)
 -- heard it, past its gate (the data class against the zone), more than once per burst, or without its event and
 -- its contact
 -- proven red by the mutant(s): notice-unmarked, reimport-in-turn, reimport-ungated, reimport-every-safe-point
-check("O13 a change notice marks the catalogue stale; a run imports it again at its safe point, through its gate, once",
+check("O14 a change notice marks the catalogue stale; a run imports it again at its safe point, through its gate, once",
   function(h)
   local agent_store = require "mcpclient.agent.store"
   local agent_run = require "mcpclient.agent.run"
