@@ -5,8 +5,9 @@
 -- re-import on its own is imported again at the run's next safe point (run:tools(), never inside
 -- the turn that heard them), once per burst, through the import's own path (orphans, the recorded
 -- outcome, the contact); a manual one stays stale until `mcpclient import`; a re-import that fails
--- leaves the catalogue as it was, stale, the failure recorded, and is not tried again. On SQLite,
--- and on PostgreSQL with MCPCLIENT_TEST_PG.
+-- leaves the catalogue as it was, stale, the failure recorded, and is not tried again. Over stdio,
+-- the SDK v2 server in the 2026-07-28 era tells its change only to a standing listen, which a
+-- stored server's stdio connection keeps open. On SQLite, and on PostgreSQL with MCPCLIENT_TEST_PG.
 local backends = require "support.backends"
 local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
@@ -177,5 +178,30 @@ describe("a catalogue that changes under a run (" .. backends.name .. ") #integr
     r:tools()
     assert.equal(1, #events_of(r, "reimport"))
     r:finish()
+  end)
+
+  it("over stdio, in the 2026-07-28 era: a notice told to the standing listen makes the re-import due", function()
+    local uid = assert(store:add_server { identifier = "kid", name = "Kid", command = { "node",
+      peers.dir .. "/sdk2-stdio-server.mjs" }, data_class = "publicContent", requires_approval = "0", enabled = true,
+      reimport = "auto" })
+    assert.is_false(catalogue.import(store, assert(store:server(uid)), { log = function() end }).refused)
+    assert.equal(1, #assert(store:offers_of(uid, "resource")))
+    assert(store:set_tool_enabled("mcp_kid_touch", true))
+    local r = assert(run.start(store, { user = ADMIN, configuration = LOCAL, providers = PROVIDERS,
+      log = function() end }))
+    assert.is_true(names(r:tools()).mcp_kid_touch)
+    assert.equal("touched", r:invoke("mcp_kid_touch", {}).text)
+    local marked = assert(store:server(uid))
+    assert.is_true(marked.catalogue_stale)
+    assert.equal(1, marked.reimport_pending)
+    r:tools()
+    local after = assert(store:server(uid))
+    assert.is_false(after.catalogue_stale)
+    assert.equal(0, after.reimport_pending)
+    local reimports = events_of(r, "reimport")
+    assert.equal(1, #reimports)
+    assert.equal("kid", reimports[1].data.server)
+    assert.is_false(reimports[1].data.refused)
+    assert.equal("completed", r:finish())
   end)
 end)

@@ -112,6 +112,8 @@ local function connect_stdio(row, options, importing)
     name = (type(row.name) == "string" and row.name ~= "") and row.name or nil,
     health = health or health_recorders.discard,
     clock = options.clock, resolver = options.resolver, budget = options.budget, log = options.log,
+    -- a child's pipes stay open anyway: in the 2026-07-28 era a listen stands open on them, so a
+    -- server that tells its subscribers only is heard too
     on_change = on_change_of(row, options, importing),
   }
   local ok, conn = pcall(client.connect, spec)
