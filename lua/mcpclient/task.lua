@@ -299,13 +299,13 @@ local function poll(self, op)
   local h = self.handle
   local wait = interval_of(h)
   local left = op.deadline:remaining()
-  if left <= wait then
-    if left > 0 then engine.sleep(left, op.cancel) end
+  if not engine.sleep(math.max(0, math.min(wait, left)), op.cancel) then
+    return fail("cancelled", { server = self.host.identifier, task_id = h.id, in_flight = true })
+  end
+  -- the budget ends the wait, also when a loaded machine woke this process only past it
+  if left <= wait or op.deadline:remaining() <= 0 then
     return fail("timeout", { server = self.host.identifier, budget = errors.seconds(op.deadline.total),
       task_id = h.id, detail = string.format("the task %s is still %s; its handle stays valid", h.id, h.status) })
-  end
-  if not engine.sleep(wait, op.cancel) then
-    return fail("cancelled", { server = self.host.identifier, task_id = h.id, in_flight = true })
   end
   return get(self, op)
 end

@@ -176,6 +176,21 @@ describe("tasks (2025-11-25)", function()
     assert.equal("cancelled", cancelled.reason)
   end)
 
+  it("a wake-up past the budget (a loaded machine) still ends the follow as a timeout, not a refusal to ask",
+    function()
+      local fake = server()
+      fake:will_return { task = task("working") }
+      for _ = 1, 50 do fake:will_return(task("working")) end
+      -- a clock four times as fast as the sleeps: each 0.05 s wait between polls costs 0.2 s of
+      -- the budget, so the poll that found 0.1 s left wakes with none
+      local real = mcp.now
+      local c <close> = connect(fake, { tasks = true, clock = function() return real() * 4 end })
+      assert(c:list_tools())
+      local _, message, err = c:call_tool("long", {}, { budget = 0.3 })
+      assert.equal("timeout", err.kind, message)
+      assert.equal("t-1", err.task_id)
+    end)
+
   it("the budget ends a task that stays working: a timeout naming the task, polled at the floor at most",
     function()
       local fake = server()
