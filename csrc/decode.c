@@ -36,6 +36,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core.h"
 
@@ -97,17 +100,29 @@ static void init_plain(void) {
 }
 
 /*
-** The first byte at or after p (before end) that is not plain. Eight bytes
-** are tested at a time: a word holds no byte below 0x20, no '"', no '\\'
-** and none past 0x7F exactly when none of the usual zero-byte tests fires
-** (a test may also fire on a byte after a real hit, never without one).
-** Catalogue text is mostly long plain runs, so this is most of a scan.
-** On a little-endian machine the first byte a word holds is its lowest,
-** so the lowest flag marks the first hit itself: no byte loop after it
-** (most strings in a listing are keys and short values, ended inside
-** their first or second word).
+** The first byte at or after p (before end) that is not plain. Catalogue
+** text is mostly long plain runs, so this is most of a scan. Where SSE2 is
+** there (every x86-64), sixteen bytes are tested at a time: one signed
+** comparison with 0x20 finds both a control character and a byte past 0x7F
+** (negative as a signed byte), two more find '"' and '\\', and the lowest
+** bit of the mask is the first hit. Elsewhere eight bytes are tested at a
+** time: a word holds no byte below 0x20, no '"', no '\\' and none past 0x7F
+** exactly when none of the usual zero-byte tests fires (a test may also
+** fire on a byte after a real hit, never without one); on a little-endian
+** machine the lowest flag marks the first hit itself. Most strings in a
+** listing are keys and short values, ended inside their first block.
 */
-static const unsigned char *skip_plain(const unsigned char *p, const unsigned char *end) {
+static inline const unsigned char *skip_plain(const unsigned char *p, const unsigned char *end) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+  while (end - p >= 16) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    int hit = _mm_movemask_epi8(_mm_or_si128(
+      _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)), _mm_cmplt_epi8(x, space)));
+    if (hit != 0) return p + __builtin_ctz((unsigned)hit);
+    p += 16;
+  }
+#else
   const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
   while (end - p >= 8) {
     uint64_t x, quote, backslash, hit;
@@ -128,6 +143,7 @@ static const unsigned char *skip_plain(const unsigned char *p, const unsigned ch
     }
     p += 8;
   }
+#endif
   while (p < end && plain[*p]) p++;
   return p;
 }
@@ -297,6 +313,14 @@ static int scan_string(Fast *f, const unsigned char **s, const unsigned char **e
 static int push_string(Fast *f, int *nul) {
   const unsigned char *s, *e;
   int escaped, wide;
+  s = f->p + 1;
+  e = skip_plain(s, f->end);
+  if (e < f->end && *e == '"') { /* printable ASCII only, the common case: no second look */
+    f->p = e + 1;
+    *nul = 0;
+    lua_pushlstring(f->L, (const char *)s, (size_t)(e - s));
+    return 1;
+  }
   if (!scan_string(f, &s, &e, &escaped, &wide)) return 0;
   *nul = 0;
   if (!escaped) {
@@ -746,6 +770,18 @@ static int push_message(Fast *f, enum role role) {
 ** put_string in its UTF-8 form), integers in decimal, reals in the
 ** encoder's shortest form.
 **
+** Most of a schema is already in that form as the server sent it: compact
+** JSON, strings of printable ASCII without escapes, integers. So the
+** builder does not write token by token. It judges every token and keeps
+** a run of input bytes that need no rewriting; only where the input
+** differs from the encoder's text (a blank between tokens, a string with
+** an escape or a byte past 0x7F, a real not in its shortest form, "-0",
+** the NUL jansson's reader loses) is the run written out, with the token in
+** the encoder's form after it. A schema with no such place is never copied
+** at all: its text is the slice of the input it came in. The text is the
+** same either way, byte for byte, so a stored schema's text (and so its
+** fingerprint) does not depend on how it was built.
+**
 ** It takes only the common case. Anything else (an object of more than
 ** MAX_KEYS members, whose duplicate check would cost too much by pairwise
 ** comparison, containers nested more than MAX_LEVELS below the value, or
@@ -756,22 +792,31 @@ static int push_message(Fast *f, enum role role) {
 ** decoder takes too. fuzz/listing_fuzz.c holds the two paths equal.
 */
 
+/* A rare path kept out of the hot function that calls it, so the hot one stays small. */
+#if defined(__GNUC__)
+#define COLD __attribute__((noinline, cold))
+#else
+#define COLD
+#endif
+
 #define MAX_KEYS   MCP_MAX_MEMBERS /* members of one object the builder checks for duplicates */
 #define MAX_LEVELS 64              /* container levels below the value the builder writes */
 
-/* One key written so far, as its place in the output: the encoder's text of a key is unique to it. */
+/* One key written so far, as its place in the text: the encoder's text of a key is unique to it. */
 typedef struct KeySpan {
   size_t at, len;
+  unsigned char first; /* the key's first byte after the quote (the closing quote for "") */
 } KeySpan;
 
 typedef struct Text {
-  unsigned char *out; /* the text so far: n bytes of cap, a userdata at stack slot `slot` */
+  unsigned char *out; /* the text written out so far: n bytes of cap, a userdata at stack slot `slot` */
   size_t n, cap;
   int slot;
-  int levels;             /* deepest container level reached (the value written is level 1) */
-  mcp_refused_fn refused; /* the test for keys below the top level, or NULL */
-  int refused_seen;       /* some key passed that test */
-  mcp_member *members;    /* the top-level object's members, when wanted */
+  const unsigned char *run; /* the input from here to f->p: the text's next bytes, not written out */
+  int levels;               /* deepest container level reached (the value written is level 1) */
+  mcp_refused_fn refused;   /* the test for keys below the top level, or NULL */
+  int refused_seen;         /* some key passed that test */
+  mcp_member *members;      /* the top-level object's members, when wanted */
   int nmembers;
   int shape; /* MCP_SHAPE_* of the member value being written */
 } Text;
@@ -789,11 +834,64 @@ static void text_grow(Fast *f, Text *t, size_t m) {
   t->cap = cap;
 }
 
-/* Room for m more output bytes (the test is inline: it runs for every token). */
+/* Room for m more output bytes. */
 #define text_room(f, t, m) ((void)((t)->cap - (t)->n >= (m) || (text_grow((f), (t), (m)), 0)))
 
 /* Append n bytes (room already made). */
 #define TEXT_PUT(t, s, len) (memcpy((t)->out + (t)->n, (s), (len)), (t)->n += (len))
+
+/* Where the input byte at p (in the pending run) lies in the text. */
+#define TEXT_AT(t, p) ((t)->n + (size_t)((p) - (t)->run))
+
+/*
+** The text's bytes from offset `at` on: written out already, or still in
+** the pending run. A token lies wholly on one side (the run is written out
+** only between tokens).
+*/
+static const unsigned char *text_bytes(const Text *t, size_t at) {
+  return at < t->n ? t->out + at : t->run + (at - t->n);
+}
+
+/*
+** Write the pending run out up to the input byte at p, which starts the
+** run from then on. Called where the input and the text part: the caller
+** then writes its token in the encoder's form and moves the run past it.
+*/
+static void text_flush(Fast *f, Text *t, const unsigned char *p) {
+  size_t m = (size_t)(p - t->run);
+  if (m > 0) {
+    text_room(f, t, m);
+    TEXT_PUT(t, t->run, m);
+  }
+  t->run = p;
+}
+
+/*
+** The blanks at f->p: the text has none, so the run is written out before
+** them and starts again after them.
+*/
+static void text_skip_blanks(Fast *f, Text *t) {
+  text_flush(f, t, f->p);
+  skip_blanks(f);
+  t->run = f->p;
+}
+
+/* Skip blanks at f->p, if any (compact input has none: then this is one test, inline). */
+#define text_blanks(f, t)                                                                                    \
+  ((void)((f)->p >= (f)->end || (*(f)->p != ' ' && *(f)->p != '\n' && *(f)->p != '\r' && *(f)->p != '\t') || \
+          (text_skip_blanks((f), (t)), 0)))
+
+/*
+** A token read from `token` to its end `e` whose text is the input's: the
+** run goes on over it. Only when jansson's reader lost a NUL after it
+** (skip_lost_nul moved f->p past e) does the run part there, the NUL left out.
+*/
+static void text_same(Fast *f, Text *t, const unsigned char *e) {
+  if (f->p != e) {
+    text_flush(f, t, e);
+    t->run = f->p;
+  }
+}
 
 /* Write \uXXXX for u at o, as the encoder does; returns the end. */
 static unsigned char *put_u(unsigned char *o, unsigned long u) {
@@ -868,31 +966,43 @@ static int put_escaped_string(Text *t, const unsigned char *s, const unsigned ch
 }
 
 /*
-** Write the string at f->p (a key when key is set). A body of printable
-** ASCII is copied as it is; one with escapes or non-ASCII bytes is written
-** character by character. Every input byte yields at most three output
-** bytes (a two-byte C1 control becomes \u0080..\u009f), so room is made once.
+** Write the string at f->p (a key when key is set) that is not printable
+** ASCII alone: one with escapes or bytes past 0x7F is written out
+** character by character, in the encoder's form. Every input byte yields
+** at most three output bytes (a two-byte C1 control becomes
+** \u0080..\u009f), so room is made once.
 */
-static int emit_string(Fast *f, Text *t, int key) {
-  const unsigned char *s, *e;
+static COLD int emit_odd_string(Fast *f, Text *t, int key) {
+  const unsigned char *s, *e, *token = f->p;
   int escaped, wide;
-  size_t len;
   if (!scan_string(f, &s, &e, &escaped, &wide)) return 0;
-  len = (size_t)(e - s);
-  text_room(f, t, 3 * len + 2);
+  if (!escaped && !wide) return 1;
+  text_flush(f, t, token);
+  text_room(f, t, 3 * (size_t)(e - s) + 2);
   t->out[t->n++] = '"';
-  if (!escaped && !wide) {
-    TEXT_PUT(t, s, len);
-  } else if (!put_escaped_string(t, s, e, key)) {
-    return 0;
-  }
+  if (!put_escaped_string(t, s, e, key)) return 0;
   t->out[t->n++] = '"';
+  t->run = f->p;
   return 1;
 }
 
 /*
-** Write the number at f->p: an integer as its digits ("-0" is 0), a real
-** in the encoder's shortest form.
+** Read the string at f->p (a key when key is set). A body of printable
+** ASCII is the encoder's text as it is: the run goes on over it.
+*/
+static inline int emit_string(Fast *f, Text *t, int key) {
+  const unsigned char *e = skip_plain(f->p + 1, f->end);
+  if (e < f->end && *e == '"') {
+    f->p = e + 1;
+    return 1;
+  }
+  return emit_odd_string(f, t, key);
+}
+
+/*
+** Read the number at f->p: an integer is its own text but for "-0"
+** (written 0), a real is written in the encoder's shortest form unless it
+** is already written so.
 */
 static int emit_number(Fast *f, Text *t) {
   const unsigned char *s, *e;
@@ -903,55 +1013,67 @@ static int emit_number(Fast *f, Text *t) {
     double d;
     size_t len;
     if (!read_real(f, s, e, &d) || (len = mcp_json_format_real(d, tmp)) == 0) return 0;
-    text_room(f, t, len);
-    TEXT_PUT(t, tmp, len);
+    if (len == (size_t)(e - s) && memcmp(tmp, s, len) == 0) {
+      text_same(f, t, e);
+    } else {
+      text_flush(f, t, s);
+      text_room(f, t, len);
+      TEXT_PUT(t, tmp, len);
+      t->run = f->p;
+    }
   } else {
     lua_Integer v;
     if (!read_integer(s, e, &v)) return 0;
-    if (v == 0) s = e - 1; /* "-0" */
-    text_room(f, t, (size_t)(e - s));
-    TEXT_PUT(t, s, (size_t)(e - s));
+    if (v == 0 && *s == '-') {
+      text_flush(f, t, s);
+      text_room(f, t, 1);
+      t->out[t->n++] = '0';
+      t->run = f->p;
+    } else {
+      text_same(f, t, e);
+    }
   }
   return 1;
 }
 
 /*
-** Write the literal w at f->p.
+** Read the literal w at f->p: its own text.
 */
 static int emit_literal(Fast *f, Text *t, const char *w, size_t n) {
+  const unsigned char *token = f->p;
   if (!literal(f, w, n)) return 0;
-  text_room(f, t, n);
-  TEXT_PUT(t, w, n);
+  text_same(f, t, token + n);
   return 1;
 }
 
 static int emit_value(Fast *f, Text *t, int depth, int level);
 
 /*
-** Whether the key just written at keys[n] repeats one of keys[0..n).
+** Whether the key at keys[n] repeats one of keys[0..n) (all in the text).
 */
 static int repeated_key(const Text *t, const KeySpan *keys, int n) {
-  const unsigned char *k = t->out + keys[n].at;
+  const unsigned char *k = text_bytes(t, keys[n].at);
+  size_t len = keys[n].len;
+  unsigned char first = keys[n].first;
   int i;
   for (i = 0; i < n; i++) {
-    const unsigned char *other = t->out + keys[i].at;
-    /* the byte after the quote first: most keys differ there, and it spares a call */
-    if (keys[i].len == keys[n].len && other[1] == k[1] && memcmp(other, k, keys[n].len) == 0) return 1;
+    /* length and first byte first: most keys differ there, and it spares finding the bytes */
+    if (keys[i].len == len && keys[i].first == first && memcmp(text_bytes(t, keys[i].at), k, len) == 0)
+      return 1;
   }
   return 0;
 }
 
 /*
-** Write the value of a member of the top-level object and, when the
-** normaliser asked for them, note where it lies and what it holds: the
-** deepest level inside it (1 for a scalar), whether a key inside it passed
-** the refused test and how many containers it has.
+** Read the value of a member of the top-level object (for the normaliser,
+** which asked for them) and note where it lies in the text and what it
+** holds: the deepest level inside it (1 for a scalar), whether a key
+** inside it passed the refused test and how many containers it has.
 */
 static int emit_member_value(Fast *f, Text *t, int depth, size_t key_at, size_t key_len) {
   mcp_member *m;
   int outer_levels = t->levels, outer_refused = t->refused_seen;
-  size_t value_at = t->n, containers = f->containers;
-  if (t->members == NULL) return emit_value(f, t, depth, 2);
+  size_t value_at = TEXT_AT(t, f->p), containers = f->containers;
   if (t->nmembers == MAX_KEYS) return 0;
   t->levels = 1;
   t->refused_seen = 0;
@@ -961,7 +1083,7 @@ static int emit_member_value(Fast *f, Text *t, int depth, size_t key_at, size_t 
   m->key = key_at;
   m->key_len = key_len;
   m->value = value_at;
-  m->value_len = t->n - value_at;
+  m->value_len = TEXT_AT(t, f->p) - value_at;
   m->levels = t->levels;
   m->refused = t->refused_seen;
   m->containers = f->containers - containers;
@@ -972,58 +1094,56 @@ static int emit_member_value(Fast *f, Text *t, int depth, size_t key_at, size_t 
 }
 
 /*
-** Write the opening byte of the container at f->p; 1 when it closes at
-** once (the closing byte written too).
+** Read the opening byte of the container at f->p and the blanks after it;
+** 1 when it closes at once.
 */
-static int emit_open(Fast *f, Text *t, unsigned char open, unsigned char close) {
+static int emit_open(Fast *f, Text *t, unsigned char close) {
   f->p++;
-  skip_blanks(f);
-  text_room(f, t, 2);
-  t->out[t->n++] = open;
+  text_blanks(f, t);
   if (f->p >= f->end || *f->p != close) return 0;
   f->p++;
-  t->out[t->n++] = close;
   return 1;
 }
 
-/* Read what follows a member or an element (see separator) and write it. */
-static int emit_separator(Fast *f, Text *t, unsigned char close) {
-  int sep = separator(f, close);
-  if (sep != SEP_BAD) {
-    text_room(f, t, 1);
-    t->out[t->n++] = sep == SEP_END ? close : ',';
-  }
-  return sep;
+/* Read what follows a member or an element, as separator() does, its blanks left out of the text. */
+static inline int emit_separator(Fast *f, Text *t, unsigned char close) {
+  text_blanks(f, t);
+  if (f->p >= f->end || (*f->p != ',' && *f->p != close)) return SEP_BAD;
+  if (*f->p++ == close) return SEP_END;
+  text_blanks(f, t);
+  return SEP_MORE;
 }
 
 /*
-** Write the object at f->p, a container at level `level` of the value (1:
+** Read the object at f->p, a container at level `level` of the value (1:
 ** the value itself). Keys below the top level go through the refused test
 ** when the normaliser gave one.
 */
 static int emit_object(Fast *f, Text *t, int depth, int level) {
   KeySpan keys[MAX_KEYS];
   int n = 0, objects = 1, sep = SEP_MORE;
-  if (emit_open(f, t, '{', '}')) sep = SEP_END;
+  if (emit_open(f, t, '}')) sep = SEP_END;
   while (sep == SEP_MORE) {
     if (n == MAX_KEYS || f->p >= f->end || *f->p != '"') return 0;
-    keys[n].at = t->n;
+    keys[n].at = TEXT_AT(t, f->p);
     if (!emit_string(f, t, 1)) return 0;
-    keys[n].len = t->n - keys[n].at;
-    if (repeated_key(t, keys, n)) return 0;
+    keys[n].len = TEXT_AT(t, f->p) - keys[n].at;
+    keys[n].first = text_bytes(t, keys[n].at)[1];
+    if (n > 0 && repeated_key(t, keys, n)) return 0;
     if (t->refused != NULL && level >= 2 &&
-        t->refused((const char *)t->out + keys[n].at + 1, keys[n].len - 2) >= 0)
+        t->refused((const char *)text_bytes(t, keys[n].at) + 1, keys[n].len - 2) >= 0)
       t->refused_seen = 1;
-    skip_blanks(f);
+    text_blanks(f, t);
     if (f->p >= f->end || *f->p != ':') return 0;
     f->p++;
-    skip_blanks(f);
-    text_room(f, t, 1);
-    t->out[t->n++] = ':';
-    objects = objects && f->p < f->end && *f->p == '{';
-    if (level == 1 ? !emit_member_value(f, t, depth + 1, keys[n].at, keys[n].len)
-                   : !emit_value(f, t, depth + 1, level + 1))
-      return 0;
+    text_blanks(f, t);
+    if (f->p >= f->end) return 0;
+    objects = objects && *f->p == '{';
+    if (level == 1 && t->members != NULL) {
+      if (!emit_member_value(f, t, depth + 1, keys[n].at, keys[n].len)) return 0;
+    } else if (!(*f->p == '"' ? emit_string(f, t, 0) : emit_value(f, t, depth + 1, level + 1))) {
+      return 0; /* a string, the most common value, without the call */
+    }
     n++;
     if ((sep = emit_separator(f, t, '}')) == SEP_BAD) return 0;
   }
@@ -1032,14 +1152,15 @@ static int emit_object(Fast *f, Text *t, int depth, int level) {
 }
 
 /*
-** Write the array at f->p, a container at level `level` of the value.
+** Read the array at f->p, a container at level `level` of the value.
 */
 static int emit_array(Fast *f, Text *t, int depth, int level) {
   int strings = 1, sep = SEP_MORE;
-  if (emit_open(f, t, '[', ']')) sep = SEP_END;
+  if (emit_open(f, t, ']')) sep = SEP_END;
   while (sep == SEP_MORE) {
-    strings = strings && f->p < f->end && *f->p == '"';
-    if (!emit_value(f, t, depth + 1, level + 1)) return 0;
+    if (f->p >= f->end) return 0;
+    strings = strings && *f->p == '"';
+    if (!(*f->p == '"' ? emit_string(f, t, 0) : emit_value(f, t, depth + 1, level + 1))) return 0;
     if ((sep = emit_separator(f, t, ']')) == SEP_BAD) return 0;
   }
   if (level == 2 && strings) t->shape = MCP_SHAPE_STRING_LIST;
@@ -1047,7 +1168,7 @@ static int emit_array(Fast *f, Text *t, int depth, int level) {
 }
 
 /*
-** Write the value at f->p, found at container level depth of the whole
+** Read the value at f->p, found at container level depth of the whole
 ** text (bounded as the table decoder bounds it) and level `level` of the
 ** value being written. Returns 0 when the builder gives up.
 */
@@ -1065,6 +1186,30 @@ static int emit_value(Fast *f, Text *t, int depth, int level) {
     case 'n': return emit_literal(f, t, "null", 4);
     default: return emit_number(f, t);
   }
+}
+
+/*
+** Build the text of the value at f->p (no blanks before it), with t's
+** fields for the member description set. On success *text and *len are
+** the text: the input slice itself when nothing had to be rewritten (no
+** copy made), else the output written out to the end. 0 when the builder
+** gives up.
+*/
+static int text_value(Fast *f, Text *t, int depth, const unsigned char **text, size_t *len) {
+  const unsigned char *start = f->p;
+  t->n = 0;
+  t->run = start;
+  t->levels = t->refused_seen = t->nmembers = t->shape = 0;
+  if (!emit_value(f, t, depth, 1)) return 0;
+  if (t->n == 0 && t->run == start) {
+    *text = start;
+    *len = (size_t)(f->p - start);
+    return 1;
+  }
+  text_flush(f, t, f->p);
+  *text = t->out;
+  *len = t->n;
+  return 1;
 }
 
 /*
@@ -1095,15 +1240,13 @@ static int push_schema_text(Fast *f, int depth, int keep) {
   mcp_member members[MCP_MAX_MEMBERS];
   int ok;
   Text *t = f->schemas;
-  const unsigned char *start = f->p;
-  size_t containers = f->containers;
-  t->n = 0;
-  t->levels = t->refused_seen = t->nmembers = t->shape = 0;
+  const unsigned char *start = f->p, *text;
+  size_t containers = f->containers, len;
   t->members = keep ? members : NULL;
   t->refused = keep ? mcp_schema_keyword : NULL;
-  if (emit_value(f, t, depth, 1)) {
-    if (keep) mcp_schema_keep(f->L, (const char *)t->out, t->n, members, t->out[0] == '{' ? t->nmembers : -1);
-    else lua_pushlstring(f->L, (const char *)t->out, t->n);
+  if (text_value(f, t, depth, &text, &len)) {
+    if (keep) mcp_schema_keep(f->L, (const char *)text, len, members, text[0] == '{' ? t->nmembers : -1);
+    else lua_pushlstring(f->L, (const char *)text, len);
     return 1;
   }
   f->p = start;
@@ -1188,6 +1331,7 @@ static void text_open(Text *t, lua_State *L, int reuse, size_t cap) {
   }
   t->slot = lua_gettop(L);
   t->n = 0;
+  t->run = NULL;
   t->levels = 0;
   t->refused = NULL;
   t->refused_seen = 0;
@@ -1246,10 +1390,11 @@ static int fast_decode(lua_State *L, const char *s, size_t len, int marker, int 
 ** object text s as json.encode would write its decoded value, and describe
 ** its members in members[] (room for MCP_MAX_MEMBERS): where each key and
 ** value lies in that text, the deepest level in the value, whether a key
-** inside it passes `refused`. Pushes the buffer
-** holding the text (a userdata the caller pops: the one at stack index
-** `reuse` when that is big enough, so a caller may keep one across calls),
-** sets *text and *text_len, and returns the member count; or returns -1
+** inside it passes `refused`. Pushes the builder's buffer (a userdata the
+** caller pops: the one at stack index `reuse` when that is big enough, so
+** a caller may keep one across calls), sets *text and *text_len (the text:
+** in that buffer, or inside s itself when s is already that text but for
+** blanks around it; valid while both are), and returns the member count; or returns -1
 ** with nothing pushed when s is not a JSON object or the builder gives up
 ** (the caller then decodes it).
 */
@@ -1258,12 +1403,13 @@ int mcp_canonical_object(lua_State *L, const char *s, size_t len, mcp_refused_fn
   int base = lua_gettop(L);
   Fast f;
   Text t;
+  const unsigned char *out;
   fast_open(&f, L, s, len);
   text_open(&t, L, reuse, len + 16);
   t.refused = refused;
   t.members = members;
   skip_blanks(&f);
-  if (f.p >= f.end || *f.p != '{' || !emit_value(&f, &t, 1, 1)) {
+  if (f.p >= f.end || *f.p != '{' || !text_value(&f, &t, 1, &out, text_len)) {
     lua_settop(L, base);
     return -1;
   }
@@ -1274,8 +1420,7 @@ int mcp_canonical_object(lua_State *L, const char *s, size_t len, mcp_refused_fn
   }
   lua_replace(L, base + 1);
   lua_settop(L, base + 1);
-  *text = (const char *)t.out;
-  *text_len = t.n;
+  *text = (const char *)out;
   return t.nmembers;
 }
 
