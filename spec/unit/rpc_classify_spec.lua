@@ -192,6 +192,39 @@ describe("core.rpc_classify", function()
       assert.same({ inputSchema = {} }, result.tools[1].x)
     end)
 
+    it("writes a schema's text as json.encode writes its value, however the server spelt it", function()
+      -- compact and plain: the text is the server's own bytes
+      local compact = '{"type":"object","properties":{"n":{"type":"integer","minimum":-3,"default":0.5}},'
+        .. '"required":["n"],"additionalProperties":false}'
+      -- the same schema spelt otherwise: blanks, escapes, a real not in its shortest form, -0, a hidden
+      -- code point (written \u200b), non-ASCII kept as UTF-8, an escaped key
+      local spelt = {
+        '{ "type" : "object",\n\t"properties" : { "n" : { "type" : "integer" , "minimum" : -3, "default" : 5e-1 } } ,'
+          .. ' "required" : [ "n" ] , "additionalProperties" : false }\r\n',
+        '{"type":"\\u006fbject","properties":{"\\u006e":{"type":"integer","minimum":-3,"default":0.50}},'
+          .. '"required":["n"],"additionalProperties":false}',
+        '{"a":"x\\/y\\n\\u00e9\\u200b","b":[-0,1.0,1E2,-0.0],"c":"é\u{200B}"}',
+      }
+      for _, schema in ipairs { compact, table.unpack(spelt) } do
+        local body = '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"t","inputSchema":' .. schema
+          .. ',"outputSchema":' .. schema .. "}]}}"
+        local want = json.encode(json.decode(schema, true))
+        local _, result = classify(body, 1, "text")
+        assert.equal(want, result.tools[1].inputSchema)
+        assert.equal(want, result.tools[1].outputSchema)
+        local _, kept = classify(body, 1, "kept")
+        local normalised, why = core.normalise_schema(json.decode(schema, true))
+        assert.same(normalised and json.encode(normalised) or { refused = why }, kept.tools[1].inputSchema)
+        assert.same(normalised and json.encode(normalised) or { refused = why },
+          core.normalise_schema_text(schema) or { refused = select(2, core.normalise_schema_text(schema)) })
+      end
+      assert.equal(compact, select(2, classify('{"id":1,"result":{"tools":[{"inputSchema":' .. compact .. "}]}}", 1,
+        "text")).tools[1].inputSchema)
+      assert.equal('{"a":"x/y\\né\\u200b","b":[0,1.0,100.0,-0.0],"c":"é\\u200b"}',
+        select(2, classify('{"id":1,"result":{"tools":[{"inputSchema":' .. spelt[3] .. "}]}}", 1, "text"))
+        .tools[1].inputSchema)
+    end)
+
     it("raises on a decoding it does not know", function()
       assert.has_error(function() classify(BODY, 3, "tables") end)
     end)
