@@ -192,31 +192,83 @@ static int find_definition(Inliner *in, const char *ref, size_t len, int path) {
 }
 
 /*
+** Copy the member whose key is at k (its value on the top of the stack) of
+** the container at v into the table at out, written out; a schema's "$ref"
+** is left out (its caller writes it out), and so are the root's
+** definitions. Leaves the key on the stack.
+*/
+static int copy_member(Inliner *in, int k, int out, int path, int depth, enum kind kind, int array) {
+  lua_State *L = in->L;
+  enum kind of = kind == K_MAP || array ? K_SCHEMA : member_kind(L, k);
+  int r;
+  if ((kind != K_MAP && !array && key_is(L, k, "$ref")) ||
+      (kind == K_ROOT && (key_is(L, k, def_keys[0]) || key_is(L, k, def_keys[1])))) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  push_child_path(L, path, k);
+  r = copy_value(in, k + 1, lua_gettop(L), depth + 1, of);
+  if (r != 0) return r;
+  lua_remove(L, -2); /* the path */
+  lua_remove(L, -2); /* the original value */
+  lua_pushvalue(L, k);
+  lua_insert(L, -2);
+  lua_rawset(L, out);
+  return 0;
+}
+
+/*
 ** Copy the members of the container at v (of kind `kind`) into the table
-** at out, each written out (below the pointer at path); a schema's "$ref"
-** is left out (its caller writes it out), and so are the root's definitions.
+** at out, each written out (below the pointer at path). They are walked in
+** a fixed order, so that of several bad references the one a refusal names
+** does not depend on how the table was built: an array's by index, an
+** object's in its recorded key order (the order written), then any key the
+** record does not name.
 */
 static int copy_members(Inliner *in, int v, int out, int path, int depth, enum kind kind) {
   lua_State *L = in->L;
-  int array = mcp_json_is_array(L, v);
-  lua_pushnil(L);
-  while (lua_next(L, v) != 0) {
-    int k = lua_gettop(L) - 1, r;
-    enum kind of = kind == K_MAP || array ? K_SCHEMA : member_kind(L, k);
-    if ((kind != K_MAP && !array && key_is(L, k, "$ref")) ||
-        (kind == K_ROOT && (key_is(L, k, def_keys[0]) || key_is(L, k, def_keys[1])))) {
+  int array = mcp_json_is_array(L, v), order, r;
+  lua_Integer i, n;
+  if (array) {
+    n = (lua_Integer)lua_rawlen(L, v);
+    for (i = 1; i <= n; i++) {
+      lua_pushinteger(L, i);
+      lua_rawgeti(L, v, i);
+      if ((r = copy_member(in, lua_gettop(L) - 1, out, path, depth, kind, array)) != 0) return r;
       lua_pop(L, 1);
+    }
+  }
+  order = mcp_json_push_key_order(L, v) == LUA_TTABLE ? lua_gettop(L) : 0;
+  if (order == 0) lua_pop(L, 1);
+  for (i = 1, n = order != 0 ? (lua_Integer)lua_rawlen(L, order) : 0; i <= n; i++) {
+    lua_rawgeti(L, order, i);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, out) != LUA_TNIL) { /* a key the record names twice */
+      lua_pop(L, 2);
       continue;
     }
-    push_child_path(L, path, k);
-    r = copy_value(in, k + 1, lua_gettop(L), depth + 1, of);
-    if (r != 0) return r;
-    lua_remove(L, -2); /* the path */
-    lua_remove(L, -2); /* the original value */
-    lua_pushvalue(L, k);
-    lua_insert(L, -2);
-    lua_rawset(L, out);
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, v) == LUA_TNIL) {
+      lua_pop(L, 2);
+      continue;
+    }
+    if ((r = copy_member(in, lua_gettop(L) - 1, out, path, depth, kind, array)) != 0) return r;
+    lua_pop(L, 1);
   }
+  lua_pushnil(L);
+  while (lua_next(L, v) != 0) {
+    lua_pushvalue(L, -2);
+    if ((array && lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 &&
+         lua_tointeger(L, -1) <= (lua_Integer)lua_rawlen(L, v)) ||
+        lua_rawget(L, out) != LUA_TNIL) { /* copied above */
+      lua_pop(L, 2);
+      continue;
+    }
+    lua_pop(L, 1);
+    if ((r = copy_member(in, lua_gettop(L) - 1, out, path, depth, kind, array)) != 0) return r;
+  }
+  if (order != 0) lua_remove(L, order);
   return 0;
 }
 

@@ -111,6 +111,29 @@ describe("local references under the 2025 rule (written out)", function()
     assert.equal('its "$ref" at #/properties/x points to #/$defs/X, which is not a schema', why)
   end)
 
+  it("of several bad references names the first in the schema's order, however its tables were built", function()
+    -- many members, so a table's own layout (its size, the order keys went in) would decide a walk in hash
+    -- order; the refusal must not depend on it (the listing's kept form and the table path agree)
+    local members = {}
+    for i = 1, 40 do members[#members + 1] = string.format('"p%02d":{"type":"string"}', i) end
+    local text = '{"type":"object","properties":{' .. table.concat(members, ",", 1, 20)
+      .. ',"items":{"type":"array","items":{"$ref":"#/$defs/Iten"}},' .. table.concat(members, ",", 21, 40)
+      .. ',"address":{"$ref":"#/$defs/Adress"}},"$defs":{"Item":{},"Address":{}}}'
+    local want = 'its "$ref" at #/properties/items/items points to #/$defs/Iten, which the schema does not define'
+    assert.equal(want, select(2, legacy(text)))
+    -- the same schema built by hand, its keys set in another order, the order written recorded
+    local decoded = json.decode(text, true)
+    local props, order = {}, json.key_order(decoded.properties)
+    for i = #order, 1, -1 do props[order[i]] = decoded.properties[order[i]] end
+    json.set_key_order(props, order)
+    local by_hand = { type = "object", ["$defs"] = decoded["$defs"], properties = props }
+    json.set_key_order(by_hand, { "type", "properties", "$defs" })
+    assert.equal(want, select(2, core.normalise_schema(by_hand)))
+    -- the listing's kept form, as the decoder reads it in a page
+    local _, result = core.rpc_classify('{"id":1,"result":{"tools":[{"inputSchema":' .. text .. "}]}}", 1, "kept")
+    assert.equal(want, result.tools[1].inputSchema.refused)
+  end)
+
   it("never fetches a reference that leaves the schema, and takes only whole definitions", function()
     local _, why = legacy('{"type":"object","properties":{"x":{"$ref":"https://evil.example/s.json#/$defs/X"}}}')
     assert.equal('its "$ref" at #/properties/x points outside the schema (https://evil.example/s.json#/$defs/X), and'
