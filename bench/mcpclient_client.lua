@@ -3,6 +3,7 @@
 --   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|leg|cold|list|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
 --          [--seed S] [--schemas kept|text|tables|default|default-read|plain] [--walk pages|whole]
+--          [--gc interpreter|incremental]
 --   Run from the repository root (it finds ./lua and ./build by itself).
 --
 --   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
@@ -49,7 +50,7 @@ local function usage(why)
 end
 
 local opts = { mode = "warm", calls = 1000, warmup = 50, message = "hello", slow_ms = 2000,
-  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "kept", walk = "pages" }
+  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "kept", walk = "pages", gc = "interpreter" }
 local numeric = { calls = true, warmup = true, slow_ms = true, cancel_min_ms = true, cancel_max_ms = true,
   seed = true }
 do
@@ -71,6 +72,13 @@ do
   local forms = { kept = true, text = true, tables = true, default = true, ["default-read"] = true, plain = true }
   if not forms[opts.schemas] then usage("--schemas must be kept, text, tables, default, default-read or plain") end
   if opts.walk ~= "pages" and opts.walk ~= "whole" then usage("--walk must be pages or whole") end
+  -- the lua5.4 interpreter runs its collector in generational mode; a Lua state a host program
+  -- creates (lua_newstate) runs it incremental: --gc incremental measures that host's default
+  if opts.gc == "incremental" then
+    collectgarbage("incremental")
+  elseif opts.gc ~= "interpreter" then
+    usage("--gc must be interpreter or incremental")
+  end
 end
 
 -- A figure of this process's memory from /proc/self/status, in KiB: VmHWM is the peak
