@@ -2,7 +2,7 @@
 -- servers on 127.0.0.1: the official SDK server, server-everything, and a hostile server of our own
 -- (spec/peers/hostile-info.mjs) whose self-description is full of terminal escapes and line breaks.
 local core = require "mcpclient.core"
-local backends = require "support.backends"
+local cli = require "support.cli"
 local peers = require "support.peers"
 
 local json = core.json
@@ -12,29 +12,11 @@ local quote, read_all = shell.quote, shell.read_all
 
 -- Run `lua5.4 bin/mcpclient --db <db> <args...>`; returns exit code, stdout, stderr.
 -- XDG_DATA_HOME points at a directory that never exists, so a spec that forgets --db fails loudly.
-local function mcpclient(db, ...)
-  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "lua5.4", quote(peers.root .. "/bin/mcpclient") }
-  if db then args[#args + 1] = "--db " .. quote(db) end
-  for _, a in ipairs { ... } do args[#args + 1] = quote(a) end
-  local errfile = os.tmpname()
-  local pipe = assert(io.popen(table.concat(args, " ") .. " 2>" .. quote(errfile), "r"))
-  local out = pipe:read("a")
-  local _, _, code = pipe:close()
-  local err = read_all(errfile)
-  os.remove(errfile)
-  return code, out, err
-end
+local mcpclient = cli.mcpclient
 
--- A fresh database: an SQLite file, or a schema of its own when the run is on PostgreSQL.
-local function fresh_db()
-  local path = os.tmpname()
-  os.remove(path)
-  return backends.fresh(path .. ".db")
-end
+local fresh_db = cli.fresh_db
 
-local function remove_db(path)
-  for _, suffix in ipairs { "", "-wal", "-shm", "-journal" } do os.remove(path .. suffix) end
-end
+local remove_db = cli.remove_db
 
 -- The hostile peer, started like support.peers starts the SDK server (loopback preload, own PID).
 local function start_hostile()

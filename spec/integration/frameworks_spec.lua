@@ -7,11 +7,8 @@
 local mcp = require "mcpclient"
 local core = require "mcpclient.core"
 local modern = require "mcpclient.modern"
-local backends = require "support.backends"
+local cli = require "support.cli"
 local peers = require "support.peers"
-local shell = require "support.shell"
-
-local quote, read_all = shell.quote, shell.read_all
 
 local function connect(url, extra)
   local options = { url = url, identifier = "peer", health = mcp.health.memory() }
@@ -33,28 +30,11 @@ local function cancel_after(after)
 end
 
 -- `lua5.4 bin/mcpclient --db <db> <args...>` → exit code, stdout, stderr.
-local function mcpclient(db, ...)
-  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "lua5.4", quote(peers.root .. "/bin/mcpclient"),
-    "--db " .. quote(db) }
-  for _, a in ipairs { ... } do args[#args + 1] = quote(a) end
-  local errfile = os.tmpname()
-  local pipe = assert(io.popen(table.concat(args, " ") .. " 2>" .. quote(errfile), "r"))
-  local out = pipe:read("a")
-  local _, _, code = pipe:close()
-  local err = read_all(errfile)
-  os.remove(errfile)
-  return code, out, err
-end
+local mcpclient = cli.mcpclient
 
-local function fresh_db()
-  local path = os.tmpname()
-  os.remove(path)
-  return backends.fresh(path .. ".db")
-end
+local fresh_db = cli.fresh_db
 
-local function remove_db(path)
-  for _, suffix in ipairs { "", "-wal", "-shm", "-journal" } do os.remove(path .. suffix) end
-end
+local remove_db = cli.remove_db
 
 -- The check lines of `mcpclient check`: check id -> { status, detail }.
 local function check_lines(out)

@@ -4,6 +4,7 @@
 -- connection (the command's test and import, an agent loop's provider) uses it.
 local core = require "mcpclient.core"
 local backends = require "support.backends"
+local cli = require "support.cli"
 local peers = require "support.peers"
 local shell = require "support.shell"
 
@@ -30,20 +31,11 @@ end
 
 local function command_line(db, ...)
   -- LOGIN_SPEC_SECRET: the secret a --client-secret env:LOGIN_SPEC_SECRET names
-  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "LOGIN_SPEC_SECRET=" .. SECRET, "lua5.4",
-    quote(peers.root .. "/bin/mcpclient"), "--db", quote(db) }
-  for _, a in ipairs { ... } do args[#args + 1] = quote(a) end
-  return table.concat(args, " ")
+  return cli.command(db, { "LOGIN_SPEC_SECRET=" .. SECRET }, ...)
 end
 
 local function mcpclient(db, ...)
-  local errfile = os.tmpname()
-  local pipe = assert(io.popen(command_line(db, ...) .. " 2>" .. quote(errfile)))
-  local out = pipe:read("a")
-  local _, _, code = pipe:close()
-  local err = read_all(errfile)
-  os.remove(errfile)
-  return code, out, err
+  return cli.run(command_line(db, ...))
 end
 
 -- Run `login` (with any extra arguments), play the browser on the URL it prints; returns exit

@@ -7,20 +7,12 @@
 local mcp = require "mcpclient"
 local catalogue = require "mcpclient.agent.catalogue"
 local run = require "mcpclient.agent.run"
+local cli = require "support.cli"
 local peers = require "support.peers"
 local servers = require "support.servers"
-local shell = require "support.shell"
 
 -- `lua5.4 bin/mcpclient --db <db> <args...>` → exit code, stdout.
-local function mcpclient(db, ...)
-  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "lua5.4", shell.quote(peers.root .. "/bin/mcpclient"),
-    "--db", shell.quote(db) }
-  for _, a in ipairs { ... } do args[#args + 1] = shell.quote(a) end
-  local pipe = assert(io.popen(table.concat(args, " ") .. " 2>/dev/null", "r"))
-  local out = pipe:read("a")
-  local _, _, code = pipe:close()
-  return code, out
-end
+local mcpclient = cli.mcpclient
 
 local function connect(url, extra)
   local options = { url = url, identifier = "peer", health = mcp.health.memory() }

@@ -4,32 +4,17 @@
 -- The server is the scripted one of spec/support/stdio_server.lua.
 local core = require "mcpclient.core"
 local backends = require "support.backends"
-local shell = require "support.shell"
+local cli = require "support.cli"
 local stdio = require "support.stdio"
 
 local json = core.json
-local quote, read_all = shell.quote, shell.read_all
-local ROOT = stdio.env().LUA_PATH:match("^(.*)/lua/%?%.lua;")
 
 -- `lua5.4 bin/mcpclient --db <db> <args...>` → exit code, stdout, stderr.
 local function mcpclient(db, ...)
-  local args = { "XDG_DATA_HOME=/nonexistent/mcpclient-spec", "MCP_SPEC_SECRET=s3cr3t-zz-value", "lua5.4",
-    quote(ROOT .. "/bin/mcpclient"), "--db", quote(db) }
-  for _, a in ipairs { ... } do args[#args + 1] = quote(a) end
-  local errfile = os.tmpname()
-  local pipe = assert(io.popen(table.concat(args, " ") .. " 2>" .. quote(errfile), "r"))
-  local out = pipe:read("a")
-  local _, _, code = pipe:close()
-  local err = read_all(errfile)
-  os.remove(errfile)
-  return code, out, err
+  return cli.run(cli.command(db, { "MCP_SPEC_SECRET=s3cr3t-zz-value" }, ...))
 end
 
-local function fresh_db()
-  local path = os.tmpname()
-  os.remove(path)
-  return backends.fresh(path .. ".db")
-end
+local fresh_db = cli.fresh_db
 
 -- The child's environment the specs hand over with --env: the module path, and under the
 -- sanitizer run the runtimes the ASan build needs (the allow-list rightly drops them otherwise).
