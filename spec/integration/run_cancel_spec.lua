@@ -19,15 +19,7 @@ local shell = require "support.shell"
 local quote, read_all = shell.quote, shell.read_all
 
 -- Wait until probe() returns a value, polling every 10 ms, for at most `seconds`.
-local function wait_for(what, seconds, probe)
-  local deadline = core.now() + seconds
-  while true do
-    local value = probe()
-    if value then return value end
-    if core.now() > deadline then error("timed out waiting for " .. what, 2) end
-    core.sleep(0.01)
-  end
-end
+local wait_for = require("support.wait").for_value
 
 describe("cancelling a run from another process #integration", function()
   local peer, child, db, out, err

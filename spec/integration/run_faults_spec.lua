@@ -25,15 +25,7 @@ local CONFIG = { identifier = "cfg-local", provider = "p-local" }
 local PROVIDERS = { ["p-local"] = { zone = "local" } }
 
 -- Wait until probe() returns a value, polling every 10 ms, for at most `seconds`.
-local function wait_for(what, seconds, probe)
-  local deadline = core.now() + seconds
-  while true do
-    local value = probe()
-    if value then return value end
-    if core.now() > deadline then error("timed out waiting for " .. what, 2) end
-    core.sleep(0.01)
-  end
-end
+local wait_for = require("support.wait").for_value
 
 -- The tools/call requests the server received, as { id, tool } (its log: one line per message).
 local function executions(peer)

@@ -19,15 +19,7 @@ local store_module = require "mcpclient.agent.store"
 local json = core.json
 local quote, read_all = shell.quote, shell.read_all
 
-local function wait_for(what, seconds, probe)
-  local deadline = core.now() + seconds
-  while true do
-    local value = probe()
-    if value then return value end
-    if core.now() > deadline then error("timed out waiting for " .. what, 2) end
-    core.sleep(0.02)
-  end
-end
+local wait_for = require("support.wait").for_value
 
 local ADMIN = { name = "ops", uid = 1, admin = true }
 local LOCAL = { identifier = "cfg-local", provider = "p-local" }
