@@ -57,7 +57,8 @@
 #define ENGINE_CONNECTIONS         64                   /* idle connections the engine keeps, all pools */
 #define HOST_CONNECTIONS           16                   /* connections to one server in one pool; more wait */
 #define SMALL_BODY                 1024        /* no libcurl asks for 100-continue for a body this small */
-#define HOLD_MIN                   (64 * 1024) /* a hold_body answer this large is handed over, not copied */
+#define HOLD_MIN                   (8 * 1024)  /* a hold_body answer this large is handed over, not copied: a listing page
+                                                  of 8 KiB and more would be a string the collector waits for */
 
 /* Leg user values: the pool it dials through, and the body of the running send. */
 #define UV_POOL 1
@@ -332,6 +333,26 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud) {
 }
 
 /*
+** Room for a kept body of declared length, taken at its first bytes: a
+** catalogue page (~130 KB) would otherwise grow by doubling from 16 KB and
+** be copied four times on the way. The declaration is only a hint, bounded
+** by max_bytes; a body that outgrows it grows as any other.
+*/
+static void reserve_declared(Leg *leg) {
+  curl_off_t declared = -1;
+  Buf *b = &leg->body;
+  char *p;
+  if (curl_easy_getinfo(leg->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &declared) != CURLE_OK ||
+      declared <= 0 || (curl_off_t)b->cap >= declared)
+    return;
+  if ((curl_off_t)leg->max_bytes < declared) declared = (curl_off_t)leg->max_bytes;
+  p = realloc(b->p, (size_t)declared);
+  if (p == NULL) return; /* growing by appends will say it */
+  b->p = p;
+  b->cap = (size_t)declared;
+}
+
+/*
 ** Body bytes. Kept or queued for the stream consumer, up to max_bytes in all.
 ** Reaching the cap ends the transfer (a short return makes libcurl stop)
 ** unless the declared length says the body is exactly complete.
@@ -341,8 +362,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   size_t room = leg->max_bytes - leg->held, take = n < room ? n : room;
   Buf *dst;
   (void)size; /* always 1 */
-  if (leg->mode == BODY_UNDECIDED)
+  if (leg->mode == BODY_UNDECIDED) {
     leg->mode = (leg->want_stream && leg->event_stream) ? BODY_STREAM : BODY_KEEP;
+    if (leg->mode == BODY_KEEP) reserve_declared(leg);
+  }
   dst = leg->mode == BODY_STREAM ? &leg->stream : &leg->body;
   if (take > 0 && !buf_append(dst, data, take)) {
     leg->out_of_memory = 1;

@@ -300,7 +300,7 @@ describe("core.http_leg", function()
   end)
 
   describe("hold_body", function()
-    -- A JSON-RPC answer over 64 KiB, which /echo sends back as it came.
+    -- A JSON-RPC answer of 70 000 bytes, which /echo sends back as it came.
     local ANSWER = '{"jsonrpc":"2.0","id":7,"result":{"pad":"' .. string.rep("x", 70000) .. '","n":[1,2]}}'
 
     local function echoed(body, hold)
@@ -326,6 +326,16 @@ describe("core.http_leg", function()
       local kind, detail = core.rpc_classify(res.body, 7)
       assert.equal("malformed", kind)
       assert.same({ core.rpc_classify(broken, 7) }, { kind, detail })
+    end)
+
+    it("holds a 2xx answer from 8 KiB on and copies a smaller one", function()
+      local function answer_of(size)
+        local head, tail = '{"jsonrpc":"2.0","id":7,"result":{"pad":"', '"}}'
+        return head .. string.rep("y", size - #head - #tail) .. tail
+      end
+      local held, copied = answer_of(8192), answer_of(8191)
+      assert.equal("userdata", type(echoed(held, true).body))
+      assert.equal(copied, echoed(copied, true).body)
     end)
 
     it("copies a small body, a truncated one, and any body of a send without hold_body", function()
