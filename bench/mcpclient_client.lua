@@ -1,6 +1,6 @@
 --- mcpclient under benchmark (bench/run.lua starts it; it is not a test).
 --
---   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|leg|cold|list|cancel] [--calls N]
+--   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|leg|cold|list|objects|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
 --          [--seed S] [--schemas kept|text|tables|default|default-read|plain] [--walk pages|whole]
 --          [--gc interpreter|incremental]
@@ -27,6 +27,11 @@
 --           default, with every schema read first (`tool.inputSchema.properties`), so each is built;
 --           plain: no option and nothing read or normalised (the schema's type checked only):
 --           plain `conn:list_tools()`, the call the issue's CPU target names.
+--   objects the floor the Lua collector sets for plain list_tools(): the catalogue is listed once,
+--           untimed; then N timed times the objects that call hands over (each tool's table, its
+--           strings, its small tables, an empty table for each schema and the schema's text) are
+--           made by Lua alone from bytes already in memory and held until the next time. No
+--           transport, no JSON: what holding a listing costs in this Lua state whatever the client.
 --   cancel  one connection; N calls of the `slow` tool (MS milliseconds) with a cancel function
 --           that turns true once a timer, drawn uniformly in [A, B] ms after the call starts, has
 --           run out. Measured: the flag's moment (the timer's expiry) to call_tool's return.
@@ -232,6 +237,77 @@ elseif opts.mode == "list" then
   end
   conn:close()
   extra.tools, extra.refused = tools_seen, refused
+elseif opts.mode == "objects" then
+  -- Untimed: the catalogue once (schemas as text), every string in it laid end to end in one
+  -- string, and each tool's shape as codes in one flat array (one object, so the plan itself
+  -- adds next to nothing to what the collector walks): STRING from to, VALUE v, TABLE n then n
+  -- key-value pairs, SCHEMA from to.
+  local STRING, VALUE, TABLE, SCHEMA = 1, 2, 3, 4
+  local conn = connect()
+  local tools, message = conn:list_tools { schemas = "text" }
+  if not tools then usage("the catalogue could not be listed: " .. tostring(message)) end
+  conn:close()
+  local parts, at, plan = {}, 1, {}
+  local function put(...)
+    for i = 1, select("#", ...) do plan[#plan + 1] = select(i, ...) end
+  end
+  local function text_at(code, s)
+    parts[#parts + 1] = s
+    put(code, at, at + #s - 1)
+    at = at + #s
+  end
+  local function plan_of(value)
+    if type(value) == "string" then return text_at(STRING, value) end
+    if type(value) ~= "table" then return put(VALUE, value) end
+    local members = 0
+    for _ in pairs(value) do members = members + 1 end
+    put(TABLE, members)
+    for k, v in pairs(value) do
+      put(k)
+      if k == "inputSchema" or k == "outputSchema" then text_at(SCHEMA, v) else plan_of(v) end
+    end
+  end
+  local count = #tools
+  for _, tool in ipairs(tools) do plan_of(tool) end
+  local store = table.concat(parts)
+  tools, parts = nil, nil -- luacheck: ignore (dropped, so the collections below free them)
+  collectgarbage()
+  collectgarbage()
+  -- Timed: the objects plain list_tools() hands over, made again from those bytes for every
+  -- listing and held until the next: each tool's table, its strings, its small tables, an empty
+  -- table standing for each schema and the schema's text beside it. No transport, no JSON.
+  local unread, texts = {}, nil
+  local function make(pos)
+    local code = plan[pos]
+    if code == STRING then return store:sub(plan[pos + 1], plan[pos + 2]), pos + 3 end
+    if code == VALUE then return plan[pos + 1], pos + 2 end
+    if code == SCHEMA then
+      texts[#texts + 1] = store:sub(plan[pos + 1], plan[pos + 2])
+      return setmetatable({}, unread), pos + 3
+    end
+    local t = {}
+    pos = pos + 2
+    for _ = 1, plan[pos - 1] do
+      local key = plan[pos]
+      t[key], pos = make(pos + 1)
+    end
+    return t, pos
+  end
+  local held
+  local function listing()
+    texts, held = {}, {}
+    local pos = 1
+    for i = 1, count do held[i], pos = make(pos) end
+  end
+  extra.rss_before_kb = status_kb("VmRSS")
+  for _ = 1, opts.warmup do listing() end
+  cpu0, t0 = os.clock(), core.now()
+  for i = 1, n do
+    local s = core.now()
+    listing()
+    latencies[i] = core.now() - s
+  end
+  extra.tools, extra.refused = #held, 0
 elseif opts.mode == "cancel" then
   math.randomseed(opts.seed)
   local conn = connect()
@@ -255,7 +331,7 @@ elseif opts.mode == "cancel" then
   end
   conn:close()
 else
-  usage("--mode must be warm, leg, cold, list or cancel")
+  usage("--mode must be warm, leg, cold, list, objects or cancel")
 end
 
 local wall = core.now() - t0

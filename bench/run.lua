@@ -28,14 +28,17 @@
 --                       the listing targets alone, goes to bench/LISTING.md (not RESULTS.md)
 --   BENCH_SDK_SERVERS=0 skip the SDK reference servers (fast servers only)
 --   BENCH_CLIENTS=mcpclient_plain,mcpclient_plain_incremental,mcpclient_default,mcpclient_default_pages,
---                 mcpclient_default_read,mcpclient,mcpclient_whole,mcpclient_leg,floor,sdk,sdk_whole,sdk2
+--                 mcpclient_default_read,mcpclient,lua_objects,lua_objects_incremental,mcpclient_whole,
+--                 mcpclient_leg,floor,sdk,sdk_whole,sdk2
 --                       a subset of the clients
 --                       (sdk: v1, sdk2: v2; list scenario only: mcpclient_plain `list_tools()` with
 --                       no option and no schema read or normalised, mcpclient_plain_incremental the
 --                       same with the collector a host's own Lua state runs, mcpclient_default the
 --                       plain one with each schema normalised, mcpclient_default_pages `each_tool_page(fn)` with none,
 --                       mcpclient_default_read the former with every schema read, mcpclient_whole
---                       the kept listing held whole, sdk_whole v1 holding every page's tools;
+--                       the kept listing held whole, sdk_whole v1 holding every page's tools,
+--                       lua_objects(_incremental) the objects of plain list_tools() made and held by
+--                       Lua alone, no transport and no JSON: the collector's floor in each mode;
 --                       mcpclient_leg: the floor's loop through mcpclient's leg, warm only)
 --   BENCH_OUT=bench/RESULTS.md
 --   BENCH_PIN=split     split: servers on CPU 0, clients on CPU 1 (the default with 2+ CPUs and
@@ -78,7 +81,7 @@ for name in (config.listing_only and "list" or os.getenv("BENCH_ONLY") or "warm,
 end
 local wanted = {}
 local ALL_CLIENTS = "mcpclient_plain,mcpclient_plain_incremental,mcpclient_default,mcpclient_default_pages,"
-  .. "mcpclient_default_read,mcpclient,"
+  .. "mcpclient_default_read,mcpclient,lua_objects,lua_objects_incremental,"
   .. "mcpclient_whole,mcpclient_leg,floor,sdk,sdk_whole,sdk2"
 for name in (os.getenv("BENCH_CLIENTS") or ALL_CLIENTS):gmatch("[%w_]+") do
   wanted[name] = true
@@ -223,6 +226,12 @@ local CLIENTS = {
   -- the floor's loop through mcpclient's leg (warm only): what the leg costs over the floor
   mcpclient_leg = { label = "mcpclient's leg alone (the floor's loop)", program = "lua5.4 bench/mcpclient_client.lua",
     modes = { warm = "leg" } },
+  -- what holding a listing costs Lua itself: the objects plain list_tools() hands over, made and
+  -- held by Lua alone from bytes in memory (no transport, no JSON), in each collector mode (list only)
+  lua_objects = { label = "Lua alone: the objects of plain `list_tools()` made and held, no transport, no JSON",
+    program = "lua5.4 bench/mcpclient_client.lua", modes = { list = "objects" } },
+  lua_objects_incremental = { label = "Lua alone, the same, a host's Lua state (incremental collector)",
+    program = "lua5.4 bench/mcpclient_client.lua --gc incremental", modes = { list = "objects" } },
   floor = { label = "floor (libcurl loop)", program = "bench/floor" },
   sdk = { label = "TypeScript SDK client v1", program = "node bench/sdk_client.mjs" },
   -- v1 holding every page's tools until the listing ends, as list_tools does (list scenario only)
@@ -418,7 +427,7 @@ local CLIENT_ORDER = chosen { "mcpclient", "floor", "sdk", "sdk2" }
 local WARM_ORDER = chosen { "mcpclient", "mcpclient_leg", "floor", "sdk", "sdk2" }
 local LIST_ORDER = chosen { "mcpclient_plain", "mcpclient_plain_incremental", "mcpclient_default",
   "mcpclient_default_pages", "mcpclient_default_read",
-  "mcpclient", "mcpclient_whole", "floor", "sdk", "sdk_whole", "sdk2" }
+  "mcpclient", "mcpclient_whole", "lua_objects", "lua_objects_incremental", "floor", "sdk", "sdk_whole", "sdk2" }
 
 local function warm_args()
   return string.format("--calls %d --warmup %d", config.calls, config.warmup)
@@ -698,6 +707,24 @@ local function warm_targets(w)
   roundtrip_row(w)
 end
 
+-- Not a target: what Lua itself pays to make and hold the objects plain list_tools() hands over,
+-- in each collector mode, against the CPU a 5× target leaves (the faster SDK client's / 5).
+local function objects_row(w)
+  local budget = sdk_medians("list", "fast-json", "cpu_per_op_us")[1]
+  local shown = {}
+  for _, c in ipairs { { "lua_objects", "interpreter" }, { "lua_objects_incremental", "a host's Lua state" } } do
+    local v = median(values("list", "fast-json", c[1], "cpu_per_op_us"))
+    if v then
+      shown[#shown + 1] = string.format("%s %s ms%s", c[2], num(v / 1000),
+        budget and string.format(" (%.0f %% of it)", v / (budget.v / 5) * 100) or "")
+    end
+  end
+  if #shown == 0 then return end
+  w("| the floor under those targets (not a target): the same objects made and held by Lua alone, no transport,"
+    .. " no JSON, against the CPU a 5× target leaves%s | %s | – |",
+    budget and string.format(" (%s ms)", num(budget.v / 5000)) or "", table.concat(shown, "; "))
+end
+
 -- The listing rows of the targets table.
 local function listing_targets(w)
   speed_row(w, string.format("the default `conn:list_tools()` of %d tools, each schema normalised: ≥ 5× less"
@@ -737,6 +764,7 @@ local function write_targets(w)
   speed_row(w, "… the same listing in a Lua state a host program made (its collector incremental, not the"
     .. " interpreter's generational): ≥ 5× less client CPU", "cpu_per_op_us", 1 / 1000, "ms",
     "mcpclient_plain_incremental")
+  objects_row(w)
   listing_targets(w)
   if not config.listing_only then cancel_row(w) end
   w("")
@@ -818,7 +846,12 @@ local function list_note()
     .. distinct("sdk2", "walk") .. ") calls `listTools()` without a"
     .. " cursor, its own walk of every page, which validates each page and keeps the whole listing in its"
     .. " response cache (`cacheMode: 'refresh'`, so every listing goes to the server). The floor only follows"
-    .. " `nextCursor` by a byte search.\n\n"
+    .. " `nextCursor` by a byte search. **Lua alone** lists the catalogue once, untimed, and then, for every"
+    .. " op, makes again the objects plain `list_tools()` hands over (each tool's table, its strings and small"
+    .. " tables, an empty table for each schema and the schema's text beside it) from bytes already in memory,"
+    .. " holding them until the next op: no transport and no JSON, only what making and holding a listing"
+    .. " costs a Lua state, its collector included (its RSS includes the untimed listing's bytes, kept to"
+    .. " make the objects from).\n\n"
     .. "Memory: *RSS before* is each process's resident size right before its first listing, with the library"
     .. " loaded and the connection open (VmRSS; `process.memoryUsage().rss`; the floor does not report it);"
     .. " *peak RSS* is its high-water mark after the last listing (VmHWM; `resourceUsage().maxRSS`); *growth*"

@@ -56,9 +56,10 @@
 #define MEDIA_CAP                  128                  /* media type bytes reported; longer ones are cut */
 #define ENGINE_CONNECTIONS         64                   /* idle connections the engine keeps, all pools */
 #define HOST_CONNECTIONS           16                   /* connections to one server in one pool; more wait */
-#define SMALL_BODY                 1024        /* no libcurl asks for 100-continue for a body this small */
-#define HOLD_MIN                   (8 * 1024)  /* a hold_body answer this large is handed over, not copied: a listing page
-                                                  of 8 KiB and more would be a string the collector waits for */
+#define SMALL_BODY                 1024 /* no libcurl asks for 100-continue for a body this small */
+/* A hold_body answer this large is handed over, not copied: as a string, a listing page of 8 KiB
+   and more would wait for the collector. */
+#define HOLD_MIN                   (8 * 1024)
 
 /* Leg user values: the pool it dials through, and the body of the running send. */
 #define UV_POOL 1
