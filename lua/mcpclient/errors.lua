@@ -180,7 +180,7 @@ errors.KINDS = {
   },
   configuration = {
     cause = "a stored server row cannot be used as it is",
-    action = "fix the server with mcpclient set",
+    action = "fix the server with mcpclient edit",
     message = function(f) return string.format("%s is not usable: %s", on(f), clip(f.detail)) end,
   },
   write_without_durable_execution = {
@@ -238,7 +238,11 @@ errors.KINDS = {
     cause = "no imported tool and no server group has that name",
     action = "list the tools (mcpclient tools) and use one of their names",
     message = function(f)
-      return string.format('No imported tool or server group is named "%s".', clip(f.name or ""))
+      local text = string.format('No imported tool or server group is named "%s".', clip(f.name or ""))
+      if f.group then
+        text = text .. string.format(' The server "%s" switches as its group, %s.', clip(f.name), clip(f.group))
+      end
+      return text
     end,
   },
   integrity = {

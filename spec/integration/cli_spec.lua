@@ -569,8 +569,14 @@ describe("the mcpclient command, as a new user meets it #integration", function(
     assert.equal(0, (mcpclient(db, "add", "--identifier", "sdk", "--name", "SDK", "--url", sdk.url, "--data-class",
       "publicContent", "--enabled")))
     assert.equal(0, (mcpclient(db, "import", "sdk")))
+    -- the server's identifier is not its group's name: the refusal names the group
+    local code, _, err = mcpclient(db, "disable", "sdk")
+    assert.equal(1, code)
+    assert.equal('No imported tool or server group is named "sdk". The server "sdk" switches as its group, '
+      .. "mcp_sdk.\n", err)
     assert.equal(0, (mcpclient(db, "disable", "mcp_sdk")))
-    local code, out = mcpclient(db, "enable", "mcp_sdk_echo")
+    local out
+    code, out = mcpclient(db, "enable", "mcp_sdk_echo")
     assert.equal(0, code)
     assert.equal("Tool mcp_sdk_echo is switched on, but it stays off: its group mcp_sdk is off. `mcpclient enable "
       .. "mcp_sdk` switches the group on.\n", out)

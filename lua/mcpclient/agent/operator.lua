@@ -709,6 +709,8 @@ local function lookup(store, name)
   local found = { tool = owner ~= nil, group = false }
   for _, row in ipairs(rows) do
     if names.group(row.identifier) == name then found.group = true end
+    -- a server named instead of its group: the refusal names the group
+    if row.identifier == name then found.group_of_server = names.group(row.identifier) end
   end
   return found
 end
@@ -724,7 +726,9 @@ local function target_of(store, name, what)
       .. "which with --tool or --group.", core.clip(name, 100)) })
   end
   if what == nil then what = found.tool and "tool" or found.group and "group" or nil end
-  if what == nil or not found[what] then return errors.fail("unknown_tool", { name = name }) end
+  if what == nil or not found[what] then
+    return errors.fail("unknown_tool", { name = name, group = found.group_of_server })
+  end
   return what
 end
 
