@@ -111,6 +111,36 @@ describe("a stdio server in the store and the command", function()
     assert.is_nil(out:find("fake", 1, true))
   end)
 
+  it("checks a server started from a command after --, with no database and nothing stored", function()
+    local args = { "check", table.unpack(env_args()) }
+    args[#args + 1] = "--"
+    for _, word in ipairs(stdio.command("legacy")) do args[#args + 1] = word end
+    local code, out, err = cli.run(cli.command(nil, nil, table.unpack(args)))
+    assert.equal(0, code, out .. err)
+    assert.matches("^passed%s+handshake", out)
+    assert.matches("stdio_server.lua legacy: %d+ passed, 0 failed", out)
+    -- no database was made: the spec's XDG_DATA_HOME points nowhere, and none was named
+    assert.is_nil(io.open("/nonexistent/mcpclient-spec/mcpclient/mcpclient.db"))
+    args[1], args[#args + 1] = "--json", "ignored-by-the-server"
+    table.insert(args, 2, "check")
+    local _
+    code, out = cli.run(cli.command(nil, nil, table.unpack(args)))
+    assert.equal(0, code, out)
+    local report = json.decode(out)
+    assert.same({ json.null, true }, { report.id, report.ok })
+    assert.matches("stdio_server.lua legacy ignored%-by%-the%-server$", report.server)
+    -- usage: nothing after --, a server and a command at once, --env without a command
+    code, _, err = cli.run(cli.command(nil, nil, "check", "--"))
+    assert.equal(2, code)
+    assert.matches("Give the program and its arguments after --.", err, 1, true)
+    code, _, err = cli.run(cli.command(nil, nil, "check", "fake", "--", "cat"))
+    assert.equal(2, code)
+    assert.matches('"check" takes a server, a URL or a command after --, not two', err, 1, true)
+    code, _, err = cli.run(cli.command(db, nil, "check", "--env", "A=1", "fake"))
+    assert.equal(2, code)
+    assert.matches("--env and --cwd go with a command after --.", err, 1, true)
+  end)
+
   it("names what is wrong with a command line", function()
     local code, _, err = mcpclient(db, "add", "--identifier", "x", "--name", "X")
     assert.equal(2, code)

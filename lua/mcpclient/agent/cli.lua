@@ -50,7 +50,7 @@ local SERVER_FLAGS = {
 local COMMAND_FLAGS = {
   servers = {}, test = { ["--all"] = "flag", ["-a"] = "flag" }, tools = {}, remove = {}, help = {},
   resources = {}, prompts = {}, read = {},
-  check = { ["--call"] = "value", ["--arguments"] = "value" },
+  check = { ["--call"] = "value", ["--arguments"] = "value", ["--env"] = "list", ["--cwd"] = "value" },
   login = { ["--wait"] = "value", ["--port"] = "value", ["--client-id"] = "value", ["--client-secret"] = "value",
     ["--scope"] = "value" }, logout = {},
   import = { ["--all"] = "flag", ["-a"] = "flag", ["--server"] = "value" },
@@ -160,6 +160,36 @@ local function command_of(rest)
   usage(string.format('Unknown command "%s".%s', inert(word, 64), did_you_mean(word, sorted_keys(COMMAND_FLAGS))))
 end
 
+-- The env a stdio server is given: each --env NAME=VALUE (or NAME=env:VAR).
+local function env_of(items)
+  local env = {}
+  for _, item in ipairs(items) do
+    local name, value = item:match("^([^=]*)=(.*)$")
+    if not name or not server_command.valid_env_name(name) then
+      usage(string.format("--env takes NAME=VALUE or NAME=env:VAR (NAME: %s).", server_command.ENV_NAME_RULE))
+    end
+    if env[name] ~= nil then usage(string.format("--env names %s twice.", name)) end
+    env[name] = value
+  end
+  return env
+end
+
+-- check's target when it is a command after --: that command, and its --env and --cwd
+-- (which go with nothing else) as parsed.stdio.
+local function check_target(parsed)
+  local flags = parsed.flags
+  if not parsed.argv then
+    if flags["--env"] or flags["--cwd"] then usage("--env and --cwd go with a command after --.") end
+    return
+  end
+  if #parsed.argv == 0 then usage("Give the program and its arguments after --.") end
+  if #parsed.args > 0 then
+    usage(string.format('"check" takes a server, a URL or a command after --, not two; unexpected "%s".',
+      inert(parsed.args[1], 64)))
+  end
+  parsed.stdio = { command = parsed.argv, env = flags["--env"] and env_of(flags["--env"]) or nil, cwd = flags["--cwd"] }
+end
+
 -- Split argv into global options, the command, its flags and its positional arguments.
 -- @return { db, json, budget, version, help, command, flags = {name -> value|true}, args = {...} }
 --   (raises Usage)
@@ -173,8 +203,8 @@ local function parse(argv)
   local i, only_positional = 1, false
   while i <= #rest do
     local a = rest[i]
-    if not only_positional and a == "--" and accepted == SERVER_FLAGS then
-      -- add and edit: everything after -- is the command of a stdio server, as it is
+    if not only_positional and a == "--" and (accepted == SERVER_FLAGS or parsed.command == "check") then
+      -- add, edit and check: everything after -- is the command of a stdio server, as it is
       parsed.argv = table.move(rest, i + 1, #rest, 1, {})
       break
     elseif not only_positional and a == "--" then
@@ -187,6 +217,7 @@ local function parse(argv)
       i = i + 1
     end
   end
+  if parsed.command == "check" then check_target(parsed) end
   return parsed
 end
 
@@ -196,20 +227,6 @@ local function no_more_than(parsed, count)
       count == 0 and "no arguments" or count == 1 and "one argument" or count .. " arguments",
       inert(parsed.args[count + 1], 64)))
   end
-end
-
--- The env a stdio server is given: each --env NAME=VALUE (or NAME=env:VAR).
-local function env_of(items)
-  local env = {}
-  for _, item in ipairs(items) do
-    local name, value = item:match("^([^=]*)=(.*)$")
-    if not name or not server_command.valid_env_name(name) then
-      usage(string.format("--env takes NAME=VALUE or NAME=env:VAR (NAME: %s).", server_command.ENV_NAME_RULE))
-    end
-    if env[name] ~= nil then usage(string.format("--env names %s twice.", name)) end
-    env[name] = value
-  end
-  return env
 end
 
 -- The server fields the flags (and a command after --) set.
@@ -488,14 +505,26 @@ local function is_url(text)
   return type(text) == "string" and text:lower():match("^https?://") ~= nil
 end
 
--- A store in memory holding one throwaway server for `url` (check needs no
--- configured server, and no database). → store | nil, message, err
-local function throwaway_store(url)
+-- Whether `check` was given a server not configured: a URL, or a command after --.
+local function throwaway_target(parsed)
+  return parsed.command == "check" and (parsed.argv ~= nil or is_url(parsed.args[1]))
+end
+
+-- A store in memory holding one throwaway server: at the URL, or started from
+-- the command after -- (check needs no configured server, and no database).
+-- → store | nil, message, err
+local function throwaway_store(parsed)
   local store, message, err = store_module.open(":memory:")
   if not store then return nil, message, err end
+  local fields = { identifier = "check", enabled = true }
+  if parsed.stdio then
+    fields.name, fields.command, fields.env, fields.cwd = "the server the command given starts",
+      parsed.stdio.command, parsed.stdio.env, parsed.stdio.cwd
+  else
+    fields.name, fields.url = "the server at the URL given", parsed.args[1]
+  end
   local uid
-  uid, message, err = operator.add(store, { identifier = "check", name = "the server at the URL given", url = url,
-    enabled = true }, { actor = ACTOR })
+  uid, message, err = operator.add(store, fields, { actor = ACTOR })
   if not uid then
     store:close()
     return nil, message, err
@@ -503,14 +532,19 @@ local function throwaway_store(url)
   return store
 end
 
+-- How check's report names a server it was given, not a configured one.
+local function throwaway_name(row)
+  if type(row.command) == "table" and next(row.command) then return server_command.describe(row.command) end
+  return row.url
+end
+
 function commands.check(ctx, out, parsed)
-  local given = need_server(parsed)
   local call = call_of(parsed.flags)
   local row, message, err
   if ctx.throwaway then
     row = ctx.store:servers()[1]
   else
-    row, message, err = server_named(ctx, given)
+    row, message, err = server_named(ctx, need_server(parsed))
   end
   if not row then return refuse(out, parsed, message, err) end
   local show = progress(ctx)
@@ -520,7 +554,8 @@ function commands.check(ctx, out, parsed)
   show()
   if not results then return refuse(out, parsed, summary, err) end
   if parsed.json then
-    out:json { server = ctx.throwaway and row.url or row.identifier, id = ctx.throwaway and json.null or row.uid,
+    out:json { server = ctx.throwaway and throwaway_name(row) or row.identifier,
+      id = ctx.throwaway and json.null or row.uid,
       ok = summary.ok, passed = summary.passed, failed = summary.failed, not_applicable = summary.not_applicable,
       checks = list(results) }
   else
@@ -530,7 +565,7 @@ function commands.check(ctx, out, parsed)
     end
     render.columns(out, rows)
     out:line(string.format("%s: %d passed, %d failed, %d not applicable",
-      ctx.throwaway and inert(row.url, 300) or inert(row.identifier, 64), summary.passed, summary.failed,
+      ctx.throwaway and inert(throwaway_name(row), 300) or inert(row.identifier, 64), summary.passed, summary.failed,
       summary.not_applicable))
   end
   return summary.ok and cli.OK or cli.FAILED
@@ -1232,10 +1267,10 @@ end
 -- Open the database and run the parsed command on it.
 local function run(env, out, parsed)
   local store, path, throwaway = env.store, nil, false
-  if parsed.command == "check" and is_url(parsed.args[1]) then
-    -- a URL needs no configured server and no database
+  if throwaway_target(parsed) then
+    -- a URL or a command needs no configured server and no database
     local err
-    store, path, err = throwaway_store(parsed.args[1])
+    store, path, err = throwaway_store(parsed)
     if not store then return refuse(out, parsed, path, err) end
     throwaway, path = true, nil
   elseif not store then

@@ -15,7 +15,8 @@ Servers are named by identifier or by numeric id, in every command.
   edit <server> [server flags] change a server
   remove <server>              remove a server (its tool records stay for the audit)
   test <server> | --all        is the server there? one handshake, records the contact
-  check <server> | <URL>       the live conformance run: every check that applies
+  check <server> | <URL> | -- PROGRAM [ARGS...]
+                               the live conformance run: every check that applies
   import <server> | --all      import the tool catalogue (tools start switched off)
   tools [<server>]             the imported tools and whether each is on
   resources <server>           the server's resources and resource templates, asked live
@@ -104,6 +105,7 @@ revision and what the server calls itself. Records the contact in the database.
 --all tests every enabled server, up to four at once, one line (or JSON object) each.]==],
   check = [==[
 usage: mcpclient check <server> | <URL> [--call TOOL [--arguments JSON]] [--json]
+       mcpclient check [--env NAME=VALUE|NAME=env:VAR]... [--cwd DIR] [--call ...] -- PROGRAM [ARGS...]
 
 The live conformance run: every check of the per-connection suite that a real server
 can answer (handshake, session, capabilities, paged discovery, schema normalisation of
@@ -115,7 +117,9 @@ A tool is called only when the server declares it read-only and it needs no argu
 or when you name one with --call (and its arguments as a JSON object with --arguments):
 then the call check fails when the tool answers with an error, and shows its text.
 An http(s) URL instead of a server checks it without adding it (no database needed,
-no credential sent). Nothing is stored.]==],
+no credential sent), and so does the command of a local stdio server after --: it is
+started, checked and stopped, with the environment --env names (as for add) and --cwd.
+Nothing is stored.]==],
   import = [==[
 usage: mcpclient import <server> | --all [--json]
 
