@@ -178,6 +178,18 @@ local latencies = {}
 local n = opts.calls
 local cpu0, t0
 
+-- The resident size right before the first listing, then W untimed and N timed listings.
+local function time_listings(listing)
+  extra.rss_before_kb = status_kb("VmRSS")
+  for _ = 1, opts.warmup do listing() end
+  cpu0, t0 = os.clock(), core.now()
+  for i = 1, n do
+    local s = core.now()
+    listing()
+    latencies[i] = core.now() - s
+  end
+end
+
 if opts.mode == "warm" then
   local conn = connect()
   for _ = 1, opts.warmup do echo_once(conn) end
@@ -227,14 +239,7 @@ elseif opts.mode == "list" then
     local ok, message = walk_catalogue(conn, judge)
     if not ok then note_error(message) end
   end
-  extra.rss_before_kb = status_kb("VmRSS")
-  for _ = 1, opts.warmup do listing() end
-  cpu0, t0 = os.clock(), core.now()
-  for i = 1, n do
-    local s = core.now()
-    listing()
-    latencies[i] = core.now() - s
-  end
+  time_listings(listing)
   conn:close()
   extra.tools, extra.refused = tools_seen, refused
 elseif opts.mode == "objects" then
@@ -299,14 +304,7 @@ elseif opts.mode == "objects" then
     local pos = 1
     for i = 1, count do held[i], pos = make(pos) end
   end
-  extra.rss_before_kb = status_kb("VmRSS")
-  for _ = 1, opts.warmup do listing() end
-  cpu0, t0 = os.clock(), core.now()
-  for i = 1, n do
-    local s = core.now()
-    listing()
-    latencies[i] = core.now() - s
-  end
+  time_listings(listing)
   extra.tools, extra.refused = #held, 0
 elseif opts.mode == "cancel" then
   math.randomseed(opts.seed)
