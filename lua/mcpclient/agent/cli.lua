@@ -187,7 +187,8 @@ local function check_target(parsed)
     usage(string.format('"check" takes a server, a URL or a command after --, not two; unexpected "%s".',
       inert(parsed.args[1], 64)))
   end
-  parsed.stdio = { command = parsed.argv, env = flags["--env"] and env_of(flags["--env"]) or nil, cwd = flags["--cwd"] }
+  parsed.stdio = { command = parsed.argv, env = flags["--env"] and env_of(flags["--env"]) or nil,
+    cwd = flags["--cwd"] }
 end
 
 -- Split argv into global options, the command, its flags and its positional arguments.
