@@ -15,6 +15,7 @@ local peers = require "support.peers"
 local run = require "mcpclient.agent.run"
 local shell = require "support.shell"
 local store_module = require "mcpclient.agent.store"
+local worker_process = require "support.worker"
 
 local json = core.json
 local quote, read_all = shell.quote, shell.read_all
@@ -28,9 +29,6 @@ local PROVIDERS = { ["p-local"] = { zone = "local" } }
 describe("a run waiting for approval, taken over by another process (" .. backends.name .. ") #integration",
   function()
   local peer, children, paths = nil, {}, {}
-  local ENV = string.format("LUA_PATH=%s LUA_CPATH=%s XDG_DATA_HOME=/nonexistent/mcpclient-spec",
-    quote(peers.root .. "/lua/?.lua;" .. peers.root .. "/lua/?/init.lua;" .. peers.root .. "/spec/?.lua;;"),
-    quote(peers.root .. "/build/?.so;;"))
 
   before_each(function()
     peers.require_available()
@@ -38,10 +36,7 @@ describe("a run waiting for approval, taken over by another process (" .. backen
   end)
 
   after_each(function()
-    for _, child in ipairs(children) do
-      if peers.alive(child.pid) then os.execute("kill -KILL " .. child.pid .. " 2>/dev/null") end
-      child.pipe:close()
-    end
+    for _, child in ipairs(children) do worker_process.stop(child) end
     children = {}
     if peer then peer.stop() end
     for _, path in ipairs(paths) do
@@ -57,10 +52,7 @@ describe("a run waiting for approval, taken over by another process (" .. backen
   end
 
   local function worker(location, words, out)
-    local pipe = assert(io.popen("echo $$; cd " .. quote(peers.root) .. " && " .. ENV
-      .. " exec lua5.4 spec/support/run_waiting_worker.lua " .. quote(location) .. " " .. words .. " >"
-      .. quote(out) .. " 2>" .. quote(out .. ".err") .. " </dev/null"))
-    local child = { pid = math.tointeger(tonumber(pipe:read("l"))), pipe = pipe }
+    local child = worker_process.start("run_waiting_worker.lua", location, words, out)
     children[#children + 1] = child
     return child
   end
@@ -78,10 +70,7 @@ describe("a run waiting for approval, taken over by another process (" .. backen
   end
 
   local function cli(location, words)
-    local pipe = assert(io.popen("cd " .. quote(peers.root) .. " && " .. ENV .. " lua5.4 bin/mcpclient --db "
-      .. quote(location) .. " --json " .. words .. " 2>&1"))
-    local text = pipe:read("a")
-    pipe:close()
+    local text = worker_process.mcpclient(location, "--json " .. words)
     return json.decode(text), text
   end
 

@@ -11,25 +11,22 @@ local hostile = require "support.hostile"
 local peers = require "support.peers"
 local shell = require "support.shell"
 local store_module = require "mcpclient.agent.store"
+local worker_process = require "support.worker"
 
 local json = core.json
-local quote, read_all = shell.quote, shell.read_all
+local read_all = shell.read_all
 
 local wait_for = require("support.wait").for_value
 
 describe("a durable task-backed call (" .. backends.name .. ")", function()
   local server, child, paths = nil, nil, {}
-  local ENV = string.format("LUA_PATH=%s LUA_CPATH=%s",
-    quote(peers.root .. "/lua/?.lua;" .. peers.root .. "/lua/?/init.lua;" .. peers.root .. "/spec/?.lua;;"),
-    quote(peers.root .. "/build/?.so;;"))
 
   setup(function() server = hostile.start() end)
   teardown(function() hostile.stop(server) end)
 
   after_each(function()
     if child then
-      if peers.alive(child.pid) then os.execute("kill -KILL " .. child.pid .. " 2>/dev/null") end
-      child.pipe:close()
+      worker_process.stop(child)
       child = nil
     end
     for _, path in ipairs(paths) do
@@ -44,10 +41,7 @@ describe("a durable task-backed call (" .. backends.name .. ")", function()
   end
 
   local function worker(location, words, out)
-    local pipe = assert(io.popen("echo $$; cd " .. quote(peers.root) .. " && " .. ENV
-      .. " exec lua5.4 spec/support/run_task_worker.lua " .. quote(location) .. " " .. words .. " >" .. quote(out)
-      .. " 2>" .. quote(out .. ".err") .. " </dev/null"))
-    return { pid = math.tointeger(tonumber(pipe:read("l"))), pipe = pipe }
+    return worker_process.start("run_task_worker.lua", location, words, out)
   end
 
   it("survives its worker: SIGKILL mid-task, another process follows the same task to its end", function()
@@ -85,10 +79,7 @@ describe("a durable task-backed call (" .. backends.name .. ")", function()
     local reopened <close> = assert(store_module.open(location))
     assert.equal("running", assert(reopened:run(run_uid)).status)
     -- the operator sees the run waiting to be taken over, its fence naming the task
-    local listing = assert(io.popen("cd " .. quote(peers.root) .. " && " .. ENV .. " lua5.4 bin/mcpclient --db "
-      .. quote(location) .. " --json runs --open"))
-    local runs = json.decode(listing:read("a"))
-    listing:close()
+    local runs = json.decode(worker_process.mcpclient(location, "--json runs --open"))
     assert.equal(run_uid, runs[1].id)
     assert.equal(task_row.task_id, runs[1].fence[1].task_id)
     assert.is_false(runs[1].fence[1].recorded)
@@ -146,11 +137,7 @@ describe("a durable task-backed call (" .. backends.name .. ")", function()
       return open and open[1]
     end)
     local function cli(words)
-      local pipe = assert(io.popen("cd " .. quote(peers.root) .. " && " .. ENV .. " lua5.4 bin/mcpclient --db "
-        .. quote(location) .. " --json " .. words .. " 2>&1"))
-      local text = pipe:read("a")
-      pipe:close()
-      return json.decode(text)
+      return json.decode(worker_process.mcpclient(location, "--json " .. words))
     end
     local listed = cli("tasks lab")
     assert.equal(1, #listed)

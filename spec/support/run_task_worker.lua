@@ -8,53 +8,36 @@
 --     takes the run over (run.take_over), prints "took <n results>", "text <first result>",
 --     then finishes the run and prints "finished <status>"
 --
--- (LUA_PATH / LUA_CPATH must reach lua/ and build/.) The owner is "worker:<mode>:<pid>".
+-- (support.worker.start gives it LUA_PATH reaching lua/ and spec/, LUA_CPATH build/.) The owner is
+-- "worker:<mode>:<pid>".
 local run = require "mcpclient.agent.run"
 local store = require "mcpclient.agent.store"
+local worker = require "support.worker"
 
 local location, mode = arg[1], arg[2]
+local say, pid = worker.say, worker.pid
 
-local function say(...)
-  io.stdout:write(...)
-  io.stdout:write("\n")
-  io.stdout:flush()
+local function options(extra)
+  extra.tasks, extra.task_budget = true, 30
+  return worker.options(extra)
 end
-
-local function pid()
-  local f = io.open("/proc/self/stat", "r")
-  local text = f and f:read("l") or "0"
-  if f then f:close() end
-  return text:match("^(%d+)")
-end
-
-local common = {
-  user = { name = "ops", uid = 1, admin = true },
-  configuration = { identifier = "cfg-local", provider = "p-local" },
-  providers = { ["p-local"] = { zone = "local" } },
-  tasks = true,
-  task_budget = 30,
-  log = function(_, message) io.stderr:write(message, "\n") end,
-}
 
 local s = assert(store.open(location))
 if mode == "start" then
-  local options = { owner = "worker:start:" .. pid(), lease_seconds = math.tointeger(tonumber(arg[5])) }
-  for k, v in pairs(common) do options[k] = v end
-  local r = assert(run.start(s, options))
+  local r = assert(run.start(s, options { owner = "worker:start:" .. pid(),
+    lease_seconds = math.tointeger(tonumber(arg[5])) }))
   say("started ", r.uid)
   local result = r:invoke(arg[3], { ms = math.tointeger(tonumber(arg[4])), text = "durable" })
   say("returned ", r.status, " ", tostring(result.is_error))
-  say("text ", (result.text:gsub("[\r\n]", " ")))
+  say("text ", worker.one_line(result.text))
   r:finish()
 elseif mode == "take" then
-  local options = { owner = "worker:take:" .. pid() }
-  for k, v in pairs(common) do options[k] = v end
-  local r, results = run.take_over(s, math.tointeger(tonumber(arg[3])), options)
+  local r, results = run.take_over(s, math.tointeger(tonumber(arg[3])), options { owner = "worker:take:" .. pid() })
   if not r then
     say("refused ", tostring(results))
   else
     say("took ", #results)
-    say("text ", results[1] and (results[1].text:gsub("[\r\n]", " ")) or "-")
+    say("text ", results[1] and worker.one_line(results[1].text) or "-")
     say("finished ", r:finish())
   end
 end

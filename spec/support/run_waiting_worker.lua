@@ -13,43 +13,15 @@
 --     it with the decision a person recorded, prints "text <first result>", finishes it and prints
 --     "finished <status>" ("refused <message>" when it cannot be taken over).
 --
--- (LUA_PATH / LUA_CPATH must reach lua/ and build/.) The owner is "worker:<mode>:<pid>".
+-- (support.worker.start gives it LUA_PATH reaching lua/ and spec/, LUA_CPATH build/.) The owner is
+-- "worker:<mode>:<pid>".
 local core = require "mcpclient.core"
 local run = require "mcpclient.agent.run"
 local store = require "mcpclient.agent.store"
+local worker = require "support.worker"
 
 local location, mode = arg[1], arg[2]
-
-local function say(...)
-  io.stdout:write(...)
-  io.stdout:write("\n")
-  io.stdout:flush()
-end
-
-local function pid()
-  local f = io.open("/proc/self/stat", "r")
-  local text = f and f:read("l") or "0"
-  if f then f:close() end
-  return text:match("^(%d+)")
-end
-
-local function one_line(text)
-  return (tostring(text):gsub("[\r\n]", " "))
-end
-
-local common = {
-  user = { name = "ops", uid = 1, admin = true },
-  configuration = { identifier = "cfg-local", provider = "p-local" },
-  providers = { ["p-local"] = { zone = "local" } },
-  log = function(_, message) io.stderr:write(message, "\n") end,
-}
-
-local function options(extra)
-  local out = {}
-  for k, v in pairs(common) do out[k] = v end
-  for k, v in pairs(extra) do out[k] = v end
-  return out
-end
+local say, pid, one_line, options = worker.say, worker.pid, worker.one_line, worker.options
 
 -- The first word written to `path`, waited for (at most 60 s).
 local function order(path)
