@@ -1,6 +1,6 @@
 -- mcpclient resources / read / prompts over an injected store and a scripted server: what is
 -- printed (far-side text inert, in text and in --json), and a refusal.
-local cli = require "mcpclient.agent.cli"
+local cli = require "support.cli"
 local core = require "mcpclient.core"
 local Fake = require "support.fake_server"
 local servers = require "support.servers"
@@ -12,16 +12,6 @@ local CAPS = { tools = {}, resources = {}, prompts = {} }
 local function opening(caps)
   return Fake.new():will_return({ protocolVersion = "2025-11-25", capabilities = caps or CAPS,
     serverInfo = { name = "Docs", version = "1" } })
-end
-
--- A writable sink: :write collects, :flush does nothing.
-local function sink()
-  local parts = {}
-  return setmetatable(parts, { __index = {
-    write = function(self, ...) for _, s in ipairs { ... } do self[#self + 1] = s end return self end,
-    flush = function() end,
-    text = function(self) return table.concat(self) end,
-  } })
 end
 
 -- Only the line breaks the command writes; no control character a server sent.
@@ -39,10 +29,7 @@ describe("the offers commands", function()
   after_each(function() store:close() end)
 
   local function run(argv, fake)
-    local out, err = sink(), sink()
-    local code = cli.main(argv, { store = store, stdout = out, stderr = err, progress = false,
-      options = { transport = fake, clock = fake.clock } })
-    return code, out:text(), err:text()
+    return cli.main(argv, { store = store, options = { transport = fake, clock = fake.clock } })
   end
 
   it("resources: a table of resources and templates, inert", function()

@@ -1,7 +1,7 @@
 -- Operator actions over a real SQLite store: the admin gate, server id
 -- validation, the readout, the connection test, the import, server and tool administration; and the
 -- command's own logic (cli.main with an injected store and fake leg).
-local cli = require "mcpclient.agent.cli"
+local cli = require "support.cli"
 local core = require "mcpclient.core"
 local operator = require "mcpclient.agent.operator"
 local Fake = require "support.fake_server"
@@ -356,21 +356,8 @@ describe("the command over an injected store", function()
   before_each(function() store = open_store() end)
   after_each(function() store:close() end)
 
-  -- A writable sink: :write collects, :flush does nothing.
-  local function sink()
-    local parts = {}
-    return setmetatable(parts, { __index = {
-      write = function(self, ...) for _, s in ipairs { ... } do self[#self + 1] = s end return self end,
-      flush = function() end,
-      text = function(self) return table.concat(self) end,
-    } })
-  end
-
   local function run(argv, options, progress)
-    local out, err = sink(), sink()
-    local code = cli.main(argv, { store = store, stdout = out, stderr = err, options = options,
-      progress = progress or false })
-    return code, out:text(), err:text()
+    return cli.main(argv, { store = store, options = options, progress = progress or false })
   end
 
   it("imports by identifier with the reference's lines and exit codes", function()
@@ -582,13 +569,7 @@ describe("a credential is stored as a reference, never as the secret", function(
   it("keeps the secret out of the database file when the command is given one", function()
     local base = os.tmpname()
     local path = base .. ".db"
-    local function run(...)
-      local out, err = {}, {}
-      local function sink(t) return { write = function(self, ...) for _, s in ipairs { ... } do t[#t + 1] = s end
-        return self end, flush = function() end } end
-      local code = cli.main({ "--db", path, ... }, { stdout = sink(out), stderr = sink(err), progress = false })
-      return code, table.concat(out), table.concat(err)
-    end
+    local function run(...) return cli.main({ "--db", path, ... }) end
     assert.equal(0, (run("add", "--identifier", "docs", "--name", "Docs", "--url", "https://mcp.example.com/rpc")))
     for _, given in ipairs(refused) do
       local code, out, err = run("add", "--identifier", "leak", "--name", "Leak", "--url", "https://x.example/",

@@ -5,7 +5,7 @@
 -- the readout and the CLI.
 local backends = require "support.backends"
 local catalogue = require "mcpclient.agent.catalogue"
-local cli = require "mcpclient.agent.cli"
+local cli = require "support.cli"
 local core = require "mcpclient.core"
 local operator = require "mcpclient.agent.operator"
 local run = require "mcpclient.agent.run"
@@ -31,15 +31,6 @@ end
 
 local function tool(name)
   return { name = name, description = name, inputSchema = { type = "object" } }
-end
-
-local function sink()
-  local parts = {}
-  return setmetatable(parts, { __index = {
-    write = function(self, ...) for _, s in ipairs { ... } do self[#self + 1] = s end return self end,
-    flush = function() end,
-    text = function(self) return table.concat(self) end,
-  } })
 end
 
 describe("re-importing a changed catalogue", function()
@@ -169,11 +160,7 @@ describe("re-importing a changed catalogue", function()
     assert.equal("manual", assert(operator.readout(store))[1].reimport)
     assert(operator.edit(store, uid, { reimport = "auto" }, as_admin))
     assert.equal("auto", assert(store:server(uid)).reimport)
-    local function main(argv)
-      local out, err = sink(), sink()
-      local code = cli.main(argv, { store = store, stdout = out, stderr = err, progress = false })
-      return code, out:text(), err:text()
-    end
+    local function main(argv) return cli.main(argv, { store = store }) end
     local code, out = main { "--json", "servers" }
     assert.equal(0, code)
     assert.equal("auto", json.decode(out)[1].reimport)

@@ -313,16 +313,7 @@ describe("a run's resource reads and prompt gets", function()
       { role = "user", content = { type = "text", text = "Hi Ada" } } } }
     local r = start(store, fake)
     assert.is_true(r:get_prompt("docs", "greet", { who = "Ada\27[2J" }).suspended)
-    local cli = require "mcpclient.agent.cli"
-    local function main(argv)
-      local parts, errs = {}, {}
-      local function sink(t)
-        return { write = function(self, ...) for _, x in ipairs { ... } do t[#t + 1] = x end return self end,
-          flush = function() end }
-      end
-      local code = cli.main(argv, { store = store, stdout = sink(parts), stderr = sink(errs), progress = false })
-      return code, table.concat(parts), table.concat(errs)
-    end
+    local function main(argv) return require("support.cli").main(argv, { store = store }) end
     local code, out = main { "runs", "--open" }
     assert.equal(0, code)
     assert.truthy(out:find("Waiting:%s+prompt greet from docs"))

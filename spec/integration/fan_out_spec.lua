@@ -24,12 +24,7 @@ local function start_silent()
   return { pid = pid, pipe = pipe, url = "http://127.0.0.1:" .. port .. "/mcp" }
 end
 
--- A sink that keeps what the command writes.
-local function sink()
-  local chunks = {}
-  return { write = function(_, ...) for _, c in ipairs { ... } do chunks[#chunks + 1] = c end end,
-    flush = function() end, text = function() return table.concat(chunks) end }
-end
+local sink = require("support.cli").sink
 
 describe("the operator command's fan-out #integration", function()
   local peer, silent, db, store = nil, {}, nil, nil
@@ -64,7 +59,7 @@ describe("the operator command's fan-out #integration", function()
     local t0 = core.monotonic_ns()
     local code = cli.main({ ... }, { store = store, stdout = out, stderr = err, progress = false,
       options = { budget = BUDGET } })
-    return code, out.text(), err.text(), (core.monotonic_ns() - t0) / 1e9
+    return code, out:text(), err:text(), (core.monotonic_ns() - t0) / 1e9
   end
 
   it("tests every enabled server at once", function()
