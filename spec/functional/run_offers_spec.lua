@@ -33,13 +33,7 @@ local function start(store, fake, extra)
   return assert(run.start(store, options))
 end
 
-local function events_of(r, kind)
-  local out = {}
-  for _, e in ipairs(assert(r:events())) do
-    if e.kind == kind then out[#out + 1] = e end
-  end
-  return out
-end
+local events_of = require("support.trail").of_kind
 
 describe("a run's resource reads and prompt gets", function()
   local store

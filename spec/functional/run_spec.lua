@@ -67,13 +67,8 @@ local function count(list, value)
   return n
 end
 
-local function tool_events(r)
-  local out = {}
-  for _, e in ipairs(assert(r:events())) do
-    if e.kind == "tool" then out[#out + 1] = e end
-  end
-  return out
-end
+local of_kind = require("support.trail").of_kind
+local function tool_events(r) return of_kind(r, "tool") end
 
 -- A builtin tool of the host: read-only unless told, on by default, no admin needed.
 local function builtin(name, fields)

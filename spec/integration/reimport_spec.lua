@@ -37,13 +37,7 @@ local function names(specs)
   return set
 end
 
-local function events_of(r, kind)
-  local out = {}
-  for _, e in ipairs(assert(r:events())) do
-    if e.kind == kind then out[#out + 1] = e end
-  end
-  return out
-end
+local events_of = require("support.trail").of_kind
 
 describe("a catalogue that changes under a run (" .. backends.name .. ") #integration", function()
   local peer, store, path

@@ -45,8 +45,7 @@ describe("a stdio server in a run", function()
     local result = r:invoke("mcp_local_echo", { message = "through the gate" })
     assert.same({ text = "Echo: through the gate", is_error = false }, result)
     assert.equal("completed", r:finish())
-    local events = {}
-    for _, e in ipairs(assert(r:events())) do if e.kind == "tool" then events[#events + 1] = e end end
+    local events = require("support.trail").of_kind(r, "tool")
     assert.equal(1, #events)
     assert.equal("mcp_local_echo", events[1].data.toolName)
     assert.equal("Echo: through the gate", events[1].data.toolResult)
