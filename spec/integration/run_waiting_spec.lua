@@ -28,7 +28,9 @@ local PROVIDERS = { ["p-local"] = { zone = "local" } }
 
 describe("a run waiting for approval, taken over by another process (" .. backends.name .. ") #integration",
   function()
-  local peer, children, paths = nil, {}, {}
+  local peer, children = nil, {}
+  local scratch = worker_process.scratch()
+  local tmp = scratch.path
 
   before_each(function()
     peers.require_available()
@@ -39,17 +41,8 @@ describe("a run waiting for approval, taken over by another process (" .. backen
     for _, child in ipairs(children) do worker_process.stop(child) end
     children = {}
     if peer then peer.stop() end
-    for _, path in ipairs(paths) do
-      for _, suffix in ipairs { "", "-wal", "-shm", ".err" } do os.remove(path .. suffix) end
-    end
-    paths = {}
+    scratch.remove()
   end)
-
-  local function tmp()
-    local path = os.tmpname()
-    paths[#paths + 1] = path
-    return path
-  end
 
   local function worker(location, words, out)
     local child = worker_process.start("run_waiting_worker.lua", location, words, out)

@@ -19,7 +19,9 @@ local read_all = shell.read_all
 local wait_for = require("support.wait").for_value
 
 describe("a durable task-backed call (" .. backends.name .. ")", function()
-  local server, child, paths = nil, nil, {}
+  local server, child = nil, nil
+  local scratch = worker_process.scratch()
+  local tmp = scratch.path
 
   setup(function() server = hostile.start() end)
   teardown(function() hostile.stop(server) end)
@@ -29,16 +31,8 @@ describe("a durable task-backed call (" .. backends.name .. ")", function()
       worker_process.stop(child)
       child = nil
     end
-    for _, path in ipairs(paths) do
-      for _, suffix in ipairs { "", "-wal", "-shm", ".out", ".err" } do os.remove(path .. suffix) end
-    end
+    scratch.remove()
   end)
-
-  local function tmp()
-    local path = os.tmpname()
-    paths[#paths + 1] = path
-    return path
-  end
 
   local function worker(location, words, out)
     return worker_process.start("run_task_worker.lua", location, words, out)

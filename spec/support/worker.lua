@@ -3,7 +3,8 @@
 ---
 --- In a worker script: say (one line out, flushed), pid, one_line and options (the run options
 --- every worker uses, plus its own). In a spec: ENV (the module paths a worker and the operator
---- command are started with, and no user data directory), start and stop.
+--- command are started with, and no user data directory), start, stop, scratch (its temporary
+--- files) and mcpclient (the operator command on a worker's store).
 local worker = {}
 
 --- Write the arguments as one line on stdout, at once: the spec reads it while the worker runs.
@@ -65,6 +66,25 @@ function worker.stop(child)
   spec_side()
   if peers.alive(child.pid) then os.execute("kill -KILL " .. child.pid .. " 2>/dev/null") end
   child.pipe:close()
+end
+
+--- Temporary paths for a spec's stores, worker outputs and control files: :path() makes one,
+--- :remove() deletes every one made so far with the files beside it (-wal, -shm, .err).
+function worker.scratch()
+  local paths = {}
+  return {
+    path = function()
+      local path = os.tmpname()
+      paths[#paths + 1] = path
+      return path
+    end,
+    remove = function()
+      for _, path in ipairs(paths) do
+        for _, suffix in ipairs { "", "-wal", "-shm", ".err" } do os.remove(path .. suffix) end
+      end
+      paths = {}
+    end,
+  }
 end
 
 --- The operator command on the store at `location`, as a worker would run it: its output and
