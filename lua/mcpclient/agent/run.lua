@@ -320,6 +320,30 @@ local function claim(self, owner)
   end
 end
 
+-- A Run on `store`, RUNNING, with its tools (tools_of) and what run.start
+-- and run.take_over take alike from their options; `own` sets what differs
+-- (a new run's uuid, a taken run's uid, whether tasks are on by default).
+local function new_run(store, options, log, tools, own)
+  local self = setmetatable({
+    store = store, user = options.user, configuration = options.configuration, registry = tools.registry,
+    gate = options.gate or default_gate(store, tools.registry, options),
+    provider = tools.owned,
+    now = options.now or os.time,
+    clock = options.clock or core.now,
+    lease_seconds = options.lease_seconds or run.LEASE_SECONDS,
+    remote_budget = options.remote_budget or run.REMOTE_BUDGET,
+    log = log,
+    status = run.RUNNING, round = 0, segment = 1, remote_calls = 0,
+    trail = {}, persisted = false, sequence = 0, fenced = {},
+    task_budget = options.task_budget or run.TASK_BUDGET,
+    -- the connections resource reads and prompt gets use (server uid -> connection), opened on first use
+    offer_connect = options.connect, offer_connections = {},
+    tool_source = tools, builtin_names = builtin_names(options.builtins),
+  }, Run)
+  for k, v in pairs(own) do self[k] = v end
+  return self
+end
+
 --- Start a run: insert its row RUNNING, claimed by `owner` for lease_seconds.
 -- A run whose row could not be inserted is still returned, with
 -- persisted = false and no lease: it can call tools without a side effect,
@@ -349,24 +373,8 @@ function run.start(store, options)
   local log = options.log or default_log
   local tools, message, err = tools_of(store, options, log)
   if not tools then return nil, message, err end
-  local registry = tools.registry
-  local self = setmetatable({
-    store = store, uuid = options.uuid or new_uuid(), user = options.user, configuration = options.configuration,
-    registry = registry,
-    gate = options.gate or default_gate(store, registry, options),
-    provider = tools.owned,
-    now = options.now or os.time,
-    clock = options.clock or core.now,
-    lease_seconds = options.lease_seconds or run.LEASE_SECONDS,
-    remote_budget = options.remote_budget or run.REMOTE_BUDGET,
-    log = log,
-    status = run.RUNNING, round = 0, segment = 1, remote_calls = 0,
-    trail = {}, persisted = false, sequence = 0, fenced = {},
-    tasks = options.tasks == true, task_budget = options.task_budget or run.TASK_BUDGET,
-    -- the connections resource reads and prompt gets use (server uid -> connection), opened on first use
-    offer_connect = options.connect, offer_connections = {},
-    tool_source = tools, builtin_names = builtin_names(options.builtins),
-  }, Run)
+  local self = new_run(store, options, log, tools,
+    { uuid = options.uuid or new_uuid(), tasks = options.tasks == true })
   claim(self, options.owner or default_owner())
   return self
 end
@@ -1173,6 +1181,15 @@ local function results_of(turn)
   return out
 end
 
+-- A waiting record as a step: { kind = "call", name, arguments } | { kind =
+-- "read", server, uri } | { kind = "prompt", server, name, arguments }.
+local function step_of(rec)
+  local offer = rec.offer
+  if not offer then return { kind = "call", name = rec.call.name, arguments = rec.call.arguments } end
+  if offer.kind == "resource" then return { kind = "read", server = offer.row.identifier, uri = offer.target } end
+  return { kind = "prompt", server = offer.row.identifier, name = offer.target, arguments = offer.arguments }
+end
+
 -- What a waiting run keeps on its row so that another process can take it
 -- over: the round and each step that waits, with its arguments, as JSON text
 -- ({ round, steps = { { kind = "call", name, arguments } | { kind = "read",
@@ -1182,15 +1199,9 @@ local function steps_text(turn)
   local steps = {}
   for _, rec in ipairs(turn.records) do
     if rec.state == ADMITTED then
-      local offer = rec.offer
-      if not offer then
-        steps[#steps + 1] = { kind = "call", name = rec.call.name, arguments = rec.call.arguments or {} }
-      elseif offer.kind == "resource" then
-        steps[#steps + 1] = { kind = "read", server = offer.row.identifier, uri = offer.target }
-      else
-        steps[#steps + 1] = { kind = "prompt", server = offer.row.identifier, name = offer.target,
-          arguments = offer.arguments or {} }
-      end
+      local step = step_of(rec)
+      if step.kind ~= "read" then step.arguments = step.arguments or {} end
+      steps[#steps + 1] = step
     end
   end
   return json.try_encode { round = turn.round, steps = json.array(steps) } or ""
@@ -1294,14 +1305,11 @@ end
 
 -- What the host is asked to approve for one suspended record.
 local function pending_entry(rec)
-  local offer = rec.offer
-  if not offer then return { kind = "call", name = rec.call.name, arguments = rec.call.arguments } end
+  local step = step_of(rec)
   -- a uri may come from a resource_link a tool returned: far-side text, shown under the text rule
-  if offer.kind == "resource" then
-    return { kind = "read", server = offer.row.identifier, uri = core.clip(offer.target) }
-  end
-  return { kind = "prompt", server = offer.row.identifier, name = core.clip(offer.target),
-    arguments = offer.arguments }
+  if step.kind == "read" then step.uri = core.clip(step.uri) end
+  if step.kind == "prompt" then step.name = core.clip(step.name) end
+  return step
 end
 
 --- What a suspended run waits to have approved, in order: tool calls
@@ -1637,17 +1645,7 @@ function run.take_over(store, run_uid, options)
   local log = options.log or default_log
   local tools, message, err = tools_of(store, options, log)
   if not tools then return nil, message, err end
-  local self = setmetatable({
-    store = store, user = options.user, configuration = options.configuration, registry = tools.registry,
-    gate = options.gate or default_gate(store, tools.registry, options), provider = tools.owned,
-    now = options.now or os.time, clock = options.clock or core.now,
-    lease_seconds = options.lease_seconds or run.LEASE_SECONDS,
-    remote_budget = options.remote_budget or run.REMOTE_BUDGET,
-    log = log, status = run.RUNNING, round = 0, segment = 1, remote_calls = 0, trail = {}, persisted = false,
-    sequence = 0, fenced = {}, tasks = options.tasks ~= false, task_budget = options.task_budget or run.TASK_BUDGET,
-    uid = run_uid, offer_connect = options.connect, offer_connections = {},
-    tool_source = tools, builtin_names = builtin_names(options.builtins),
-  }, Run)
+  local self = new_run(store, options, log, tools, { uid = run_uid, tasks = options.tasks ~= false })
   local owner = options.owner or default_owner()
   local claimed
   claimed, message, err = store:claim_run(run_uid, owner, lease_until(self), math.floor(self.now()))
