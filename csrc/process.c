@@ -526,31 +526,45 @@ static const char *path_of(const char **env) {
 }
 
 /*
+** Is file an executable regular file, seen from the directory dir (an open
+** descriptor, or AT_FDCWD)? A relative file is looked up where exec will
+** look it up: the child chdirs to its cwd before it execs.
+*/
+static int executable_at(int dir, const char *file) {
+  struct stat st;
+  return fstatat(dir, file, &st, 0) == 0 && S_ISREG(st.st_mode) && faccessat(dir, file, X_OK, 0) == 0;
+}
+
+/*
 ** The program's file: program itself when it names a path, else the first
 ** executable regular file of that name on PATH (the child's PATH, as execvp
-** would search it). Pushes the path; 0 (nothing pushed) when none is found.
+** would search it). A relative path (the program's, or a PATH entry's) is
+** checked from cwd when there is one, since the child enters cwd before it
+** execs; the path pushed stays relative, which exec resolves there too.
+** Pushes the path; 0 (nothing pushed) when none is found.
 */
-static int find_program(lua_State *L, const char *program, const char *path) {
-  struct stat st;
+static int find_program(lua_State *L, const char *program, const char *path, const char *cwd) {
+  int dir = AT_FDCWD, found = 0;
+  if (cwd && (dir = open(cwd, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) return 0;
   if (strchr(program, '/')) {
-    if (stat(program, &st) != 0 || !S_ISREG(st.st_mode) || access(program, X_OK) != 0) return 0;
-    lua_pushstring(L, program);
-    return 1;
+    found = executable_at(dir, program);
+    if (found) lua_pushstring(L, program);
+  } else {
+    while (*path && !found) {
+      const char *colon = strchr(path, ':');
+      size_t len = colon ? (size_t)(colon - path) : strlen(path);
+      if (len == 0) lua_pushliteral(L, ".");
+      else lua_pushlstring(L, path, len);
+      lua_pushliteral(L, "/");
+      lua_pushstring(L, program);
+      lua_concat(L, 3);
+      found = executable_at(dir, lua_tostring(L, -1));
+      if (!found) lua_pop(L, 1);
+      path += len + (colon ? 1 : 0);
+    }
   }
-  while (*path) {
-    const char *colon = strchr(path, ':');
-    size_t len = colon ? (size_t)(colon - path) : strlen(path);
-    if (len == 0) lua_pushliteral(L, ".");
-    else lua_pushlstring(L, path, len);
-    lua_pushliteral(L, "/");
-    lua_pushstring(L, program);
-    lua_concat(L, 3);
-    if (stat(lua_tostring(L, -1), &st) == 0 && S_ISREG(st.st_mode) && access(lua_tostring(L, -1), X_OK) == 0)
-      return 1;
-    lua_pop(L, 1);
-    path += len + (colon ? 1 : 0);
-  }
-  return 0;
+  if (dir != AT_FDCWD) close(dir);
+  return found;
 }
 
 /*
@@ -678,7 +692,7 @@ static int l_spawn(lua_State *L) {
     if (stat(cwd, &st) != 0 || !S_ISDIR(st.st_mode))
       return spawn_failure(L, program, "cannot start: its cwd is not a directory");
   }
-  if (!find_program(L, program, path_of(envlist)))
+  if (!find_program(L, program, path_of(envlist), cwd))
     return spawn_failure(L, program, "was not found on PATH or is not executable");
   if (!make_pipe(pin, 1) || !make_pipe(pout, 0) || !make_pipe(perr, 0)) {
     rc = errno;
