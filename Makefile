@@ -38,7 +38,7 @@ MODULE    = $(BUILD)/mcpclient/core.so
 NET_MODULE = $(BUILD)/mcpclient/net.so
 DB_MODULE = $(BUILD)/mcpclient/db.so
 
-.PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-listing bench-stdio bench-store bench-resources soak fuzz fuzz-deps \
+.PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-quick bench-listing bench-stdio bench-store bench-resources soak fuzz fuzz-deps \
         fuzz-coverage clean docs docs-check rock
 
 all: $(MODULE) $(NET_MODULE) $(DB_MODULE)
@@ -134,6 +134,12 @@ LISTING_OUT ?= build/bench/LISTING.md
 bench-listing: peers all
 	@mkdir -p $(dir $(LISTING_OUT))
 	BENCH_ONLY=listing BENCH_OUT=$(LISTING_OUT) $(LUA) bench/run.lua
+
+# Every warm-path target as a ratio to its floor (a bare libcurl loop, a bare pipe) and to the SDK
+# v1 client, with its verdict, in about two minutes (bench/quick.lua; the report also goes to
+# build/bench/QUICK.md). Run it before a change to the call path lands: a 20 % loss shows here.
+bench-quick: peers all
+	$(LUA) bench/quick.lua
 
 # Warm tools/call over stdio: mcpclient, the SDK v1 and v2 clients' stdio transports and the C
 # floor, against the same server in one run (bench/stdio.lua; its section of bench/RESULTS.md).

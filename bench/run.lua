@@ -47,7 +47,7 @@
 --                       by 2-4x (a wake-up across CPUs is expensive), so unpinned runs are bimodal.
 --                       With pinning on, warm calls on fast-json are also run with the clients on the
 --                       server's CPU ("warm-same") to show both placements.
-package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
+package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;./bench/?.lua;" .. package.path
 package.cpath = "./build/?.so;" .. package.cpath
 
 local function env_int(name, default)
@@ -110,6 +110,7 @@ if not os.execute("make --no-print-directory -C bench >&2") then error("make -C 
 local core_ok, core = pcall(require, "mcpclient.core")
 if not core_ok then error("build/mcpclient/core.so is not built (run `make all`): " .. tostring(core)) end
 local peers = require "support.peers"
+local echo = require "echo"
 
 -- CPU placement (see BENCH_PIN above).
 do
@@ -139,48 +140,11 @@ end
 local servers = {}   -- name -> { name, label, url, pid, stop }
 local started = {}   -- in start order, for stop_all
 
--- The fast echo server: `echo $$` then exec, so the PID read is the server (a child of this Lua
--- process, reaped by closing the pipe); --exit-with-parent ends it if this script dies first.
+-- The fast echo server (bench/echo.lua), pinned to the servers' CPU.
 local function start_echo(name, label, args)
-  local out = os.tmpname()
-  local pipe = assert(io.popen("echo $$; exec " .. pinned(config.server_cpu) .. "bench/echo_server " .. args
-    .. " --exit-with-parent >" .. quote(out) .. " 2>&1 </dev/null"))
-  local pid = math.tointeger(tonumber(pipe:read("l") or ""))
-  if not pid then error("echo_server did not start") end
-  local server = { name = name, label = label, pid = pid }
-  local stopped = false
-  function server.stop()
-    if stopped then return end
-    stopped = true
-    if peers.alive(pid) then
-      os.execute("kill -TERM " .. pid .. " 2>/dev/null")
-      local waited = 0
-      while peers.alive(pid) and waited < 3 do
-        core.sleep(0.02)
-        waited = waited + 0.02
-      end
-      if peers.alive(pid) then os.execute("kill -KILL " .. pid .. " 2>/dev/null") end
-    end
-    pipe:close()
-    server.final_stats = read_all(out):match("\nstats (%b{})")
-    os.remove(out)
-  end
+  local server = echo.start(args, config.server_cpu)
+  server.name, server.label = name, label
   started[#started + 1] = server
-  local deadline = core.now() + 10
-  while true do
-    local port = read_all(out):match("^listening (%d+)\n")
-    if port then
-      server.url = "http://127.0.0.1:" .. port .. "/mcp"
-      server.stats_url = "http://127.0.0.1:" .. port .. "/stats"
-      break
-    end
-    if not peers.alive(pid) or core.now() > deadline then
-      local text = read_all(out)
-      server.stop()
-      error("echo_server " .. args .. " did not start: " .. text)
-    end
-    core.sleep(0.01)
-  end
   servers[name] = server
   return server
 end
