@@ -49,20 +49,54 @@ local function hosted()
   return not main and isyieldable()
 end
 
--- Counts an operation out of the hook however the hook ends: it returned,
--- raised, or the host closed the coroutine while it waited.
-local leave_hook = setmetatable({}, { __close = function() hosted_waits = hosted_waits - 1 end })
+-- Coroutines a raising hook ended. Lua does not close the to-be-closed
+-- variables of a coroutine an error ended (the guards that take a transfer
+-- out of the engine, a progress listener off its session): the engine closes
+-- such a coroutine itself at its next entry (a wait, or the host's poll of
+-- mcp.engine), once the raise has left it. Weak: one the host dropped goes.
+local faulted = setmetatable({}, { __mode = "k" })
+
+-- Close the coroutines a raising hook ended, now that they are dead (one
+-- that caught the raise with pcall had its variables closed by pcall, and is
+-- dropped once it ends whichever way).
+local function close_faulted()
+  for co in pairs(faulted) do
+    if coroutine.status(co) == "dead" then
+      faulted[co] = nil
+      coroutine.close(co)
+    end
+  end
+end
+
+-- The host's hook, with the count of operations in it kept. The count is
+-- given back on both ends a raise can take without a <close> in this
+-- coroutine: the hook raised (pcall sees it), or the host closed the
+-- coroutine while the hook waited (the <close> here runs then, as
+-- coroutine.close closes a suspended coroutine's variables).
+local function in_hook()
+  local counted = true
+  local function leave()
+    if counted then counted, hosted_waits = false, hosted_waits - 1 end
+  end
+  hosted_waits = hosted_waits + 1
+  local _ <close> = setmetatable({}, { __close = leave })
+  local ok, answer = pcall(host_wait, engine.host)
+  leave()
+  if not ok then
+    faulted[running()] = true
+    error(answer, 0)
+  end
+  return answer
+end
 
 -- One wait through the host's hook, then a turn of the engine for what woke
 -- it. A hook that answers false cannot yield from this coroutine (one the
--- host's loop does not resume): the wait blocks on the engine instead.
+-- host's loop does not resume): the wait blocks on the engine instead. A
+-- hook that raises ends the operation with that raise; the engine closes
+-- what the operation held once the coroutine is dead (close_faulted).
 local function wait_on_host(ms)
-  local answer
-  hosted_waits = hosted_waits + 1
-  do
-    local _ <close> = leave_hook
-    answer = host_wait(engine.host)
-  end
+  close_faulted()
+  local answer = in_hook()
   core.engine_step(answer == false and ms or 0)
 end
 
@@ -257,19 +291,26 @@ end
 engine.host = {
   --- The engine's descriptor: readable when a transfer, a watched descriptor
   -- or a timer needs a turn.
-  pollfd = function() return core.engine_pollfd() end,
+  pollfd = function()
+    close_faulted()
+    return core.engine_pollfd()
+  end,
   --- What to poll pollfd for: always "r".
   events = function() return "r" end,
   --- Seconds until the engine needs a turn whatever the descriptor does, or
   -- nil: libcurl's next timer, and at most 10 ms while an operation waits
   -- through the host's hook (its cancel hook and budget are polled so often).
   timeout = function()
+    close_faulted()
     local t = core.engine_timeout()
     if hosted_waits > 0 and (t == nil or t > STEP) then t = STEP end
     return t
   end,
   --- Run what is ready; never blocks.
-  step = function() core.engine_step(0) end,
+  step = function()
+    close_faulted()
+    core.engine_step(0)
+  end,
 }
 
 --- Install the host's wait hook (mcp.loop): `options.wait(engine)` is called
@@ -284,6 +325,7 @@ function engine.loop(options)
   if type(options) ~= "table" then error("loop expects a table { wait = function(engine) ... end }", 2) end
   if options.wait ~= nil and type(options.wait) ~= "function" then error("loop: 'wait' must be a function", 2) end
   host_wait = options.wait
+  close_faulted()
 end
 
 return engine
