@@ -635,9 +635,13 @@ local function started_task(self, op, result)
   local era = state.modern and "modern" or "legacy"
   local none = era == "legacy" and result.task == nil or era == "modern" and result.resultType ~= "task"
   if not op.as_task or none then return nil end
-  local handle, why = task.created(result, era, { now = os.time(), server = self.identifier,
+  local handle, why, named = task.created(result, era, { now = os.time(), server = self.identifier,
     session = state.id, version = state.version })
-  if not handle then return fail("malformed", { server = self.identifier, detail = why }) end
+  if not handle then
+    -- a task the server started and named is refused by its id, and asked to be cancelled
+    local _, message, err = fail("malformed", { server = self.identifier, detail = why })
+    return task.refused(task_host(self), op, named, message, err)
+  end
   if op.on_task then op.on_task(task.copy(handle)) end
   return handle
 end

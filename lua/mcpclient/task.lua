@@ -195,6 +195,37 @@ local function ask(self, op, method, params, extra)
   return reply
 end
 
+-- A failure once the task exists names it: err.task_id, and the id (through
+-- the text rule) in the message, so a caller can still follow, inspect or
+-- cancel what the server runs. → nil, message, err
+local function named(id, message, err)
+  if type(err) ~= "table" or id == nil then return nil, message, err end
+  if err.task_id == nil then err.task_id = id end
+  local shown = core.clip(id)
+  local text = tostring(err.message or message)
+  if not text:find(shown, 1, true) then
+    local stop = text:sub(-1) == "." and "." or ""
+    text = string.format("%s (task %s)%s", stop == "." and text:sub(1, -2) or text, shown, stop)
+  end
+  err.message = text
+  return nil, text, err
+end
+
+-- Give up on a task the client will not follow (the server answered about
+-- it in a way no follower can trust): ask the server to cancel it, once,
+-- best effort and only within what is left of the budget, so the server does
+-- not run on with a call nobody can name. Nothing it meets (a refusal, a
+-- raise, no time left) changes or delays the failure, which names the task.
+-- A task known to have ended is not asked about. → nil, message, err
+local function abandon(self, op, message, err)
+  local h = self.handle
+  if type(err) == "table" and err.kind == "malformed" and not TERMINAL[h.status]
+    and op and op.deadline and op.deadline:remaining() > 0 then
+    pcall(ask, self, op, "tasks/cancel", {})
+  end
+  return named(h.id, message, err)
+end
+
 -- Take the server's description of the task; a status never goes back
 -- from an end. → true | nil, message, err
 local function take(self, described, op)
@@ -312,7 +343,7 @@ end
 
 -- Follow the task to its end within `op`'s budget, from what the server
 -- said last (`detail`, a tasks/get answer, or {}). → outcome | nil, message, err
-function task.follow(self, op, detail)
+local function follow(self, op, detail)
   local h = self.handle
   -- a pushed status is heard (on_task), never trusted over the polls: it may
   -- arrive out of order, so only tasks/get moves the handle
@@ -348,6 +379,15 @@ function task.follow(self, op, detail)
   end
 end
 
+--- Follow the task to its end (see follow). Every failure names the task;
+--- one the client gives up on (an answer it cannot follow) is asked to be
+--- cancelled first, so the server does not run on with it unnamed.
+function task.follow(self, op, detail)
+  local outcome, message, err = follow(self, op, detail)
+  if outcome then return outcome end
+  return abandon(self, op, message, err)
+end
+
 ---------------------------------------------------------------------------
 -- The handle's methods (conn:task(id))
 ---------------------------------------------------------------------------
@@ -357,7 +397,7 @@ end
 function Task:status(opts)
   local op = self.host.open(opts)
   local detail, message, err = get(self, op)
-  if not detail then return nil, message, err end
+  if not detail then return named(self.handle.id, message, err) end
   return task.copy(self.handle)
 end
 
@@ -367,7 +407,7 @@ end
 function Task:result(opts)
   local op = self.host.open(opts)
   local detail, message, err = get(self, op)
-  if not detail then return nil, message, err end
+  if not detail then return abandon(self, op, message, err) end
   return task.follow(self, op, detail)
 end
 
@@ -376,11 +416,11 @@ end
 function Task:cancel(opts)
   local op = self.host.open(opts)
   local reply, message, err = ask(self, op, "tasks/cancel", {})
-  if not reply then return nil, message, err end
+  if not reply then return named(self.handle.id, message, err) end
   if era_of(self) ~= "modern" and type(reply.result) == "table" and reply.result.taskId ~= nil then
     local ok
     ok, message, err = take(self, reply.result, nil)
-    if not ok then return nil, message, err end
+    if not ok then return named(self.handle.id, message, err) end
   end
   return true
 end
@@ -395,28 +435,47 @@ function Task:update(input_responses, opts)
   if not self.handle.era and not self.handle.session then
     -- the era decides what update means: found first when this connection has not opened yet
     local ok, message, err = self.host.session:open(op)
-    if not ok then return nil, message, err end
+    if not ok then return named(self.handle.id, message, err) end
   end
   if era_of(self) ~= "modern" then
     error("update: tasks/update is of the 2026-07-28 era; a 2025 task takes its input through tasks/result", 2)
   end
   local reply, message, err = ask(self, op, "tasks/update", { inputResponses = input_responses })
-  if not reply then return nil, message, err end
+  if not reply then return named(self.handle.id, message, err) end
   return true
 end
 
 --- Read the answer to a tools/call: the task it started, or nil when the
---- server answered at once. → handle | nil
+--- server answered at once. → handle | nil | nil, detail (what is wrong with
+--- the task), handle (what of it can be named: its id, when it has a usable
+--- one; no status unless one of the known ones)
 function task.created(result, era, host_info)
   local described = era == "modern" and (result.resultType == "task" and result or nil) or result.task
   if described == nil then return nil end
   local handle, detail = read_task(described, era, nil, host_info.now, true)
-  if not handle then return nil, detail end
+  local named_only
+  if not handle then
+    local id = type(described) == "table" and described.taskId or nil
+    if type(id) ~= "string" or id == "" or #id > 1024 then return nil, detail end
+    handle = { id = id, status = task.STATUSES[described.status] and described.status or nil }
+    named_only = detail
+  end
   handle.era = era
   handle.server = host_info.server
   handle.session = host_info.session
   handle.version = host_info.version
+  if named_only then return nil, named_only, handle end
   return handle
+end
+
+--- The server started a task the client refuses to follow (its answer
+--- broke the rules, `message`/`err` say how): when it named the task
+--- (`handle`, from task.created), the failure names it too, and the server is
+--- asked to cancel it (best effort, within the budget).
+--- → nil, message, err
+function task.refused(host, op, handle, message, err)
+  if not handle then return nil, message, err end
+  return abandon(task.new(host, handle), op, message, err)
 end
 
 task.Task = Task

@@ -150,6 +150,7 @@ describe("tasks (2025-11-25)", function()
   it("refuses a task answer of the wrong shape, and an unknown status", function()
     local fake = server()
     fake:will_return { task = { taskId = "t-1", status = "sleeping" } }
+    fake:will_return(task("cancelled"))  -- the task it named and the client refused is asked to be cancelled
     fake:will_return { task = { status = "working" } }
     local conn <close> = connect(fake, { tasks = true })
     assert(conn:list_tools())
