@@ -716,14 +716,8 @@ end
 -- Skills (the io.modelcontextprotocol/skills extension)
 ---------------------------------------------------------------------------
 
---- The skills the server lists, every page: { { name, description, uri,
---- frontmatter, resources = { { uri, digest, size } } } }. Nothing of any
---- skill is read: its files are fetched only by read_skill. An entry that
---- could never be verified (no size and digest for its SKILL.md) is left out.
--- @param opts { budget, cancel }
--- @return array of entries | nil, message, err
-function Connection:skills(opts)
-  local op = open_operation(self, opts)
+-- The skills listing under `op` (Connection:skills; read_skill lists under its own operation).
+local function list_skills(self, op)
   local list, by_name, cursor, latency = json.array {}, {}, nil, 0
   for page = 1, skills.MAX_PAGES + 1 do
     if page > skills.MAX_PAGES then
@@ -749,6 +743,16 @@ function Connection:skills(opts)
   return list
 end
 
+--- The skills the server lists, every page: { { name, description, uri,
+--- frontmatter, resources = { { uri, digest, size } } } }. Nothing of any
+--- skill is read: its files are fetched only by read_skill. An entry that
+--- could never be verified (no size and digest for its SKILL.md) is left out.
+-- @param opts { budget, cancel }
+-- @return array of entries | nil, message, err
+function Connection:skills(opts)
+  return list_skills(self, open_operation(self, opts))
+end
+
 --- Load one skill: its SKILL.md, read now (the listing is read first when
 --- none is held) and verified against the listing's entry (size, SHA-256
 --- digest, then the frontmatter field by field) before anything of it is
@@ -757,15 +761,16 @@ end
 -- @return { name, uri, text (the whole SKILL.md), frontmatter, resources } | nil, message, err
 function Connection:read_skill(name, opts)
   if type(name) ~= "string" then error("read_skill: name must be a string", 2) end
+  -- one operation, one budget: the listing read first and the file's read share its deadline
+  local op = open_operation(self, opts)
   if not (self.skill_entries and self.skill_entries[name]) then
-    local listed, message, err = self:skills(opts)
+    local listed, message, err = list_skills(self, op)
     if not listed then return nil, message, err end
   end
   local entry = self.skill_entries[name]
   if not entry then
     return fail("unknown_skill", { server = self.identifier, name = name })
   end
-  local op = open_operation(self, opts)
   local reply, message, err = self.session:request(op, "resources/read", { uri = entry.uri })
   if not reply then return nil, message, err end
   local text = skills.text_of(reply.result, entry.uri)
