@@ -363,11 +363,24 @@ describe("core.sse_decoder", function()
     end)
 
     it("is collected without being closed", function()
+      -- each decoder holds a partial line and is dropped unclosed; a watcher marked for
+      -- finalization before it (so finalized after it) reads it once the collector has run its
+      -- __gc, which must have closed it
+      local alive = setmetatable({}, { __mode = "k" })
+      local seen = {}
       for _ = 1, 100 do
-        core.sse_decoder():feed("data: " .. string.rep("y", 1000))
+        local watcher = setmetatable({}, { __gc = function(w) seen[#seen + 1] = tostring(w.decoder) end })
+        local dec = core.sse_decoder()
+        dec:feed("data: " .. string.rep("y", 1000))
+        assert.is_not.matches("closed", tostring(dec))
+        watcher.decoder, alive[dec] = dec, true
       end
       collectgarbage()
       collectgarbage()
+      collectgarbage()
+      assert.equal(100, #seen)
+      for _, text in ipairs(seen) do assert.equal("sse_decoder (closed)", text) end
+      assert.is_nil(next(alive))  -- and then gone
     end)
   end)
 end)
