@@ -23,7 +23,7 @@
 --   log      true (a fresh temp file) or a path: the server's per-message log (sdk, sdk2, mastra)
 --   port     a fixed port (default: ephemeral)
 --   node     the node binary (default "node" from PATH, Node 20)
---   timeout  seconds to wait for the server to accept connections (default 15)
+--   timeout  seconds to wait for the server to accept connections (default peers.START_SECONDS)
 --
 -- Every server gets the loopback preload, so nothing binds beyond 127.0.0.1. Only the Lua 5.4
 -- standard library, io.popen and os.execute are used: the shell that io.popen runs prints its
@@ -73,6 +73,21 @@ local function exists(path)
 end
 
 local quote, sleep, read_all = shell.quote, shell.sleep, shell.read_all
+
+--- How long start waits for a peer to accept connections. Generous: it returns as soon as the
+--- peer listens, and on a loaded machine a peer's start (Node 22 loading Mastra) has taken over
+--- 15 s.
+peers.START_SECONDS = 90
+
+-- The bytes of a peer's stderr a start-up failure repeats (its end: where the reason is).
+local STDERR_TAIL = 4000
+
+--- The last `bytes` (default 4000) of `text`, marked as cut when it was longer.
+function peers.tail(text, bytes)
+  bytes = bytes or STDERR_TAIL
+  if #text <= bytes then return text end
+  return "[... " .. (#text - bytes) .. " bytes before]\n" .. text:sub(-bytes)
+end
 
 --- true when spec/peers/node_modules exists (`make peers` has run).
 function peers.available()
@@ -207,7 +222,7 @@ function peers.start(kind, opts)
   local node = opts.node
   if not node and k.node22 then node = assert(peers.node22()) end
   node = node or "node"
-  local timeout = opts.timeout or 15
+  local timeout = opts.timeout or peers.START_SECONDS
   local stdout, stderr = os.tmpname(), os.tmpname()
   local log, own_log
   local port = opts.port
@@ -252,8 +267,8 @@ function peers.start(kind, opts)
   local function fail(why)
     local err = read_all(stderr)
     self:stop()
-    error(string.format("%s (pid %d) %s%s", kind, pid, why,
-      err ~= "" and ("; its stderr:\n" .. err) or ""), 3)
+    error(string.format("the %s peer (pid %d) %s%s", kind, pid, why,
+      err ~= "" and ("; the end of its stderr:\n" .. peers.tail(err)) or "; its stderr is empty"), 3)
   end
   -- Wall-clock deadline (whole seconds): each round also spends time in node and sleep.
   local deadline = os.time() + math.ceil(timeout)
