@@ -8,7 +8,8 @@
 //   named by PEER_LOG, when set), touch {after?} -> "touched" (sends resources/list_changed and
 //   resources/updated for doc://readme, at once or, with after, that many ms after its answer: in the 2026-07-28 era serveStdio delivers them on each
 //   open subscriptions/listen that asked for them, stamped with its subscriptionId; in the 2025
-//   era they go to stdout as they are).
+//   era they go to stdout as they are; once those sent after the answer are written, "sent after"
+//   is appended to the file named by PEER_LOG, when set, so a spec waits for them, not for time).
 //   resources: doc://readme (text); capabilities resources.subscribe and listChanged (in the 2025
 //   era resources/subscribe and unsubscribe are answered {}).
 //   PEER_WIRE_LOG, when set, names a file that gets one line per message the client writes,
@@ -54,7 +55,8 @@ serveStdio(() => {
       await server.server.sendResourceListChanged();
       await server.server.sendResourceUpdated({ uri: 'doc://readme' });
     };
-    if (after) setTimeout(() => { send().catch(() => {}); }, after);
+    const said = () => { if (process.env.PEER_LOG) fs.appendFileSync(process.env.PEER_LOG, 'sent after\n'); };
+    if (after) setTimeout(() => { send().then(said).catch(() => {}); }, after);
     else await send();
     return { content: [text('touched')] };
   });
