@@ -9,6 +9,7 @@ local core = require "mcpclient.core"
 local modern = require "mcpclient.modern"
 local cli = require "support.cli"
 local peers = require "support.peers"
+local wait_for = require("support.wait").for_value
 
 local function connect(url, extra)
   local options = { url = url, identifier = "peer", health = mcp.health.memory() }
@@ -115,7 +116,8 @@ for _, kind in ipairs { "fastmcp-stateful", "fastmcp-stateless" } do
       assert.is_nil(ok)
       assert.equal("cancelled", err.kind)
       assert.is_true(err.in_flight)
-      assert.is_true(core.now() - t0 < 3, "the cancel took " .. (core.now() - t0) .. " s")
+      -- well inside the tool's 10 s (generous: the machine may be loaded)
+      assert.is_true(core.now() - t0 < 5, "the cancel took " .. (core.now() - t0) .. " s")
       -- the connection goes on
       assert.equal("Echo: after", assert(conn:call_tool("echo", { message = "after" })).text)
     end)
@@ -207,14 +209,11 @@ describe("a Mastra server (@mastra/mcp 2.0, 2026-07-28 only) #integration", func
     local ok, _, err = conn:call_tool("slow", { seconds = 10 }, { cancel = cancel_after(0.3) })
     assert.is_nil(ok)
     assert.equal("cancelled", err.kind)
-    assert.is_true(core.now() - t0 < 3)
-    local until_t = core.now() + 3
-    local aborted
-    repeat
-      for _, line in ipairs(peer.log_lines()) do if line == "aborted slow" then aborted = true end end
-      if not aborted then core.sleep(0.05) end
-    until aborted or core.now() > until_t
-    assert.is_true(aborted, "the server never saw the call end")
+    assert.is_true(core.now() - t0 < 5, core.now() - t0)  -- well inside the tool's 10 s
+    wait_for("the server to log the call's abort (aborted slow)", 60, function()
+      for _, line in ipairs(peer.log_lines()) do if line == "aborted slow" then return true end end
+      return nil
+    end)
   end)
 
   it("gathers 20 calls at once", function()
