@@ -26,12 +26,14 @@ local function start_hostile()
     .. " 2>" .. quote(stderr) .. " </dev/null"))
   local pid = math.tointeger(tonumber(pipe:read("l") or ""))
   assert(pid, "no PID for the hostile peer")
+  -- until it listens (or is gone), for as long as any peer may take to start on a loaded machine
   local port
-  for _ = 1, 200 do
+  local give_up = core.now() + peers.START_SECONDS
+  repeat
     port = read_all(stdout):match("^listening (%d+)\n")
     if port or not peers.alive(pid) then break end
-    os.execute("sleep 0.05")
-  end
+    core.sleep(0.05)
+  until core.now() > give_up
   local peer = { pid = pid, url = port and ("http://127.0.0.1:" .. port .. "/mcp") }
   function peer.stop()
     if peer.stopped then return end
@@ -44,7 +46,7 @@ local function start_hostile()
   if not port then
     local why = read_all(stderr)
     peer.stop()
-    error("the hostile peer did not start: " .. why)
+    error("the hostile peer (pid " .. pid .. ") did not start; the end of its stderr:\n" .. peers.tail(why))
   end
   return peer
 end
