@@ -164,13 +164,14 @@ describe("the host gate with the real leg #integration", function()
 
     setup(function()
       -- in the child's own network namespace a UDP socket on 127.0.0.1:53 reads queries and never
-      -- answers; glibc alone would wait 3 s per try
+      -- answers; glibc alone would wait 3 s per try. The child waits until it is ready (up to 90 s,
+      -- as for any peer's start on a loaded machine), and it lives 15 s from then.
       resolv = write_file("nameserver 127.0.0.1\noptions timeout:3 attempts:2\n")
       local silent = "const s = require('dgram').createSocket('udp4'); s.on('message', () => {}); "
-        .. "s.bind(53, '127.0.0.1', () => console.log('ready')); setTimeout(() => process.exit(0), 15000)"
+        .. "s.bind(53, '127.0.0.1', () => { console.log('ready'); setTimeout(() => process.exit(0), 15000); })"
       prepare = string.format("ip link set lo up && mount --bind %s /etc/resolv.conf && "
         .. "{ node -e %s > /tmp/gate-silent.$$ 2>/dev/null & } && helper=$! && i=0 && "
-        .. "while [ ! -s /tmp/gate-silent.$$ ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done && "
+        .. "while [ ! -s /tmp/gate-silent.$$ ] && [ $i -lt 1800 ]; do sleep 0.05; i=$((i+1)); done && "
         .. "rm -f /tmp/gate-silent.$$", quote(resolv), quote(silent))
     end)
     teardown(function() if resolv then os.remove(resolv) end end)
@@ -181,7 +182,8 @@ describe("the host gate with the real leg #integration", function()
       assert.is_false(report.ok)
       assert.equal("transport", report.kind, report.message)
       assert.matches("did not resolve within the 0.5%-second operation budget", report.detail)
-      assert.is_true(report.seconds >= 0.45 and report.seconds < 0.8, "returned after " .. report.seconds .. " s")
+      -- the budget ended it, not the resolver's 3 s try (generous: the machine may be loaded)
+      assert.is_true(report.seconds >= 0.45 and report.seconds < 3, "returned after " .. report.seconds .. " s")
     end)
 
     it("is bounded by the cancel hook", function()
@@ -189,7 +191,8 @@ describe("the host gate with the real leg #integration", function()
         cancel_after = 0.2, own_network = true })
       assert.is_false(report.ok)
       assert.equal("cancelled", report.kind, report.message)
-      assert.is_true(report.seconds >= 0.2 and report.seconds < 0.45, "returned after " .. report.seconds .. " s")
+      -- the cancel ended it, well inside the 5 s budget and the resolver's 3 s try
+      assert.is_true(report.seconds >= 0.2 and report.seconds < 2.5, "returned after " .. report.seconds .. " s")
     end)
   end)
 end)
