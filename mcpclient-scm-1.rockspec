@@ -79,6 +79,7 @@ build = {
     ["mcpclient.channel.http"] = "lua/mcpclient/channel/http.lua",
     ["mcpclient.channel.stdio"] = "lua/mcpclient/channel/stdio.lua",
     ["mcpclient.command"] = "lua/mcpclient/command.lua",
+    ["mcpclient.config"] = "lua/mcpclient/config.lua",
     ["mcpclient.connection"] = "lua/mcpclient/connection.lua",
     ["mcpclient.credentials"] = "lua/mcpclient/credentials.lua",
     ["mcpclient.deadline"] = "lua/mcpclient/deadline.lua",

@@ -183,6 +183,16 @@ errors.KINDS = {
     action = "fix the server with mcpclient edit",
     message = function(f) return string.format("%s is not usable: %s", on(f), clip(f.detail)) end,
   },
+  config = {
+    cause = "a configuration file of servers (mcp.config.read) cannot be read, is not JSON, is none of the formats, "
+      .. "or breaks a rule of its format (err.file, err.where, err.detail)",
+    action = "fix the file at the place named, or answer its inputs; nothing of the file was used",
+    fields = { "file", "where", "detail" },
+    message = function(f)
+      return string.format('The configuration file "%s" cannot be used%s: %s', clip(f.file),
+        f.where and (" (at " .. clip(f.where) .. ")") or "", clip(f.detail))
+    end,
+  },
   write_without_durable_execution = {
     cause = "a run without a lease was asked to execute a remote write",
     action = "start the run on a store (persisted) before calling remote tools",

@@ -36,7 +36,7 @@ local submodules = {
   json = "mcpclient.json", health = "mcpclient.health", errors = "mcpclient.errors",
   tool = "mcpclient.agent.tool", names = "mcpclient.agent.names", policy = "mcpclient.agent.policy",
   store = "mcpclient.agent.store", catalogue = "mcpclient.agent.catalogue", run = "mcpclient.agent.run",
-  operator = "mcpclient.agent.operator", oauth = "mcpclient.oauth",
+  operator = "mcpclient.agent.operator", oauth = "mcpclient.oauth", config = "mcpclient.config",
 }
 
 return setmetatable(mcp, {
