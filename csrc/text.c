@@ -382,9 +382,17 @@ static int is_list(lua_State *L, int idx) {
 ** before the answer, because results are cut at a byte bound and a trailing
 ** note would be the part cut away.
 */
+/* Push the text of block i of the list at index 1 (a block text_block kept). */
+static void push_block_text(lua_State *L, lua_Integer i) {
+  lua_rawgeti(L, 1, i);
+  lua_pushliteral(L, "text");
+  lua_rawget(L, -2);
+  lua_remove(L, -2);
+}
+
 static int l_flatten(lua_State *L) {
   luaL_Buffer b;
-  lua_Integer i, n, dropped = 0, kept = 0;
+  lua_Integer i, n, dropped = 0, kept = 0, first = 0;
   unsigned labels = 0, k;
   char names[64];
   size_t used = 0;
@@ -395,7 +403,6 @@ static int l_flatten(lua_State *L) {
     return 2;
   }
   n = (lua_Integer)lua_rawlen(L, 1);
-  luaL_buffinit(L, &b);
   for (i = 1; i <= n; i++) {
     int kind;
     lua_rawgeti(L, 1, i);
@@ -406,15 +413,24 @@ static int l_flatten(lua_State *L) {
     }
     lua_pop(L, 1);
     if (kind <= 0) continue;
+    /* one text block is handed on as the string it is: the buffer starts with the second */
+    if (kept++ == 0) {
+      first = i;
+      continue;
+    }
+    if (kept == 2) {
+      luaL_buffinit(L, &b);
+      push_block_text(L, first);
+      luaL_addvalue(&b);
+    }
     /* the buffer needs a balanced stack: separator first, then the text alone on top */
-    if (kept++ > 0) luaL_addchar(&b, '\n');
-    lua_rawgeti(L, 1, i);
-    lua_pushliteral(L, "text");
-    lua_rawget(L, -2);
-    lua_remove(L, -2);
+    luaL_addchar(&b, '\n');
+    push_block_text(L, i);
     luaL_addvalue(&b);
   }
-  luaL_pushresult(&b);
+  if (kept >= 2) luaL_pushresult(&b);
+  else if (kept == 1) push_block_text(L, first);
+  else lua_pushliteral(L, "");
   if (dropped == 0) {
     lua_pushnil(L);
     return 2;
@@ -496,10 +512,210 @@ static int l_repair_utf8(lua_State *L) {
   return 1;
 }
 
-/* Adds clip, clip_listed, label, flatten, bound and repair_utf8 to the module table. */
+/* ==================================================================== */
+/* inert: the text rule for a body a model or a terminal reads          */
+/* ==================================================================== */
+
+/*
+** A body (a tool result, a resource's text, a prompt's messages) keeps its
+** lines: tabs and line feeds stay, every other way of breaking a line
+** (CR LF, a lone CR, U+2028, U+2029) becomes one line feed, so "\n" is the
+** only line break a reader can see. What a terminal would obey goes without
+** a trace: C0 but tab and line feed, DEL, C1, the bidi and invisible
+** formatting characters, and each escape sequence whole, so "\27[31mred"
+** reads "red" and no parameter bytes are left behind:
+**   CSI (ESC [ or U+009B): parameter bytes 0x30-0x3F, intermediate bytes
+**     0x20-0x2F, then one final byte 0x40-0x7E if it follows;
+**   OSC, DCS, SOS, PM, APC (ESC ] P X ^ _, or U+009D U+0090 U+0098 U+009E
+**     U+009F): a string up to BEL, ST (ESC \ or U+009C), another ESC, or
+**     the end of its line (the line break is kept, so no line is lost);
+**   any other ESC: intermediate bytes 0x20-0x2F, then one byte 0x30-0x7E.
+** Whatever ends a sequence early is read as text again. Invalid UTF-8 becomes
+** U+FFFD, and the result is bounded as bound() bounds one.
+*/
+
+/* 1 when the code point at this place is kept as it is. */
+static int body_keeps(uint32_t cp) {
+  return !mcp_text_hidden(cp) && cp != 0x2028 && cp != 0x2029;
+}
+
+/*
+** Length of the leading run of s[0..n) that inert keeps byte for byte:
+** printable ASCII, tab, line feed, and valid UTF-8 it keeps. Eight ASCII
+** bytes at a time, as clean_ascii reads them.
+*/
+static size_t body_span(const unsigned char *s, size_t n) {
+  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+  size_t i = 0;
+  while (i < n) {
+    size_t end;
+    if (n - i >= 8) {
+      uint64_t x;
+      memcpy(&x, s + i, 8);
+      if (!((((x - ones * 0x20) & ~x) | ((x + ones) | x)) & highs)) {
+        i += 8;
+        continue;
+      }
+    }
+    /* a word with something to look at: its bytes one by one (a character may run past it) */
+    end = n - i >= 8 ? i + 8 : n;
+    while (i < end) {
+      unsigned char c = s[i];
+      if ((c >= 0x20 && c < 0x7F) || c == '\t' || c == '\n') {
+        i++;
+      } else if (c < 0x80) {
+        return i;
+      } else {
+        int ok;
+        uint32_t cp;
+        size_t len = mcp_utf8_unit(s + i, n - i, &ok, &cp);
+        if (!ok || !body_keeps(cp)) return i;
+        i += len;
+      }
+    }
+  }
+  return n;
+}
+
+/* Past a CSI's parameter, intermediate and final bytes, from i. */
+static size_t skip_csi(const unsigned char *s, size_t n, size_t i) {
+  while (i < n && s[i] >= 0x30 && s[i] <= 0x3F) i++;
+  while (i < n && s[i] >= 0x20 && s[i] <= 0x2F) i++;
+  if (i < n && s[i] >= 0x40 && s[i] <= 0x7E) i++;
+  return i;
+}
+
+/* Past a control string (OSC, DCS, SOS, PM, APC) and its terminator, from i. */
+static size_t skip_string(const unsigned char *s, size_t n, size_t i) {
+  for (; i < n; i++) {
+    unsigned char c = s[i];
+    if (c == 0x07) return i + 1;
+    if (c == '\n' || c == '\r') return i;
+    if (c == 0x1B) return i + 1 < n && s[i + 1] == '\\' ? i + 2 : i;
+    if (c == 0xC2 && i + 1 < n && s[i + 1] == 0x9C) return i + 2;
+  }
+  return n;
+}
+
+/* Past the escape sequence whose ESC was just before i. */
+static size_t skip_escape(const unsigned char *s, size_t n, size_t i) {
+  unsigned char c;
+  if (i >= n) return i;
+  c = s[i];
+  if (c == '[') return skip_csi(s, n, i + 1);
+  if (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_') return skip_string(s, n, i + 1);
+  while (i < n && s[i] >= 0x20 && s[i] <= 0x2F) i++;
+  if (i < n && s[i] >= 0x30 && s[i] <= 0x7E) i++;
+  return i;
+}
+
+/* Where inert writes: a buffer that takes no more than cap bytes. */
+typedef struct Sink {
+  luaL_Buffer b;
+  size_t out, cap;
+  int full; /* something did not fit: the text is cut */
+} Sink;
+
+/*
+** Append the kept run s[0..len) (whole characters), or as much of it as
+** fits, cut at a character boundary.
+*/
+static void sink_run(Sink *k, const unsigned char *s, size_t len) {
+  if (len > k->cap - k->out) {
+    len = k->cap - k->out;
+    while (len > 0 && (s[len] & 0xC0) == 0x80) len--;
+    k->full = 1;
+  }
+  luaL_addlstring(&k->b, (const char *)s, len);
+  k->out += len;
+}
+
+/*
+** inert(text [, limit = 50000]) -> text, truncated: the body rule above in
+** one pass, then cut at a character boundary with bound()'s marker so the
+** whole stays within limit bytes. Text the rule keeps as it is and that fits
+** is returned as the same string, uncopied: the usual tool result costs one
+** read. A cut text is read only until the output is full.
+*/
+static int l_inert(lua_State *L) {
+  size_t n, i, span, mlen, keep, len;
+  const unsigned char *s = (const unsigned char *)check_text(L, 1, &n);
+  lua_Integer limit = luaL_optinteger(L, 2, BOUND_LIMIT);
+  char marker[80];
+  Sink k;
+  luaL_argcheck(L, limit > 0, 2, "limit must be positive");
+  mlen = (size_t)snprintf(marker, sizeof marker,
+                          "\n" ELLIPSIS "[tool result truncated at " LUA_INTEGER_FMT " bytes]",
+                          (LUAI_UACINT)limit);
+  luaL_argcheck(L, (lua_Unsigned)limit >= mlen, 2, "limit is shorter than the truncation marker");
+  /* never read more than one byte past what fits: a longer text is cut for certain */
+  span = body_span(s, (lua_Unsigned)n > (lua_Unsigned)limit ? (size_t)limit + 1 : n);
+  if (span == n && (lua_Unsigned)n <= (lua_Unsigned)limit) {
+    lua_settop(L, 1);
+    lua_pushboolean(L, 0);
+    return 2;
+  }
+  k.out = 0;
+  k.cap = (size_t)limit;
+  k.full = 0;
+  luaL_buffinit(L, &k.b);
+  i = 0;
+  for (;;) {
+    unsigned char c;
+    sink_run(&k, s + i, span);
+    i += span;
+    if (k.full || i == n) break;
+    c = s[i];
+    if (c == '\r' || c >= 0x80) {
+      int ok = 1;
+      uint32_t cp = c;
+      size_t unit =
+        c == '\r' ? (i + 1 < n && s[i + 1] == '\n' ? 2 : 1) : mcp_utf8_unit(s + i, n - i, &ok, &cp);
+      if (!ok) sink_run(&k, (const unsigned char *)REPLACEMENT, sizeof REPLACEMENT - 1);
+      else if (cp == '\r' || cp == 0x2028 || cp == 0x2029) sink_run(&k, (const unsigned char *)"\n", 1);
+      else if (body_keeps(cp)) sink_run(&k, s + i, unit); /* a character the span's window cut off */
+      i += unit;
+      if (cp == 0x9B) i = skip_csi(s, n, i);
+      else if (cp == 0x9D || cp == 0x90 || cp == 0x98 || cp == 0x9E || cp == 0x9F) i = skip_string(s, n, i);
+    } else if (c == 0x1B) {
+      i = skip_escape(s, n, i + 1);
+    } else if (c < 0x20 || c == 0x7F) {
+      i++; /* C0 but tab and line feed, or DEL */
+    } else {
+      sink_run(&k, s + i++, 1); /* a byte the span's window left out */
+    }
+    if (k.full) break;
+    span = body_span(s + i, n - i > k.cap - k.out ? k.cap - k.out + 1 : n - i);
+  }
+  if (!k.full) {
+    luaL_pushresult(&k.b);
+    lua_pushboolean(L, 0);
+    return 2;
+  }
+  /* the buffer holds whole characters only, so backing off continuation bytes finds a boundary */
+  keep = (size_t)limit - mlen;
+  len = luaL_bufflen(&k.b);
+  if (len > keep) {
+    const char *p = luaL_buffaddr(&k.b);
+    size_t cut = keep;
+    while (cut > 0 && ((unsigned char)p[cut] & 0xC0) == 0x80) cut--;
+    luaL_buffsub(&k.b, len - cut);
+  }
+  luaL_addlstring(&k.b, marker, mlen);
+  luaL_pushresult(&k.b);
+  lua_pushboolean(L, 1);
+  return 2;
+}
+
+/* Adds clip, clip_listed, label, flatten, bound, inert and repair_utf8 to the module table. */
 void mcp_register_text(lua_State *L) {
-  static const luaL_Reg fns[] = {
-    {"clip", l_clip},   {"clip_listed", l_clip_listed}, {"label", l_label}, {"flatten", l_flatten},
-    {"bound", l_bound}, {"repair_utf8", l_repair_utf8}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"clip", l_clip},
+                                 {"clip_listed", l_clip_listed},
+                                 {"label", l_label},
+                                 {"flatten", l_flatten},
+                                 {"bound", l_bound},
+                                 {"inert", l_inert},
+                                 {"repair_utf8", l_repair_utf8},
+                                 {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }
