@@ -103,6 +103,7 @@ build = {
     ["mcpclient.session"] = "lua/mcpclient/session.lua",
     ["mcpclient.skills"] = "lua/mcpclient/skills.lua",
     ["mcpclient.task"] = "lua/mcpclient/task.lua",
+    ["mcpclient.uri_template"] = "lua/mcpclient/uri_template.lua",
     ["mcpclient.trace"] = "lua/mcpclient/trace.lua",
   },
   install = { bin = { mcpclient = "bin/mcpclient" } },

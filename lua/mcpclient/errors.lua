@@ -193,6 +193,16 @@ errors.KINDS = {
         f.where and (" (at " .. clip(f.where) .. ")") or "", clip(f.detail))
     end,
   },
+  template = {
+    cause = "a URI template (a server's resource template, say) is not one RFC 6570 reads, or gives a prefix to a "
+      .. "list or map value (err.position, err.detail, err.template)",
+    action = "nothing was expanded; report the template to whoever wrote it (the server's operator)",
+    fields = { "template", "position", "detail" },
+    message = function(f)
+      return string.format('The URI template "%s" cannot be expanded (at character %d): %s', clip(f.template),
+        f.position, clip(f.detail))
+    end,
+  },
   write_without_durable_execution = {
     cause = "a run without a lease was asked to execute a remote write",
     action = "start the run on a store (persisted) before calling remote tools",

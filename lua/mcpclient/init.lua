@@ -37,6 +37,7 @@ local submodules = {
   tool = "mcpclient.agent.tool", names = "mcpclient.agent.names", policy = "mcpclient.agent.policy",
   store = "mcpclient.agent.store", catalogue = "mcpclient.agent.catalogue", run = "mcpclient.agent.run",
   operator = "mcpclient.agent.operator", oauth = "mcpclient.oauth", config = "mcpclient.config",
+  uri_template = "mcpclient.uri_template",
 }
 
 return setmetatable(mcp, {
