@@ -19,7 +19,14 @@
 
 #include "monotonic.h"
 
-#define MCP_ENGINE_KEY "mcpclient.engine"
+/*
+** The registry slot holding the engine. Not the metatable's name
+** ("mcpclient.engine", kept by luaL_newmetatable under that name in the same
+** registry): the instance stored there would replace the metatable, and the
+** finalizer's luaL_checkudata would then refuse the engine at state close,
+** leaving it unfreed.
+*/
+#define MCP_ENGINE_KEY "mcpclient.engine.instance"
 
 /* What an epoll entry belongs to, in the high half of its data word. */
 #define MCP_ENGINE_WATCH  1u /* a descriptor Lua watches: readiness is read by poll(), nothing dispatched */

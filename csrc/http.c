@@ -41,7 +41,8 @@
 #define LEG_MT    "mcpclient.http_leg"
 #define POOL_MT   "mcpclient.http_pool"
 #define MULTI_MT  "mcpclient.http_multi"
-#define MULTI_KEY "mcpclient.http_multi" /* the registry slot holding the multi handle */
+/* The registry slot holding the multi handle: not MULTI_MT, which names the metatable in the same registry. */
+#define MULTI_KEY "mcpclient.http_multi.instance"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_BYTES          2097152
