@@ -11,13 +11,16 @@
 --
 -- * "mcpServers": `{ "mcpServers": { NAME: { command, args, env, cwd } | { url | serverUrl, headers } } }`,
 --   with an optional `type` ("stdio", "http", "streamable-http"; "sse" is refused). `${VAR}` and
---   `${env:VAR}` name environment variables.
+--   `${env:VAR}` name environment variables (`${VAR:-default}` is refused: a reference keeps no
+--   default).
 -- * "vscode": `{ "servers": { NAME: … }, "inputs": [ { id, description, password } ] }` (also under a
 --   settings file's `"mcp"` object), with `${env:VAR}` and `${input:ID}`; `envFile` is not read: its
 --   path is handed back as `entry.env_file`.
 -- * "server.json" (a registry entry): `name`, `packages[]` (npm, pypi, oci; stdio) and `remotes[]`
 --   (streamable-http), one entry per package and per remote, identifiers `<name>-npm`, `<name>-pypi`,
 --   `<name>-oci`, `<name>-remote` (the last segment of the server's name, made valid and unique).
+--   A package runs as `npx -y NAME@VERSION`, `uvx NAME==VERSION` or `docker run -i --rm [-e VAR …]
+--   IMAGE:TAG`, runtime arguments before the package and package arguments after it, in order.
 --
 -- Each entry is `{ identifier, name, source, options [, headers] [, secrets_inline] [, env_file]
 -- [, disabled] }`. `options` is what `mcp.connect` takes, less `health`: `identifier`, `name`, and
@@ -30,14 +33,20 @@
 -- * `${input:ID}` and a registry entry's `{placeholder}` are answered by `opts.inputs[ID]`: a string
 --   `env:NAME` is a reference, any other string a literal put in place. An unanswered input is
 --   refused, naming it and its description; an unanswered placeholder of a registry header becomes
---   the reference `env:<PLACEHOLDER>` (upper-cased, other characters `_`).
+--   the reference `env:<PLACEHOLDER>` (upper-cased, other characters `_`). A registry environment
+--   variable is answered by `opts.inputs[its name]`, else its value or default; a secret or required
+--   one with neither refers to the host's variable of its name (`env:NAME`). A registry argument
+--   with no value or default is answered by `opts.inputs[its valueHint or name]`.
+-- * Editor variables (`${workspaceFolder}`, `${userHome}`, …) are refused: their values are the
+--   editor's, not the file's.
 -- * Headers: `Authorization: Bearer <reference>` becomes `auth = { placement = "bearer", credential }`;
 --   the first other header whose whole value is a reference becomes `auth = { placement = "header",
 --   header_name, credential }`. connect has no option for plain headers, so every other header is
 --   handed back beside the options as `entry.headers` (name -> value, or -> "env:NAME").
 -- * A literal that looks like a secret (under a name holding TOKEN, KEY, SECRET, PASSWORD, PASSWD,
---   AUTH or CREDENTIAL, or a value shaped like a token) is kept and named in `entry.secrets_inline`
---   (`"env.NAME"`, `"headers.NAME"`, `"command[i]"`), so a caller can move it to a reference.
+--   AUTH, CREDENTIAL and the like as a part of it, or a value shaped like a token) is kept and named
+--   in `entry.secrets_inline` (`"env.NAME"`, `"headers.NAME"`, `"command[i]"`), so a caller can move
+--   it to a reference.
 -- * A file's server names must be identifiers as the store keeps them: trimmed, lower-cased, then
 --   1 to 32 of A-Z a-z 0-9 _ - (a name that is not is refused, never rewritten; two names that become
 --   one are refused). Entries come in identifier order (a registry entry's in file order).
@@ -121,31 +130,42 @@ end
 -- Secrets written in the file
 ---------------------------------------------------------------------------
 
-local SECRET_WORDS = { "TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL" }
+-- A name part that says secret (GITHUB_PERSONAL_ACCESS_TOKEN, X-API-Key, DB_PASSWORD), matched as a
+-- whole part between _ and -, so GIT_AUTHOR_NAME or MONKEY_COUNT are not taken for one.
+local SECRET_PARTS = { TOKEN = true, KEY = true, SECRET = true, PASSWORD = true, PASSWD = true, PWD = true,
+  AUTH = true, AUTHORIZATION = true, CREDENTIAL = true, CREDENTIALS = true, APIKEY = true, PAT = true,
+  COOKIE = true }
+-- Parts that end in one of these are secret too (ACCESSTOKEN, CLIENTSECRET).
+local SECRET_ENDINGS = { "TOKEN", "SECRET", "PASSWORD", "APIKEY" }
 -- Prefixes of well-known token formats (version-control, chat and cloud keys).
 local TOKEN_PREFIXES = { "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "glpat-", "sk-", "xoxb-", "xoxp-", "xoxa-",
   "AKIA", "AIza" }
 
 local function secret_name(name)
-  local upper = name:upper()
-  for _, word in ipairs(SECRET_WORDS) do
-    if upper:find(word, 1, true) then return true end
+  for part in name:upper():gmatch("[^_%-]+") do
+    if SECRET_PARTS[part] then return true end
+    for _, ending in ipairs(SECRET_ENDINGS) do
+      if #part > #ending and part:sub(-#ending) == ending then return true end
+    end
   end
   return false
 end
 
--- A value shaped like a token: a known prefix, a bearer header, or one long
--- run of token characters mixing letters and digits that is not a path or URL.
+-- A value shaped like a token: a known prefix, a bearer header, one long run
+-- of token characters mixing upper case, lower case and digits, or a long
+-- hexadecimal run; never a path or URL. In `--name=value` the value is judged.
 local function token_shaped(value)
+  value = value:match("^%-%-?[%w_-]+=(.*)$") or value
   for _, prefix in ipairs(TOKEN_PREFIXES) do
     if value:sub(1, #prefix) == prefix and #value >= #prefix + 8 then return true end
   end
   if value:match("^[Bb]earer %S+$") or value:match("^[Bb]asic %S+$") then return true end
-  if #value >= 24 and value:match("^[A-Za-z0-9_%-%.%+/=]+$") and value:find("%d") and value:find("%a")
-    and not value:find("^[/%.~]") and not value:find("/", 1, true) then
+  if value:find("/", 1, true) or value:find("^[%.~]") then return false end
+  if #value >= 20 and value:match("^[A-Za-z0-9_%-%.%+=]+$") and value:find("%d") and value:find("%u")
+    and value:find("%l") then
     return true
   end
-  return false
+  return #value >= 32 and value:match("^%x+$") ~= nil
 end
 
 -- A literal under `name` that should have been a reference.
@@ -159,6 +179,10 @@ end
 ---------------------------------------------------------------------------
 
 local ENV_NAME = "^[A-Za-z_][A-Za-z0-9_]*$"
+-- Variables an editor fills in itself (the workspace, the user's home): not environment variables,
+-- even where a bare ${NAME} means one.
+local EDITOR_VARIABLES = { workspaceFolder = true, workspaceFolderBasename = true, userHome = true,
+  pathSeparator = true, ["/"] = true, file = true, fileDirname = true, cwd = true, workspaceRoot = true }
 
 -- The answer the caller gave for an input: a reference (env:NAME) or a literal.
 local function answer(ctx, id)
@@ -175,6 +199,9 @@ local function dollar(ctx, body, where)
     if not name:match(ENV_NAME) then refuse(where, "${env:" .. core.label(name) .. "} does not name an environment "
       .. "variable (letters, digits and _)") end
     return { ref = "env:" .. name }
+  end
+  if EDITOR_VARIABLES[body] or body:match("^config:") or body:match("^command:") then
+    refuse(where, "${" .. core.label(body) .. "} is the editor's own variable, whose value this reader cannot know")
   end
   local id = body:match("^input:(.*)$")
   if id and ctx.format == "vscode" then
@@ -364,15 +391,16 @@ local function server_entry(ctx, name, spec, where)
   local id = identifier_of(ctx, name, where)
   local entry = new_entry(id, name, where)
   local kind = optional_string(spec.type, member(where, "type"))
-  local url_key = spec.url ~= nil and "url" or (spec.serverUrl ~= nil and "serverUrl" or nil)
+  local function present(v) return v ~= nil and v ~= json.null end
+  local url_key = present(spec.url) and "url" or (present(spec.serverUrl) and "serverUrl" or nil)
   if kind == "sse" then
     refuse(member(where, "type"), 'the transport "sse" (the older HTTP+SSE transport) is not supported')
   end
   if kind ~= nil and kind ~= "stdio" and not HTTP_TYPES[kind] then
     refuse(member(where, "type"), string.format("the transport %s is not one of stdio, http", quoted(kind)))
   end
-  if spec.command ~= nil and url_key then refuse(where, "give command or url, not both") end
-  local stdio = kind == "stdio" or (kind == nil and spec.command ~= nil)
+  if present(spec.command) and url_key then refuse(where, "give command or url, not both") end
+  local stdio = kind == "stdio" or (kind == nil and present(spec.command))
   if stdio then
     local at = member(where, "command")
     local program = want_string(spec.command, at)
@@ -691,6 +719,9 @@ local function check_options(opts)
     for id, value in pairs(opts.inputs) do
       if type(id) ~= "string" or type(value) ~= "string" then
         error("config.read: inputs must be a table of id = text (\"env:NAME\" or a literal)", 3)
+      end
+      if value:match("^env:") and not value:match("^env:[A-Za-z_][A-Za-z0-9_]*$") then
+        error(string.format("config.read: inputs[%q] is env: without an environment variable name", id), 3)
       end
     end
   end

@@ -258,8 +258,8 @@ describe("config.read refuses", function()
       'is also the identifier of mcpServers.GitHub')
     refused('{"mcpServers": {"' .. string.rep("a", 33) .. '": {"command": "x"}}}',
       "mcpServers." .. string.rep("a", 33), "not a usable identifier")
-    refused('{"mcpServers": {"a": {"command": "x", "headers": {"Bad Name": "v"}, "url": null}}}',
-      "mcpServers.a", "not both")
+    refused('{"mcpServers": {"a": {"url": "https://h.example/", "headers": {"Bad Name": "v"}}}}',
+      'mcpServers.a.headers["Bad Name"]', "is not an HTTP header name")
   end)
 
   it("a variable where only a literal can go, or one this reader does not know", function()
@@ -274,7 +274,12 @@ describe("config.read refuses", function()
     refused('{"mcpServers": {"a": {"command": "x", "env": {"T": "${env:1x}"}}}}', "mcpServers.a.env.T",
       "does not name an environment variable")
     refused('{"servers": {"a": {"command": "x", "args": ["${workspaceFolder}"]}}}', "servers.a.args[1]",
-      "${workspaceFolder} is not a variable this reader knows")
+      "${workspaceFolder} is the editor's own variable")
+    -- where a bare ${NAME} is an environment variable, the editor's own ones still are not
+    refused('{"mcpServers": {"a": {"command": "x", "env": {"H": "${userHome}"}}}}', "mcpServers.a.env.H",
+      "${userHome} is the editor's own variable")
+    refused('{"servers": {"a": {"command": "x", "env": {"H": "${HOME}"}}}}', "servers.a.env.H",
+      "${HOME} is not a variable this reader knows")
     refused('{"mcpServers": {"a": {"command": "x", "env": {"T": "${unclosed"}}}}', "mcpServers.a.env.T",
       "an unclosed ${")
   end)
@@ -293,6 +298,27 @@ describe("config.read refuses", function()
   end)
 end)
 
+describe("config.read's secrets written in the file", function()
+  local function flagged(env, args)
+    local text = '{"mcpServers": {"a": {"command": "x", "args": ' .. args .. ', "env": ' .. env .. '}}}'
+    return (assert(config.parse(text, "f.json"))[1].secrets_inline)
+  end
+
+  it("are named by a secret-sounding name part or a token-shaped value, and kept", function()
+    assert.same({ "env.API_KEY", "env.DB_PASSWORD", "env.OPENAI_APIKEY", "env.SLACK_ACCESSTOKEN" },
+      flagged('{"API_KEY": "abc", "DB_PASSWORD": "hunter2", "OPENAI_APIKEY": "x1", "SLACK_ACCESSTOKEN": "t",'
+        .. '"GIT_AUTHOR_NAME": "Jane", "MONKEY_COUNT": "3", "DEBUG_AUTH": "false", "TOKEN_TTL": "3600"}', "[]"))
+    assert.same({ "command[2]", "command[4]", "env.SOME_VALUE" },
+      flagged('{"SOME_VALUE": "aB3dE5fG7hJ9kL1mN3pQ5rS7", "NAME": "mcp-server-everything-2024"}',
+        '["--token=ghp_abcdefghijklmnop", "--dir", "0123456789abcdef0123456789abcdef", "/home/me/AbC123dEf456GhI789"]'))
+    assert.is_nil(flagged('{"PATH_ROOT": "/srv/data", "KEY_FILE": ""}', '["@scope/pkg", "mcp-server-everything-2024"]'))
+  end)
+
+  it("are not flagged when they are references", function()
+    assert.is_nil(flagged('{"API_KEY": "${env:API_KEY}", "TOKEN": "${TOKEN}"}', "[]"))
+  end)
+end)
+
 describe("config.read, misuse", function()
   it("raises for a path that is not a string and for unknown or wrong options", function()
     assert.has_error(function() config.read(42) end, "config.read: path must be a string")
@@ -300,6 +326,8 @@ describe("config.read, misuse", function()
     assert.has_error(function() config.read("x.json", { format = "toml" }) end)
     assert.has_error(function() config.read("x.json", { inputs = { key = 1 } }) end)
     assert.has_error(function() config.read("x.json", "vscode") end)
+    assert.has_error(function() config.read("x.json", { inputs = { key = "env:not a name" } }) end)
+    assert.has_error(function() config.parse(nil, "x.json") end)
   end)
 end)
 
