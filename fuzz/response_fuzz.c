@@ -1,10 +1,12 @@
 /*
 ** response_fuzz.c: libFuzzer harness for the response classification of
-** lua/mcpclient/transport.lua (status + content type + body -> result or
-** failure), which drives the event-stream decoder and rpc_classify.
+** the HTTP channel (lua/mcpclient/channel/http.lua) under the session
+** (lua/mcpclient/session.lua): status + content type + body -> result or
+** failure, which drives the event-stream decoder and rpc_classify.
 **
 ** Input: one or more response segments (the first answers the POST, later
-** ones answer resumption GETs), each a status byte, a flags byte, header
+** ones answer resumption GETs or a renewed session's initialize and
+** request), each a status byte, a flags byte, header
 ** lines up to a blank line, and the body; see fuzz/lua/response_check.lua.
 ** The header lines go through the real libcurl header callback and header
 ** table of csrc/http.c (included here, so its static functions are reachable;
