@@ -510,7 +510,9 @@ function walk_tools(self, op, form, on_page)
 end
 
 -- What a model reads of a tools/call result: the text blocks, flattened,
--- with a note naming the blocks that were dropped.
+-- with a note naming the blocks that were dropped, made inert (controls and
+-- escape sequences out, lines kept) and bounded. `content` and `structured`
+-- stay the server's own.
 local function outcome_of(result, latency_ms)
   local flat, note = core.flatten(result.content)
   local links = offers.links_note(result.content)
@@ -523,7 +525,7 @@ local function outcome_of(result, latency_ms)
     answer = flat == "" and "The remote tool returned no textual content." or flat
   end
   return {
-    text = note and (note .. "\n" .. answer) or answer,
+    text = core.inert(note and (note .. "\n" .. answer) or answer),
     is_error = is_error,
     note = note,
     content = result.content,
@@ -892,7 +894,7 @@ end
 
 --- Read one resource.
 -- @return read { contents = { { uri, mime_type, text | blob } ... }, text (what a model reads: the
---   texts joined, the non-text contents named in the note, bounded as a tool result), note,
+--   texts joined, the non-text contents named in the note, inert and bounded as a tool result), note,
 --   latency_ms } | nil, message, err
 function Connection:read_resource(uri, opts)
   check_string(uri, "read_resource: uri")
@@ -900,8 +902,9 @@ function Connection:read_resource(uri, opts)
 end
 
 --- Get one prompt with its arguments (a table of string values, or nil).
--- @return prompt { description, messages (as the server sent them), text (what a model reads,
---   bounded), note, latency_ms } | nil, message, err
+-- @return prompt { description, messages (as the server sent them), turns ({ role, text, note } each,
+--   inert), text (what a model reads: a turn's further lines indented, inert, bounded), note,
+--   latency_ms } | nil, message, err
 function Connection:get_prompt(name, arguments, opts)
   check_string(name, "get_prompt: name")
   if arguments ~= nil then

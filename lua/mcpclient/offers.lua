@@ -195,6 +195,8 @@ end
 function offers.list(conn, op, name)
   local spec = LISTINGS[name]
   local cache = conn.cache
+  -- what the server wrote already (a change notice over stdio) is read first: it may make the entry stale
+  if cache and cache[name] then conn.session:drain(op) end
   if cache and fresh(conn, name, cache[name]) then return copied(cache[name]) end
   local items = json.array {}
   local listing, message, err = walk(conn, op, spec, items)
@@ -233,14 +235,16 @@ local function dropped_kind(mime)
 end
 
 -- What a model reads of the contents: the texts joined, the rest named in
--- the note (the tool result's note), bounded as a tool result is.
+-- the note (the tool result's note), made inert and bounded as a tool
+-- result is.
 local function model_text(blocks)
   local flat, note = core.flatten(blocks)
   local answer = flat == "" and "The resource holds no textual content." or flat
-  return core.bound(note and (note .. "\n" .. answer) or answer), note
+  return core.inert(note and (note .. "\n" .. answer) or answer), note
 end
 
---- resources/read: { contents = { { uri, mime_type, text | blob } ... }, text, note }.
+--- resources/read: { contents = { { uri, mime_type, text | blob } ... }, text, note };
+--- `contents` as the server sent them (its bytes), `text` what a model reads.
 -- @return read | nil, message, err
 function offers.read_resource(conn, op, uri)
   local reply, message, err = ask(conn, op, "resources/read", "resources", { uri = uri })
@@ -273,11 +277,42 @@ end
 -- Prompts
 ---------------------------------------------------------------------------
 
+-- The roles a prompt message may have: the protocol defines these two.
 local ROLES = { user = true, assistant = true }
 
---- prompts/get: { description, messages, text, note }; `text` is the
---- messages as a model reads them ("role: text" each, non-text named in
---- the note), bounded as a tool result is.
+-- How a message's further lines are set off in a prompt's text: no line of
+-- a message can begin a turn (a turn header is a role and a colon at the
+-- very start of a line).
+local INDENT = "  "
+
+-- A role the prompt may not have, named for the failure under the text rule.
+local function role_named(role)
+  if type(role) == "string" then return '"' .. core.clip(role, NAME_LIMIT) .. '"' end
+  return "a " .. (role == json.null and "null" or type(role) == "table" and "non-string" or type(role)) .. " role"
+end
+
+-- One message as a turn { role, text, note }: its text blocks joined and
+-- inert, the blocks dropped named in its note; or nil and why.
+local function turn_of(m)
+  if type(m) ~= "table" or m == json.null or json.is_array(m) then return nil, "a message that is not an object" end
+  if not ROLES[m.role] then return nil, "a message with " .. role_named(m.role) .. " (only user or assistant)" end
+  local flat, note = core.flatten(json.array { m.content })
+  return { role = m.role, text = core.inert(flat), note = note }
+end
+
+-- A turn as the prompt's text holds it: "role: " and the first line, each
+-- further line indented, so only the role can start a line with "role:".
+local function framed(turn)
+  return turn.role .. ": " .. turn.text:gsub("\n", "\n" .. INDENT)
+end
+
+--- prompts/get: { description, messages, turns, text, note }. `messages` are
+--- the server's own (its bytes); `turns` each message as a model reads it
+--- ({ role, text (inert, bounded), note }); `text` the turns with text as
+--- "role: " and the message's text, every further line of it indented by two
+--- spaces (no message can write a line that reads as another turn), non-text
+--- named in the leading note, inert and bounded as a tool result is. A
+--- message whose role is not user or assistant fails the get (`malformed`).
 -- @return prompt | nil, message, err
 function offers.get_prompt(conn, op, name, arguments)
   local params = { name = name }
@@ -288,20 +323,22 @@ function offers.get_prompt(conn, op, name, arguments)
   if type(messages) ~= "table" or not json.is_array(messages) then
     return fail("malformed", { server = conn.identifier, detail = 'the prompt carries no "messages" array' })
   end
-  local lines, blocks = {}, json.array {}
-  for _, m in ipairs(messages) do
-    if type(m) == "table" then
-      local role = ROLES[m.role] and m.role or "user"
-      local flat = core.flatten(json.array { m.content })
-      blocks[#blocks + 1] = m.content
-      if flat ~= "" then lines[#lines + 1] = role .. ": " .. flat end
+  local turns, lines, blocks = json.array {}, {}, json.array {}
+  for i, m in ipairs(messages) do
+    local turn, why = turn_of(m)
+    if not turn then
+      return fail("malformed", { server = conn.identifier, detail = string.format("the prompt holds %s (message %d)",
+        why, i) })
     end
+    turns[#turns + 1] = turn
+    blocks[#blocks + 1] = m.content
+    if turn.text ~= "" then lines[#lines + 1] = framed(turn) end
   end
   local _, note = core.flatten(blocks)
   local answer = #lines > 0 and table.concat(lines, "\n") or "The prompt holds no textual content."
   conn.contact(reply.duration_ms)
-  return { description = shown(reply.result.description, DESCRIPTION_LIMIT), messages = messages,
-    text = core.bound(note and (note .. "\n" .. answer) or answer), note = note, latency_ms = reply.duration_ms }
+  return { description = shown(reply.result.description, DESCRIPTION_LIMIT), messages = messages, turns = turns,
+    text = core.inert(note and (note .. "\n" .. answer) or answer), note = note, latency_ms = reply.duration_ms }
 end
 
 ---------------------------------------------------------------------------

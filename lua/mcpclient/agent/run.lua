@@ -1034,8 +1034,22 @@ function task_started(self, rec, handle)
   end
 end
 
+-- A prompt's turns as a model may be handed them: { role, text } each, the
+-- text inert (the connection's turns are; this holds whatever answered).
+local function inert_turns(turns)
+  if type(turns) ~= "table" then return nil end
+  local out = {}
+  for _, turn in ipairs(turns) do
+    if type(turn) == "table" and type(turn.text) == "string" then
+      out[#out + 1] = { role = turn.role, text = core.inert(turn.text), note = turn.note }
+    end
+  end
+  return out
+end
+
 -- One read, sent once: the run's connection to the server, then the
--- request. → result (bounded as a tool result), duration in ms
+-- request. → result (inert and bounded as a tool result; a prompt's turns
+-- beside its text), duration in ms
 local function fetch_offer(self, rec)
   local started = self.clock()
   local conn, message, err = offer_connection(self, rec.offer.row)
@@ -1043,7 +1057,8 @@ local function fetch_offer(self, rec)
   if conn then
     answer, message, err = rec.offer.fetch(conn, { cancel = function() return cancel_requested(self) end })
   end
-  local result = answer and { text = core.bound(answer.text), is_error = false } or error_result(message, err)
+  local result = answer and { text = core.inert(answer.text), is_error = false, turns = inert_turns(answer.turns) }
+    or error_result(message, err)
   return result, (self.clock() - started) * 1000
 end
 
@@ -1770,7 +1785,7 @@ end
 --- in the governance log, nothing sent). A resource_link a tool returned is
 --- read this way. Each read is an event of the run ("resource", its
 --- latency); a refusal reaches the governance log.
--- @return { text (bounded as a tool result), is_error [, err] [, suspended] }
+-- @return { text (inert and bounded as a tool result), is_error [, err] [, suspended] }
 function Run:read_resource(identifier, uri)
   if type(identifier) ~= "string" or type(uri) ~= "string" then
     error("read_resource: the server identifier and the uri must be strings", 2)
@@ -1781,7 +1796,8 @@ end
 
 --- Get a prompt of server `identifier` through the gate, as read_resource
 --- (pending as { kind = "prompt", server, name, arguments }).
--- @return { text (the messages as a model reads them, bounded), is_error [, err] [, suspended] }
+-- @return { text (the messages as a model reads them, inert, bounded), turns ({ role, text, note } each,
+--   inert: the roles kept as structure), is_error [, err] [, suspended] }
 function Run:get_prompt(identifier, name, arguments)
   if type(identifier) ~= "string" or type(name) ~= "string" then
     error("get_prompt: the server identifier and the prompt name must be strings", 2)

@@ -121,9 +121,10 @@ function Tool:execute(arguments, context)
   local outcome, message, err = self.connection():call_tool(self.remote_name, args,
     { cancel = context.cancel, budget = context.budget, on_input = context.on_input, task = context.task,
       on_task = context.on_task })
-  if not outcome then return tool.error_result(message, err) end
-  if outcome.is_error then return tool.error_result(outcome.text) end
-  return tool.text_result(outcome.text)
+  -- what the model reads passes the text rule here whatever the connection did (a no-op, uncopied, on inert text)
+  if not outcome then return tool.error_result((core.inert(message)), err) end
+  if outcome.is_error then return tool.error_result((core.inert(outcome.text))) end
+  return tool.text_result((core.inert(outcome.text)))
 end
 
 tool.Tool = Tool
