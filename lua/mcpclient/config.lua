@@ -29,7 +29,8 @@
 -- * A secret is never read, only referred to: an environment variable becomes the reference
 --   `env:VAR` (an `env` value, or the connection's `auth` credential), never its value. A reference
 --   cannot sit inside a command line or a URL (the child and the request carry no references), so a
---   variable there is refused unless the caller answers it with a literal.
+--   variable there is refused unless the caller answers it with a literal. A literal env value that
+--   starts with `env:` is refused too: connect would read it as a reference.
 -- * `${input:ID}` and a registry entry's `{placeholder}` are answered by `opts.inputs[ID]`: a string
 --   `env:NAME` is a reference, any other string a literal put in place. An unanswered input is
 --   refused, naming it and its description; an unanswered placeholder of a registry header becomes
@@ -301,6 +302,15 @@ local function flag(entry, what)
   entry.secrets_inline[#entry.secrets_inline + 1] = what
 end
 
+-- An env value written in the file is a literal: one that starts with "env:"
+-- would be read as a reference to the host's variable when the server starts,
+-- which is not what the file says, so it is refused.
+local function literal_env(value, where)
+  if value:match("^env:") then
+    refuse(where, 'a literal value starting with "env:" would be read as a reference to the host\'s environment')
+  end
+end
+
 -- One argv element from the file.
 local function argument(ctx, entry, text, where, index)
   local value, _, substituted = expand(ctx, text, where, {})
@@ -316,6 +326,7 @@ local function env_table(ctx, entry, env, where)
     if not name:match(ENV_NAME) then refuse(at, "an environment variable name must be letters, digits and _") end
     local value, is_ref, substituted = expand(ctx, want_string(env[name], at), at, { reference = true })
     if value:find("%z") then refuse(at, "must not contain NUL") end
+    if not substituted then literal_env(value, at) end
     if not is_ref and not substituted and looks_secret(name, value) then flag(entry, "env." .. name) end
     out[name] = value
   end
@@ -552,10 +563,12 @@ local function package_env(ctx, entry, list, where)
       value, is_ref = expand(ctx, var.value, member(at, "value"),
         { braces = true, variables = var.variables, reference = true })
       in_file = not is_ref and not var.value:find("{", 1, true)
+      if in_file then literal_env(value, member(at, "value")) end
     elseif var.isSecret == true or (var.isRequired == true and type(var.default) ~= "string") then
       value = "env:" .. name  -- the host's variable of the same name, read when the server starts
     elseif type(var.default) == "string" then
       value, in_file = var.default, true
+      literal_env(value, member(at, "default"))
     end
     if value ~= nil then
       if value:find("%z") then refuse(at, "must not contain NUL") end

@@ -282,6 +282,12 @@ describe("config.read refuses", function()
       "${HOME} is not a variable this reader knows")
     refused('{"mcpServers": {"a": {"command": "x", "env": {"T": "${unclosed"}}}}', "mcpServers.a.env.T",
       "an unclosed ${")
+    -- a literal the file wrote is never taken for a reference to the host's environment
+    refused('{"mcpServers": {"a": {"command": "x", "env": {"T": "env:AWS_SECRET"}}}}', "mcpServers.a.env.T",
+      'a literal value starting with "env:"')
+    refused('{"name": "n", "packages": [{"registryType": "npm", "identifier": "p", "environmentVariables": '
+      .. '[{"name": "T", "default": "env:HOME"}]}]}', "packages[1].environmentVariables[1].default",
+      'a literal value starting with "env:"')
   end)
 
   it("with far-side text from the file only through the text rule", function()
