@@ -15,7 +15,9 @@
 ** reading or writing never holds a caller past its budget.
 ** Shutdown is one function for close(), __close, __gc and process exit:
 ** close stdin, wait up to 2 s, SIGTERM the group, wait up to 2 s, SIGKILL the
-** group, reap. The handle is created closed before anything is acquired.
+** group, reap; then what the child started that left its group still
+** holding the child's end of one of its pipes (see end_escapees). The handle
+** is created closed before anything is acquired.
 */
 #define _GNU_SOURCE /* pipe2, posix_spawn's closefrom and chdir actions */
 #include "core.h"
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -66,6 +69,7 @@ typedef struct Proc {
   unsigned long generation;  /* fork_generation when it was started: another is a fork's copy */
   struct mcp_engine *engine; /* the engine that owns stdout and stderr while they are open */
   int out_owned;             /* stdout is read by the engine's turns (not at the cap, memory enough) */
+  ino_t pipes[3];            /* the inodes of its stdin, stdout and stderr pipes: who holds the child's end */
 } Proc;
 
 /* ==================================================================== */
@@ -87,6 +91,14 @@ static int exit_hook = 0;
 */
 static volatile unsigned long fork_generation = 0;
 static int fork_hook = 0;
+/*
+** While a child runs the host is the subreaper of its descendants: one that
+** leaves the child's group and is orphaned (a double fork) is re-parented to
+** the host, not to init, so the shutdown can find it (see end_escapees).
+** subreaper: the host made itself one (and so undoes it once no child is
+** left); a host that was one already stays one.
+*/
+static int subreaper = 0;
 
 static void shutdown_all(Proc **procs, int n, int grace_ms);
 
@@ -111,6 +123,21 @@ static void live_remove(Proc *p) {
   else if (live == p) live = p->next;
   if (p->next) p->next->prev = p->prev;
   p->prev = p->next = NULL;
+  if (!live && subreaper && prctl(PR_SET_CHILD_SUBREAPER, 0) == 0) subreaper = 0;
+  pthread_mutex_unlock(&live_lock);
+}
+
+/*
+** Make the host the subreaper of its descendants before a child starts (one
+** that double-forks at once is then re-parented to the host already); with
+** on false, undo it when no child is left (a spawn that failed).
+*/
+static void hold_subreaper(int on) {
+  int already = 0;
+  pthread_mutex_lock(&live_lock);
+  if (on && !subreaper && prctl(PR_GET_CHILD_SUBREAPER, &already) == 0 && !already)
+    subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  else if (!on && !live && subreaper && prctl(PR_SET_CHILD_SUBREAPER, 0) == 0) subreaper = 0;
   pthread_mutex_unlock(&live_lock);
 }
 
@@ -245,6 +272,218 @@ static int group_alive(Proc *p) {
     if (e->d_name[0] >= '1' && e->d_name[0] <= '9') alive = !zombie_member(e->d_name, p->pid);
   closedir(dir);
   return alive;
+}
+
+/*
+** Reap the zombies of the child's group that are the host's: with the host
+** the subreaper, a grandchild whose parent ended is re-parented to it. Only
+** once the leader is reaped, so its own status is never taken here.
+*/
+static void reap_group(Proc *p) {
+  int status;
+  if (p->pid > 0 && p->state != RUNNING)
+    while (waitpid(-p->pid, &status, WNOHANG) > 0) {}
+}
+
+/* ==================================================================== */
+/* Descendants that left the group                                      */
+/* ==================================================================== */
+
+/* One process as /proc says: its id and its parent's; mark as end_escapees uses it. */
+typedef struct {
+  pid_t pid, ppid;
+  int mark; /* 1: a descendant of the host; 2: one to end */
+} Link;
+
+/*
+** The parent and state of process `name` (a /proc entry); 0 when it cannot
+** be read (it is gone).
+*/
+static int stat_of(const char *name, pid_t *ppid, char *state) {
+  char path[64], buf[512];
+  const char *close_paren;
+  int parent, fd;
+  ssize_t n;
+  snprintf(path, sizeof path, "/proc/%s/stat", name);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  close_paren = strrchr(buf, ')');
+  if (!close_paren || sscanf(close_paren + 1, " %c %d", state, &parent) != 2) return 0;
+  *ppid = (pid_t)parent;
+  return 1;
+}
+
+/*
+** The access mode of descriptor fd of process pid, from
+** its fdinfo; -1 when it cannot be read.
+*/
+static int fd_mode(pid_t pid, int fd) {
+  char path[96], buf[256], *flags;
+  unsigned long value;
+  ssize_t n;
+  int f;
+  snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)pid, fd);
+  f = open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return -1;
+  n = read(f, buf, sizeof buf - 1);
+  close(f);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  flags = strstr(buf, "flags:");
+  if (!flags || sscanf(flags + 6, "%lo", &value) != 1) return -1;
+  return (int)(value & O_ACCMODE);
+}
+
+/*
+** Does process pid hold the child's end of a pipe of one of procs (the read
+** end of stdin, the write end of stdout or stderr)? Only a child and what it
+** started can: the host's copies of those ends close on exec and are closed
+** once the child is started, and what the host (or a fork of it) holds are
+** the other ends, of the other mode.
+*/
+static int holds_child_end(pid_t pid, Proc **procs, int n) {
+  char path[64], link[64];
+  struct dirent *e;
+  DIR *dir;
+  int held = 0;
+  snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+  dir = opendir(path);
+  if (!dir) return 0; /* gone, or not the host's user's: never the host's descendant */
+  while (!held && (e = readdir(dir)) != NULL) {
+    unsigned long ino;
+    ssize_t len;
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    len = readlinkat(dirfd(dir), e->d_name, link, sizeof link - 1);
+    if (len <= 0) continue;
+    link[len] = '\0';
+    if (sscanf(link, "pipe:[%lu]", &ino) != 1) continue;
+    for (int i = 0; i < n && !held; i++)
+      for (int k = 0; k < 3 && !held; k++)
+        if (procs[i]->pipes[k] != 0 && procs[i]->pipes[k] == (ino_t)ino)
+          held = fd_mode(pid, atoi(e->d_name)) == (k == 0 ? O_RDONLY : O_WRONLY);
+  }
+  closedir(dir);
+  return held;
+}
+
+static int by_pid(const void *a, const void *b) {
+  pid_t x = ((const Link *)a)->pid, y = ((const Link *)b)->pid;
+  return (x > y) - (x < y);
+}
+
+/*
+** The index of pid in the sorted links, or -1.
+*/
+static long link_of(const Link *links, size_t count, pid_t pid) {
+  size_t lo = 0, hi = count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (links[mid].pid == pid) return (long)mid;
+    if (links[mid].pid < pid) lo = mid + 1;
+    else hi = mid;
+  }
+  return -1;
+}
+
+/*
+** Has a killed process gone? Reaped here when it is the host's zombie (its
+** parent ended: the host is the subreaper); a zombie of another parent (one
+** that did not end) runs nothing and counts as gone.
+*/
+static int ended(pid_t pid) {
+  char name[24], state;
+  pid_t ppid;
+  int status;
+  pid_t r;
+  do r = waitpid(pid, &status, WNOHANG);
+  while (r < 0 && errno == EINTR);
+  if (r == pid) return 1;
+  snprintf(name, sizeof name, "%d", (int)pid);
+  if (!stat_of(name, &ppid, &state)) return 1;
+  return (state == 'Z' || state == 'X') && ppid != getpid();
+}
+
+/*
+** After the groups of procs are ended: end what the children started and
+** left their groups with (a double fork and setsid, the usual daemon), which
+** would otherwise outlive them holding their pipes. The rule: a descendant of
+** the host (such an orphan is re-parented to the host, the subreaper) that
+** holds a child's end of one of their pipes is killed (SIGKILL: the child
+** had its graces), with every process under it, and reaped. One that holds
+** none of those pipes (it closed them, or was handed elsewhere) cannot be told
+** from the host's own processes and is left alone.
+*/
+static void end_escapees(Proc **procs, int n) {
+  Link *links = NULL;
+  size_t count = 0, size = 0;
+  pid_t self = getpid();
+  struct dirent *e;
+  int changed, any = 0;
+  DIR *dir = opendir("/proc");
+  if (!dir) return;
+  while ((e = readdir(dir)) != NULL) {
+    pid_t ppid;
+    char state;
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    if (!stat_of(e->d_name, &ppid, &state) || state == 'Z' || state == 'X') continue;
+    if (count == size) {
+      Link *grown = realloc(links, (size ? size * 2 : 256) * sizeof *links);
+      if (!grown) break;
+      links = grown;
+      size = size ? size * 2 : 256;
+    }
+    links[count++] = (Link){(pid_t)atoi(e->d_name), ppid, 0};
+  }
+  closedir(dir);
+  if (count == 0) {
+    free(links);
+    return;
+  }
+  qsort(links, count, sizeof *links, by_pid);
+  for (size_t i = 0; i < count; i++) { /* the host's descendants: a parent chain that reaches the host */
+    pid_t up = links[i].ppid;
+    for (int depth = 0; depth < 64 && up > 1 && links[i].pid != self; depth++) {
+      long at;
+      if (up == self) {
+        links[i].mark = 1;
+        break;
+      }
+      if ((at = link_of(links, count, up)) < 0) break;
+      up = links[at].ppid;
+    }
+  }
+  for (size_t i = 0; i < count; i++)
+    if (links[i].mark == 1 && holds_child_end(links[i].pid, procs, n)) links[i].mark = 2;
+  do { /* and everything under one to end */
+    changed = 0;
+    for (size_t i = 0; i < count; i++) {
+      long at;
+      if (links[i].mark == 1 && (at = link_of(links, count, links[i].ppid)) >= 0 && links[at].mark == 2) {
+        links[i].mark = 2;
+        changed = 1;
+      }
+    }
+  } while (changed);
+  for (size_t i = 0; i < count; i++)
+    if (links[i].mark == 2 && kill(links[i].pid, SIGKILL) == 0) any = 1;
+  if (any) {
+    int64_t until = now_ms() + KILLED_MS;
+    for (;;) {
+      int left = 0;
+      for (size_t i = 0; i < count; i++)
+        if (links[i].mark == 2) {
+          if (ended(links[i].pid)) links[i].mark = 0;
+          else left = 1;
+        }
+      if (!left || now_ms() >= until) break;
+      pause_ms(SHUTDOWN_STEP);
+    }
+  }
+  free(links);
 }
 
 /* ==================================================================== */
@@ -394,7 +633,10 @@ static void wait_gone(Proc **procs, int n, int ms, int group) {
     for (int i = 0; i < n; i++) {
       Proc *p = procs[i];
       if (!reaped(p)) left = 1;
-      else if (group && group_alive(p)) left = 1;
+      else if (group) {
+        reap_group(p);
+        if (group_alive(p)) left = 1;
+      }
       drain_err(p);
       if (p->out >= 0) { /* stdout is no longer read as messages: only emptied */
         char buf[4096];
@@ -442,7 +684,9 @@ static void shutdown_all(Proc **procs, int n, int grace_ms) {
         p->state = SIGNALLED;
         p->code = SIGKILL;
       }
+      reap_group(p);
     }
+    end_escapees(procs, n);
   }
   for (int i = 0; i < n; i++) {
     Proc *p = procs[i];
@@ -565,6 +809,14 @@ static int find_program(lua_State *L, const char *program, const char *path, con
   }
   if (dir != AT_FDCWD) close(dir);
   return found;
+}
+
+/*
+** The inode of the pipe fd is an end of (0 when it cannot be read).
+*/
+static ino_t pipe_inode(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 ? st.st_ino : 0;
 }
 
 /*
@@ -715,12 +967,17 @@ static int l_spawn(lua_State *L) {
     return spawn_failure(L, program, lua_tostring(L, -1));
   }
   p->out_owned = 1;
+  p->pipes[0] = pipe_inode(pin[0]);
+  p->pipes[1] = pipe_inode(pout[1]);
+  p->pipes[2] = pipe_inode(perr[1]);
+  hold_subreaper(1);
   rc = start_child(p, lua_tostring(L, -1), spawn_list(argv), spawn_list(envlist), cwd, pin, pout, perr);
   close_fd(&pin[0]);
   close_fd(&pout[1]);
   close_fd(&perr[1]);
   if (rc != 0) {
     close_fd(&p->in), drop_fd(p, &p->out), drop_fd(p, &p->err);
+    hold_subreaper(0);
     lua_pushfstring(L, "could not be started: %s", strerror(rc));
     return spawn_failure(L, program, lua_tostring(L, -1));
   }

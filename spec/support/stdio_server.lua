@@ -16,6 +16,8 @@
 --   refuse_listen a 2026-07-28 server announcing tools.listChanged and resources.subscribe that
 --                 refuses subscriptions/listen (method not found)
 --   mute_listen   the same, that takes subscriptions/listen and never acknowledges it
+--   escape        its grandchild tool starts a sleeper that leaves the group and the session
+--                 (a double fork and setsid), ignores SIGTERM and holds the server's stdout
 -- Every mode has the tools: echo {message}, die {status} (exits before
 -- answering), slow {seconds} (answers after that, or says it was cancelled),
 -- progress (two progress notices first), elicit (asks the client, 2025 era),
@@ -121,6 +123,22 @@ local function call(id, params)
     local pid = f:read("l"):match("^(%d+)")
     f:close()
     return text(id, pid)
+  end
+  if name == "grandchild" and mode == "escape" then
+    -- os.execute's shell starts the sleeper in the background and ends: the sleeper is orphaned,
+    -- in a session of its own, its stdout and stderr still the server's
+    local file = os.tmpname()
+    os.execute("setsid sh -c 'trap \"\" TERM; echo $$ > \"$1\"; exec sleep 1000' sleeper " .. file .. " &")
+    local pid
+    for _ = 1, 500 do
+      local f = io.open(file)
+      pid = f and f:read("l")
+      if f then f:close() end
+      if pid then break end
+      core.sleep(0.01)
+    end
+    os.remove(file)
+    return text(id, pid or "none")
   end
   if name == "grandchild" then
     local p = io.popen("sh -c 'trap \"\" TERM; exec sleep 1000' >/dev/null 2>&1 </dev/null & echo $!")
