@@ -59,12 +59,15 @@ LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   mcp_register_engine(L);
   mcp_register_pipe(L);
   mcp_register_decode(L);
+  mcp_register_rpc(L);
+  mcp_register_listing(L);
   mcp_register_sse(L);
   mcp_register_clock(L);
   mcp_register_text(L);
   mcp_register_schema(L);
   mcp_register_lazy(L);
   mcp_register_process(L);
+  mcp_register_json_reference(L);
   lua_pushliteral(L, MCP_VERSION);
   lua_setfield(L, -2, "version");
   lua_createtable(L, 0, 1);

@@ -22,21 +22,24 @@
 /*
 ** Each registrar expects the module table at the top of the stack and
 ** leaves it there. core.c calls those of mcpclient.core in this order, json
-** first because it creates the registry state the others' C calls rely on
-** (decode then replaces two of its functions); net.c calls those of
-** mcpclient.net. Every name either module offers is listed here, besides
-** the version each sets itself (a spec holds this list to the modules).
+** first because it creates the registry state (and the core.json table)
+** the others' C calls rely on; no registrar replaces another's names.
+** net.c calls those of mcpclient.net. Every name either module offers is
+** listed here, besides the version each sets itself (a spec holds this
+** list to the modules).
 */
 void mcp_register_json(lua_State *L);    /* json.c:     core.json.{encode, try_encode, decode, null, array,
-                                                          is_array, is_object, key_order, set_key_order},
-                                                          core.rpc_classify, core.rpc_request */
+                                                          is_array, is_object, key_order, set_key_order}
+                                                          (the table; its decode is decode.c's),
+                                                          core.rpc_request */
 void mcp_register_engine(lua_State *L);  /* engine.c:   core.engine_step, core.engine_watch,
                                                           core.engine_pollfd, core.engine_timeout,
                                                           core.fd_ready */
 void mcp_register_pipe(lua_State *L);    /* pipe.c:     core.pipe, core.fd_read, core.fd_write,
                                                           core.fd_close */
-void mcp_register_decode(lua_State *L);  /* decode.c:   the single-pass core.json.decode and
-                                                          core.rpc_classify over json.c's */
+void mcp_register_decode(lua_State *L);  /* decode.c:   the decoder, core.json.decode */
+void mcp_register_rpc(lua_State *L);     /* rpc.c:      core.rpc_classify */
+void mcp_register_listing(lua_State *L); /* listing.c:  rpc_classify's "text" and "kept" decodings */
 void mcp_register_sse(lua_State *L);     /* sse.c:      core.sse_decoder */
 void mcp_register_clock(lua_State *L);   /* clock.c:    core.monotonic_ns, core.now, core.sleep */
 void mcp_register_text(lua_State *L);    /* text.c:     core.clip, core.clip_listed, core.label,
@@ -45,6 +48,10 @@ void mcp_register_schema(lua_State *L);  /* schema.c:   core.normalise_schema, c
                                                           core.decode_stored_schema */
 void mcp_register_lazy(lua_State *L);    /* lazy.c:     core.lazy_schemas, core.lazy_object, core.lazy_text */
 void mcp_register_process(lua_State *L); /* process.c:  core.spawn, core.process_line_cap */
+
+/* json_reference.c: core.json_reference.{decode, classify}, the fuzz harnesses' oracle (jansson) */
+void mcp_register_json_reference(lua_State *L);
+
 /* mcpclient.net (its names are reached through core's table too) */
 void mcp_register_http(lua_State *L);     /* http.c:     net.http_leg, net.http_pool */
 void mcp_register_address(lua_State *L);  /* address.c:  net.address_bytes, net.idna, net.url_host,
@@ -82,11 +89,15 @@ void mcp_engine_disown(struct mcp_engine *e, int fd);
 /* ==================================================================== */
 
 /*
-** json.c also serves the other C files (the schema normaliser measures and
-** orders what it keeps with the same codec the wire uses). These calls find
-** the codec's state in the registry, so they work from any C function once
-** the module is open.
+** The codec (json.c: the encoder and what the codec shares; decode.c: the
+** decoder; json_text.c: the text builder) also serves the other C files
+** (the schema normaliser measures and orders what it keeps with the same
+** codec the wire uses). These calls find the codec's state in the registry
+** (json.c makes it), so they work from any C function once the module is
+** open. Its reader is declared in decode.h, for the codec's own files.
 */
+#define MCP_JSON_ARRAY_KEY "mcpclient.json.array" /* registry: the array marker metatable */
+#define MCP_JSON_ORDER_KEY "mcpclient.json.order" /* registry: weak-keyed table -> key list */
 #define MCP_JSON_MAX_DEPTH 512
 #define MCP_JSON_ASCII     1 /* escape '/' as \/ and non-ASCII as \uXXXX: the measure of a stored schema's size */
 
@@ -97,8 +108,13 @@ char *mcp_json_put_u(char *o, unsigned long u);
 size_t mcp_json_format_real(lua_Number d, char *out);
 /* Encode the value at idx and push the text; NULL on success, else a static reason and nothing pushed. */
 const char *mcp_json_encode(lua_State *L, int idx, int flags);
-/* Decode len bytes at s and push the value (returns 1) or the "invalid JSON: ..." message (returns 0). */
+/*
+** decode.c: decode len bytes at s and push the value (returns 1) or the
+** "invalid JSON: ..." message (returns 0). Raises only on memory or stack.
+*/
 int mcp_json_decode(lua_State *L, const char *s, size_t len, int ordered);
+/* json_reference.c: the same through jansson, the oracle the fuzz harnesses hold mcp_json_decode to. */
+int mcp_json_reference_decode(lua_State *L, const char *s, size_t len, int ordered);
 /* Push the key list recorded for the table at t, or nil; returns the pushed value's type. */
 int mcp_json_push_key_order(lua_State *L, int t);
 /* Record the key order the encoder uses for the table at t (keys: array of strings at k). */
@@ -128,13 +144,6 @@ const char *mcp_body_bytes(lua_State *L, int idx, size_t *len);
 void mcp_body_release(lua_State *L, int idx);
 
 /*
-** decode.c's single-pass decoder, jansson's equal in verdict and value:
-** pushes the value (returns 1) or nothing (returns 0, where jansson refuses;
-** mcp_json_decode then gives the message). Raises only on memory or stack.
-*/
-int mcp_fast_decode(lua_State *L, const char *s, size_t len, int ordered);
-
-/*
 ** lazy.c: JSON objects kept as text until first read. Raw readers settle
 ** one first (build it now; 1 when it was lazy); the encoder and the
 ** normaliser may take its text instead (pushed, 1; nothing, 0).
@@ -144,11 +153,11 @@ int mcp_lazy_push_text(lua_State *L, int idx);
 void mcp_lazy_wrap(lua_State *L, int idx); /* the object text at idx becomes a lazy object */
 
 /*
-** decode.c's text builder, for the schema normaliser: the JSON object text
+** json_text.c's text builder, for the schema normaliser: the JSON object text
 ** s written as json.encode writes its decoded value (into a buffer pushed
 ** as a userdata, at *text: the one at stack index reuse when that is big
 ** enough, 0 for none), with its members described; -1 (nothing
-** pushed) when s is no object or the fast path gives up. Offsets are into
+** pushed) when s is no object or the builder gives up. Offsets are into
 ** *text; key spans include the quotes.
 */
 #define MCP_MAX_MEMBERS 64

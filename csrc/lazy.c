@@ -74,7 +74,7 @@ int mcp_lazy_settle(lua_State *L, int idx) {
   if (!mcp_lazy_push_text(L, idx)) return 0;
   luaL_checkstack(L, 6, "lazy JSON");
   s = lua_tolstring(L, -1, &len);
-  if (!mcp_fast_decode(L, s, len, 1) || !lua_istable(L, -1)) {
+  if (!mcp_json_decode(L, s, len, 1) || !lua_istable(L, -1)) {
     lua_settop(L, top);
     return luaL_error(L, "a lazy JSON object holds text that is not a JSON object");
   }
@@ -183,9 +183,9 @@ static void lazy_field(lua_State *L, int tool, const char *field, int pending, i
   s = lua_tolstring(L, -1, &len);
   if (len > 0 && s[0] == '{') {
     wrap_with(L, lua_gettop(L), pending, meta);
-  } else if (!mcp_fast_decode(L, s, len, 1)) {
-    lua_pop(L, 1);
-    return; /* not JSON: never the decoder's own text; left as it is */
+  } else if (!mcp_json_decode(L, s, len, 1)) {
+    lua_pop(L, 2); /* the message and the text */
+    return;        /* not JSON: never the decoder's own text; left as it is */
   } else {
     lua_remove(L, -2);
   }

@@ -670,7 +670,10 @@ static enum verdict keep_text(lua_State *L, const char *text, size_t len, const 
   enum verdict v = n >= 0 ? normalise_described(L, text, len, m, n, given) : UNCLEAR;
   int top = lua_gettop(L);
   if (v != UNCLEAR) return v;
-  if (!mcp_fast_decode(L, text, len, 1)) return NOT_JSON;
+  if (!mcp_json_decode(L, text, len, 1)) {
+    lua_pop(L, 1); /* the decoder's message: the verdict says it */
+    return NOT_JSON;
+  }
   v = normalise(L, top + 1, keyword);
   if (v == ACCEPTED && mcp_json_encode(L, -1, 0) != NULL) {
     v = MALFORMED;

@@ -1,6 +1,6 @@
 /*
 ** decode_fuzz.c: differential libFuzzer harness for the single-pass decoder
-** (csrc/decode.c) against jansson (csrc/json.c). Input: one body as a server
+** (csrc/decode.c) against jansson (csrc/json_reference.c, the oracle). Input: one body as a server
 ** might send it. The checker (fuzz/lua/decode_check.lua) requires the same
 ** verdict and the same value from both, plain and key-ordered, and the same
 ** answer from both JSON-RPC classifiers; and of the schema measure
@@ -9,13 +9,13 @@
 */
 #include "fuzz_common.h"
 
-/* fuzz_fast_decode(text, ordered) -> true, value | false: the decoder's own verdict, no fallback. */
+/* fuzz_fast_decode(text, ordered) -> true, value | false: the decoder's own verdict. */
 static int fz_fast_decode(lua_State *L) {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
   int ordered = lua_toboolean(L, 2);
   lua_settop(L, 2);
-  if (!mcp_fast_decode(L, s, len, ordered)) {
+  if (!mcp_json_decode(L, s, len, ordered)) {
     lua_pushboolean(L, 0);
     return 1;
   }
@@ -24,11 +24,11 @@ static int fz_fast_decode(lua_State *L) {
   return 2;
 }
 
-/* fuzz_slow_decode(text, ordered) -> true, value | false, message: jansson's (json.c's C API). */
+/* fuzz_slow_decode(text, ordered) -> true, value | false, message: jansson's (json_reference.c's C API). */
 static int fz_slow_decode(lua_State *L) {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
-  int ok = mcp_json_decode(L, s, len, lua_toboolean(L, 2));
+  int ok = mcp_json_reference_decode(L, s, len, lua_toboolean(L, 2));
   lua_pushboolean(L, ok);
   lua_insert(L, -2);
   return 2;

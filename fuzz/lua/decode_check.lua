@@ -1,14 +1,14 @@
 --- Checker of fuzz/decode_fuzz.c: the single-pass decoder (csrc/decode.c)
---- against jansson (csrc/json.c), the reference.
+--- against jansson (csrc/json_reference.c), the reference.
 --
 -- Both must accept or both refuse, plain and key-ordered; what they accept
 -- must be the same value: the same Lua types, integers as integers with the
 -- same value, reals bit for bit (-0.0 included), the same strings, arrays
 -- marked as arrays and objects not, the same keys, and the same recorded key
 -- order (or none) on every object. The fast rpc_classify (core.rpc_classify)
--- must answer exactly what the jansson one (kept as its third upvalue)
+-- must answer exactly what the jansson one (core.json_reference.classify)
 -- answers, for the id the body carries and for another, with and without a
--- cap on the objects and arrays a body may open.
+-- cap on the objects and arrays a body may open; a refusal in its own words.
 local core = require "mcpclient.core"
 
 local check = require "check"
@@ -16,7 +16,7 @@ local check = require "check"
 local json = core.json
 local fast_decode, slow_decode = _G.fuzz_fast_decode, _G.fuzz_slow_decode
 local fast_classify = core.rpc_classify
-local _, slow_classify = debug.getupvalue(fast_classify, 3)
+local slow_classify = core.json_reference.classify
 check(type(slow_classify) == "function" and slow_classify ~= fast_classify, "no jansson classifier behind rpc_classify")
 
 -- values compared with their key-order records
@@ -28,9 +28,13 @@ local function differential(body, ordered)
   check(fok == sok, "verdicts differ (ordered %s): fast %s, jansson %s (%s)", tostring(ordered), tostring(fok),
     tostring(sok), tostring(not sok and sv or ""))
   if fok then same(fv, sv, "$") end
-  -- the Lua entry point gives jansson's answer too, message included
+  -- the Lua entry point gives the same answer, a refusal worded by the decoder
   local lv, lm = json.decode(body, ordered)
-  if sok then same(lv, sv, "json.decode") else check(lv == nil and lm == sv, "json.decode's message differs") end
+  if sok then
+    same(lv, sv, "json.decode")
+  else
+    check(lv == nil and type(lm) == "string" and lm:find("^invalid JSON: ") ~= nil, "json.decode's refusal: %s", lm)
+  end
   return fok and fv or nil
 end
 
@@ -81,6 +85,10 @@ local function classify(body, id, ordered, max_containers)
   local f = table.pack(fast_classify(body, id, ordered, max_containers))
   local s = table.pack(slow_classify(body, id, ordered, max_containers))
   check(f.n == s.n, "rpc_classify: %d values against %d", f.n, s.n)
+  if f[1] == "malformed" and s[1] == "malformed" and tostring(s[2]):find("^invalid JSON: ") then
+    check(tostring(f[2]):find("^invalid JSON: ") ~= nil, "rpc_classify's refusal: %s", tostring(f[2]))
+    return
+  end
   for i = 1, f.n do same(f[i], s[i], "rpc_classify[" .. i .. "]") end
 end
 

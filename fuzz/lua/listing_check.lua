@@ -17,7 +17,7 @@ local core = require "mcpclient.core"
 local check = require "check"
 
 local json = core.json
-local _, slow_classify = debug.getupvalue(core.rpc_classify, 3)
+local slow_classify = core.json_reference.classify
 check(type(slow_classify) == "function" and slow_classify ~= core.rpc_classify, "no jansson classifier")
 local SCHEMA_KEYS = { inputSchema = true, outputSchema = true }
 
@@ -73,6 +73,9 @@ local function listing(body, id, decoding, max_containers)
   local s = table.pack(slow_classify(body, id, true, max_containers))
   check(f.n == s.n, "rpc_classify: %d values against %d", f.n, s.n)
   check(f[1] == s[1], "rpc_classify: kind %s against %s", tostring(f[1]), tostring(s[1]))
+  if f[1] == "malformed" and tostring(s[2]):find("^invalid JSON: ") then
+    return check(tostring(f[2]):find("^invalid JSON: ") ~= nil, "rpc_classify's refusal: %s", tostring(f[2]))
+  end
   for i = 2, f.n do
     if f[1] == "result" and i == 2 then
       same_result(f[2], s[2], decoding)
