@@ -540,19 +540,33 @@ static int body_keeps(uint32_t cp) {
 }
 
 /*
+** The high bit of each byte of the word x that inert must look at: one past
+** ASCII, below 0x20 but tab and line feed, or DEL. Exact per byte (no
+** borrow crosses a byte: each test runs on seven bits), so text with many
+** lines still goes eight bytes at a time.
+*/
+static uint64_t body_flags(uint64_t x) {
+  const uint64_t ones = 0x0101010101010101u, low7 = 0x7F7F7F7F7F7F7F7Fu, highs = ~low7;
+  uint64_t y = x & low7;
+  uint64_t below = ~(y + ones * 0x60) & highs; /* y < 0x20: adding 0x60 stays under 0x80 */
+  uint64_t tab = ~((y ^ ones * 0x09) + low7) & highs, lf = ~((y ^ ones * 0x0A) + low7) & highs;
+  uint64_t del = ~((y ^ ones * 0x7F) + low7) & highs;
+  return (x & highs) | (below & ~tab & ~lf) | del;
+}
+
+/*
 ** Length of the leading run of s[0..n) that inert keeps byte for byte:
-** printable ASCII, tab, line feed, and valid UTF-8 it keeps. Eight ASCII
-** bytes at a time, as clean_ascii reads them.
+** printable ASCII, tab, line feed, and valid UTF-8 it keeps; eight ASCII
+** bytes at a time.
 */
 static size_t body_span(const unsigned char *s, size_t n) {
-  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
   size_t i = 0;
   while (i < n) {
     size_t end;
     if (n - i >= 8) {
       uint64_t x;
       memcpy(&x, s + i, 8);
-      if (!((((x - ones * 0x20) & ~x) | ((x + ones) | x)) & highs)) {
+      if (!body_flags(x)) {
         i += 8;
         continue;
       }
@@ -671,11 +685,11 @@ static int l_inert(lua_State *L) {
       uint32_t cp = c;
       size_t unit =
         c == '\r' ? (i + 1 < n && s[i + 1] == '\n' ? 2 : 1) : mcp_utf8_unit(s + i, n - i, &ok, &cp);
+      i += unit;
       if (!ok) sink_run(&k, (const unsigned char *)REPLACEMENT, sizeof REPLACEMENT - 1);
       else if (cp == '\r' || cp == 0x2028 || cp == 0x2029) sink_run(&k, (const unsigned char *)"\n", 1);
-      else if (body_keeps(cp)) sink_run(&k, s + i, unit); /* a character the span's window cut off */
-      i += unit;
-      if (cp == 0x9B) i = skip_csi(s, n, i);
+      else if (body_keeps(cp)) sink_run(&k, s + i - unit, unit); /* a character the span's window cut off */
+      else if (cp == 0x9B) i = skip_csi(s, n, i);
       else if (cp == 0x9D || cp == 0x90 || cp == 0x98 || cp == 0x9E || cp == 0x9F) i = skip_string(s, n, i);
     } else if (c == 0x1B) {
       i = skip_escape(s, n, i + 1);

@@ -173,6 +173,17 @@ describe("core.inert, the text rule for a body", function()
     end
   end)
 
+  it("reads eight bytes at a time exactly as one by one: every byte at every place", function()
+    for at = 1, 17 do
+      for byte = 0, 255 do
+        local s = string.rep("a", at - 1) .. string.char(byte) .. string.rep("\t\n", 9 - at // 2)
+        local out = core.inert(s)
+        if out ~= model(s) then assert.equal(model(s), out, string.format("byte %d at %d", byte, at)) end
+        if byte < 0x80 and out == s then assert.is_true(same_string(out, s)) end
+      end
+    end
+  end)
+
   it("equals the model on long random hostile text, which it leaves inert", function()
     local seed = 20261202
     local function random(k) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % k + 1 end
@@ -323,8 +334,10 @@ end)
 describe("an imported tool", function()
   local function make(fake)
     local conn = connect(fake)
-    return tool.new { server = { identifier = "srv", name = "S", data_class = "publicContent", requires_approval = "0" },
-      local_name = "mcp_srv_t", remote_name = "t", parameters = core.normalise_schema { type = "object", properties = {} },
+    return tool.new {
+      server = { identifier = "srv", name = "S", data_class = "publicContent", requires_approval = "0" },
+      local_name = "mcp_srv_t", remote_name = "t",
+      parameters = core.normalise_schema { type = "object", properties = {} },
       connection = function() return conn end }
   end
 
