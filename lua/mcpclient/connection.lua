@@ -711,6 +711,8 @@ function Connection:task(handle)
   end
   local copy = task.copy(handle)
   copy.status = nil  -- asked of the server, never taken on trust
+  -- a task id is unique only per server: the handle this gives (status, on_task) is this server's
+  copy.server = self.identifier
   return task.new(task_host(self), copy)
 end
 

@@ -58,7 +58,7 @@ local COMMAND_FLAGS = {
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
   add = SERVER_FLAGS, edit = SERVER_FLAGS,
   runs = { ["--open"] = "flag" },
-  tasks = {},
+  tasks = { ["--server"] = "value", ["--run"] = "value" },
 }
 
 local GLOBAL_FLAGS = { "--db", "--json", "--budget", "--version", "--help" }
@@ -1038,16 +1038,37 @@ local function task_view(row, now)
     run = row.run, sequence = row.sequence, tool = row.tool, started_by = row.started_by }
 end
 
+-- The server --server names (its identifier), the run --run names (its
+-- uid); nil for each not given. → server, run | nil, message, err
+local function task_filters(ctx, parsed)
+  local server, run_uid
+  if parsed.flags["--server"] ~= nil then
+    local row, message, err = server_named(ctx, parsed.flags["--server"])
+    if not row then return nil, message, err end
+    server = row.identifier
+  end
+  if parsed.flags["--run"] ~= nil then
+    run_uid = math.tointeger(tonumber(parsed.flags["--run"]))
+    if not run_uid or run_uid <= 0 then usage("--run is a run's id (see `mcpclient runs`).") end
+  end
+  return { server = server, run = run_uid }
+end
+
 -- mcpclient tasks [<server>]: the open tasks, oldest first.
 local function list_tasks(ctx, out, parsed)
   no_more_than(parsed, 1)
-  local server
+  local filters, message, err = task_filters(ctx, parsed)
+  if not filters then return refuse(out, parsed, message, err) end
+  local server = filters.server
   if parsed.args[1] ~= nil then
-    local row, message, err = server_named(ctx, parsed.args[1])
+    if server ~= nil then usage("Name the server once: as the argument, or with --server.") end
+    local row
+    row, message, err = server_named(ctx, parsed.args[1])
     if not row then return refuse(out, parsed, message, err) end
     server = row.identifier
   end
-  local rows, message, err = ctx.store:open_tasks(nil, server)
+  local rows
+  rows, message, err = ctx.store:open_tasks(filters.run, server)
   if not rows then return refuse(out, parsed, message, err) end
   local now = os.time()
   if parsed.json then
@@ -1069,17 +1090,66 @@ local function list_tasks(ctx, out, parsed)
   return cli.OK
 end
 
--- mcpclient tasks cancel <id>: ask the task's server to cancel it. The run
--- that follows it (or takes it over) records how it ended.
+-- The one stored task `id` names under the filters. A task id is its
+-- server's, unique only per server (and per session), so rows of several
+-- servers or runs may share it: an open row is taken over closed ones (a
+-- closed row only when no row is open), and an id that still names more
+-- than one row is refused with the choices, each server and run, and how
+-- to pick one. → row | nil, message, err, choices
+local function stored_task(ctx, id, filters)
+  local rows, message, err = ctx.store:tasks_by_id(id, filters.server, filters.run)
+  if not rows then return nil, message, err end
+  local open = {}
+  for _, row in ipairs(rows) do
+    if not row.closed then open[#open + 1] = row end
+  end
+  local candidates = #open > 0 and open or rows
+  if #candidates == 1 then return candidates[1] end
+  if #candidates == 0 then
+    local within = (filters.server and string.format(' of server "%s"', inert(filters.server, 64)) or "")
+      .. (filters.run and string.format(" in run %d", filters.run) or "")
+    local _, _, missing = errors.fail("task", { task_id = id, reason = "unknown", detail = "not stored" })
+    return nil, string.format('No stored task%s has the id "%s". List them with `mcpclient tasks`.', within,
+      inert(id, 80)), missing
+  end
+  local servers, choices, seen = {}, {}, {}
+  for i, row in ipairs(candidates) do
+    choices[i] = { server = row.server, run = row.run, status = row.status, closed = row.closed }
+    if not seen[row.server] then
+      seen[row.server] = true
+      servers[#servers + 1] = row.server
+    end
+  end
+  local shown = {}
+  for i, c in ipairs(choices) do
+    shown[i] = string.format('server "%s" (run %d, %s)', inert(c.server, 64), c.run,
+      c.closed and "closed" or inert(c.status, 20))
+  end
+  local pick = #servers == #choices and "pick one with --server NAME"
+    or #servers > 1 and "pick one with --server NAME and --run ID" or "pick one with --run ID"
+  local _, _, ambiguous = errors.fail("invalid", { field = "task", detail = "ambiguous task id" })
+  return nil, string.format('%d %s stored tasks have the id "%s": %s. A task id is unique only per server; %s.',
+    #choices, #open > 0 and "open" or "closed", inert(id, 80), table.concat(shown, "; "), pick), ambiguous, choices
+end
+
+-- mcpclient tasks cancel <id> [--server NAME] [--run ID]: ask the task's
+-- server to cancel it. The run that follows it (or takes it over) records
+-- how it ended.
 local function cancel_task(ctx, out, parsed)
   if #parsed.args < 2 then usage('"tasks cancel" needs a task id (see `mcpclient tasks`).') end
   no_more_than(parsed, 2)
   local id = parsed.args[2]
-  local row, message, err = ctx.store:task_by_id(id)
+  local filters, message, err = task_filters(ctx, parsed)
+  if not filters then return refuse(out, parsed, message, err) end
+  local row, choices
+  row, message, err, choices = stored_task(ctx, id, filters)
   if not row then
-    if message then return refuse(out, parsed, message, err) end
-    return refuse(out, parsed, string.format('No stored task has the id "%s". List them with `mcpclient tasks`.',
-      inert(id, 80)), select(3, errors.fail("task", { task_id = id, reason = "unknown", detail = "not stored" })))
+    if choices and parsed.json then
+      out:said(message)
+      out:json { error = inert(message, 2000), kind = err.kind, choices = list(choices) }
+      return cli.FAILED
+    end
+    return refuse(out, parsed, message, err)
   end
   local server
   server, message, err = server_named(ctx, row.server)
@@ -1087,6 +1157,10 @@ local function cancel_task(ctx, out, parsed)
   local handle_ok, handle = pcall(json.decode, row.handle)
   if not handle_ok or type(handle) ~= "table" then
     return refuse(out, parsed, string.format("The stored handle of task %s is unreadable.", inert(id, 80)))
+  end
+  if handle.id ~= row.task_id or (handle.server ~= nil and handle.server ~= row.server) then
+    return refuse(out, parsed, string.format('The stored handle of task %s does not name it on server "%s".',
+      inert(id, 80), inert(row.server, 64)))
   end
   local conn
   conn, message, err = catalogue_connect(server, setmetatable({ store = ctx.store }, { __index = ctx.options }))

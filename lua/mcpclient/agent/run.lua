@@ -1499,9 +1499,24 @@ local function follow_stored(self, row)
       row.tool, tool and "its stored handle is unreadable" or "the tool is not offered to this run"),
       is_error = true, open = true }
   end
+  -- a task id is its server's: the task is followed only through a connection to the server that
+  -- made it (the row's), under the handle stored for that server and id
+  local wrong = handle.id ~= row.task_id and "its stored handle names another task"
+    or handle.server ~= nil and handle.server ~= row.server and "its stored handle names another server"
+  if wrong then
+    return { text = string.format('Error: the task %s of "%s" cannot be followed here: %s', core.clip(row.task_id),
+      row.tool, wrong), is_error = true, open = true }
+  end
+  local got, conn = pcall(tool.connection)
+  if got and (type(conn) ~= "table" or (row.server ~= "" and conn.identifier ~= row.server)) then
+    return { text = string.format('Error: the task %s of "%s" cannot be followed here: it is a task of server "%s", '
+      .. "and the tool is not of that server in this run", core.clip(row.task_id), row.tool, core.clip(row.server, 64)),
+      is_error = true, open = true }
+  end
   local started = self.clock()
   local ok, outcome, message, err = pcall(function()
-    return tool.connection():task(handle):result { budget = self.task_budget,
+    if not got then error(conn, 0) end
+    return conn:task(handle):result { budget = self.task_budget,
       cancel = function() return cancel_requested(self) end,
       on_task = function(h) pcall(self.store.update_task, self.store, row.uid, { status = h.status }) end }
   end)
@@ -1707,12 +1722,13 @@ function run.take_over(store, run_uid, options)
   for _, task_row in ipairs(open) do
     local result = follow_stored(self, task_row)
     results[#results + 1] = result
-    if result.open then still_open[task_row.task_id] = true end
+    -- keyed by step and task id: two servers of one run may each name a task alike
+    if result.open then still_open[task_row.sequence .. "\0" .. task_row.task_id] = true end
     if not held() then break end
   end
   if held() then
     for _, entry in ipairs(fence) do
-      if entry.task_id and still_open[entry.task_id] then
+      if entry.task_id and still_open[tostring(entry.sequence) .. "\0" .. entry.task_id] then
         self.fenced[#self.fenced + 1] = fence_entry({ call = { name = entry.tool, arguments = nil } }, entry.sequence)
         self.fenced[#self.fenced].arguments_sha256 = entry.arguments_sha256
         self.fenced[#self.fenced].task_id = entry.task_id

@@ -1315,12 +1315,29 @@ function Store:open_tasks(run_uid, server)
     .. " ORDER BY uid ASC", params, hydrate_task)
 end
 
---- A stored task by its server's task id (the first when several servers
---- share one), or nil. → row | nil
-function Store:task_by_id(task_id)
-  if type(task_id) ~= "string" then error("task_by_id: task_id must be a string", 2) end
-  return select_one(self, "read task " .. task_id, "SELECT * FROM agent_task WHERE task_id = ? ORDER BY uid ASC",
-    { task_id }, hydrate_task)
+--- The stored tasks a server's task id names. A task id is the server's,
+--- unique only per server (and, for a 2025-11-25 task, per session), so
+--- two servers, or two runs, may each have a task of the same id: every
+--- row is returned, of one server (`server`, its identifier) and of one run
+--- (`run_uid`) when given, the open ones first (oldest first), then the
+--- closed ones (newest first). The caller picks, or asks which. → rows
+function Store:tasks_by_id(task_id, server, run_uid)
+  if type(task_id) ~= "string" then error("tasks_by_id: task_id must be a string", 2) end
+  local where, params = { "task_id = ?" }, { task_id }
+  if server ~= nil then
+    if type(server) ~= "string" then error("tasks_by_id: server must be a string", 2) end
+    where[#where + 1] = "server = ?"
+    params[#params + 1] = server
+  end
+  if run_uid ~= nil then
+    check_uid(run_uid, "run_uid")
+    where[#where + 1] = "run = ?"
+    params[#params + 1] = run_uid
+  end
+  -- open (closed = 0) before closed; open oldest first, closed newest first
+  return select_rows(self, "read the tasks of id " .. core.clip(task_id, 80), "SELECT * FROM agent_task WHERE "
+    .. table.concat(where, " AND ") .. " ORDER BY closed ASC, CASE WHEN closed = 0 THEN uid ELSE -uid END ASC",
+    params, hydrate_task)
 end
 
 ---------------------------------------------------------------------------

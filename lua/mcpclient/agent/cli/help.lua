@@ -28,7 +28,7 @@ Servers are named by identifier or by numeric id, in every command.
   disable <tool|group>         switch a tool or a whole group off
   runs [--open]                the agent runs: state, owner, lease, the write fence, what to do next
   tasks [<server>]             the open task-backed calls of the runs: status, age, run
-  tasks cancel <id>            ask a task's server to cancel it
+  tasks cancel <id>            ask a task's server to cancel it (--server, --run: which one)
   help [<command>]             this text, or one command's
 
 global options:
@@ -194,13 +194,15 @@ approval shows what it waits on; `runs approve` / `runs deny` record a person's 
 applies when it resumes.]==],
   tasks = [==[
 usage: mcpclient tasks [<server>] [--json]
-       mcpclient tasks cancel <task id> [--json]
+       mcpclient tasks cancel <task id> [--server NAME] [--run ID] [--json]
 
 The calls of agent runs that became tasks on their server and have no step in the audit yet,
 oldest first: task id, server, last status seen, age, the run and the step it is, who started
 it. A run whose worker died is taken over by another process (run.take_over), which follows the
 same task instead of calling again. `tasks cancel` asks the task's server to cancel it
-(cooperative: it may still end otherwise); the run that follows it records how it ended.]==],
+(cooperative: it may still end otherwise); the run that follows it records how it ended. A task
+id is its server's: an open task is taken over ended ones of the same id, and an id several
+stored tasks share is refused with each server and run; --server NAME (and --run ID) picks one.]==],
   help = [==[
 usage: mcpclient help [<command>]]==],
 }

@@ -44,6 +44,12 @@ dialect.IMPORTS = 0x6d637069 -- "mcpi": a server's catalogue, by server uid
 -- every string as bytea to match (store/postgres.lua); a reader in psql sees
 -- the text with convert_from(column, 'UTF8').
 local function postgres_schema(sql)
+  -- a table rebuilt with its uids copied: its bigserial goes on after the highest (a line
+  -- "-- resequence TABLE.COLUMN"; a comment to SQLite, whose AUTOINCREMENT follows the copied uids)
+  sql = sql:gsub("%-%- resequence ([%w_]+)%.([%w_]+)", function(tbl, column)
+    return string.format("SELECT setval(pg_get_serial_sequence('%s', '%s'), (SELECT COALESCE(MAX(%s), 0) + 1 FROM "
+      .. "%s), false);", tbl, column, column, tbl)
+  end)
   sql = sql:gsub("INTEGER%s+PRIMARY%s+KEY%s+AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
   sql = sql:gsub("%f[%w_]INTEGER%f[^%w_]", "BIGINT")
   sql = sql:gsub("%f[%w_]REAL%f[^%w_]", "DOUBLE PRECISION")

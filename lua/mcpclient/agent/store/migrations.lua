@@ -24,7 +24,8 @@
 --                     the record is JSON and a secret (the file is 0600)
 --   agent_task        a run's calls that became tasks: the handle, stored
 --                     when the server answered, so another process follows
---                     the task instead of calling again
+--                     the task instead of calling again; UNIQUE (run, server,
+--                     task_id): a task id is only its server's
 --   mcp_offer         machine-managed resources, resource templates and prompts
 --                     a server listed at import; UNIQUE (server, kind, ident)
 return {
@@ -259,6 +260,50 @@ ALTER TABLE mcp_server ADD COLUMN reimport_pending INTEGER NOT NULL DEFAULT 0;
     sql = [[
 ALTER TABLE agent_run ADD COLUMN pending_steps TEXT NOT NULL DEFAULT '';
 ALTER TABLE agent_run ADD COLUMN approval TEXT NOT NULL DEFAULT '';
+]],
+  },
+  {
+    -- A task id is its server's, unique only per server and, for a
+    -- 2025-11-25 task, per session: a server may give an id again to a task
+    -- of another session (or after a restart), so a stored task is one
+    -- run's task of one server, UNIQUE (run, server, task_id) instead of
+    -- (server, task_id), which refused to store the second task's handle.
+    -- Neither database drops a table's UNIQUE in place everywhere, so the
+    -- table is rebuilt with every row and uid kept; the uid counter goes on
+    -- after the highest uid (the resequence line: PostgreSQL's dialect makes
+    -- it a setval, SQLite's AUTOINCREMENT follows the copied uids itself).
+    -- agent_task_id serves the lookups by task id.
+    description = "agent_task: a task is one run's task of one server, UNIQUE (run, server, task_id)",
+    sql = [[
+CREATE TABLE agent_task_keyed (
+  uid              INTEGER PRIMARY KEY AUTOINCREMENT,
+  run              INTEGER NOT NULL DEFAULT 0,
+  sequence         INTEGER NOT NULL DEFAULT 0,
+  server           TEXT    NOT NULL DEFAULT '',
+  task_id          TEXT    NOT NULL DEFAULT '',
+  tool             TEXT    NOT NULL DEFAULT '',
+  arguments_sha256 TEXT    NOT NULL DEFAULT '',
+  arguments        TEXT    NOT NULL DEFAULT '',
+  round            INTEGER NOT NULL DEFAULT 0,
+  handle           TEXT    NOT NULL DEFAULT '',
+  status           TEXT    NOT NULL DEFAULT '',
+  started_by       TEXT    NOT NULL DEFAULT '',
+  finished_by      TEXT    NOT NULL DEFAULT '',
+  closed           INTEGER NOT NULL DEFAULT 0,
+  crdate           INTEGER NOT NULL DEFAULT 0,
+  tstamp           INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (run, server, task_id)
+);
+INSERT INTO agent_task_keyed (uid, run, sequence, server, task_id, tool, arguments_sha256, arguments, round, handle,
+  status, started_by, finished_by, closed, crdate, tstamp)
+  SELECT uid, run, sequence, server, task_id, tool, arguments_sha256, arguments, round, handle, status, started_by,
+    finished_by, closed, crdate, tstamp FROM agent_task;
+DROP TABLE agent_task;
+ALTER TABLE agent_task_keyed RENAME TO agent_task;
+-- resequence agent_task.uid
+CREATE INDEX agent_task_run ON agent_task (run, closed);
+CREATE INDEX agent_task_open ON agent_task (closed, server);
+CREATE INDEX agent_task_id ON agent_task (task_id, server);
 ]],
   },
 }
