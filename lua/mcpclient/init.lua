@@ -20,6 +20,9 @@ local mcp = {
   -- The text rule, for far-side text a host shows or hands on (an elicitation's field titles, say):
   -- mcp.clip(text [, limit = 200 code points]) -> control, C1 and bidi characters out, clipped.
   clip = core.clip,
+  -- mcp.inert(text [, limit = 50000 bytes]) -> text, truncated: the rule for a body (a raw `content`
+  -- text a host prints, say): lines kept, escape sequences, C0, C1 and bidi characters out, bounded.
+  inert = core.inert,
   -- run functions at once: mcp.gather{ fn, ... } -> { table.pack(fn()) or { n = 0, error = e }, ... }
   gather = engine.gather,
   -- the engine as a pollable for a host's event loop: pollfd(), events(), timeout(), step()

@@ -197,6 +197,11 @@ describe("core.inert, the text rule for a body", function()
     end
   end)
 
+  it("is offered to hosts as mcp.inert, for a raw field they print", function()
+    assert.equal(core.inert, mcp.inert)
+    assert.equal("red", (mcp.inert("\27[31mred")))
+  end)
+
   it("raises on misuse", function()
     assert.has_error(function() core.inert(42) end)
     assert.has_error(function() core.inert("x", 10) end) -- shorter than the marker
