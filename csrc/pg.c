@@ -22,7 +22,9 @@
 ** its result awaited with poll() against db:timeout(ms) (default 5000). When
 ** the deadline passes the statement is cancelled (PQcancel) and given a grace
 ** to end (default 1000 ms), the cancel repeated every 100 ms of it; a server
-** that does not answer even then loses the connection.
+** that does not answer even then loses the connection. The grace is one for
+** the whole statement (every result of it is read within it), and each
+** cancel the server took is given 100 ms to land, even past the grace's end.
 **
 ** Failures of the database return nil, message, code: code is the SQLSTATE
 ** the server sent ("23505", "40001", "57014" when a statement ran out of
@@ -68,6 +70,17 @@ typedef struct Pg {
   int grace_ms;        /* and how long its cancel may take to land */
   lua_Integer changes; /* rows changed by the last execute */
 } Pg;
+
+/*
+** The time one statement has, kept across every result it returns: its
+** bound, then once cancelled the grace, the cancel repeated within it.
+*/
+typedef struct Bound {
+  int64_t wake_ns;      /* when to look again: the bound, then the next repeat of the cancel */
+  int64_t grace_end_ns; /* when the grace ends (set by the first cancel) */
+  int grace_ms;
+  int cancelled; /* a cancel was sent */
+} Bound;
 
 enum { RUN_SCRIPT, RUN_EXECUTE, RUN_QUERY };
 
@@ -476,17 +489,21 @@ static void cancel_running(PGconn *conn) {
 }
 
 /*
-** Flush the sent statement and read until libpq has a whole result. At the
-** deadline the statement is cancelled, and the cancel repeated every
+** Flush the sent statement and read until libpq has a whole result, within
+** b (kept across the statement's results: a result read after the cancel
+** leaves the rest of the statement in the same grace, not out of time). At
+** the bound the statement is cancelled, and the cancel repeated every
 ** CANCEL_REPEAT_MS of the grace: a cancel that reaches the server before the
 ** backend has begun the statement (it is still idle, or busy elsewhere on a
 ** loaded machine) is ignored there, and one cancel would then leave the
-** statement to run its full length. Returns 1 ready, 0 out of time even
-** after the grace, -1 the connection failed. *cancelled tells a cancel.
+** statement to run its full length. Each cancel is given CANCEL_REPEAT_MS
+** to land, counted from when the server took it, even past the grace's end:
+** on a loaded machine PQcancel itself takes time, and the backend more to
+** answer it. Returns 1 ready, 0 out of time even after the grace, -1 the
+** connection failed.
 */
-static int await_ready(PGconn *conn, int64_t deadline_ns, int grace_ms, int *cancelled) {
+static int await_ready(PGconn *conn, Bound *b) {
   int flushing = 1;
-  int64_t grace_end_ns = 0;
   for (;;) {
     int ready;
     if (flushing) {
@@ -498,31 +515,32 @@ static int await_ready(PGconn *conn, int64_t deadline_ns, int grace_ms, int *can
       if (PQconsumeInput(conn) == 0) return -1;
       if (!PQisBusy(conn)) return 1;
     }
-    ready = wait_socket(conn, flushing ? (POLLIN | POLLOUT) : POLLIN, deadline_ns);
+    ready = wait_socket(conn, flushing ? (POLLIN | POLLOUT) : POLLIN, b->wake_ns);
     if (ready < 0) return -1;
     if (ready == 0) {
       int64_t now_ns = mcp_monotonic_ns();
-      if (!*cancelled) {
-        *cancelled = 1;
-        grace_end_ns = now_ns + (int64_t)grace_ms * 1000000;
-      } else if (now_ns >= grace_end_ns) {
+      if (!b->cancelled) {
+        b->cancelled = 1;
+        b->grace_end_ns = now_ns + (int64_t)b->grace_ms * 1000000;
+      } else if (now_ns >= b->grace_end_ns) {
         return 0;
       }
       cancel_running(conn);
-      deadline_ns = now_ns + (int64_t)CANCEL_REPEAT_MS * 1000000;
-      if (deadline_ns > grace_end_ns) deadline_ns = grace_end_ns;
+      b->wake_ns = mcp_monotonic_ns() + (int64_t)CANCEL_REPEAT_MS * 1000000;
+      if (b->grace_end_ns < b->wake_ns) b->grace_end_ns = b->wake_ns; /* the last cancel's moment */
     }
   }
 }
 
 /*
-** Collect every result of the sent statement(s); keep the first failure
-** (or the last success) in *out. Returns 1 done, 0 timed out, -1 lost.
+** Collect every result of the sent statement(s) within b; keep the first
+** failure (or the last success) in *out. Returns 1 done, 0 timed out, -1
+** lost.
 */
-static int collect(PGconn *conn, int64_t deadline_ns, int grace_ms, int *cancelled, PGresult **out) {
+static int collect(PGconn *conn, Bound *b, PGresult **out) {
   PGresult *res;
   for (;;) {
-    int ready = await_ready(conn, deadline_ns, grace_ms, cancelled);
+    int ready = await_ready(conn, b);
     if (ready <= 0) return ready;
     res = PQgetResult(conn);
     if (res == NULL) return 1;
@@ -596,7 +614,8 @@ static int db_run(lua_State *L, int mode) {
   const char *sql = luaL_checklstring(L, 2, &len);
   Params ps = {0, NULL, NULL, NULL, NULL, NULL};
   PGresult *res = NULL;
-  int sent, ready, cancelled = 0, n, nul = 0;
+  int sent, ready, n, nul = 0;
+  Bound bound;
   if (strlen(sql) != len) luaL_error(L, "SQL text contains a NUL byte");
   lua_settop(L, 3);
   if (mode != RUN_SCRIPT) nul = bind_params(L, 3, &ps);
@@ -614,13 +633,13 @@ static int db_run(lua_State *L, int mode) {
   if (mode == RUN_SCRIPT) sent = PQsendQuery(p->conn, sql);
   else sent = PQsendQueryParams(p->conn, sql, ps.n, ps.types, ps.values, ps.lengths, ps.formats, 0);
   if (!sent) return push_conn_failure(L, p->conn, "the statement could not be sent", "08006");
-  ready =
-    collect(p->conn, mcp_monotonic_ns() + (int64_t)p->timeout_ms * 1000000, p->grace_ms, &cancelled, &res);
+  bound = (Bound){mcp_monotonic_ns() + (int64_t)p->timeout_ms * 1000000, 0, p->grace_ms, 0};
+  ready = collect(p->conn, &bound, &res);
   if (ready <= 0 || res == NULL) {
     if (res != NULL) PQclear(res);
     return push_incomplete(L, p, ready);
   }
-  n = push_outcome(L, p, res, mode, cancelled);
+  n = push_outcome(L, p, res, mode, bound.cancelled);
   PQclear(res);
   return n;
 }
