@@ -144,13 +144,18 @@ const char *mcp_body_bytes(lua_State *L, int idx, size_t *len);
 void mcp_body_release(lua_State *L, int idx);
 
 /*
-** lazy.c: JSON objects kept as text until first read. Raw readers settle
-** one first (build it now; 1 when it was lazy); the encoder and the
-** normaliser may take its text instead (pushed, 1; nothing, 0).
+** json.c: JSON objects kept as text until first read (lazy.c makes them and
+** builds them: the metatable under MCP_JSON_LAZY_META, whose `settle` field
+** builds one in place; the texts in the weak table under
+** MCP_JSON_LAZY_PENDING). Raw readers settle one first (build it now; 1
+** when it was lazy); the encoder and the normaliser may take its text
+** instead (pushed, 1; nothing, 0).
 */
-int mcp_lazy_settle(lua_State *L, int idx);
-int mcp_lazy_push_text(lua_State *L, int idx);
-void mcp_lazy_wrap(lua_State *L, int idx); /* the object text at idx becomes a lazy object */
+#define MCP_JSON_LAZY_META    "mcpclient.json.lazy"         /* registry: the metatable of a lazy object */
+#define MCP_JSON_LAZY_PENDING "mcpclient.json.lazy.pending" /* registry: weak-keyed lazy object -> its text */
+int mcp_json_lazy_settle(lua_State *L, int idx);
+int mcp_json_lazy_text(lua_State *L, int idx);
+void mcp_json_lazy_wrap(lua_State *L, int idx); /* the object text at idx becomes a lazy object */
 
 /*
 ** json_text.c's text builder, for the schema normaliser: the JSON object text

@@ -500,7 +500,7 @@ static const char *enc_table(Enc *e, int t) {
     marked = lua_rawequal(L, -1, e->marker);
     lua_pop(L, 1);
     /* a lazy object not read yet: its text is what this encoder writes for it, unless escaping for ASCII */
-    if (!marked && !e->ascii && mcp_lazy_push_text(L, t)) {
+    if (!marked && !e->ascii && mcp_json_lazy_text(L, t)) {
       size_t len;
       const char *s = lua_tolstring(L, -1, &len);
       put_raw(e, s, len);
@@ -508,7 +508,7 @@ static const char *enc_table(Enc *e, int t) {
       e->depth--;
       return NULL;
     }
-    if (!marked) mcp_lazy_settle(L, t);
+    if (!marked) mcp_json_lazy_settle(L, t);
   }
   if (marked) {
     r = enc_marked(e, t);
@@ -743,7 +743,7 @@ static int l_is_array(lua_State *L) {
 */
 static int l_is_object(lua_State *L) {
   int ok = lua_type(L, 1) == LUA_TTABLE && !has_marker(L, 1, lua_upvalueindex(1));
-  if (ok && !mcp_lazy_push_text(L, 1)) { /* a lazy table holds an object's text */
+  if (ok && !mcp_json_lazy_text(L, 1)) { /* a lazy table holds an object's text */
     lua_settop(L, 1);
     lua_pushnil(L);
     while (ok && lua_next(L, 1) != 0) {
@@ -761,7 +761,7 @@ static int l_is_object(lua_State *L) {
 static int l_key_order(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
-  mcp_lazy_settle(L, 1); /* a lazy object records its order when it is built */
+  mcp_json_lazy_settle(L, 1); /* a lazy object records its order when it is built */
   lua_rawget(L, lua_upvalueindex(1));
   return 1;
 }
@@ -771,7 +771,7 @@ static int l_key_order(lua_State *L) {
 */
 static int l_set_key_order(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  mcp_lazy_settle(L, 1); /* built now, so building it later cannot replace this record */
+  mcp_json_lazy_settle(L, 1); /* built now, so building it later cannot replace this record */
   if (!lua_isnil(L, 2)) {
     lua_Integer i, n;
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -859,6 +859,84 @@ void mcp_json_mark_array(lua_State *L, int idx) {
   luaL_checkstack(L, 1, "JSON array marker");
   lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
   lua_setmetatable(L, idx);
+}
+
+/* ==================================================================== */
+/* Objects kept as text                                                 */
+/* ==================================================================== */
+
+/*
+** An object may stand for its JSON text until it is first read (lazy.c
+** makes them: a listing's schemas): an empty table with the metatable
+** registered under MCP_JSON_LAZY_META, its text in the weak table under
+** MCP_JSON_LAZY_PENDING. Raw access cannot see its members, so the codec's
+** readers (and the normaliser's) take its text, or have it built first:
+** the metatable's `settle` field is the function that builds it in place
+** (lazy.c's). So the codec knows such an object without decoding one.
+*/
+
+/*
+** 1 when the value at idx is an object kept as text, not read yet.
+*/
+static int is_lazy(lua_State *L, int idx) {
+  int r;
+  if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return 0;
+  luaL_getmetatable(L, MCP_JSON_LAZY_META);
+  r = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return r;
+}
+
+/*
+** C API: when the value at idx is an object kept as text, push its JSON
+** text and return 1; else push nothing and return 0.
+*/
+int mcp_json_lazy_text(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (!is_lazy(L, idx)) return 0;
+  luaL_checkstack(L, 3, "lazy JSON");
+  mcp_push_weak_registry_table(L, MCP_JSON_LAZY_PENDING);
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, -2) != LUA_TSTRING) {
+    lua_pop(L, 2);
+    return 0;
+  }
+  lua_remove(L, -2);
+  return 1;
+}
+
+/*
+** C API: build the object kept as text at idx now, if it is one (through
+** its metatable's `settle`); 1 when it did. Raises only when memory runs
+** out.
+*/
+int mcp_json_lazy_settle(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (!mcp_json_lazy_text(L, idx)) return 0;
+  lua_pop(L, 1);
+  if (luaL_getmetafield(L, idx, "settle") != LUA_TFUNCTION)
+    return luaL_error(L, "an object kept as JSON text has no builder");
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 0);
+  return 1;
+}
+
+/*
+** C API: replace the JSON text at idx (an object's text, as json.encode
+** writes it) with an object kept as that text.
+*/
+void mcp_json_lazy_wrap(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  luaL_checkstack(L, 4, "lazy JSON");
+  lua_createtable(L, 0, 0);
+  luaL_getmetatable(L, MCP_JSON_LAZY_META);
+  lua_setmetatable(L, -2);
+  mcp_push_weak_registry_table(L, MCP_JSON_LAZY_PENDING);
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, idx);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  lua_replace(L, idx);
 }
 
 /* ==================================================================== */

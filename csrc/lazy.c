@@ -13,65 +13,35 @@
 ** Raw access (next, rawget, rawlen) cannot be intercepted: it sees an
 ** empty table until the first read. The codec, the normaliser and the
 ** measure therefore settle a lazy table before they read it raw
-** (mcp_lazy_settle), the encoder writes its text as it is, and the
-** normaliser judges its text directly.
+** (mcp_json_lazy_settle, which calls the metatable's `settle`: this file's
+** builder), the encoder writes its text as it is, and the normaliser
+** judges its text directly. json.c keeps the table of pending texts and
+** knows a lazy object by its metatable, so the codec and the normaliser
+** never call this file; it stands above them.
 */
 #include <string.h>
 
 #include "core.h"
 
-#define LAZY_META    "mcpclient.json.lazy"         /* registry: the metatable of a lazy object */
-#define LAZY_PENDING "mcpclient.json.lazy.pending" /* registry: weak-keyed lazy object -> its text */
-
 /*
 ** Push the table of pending texts (created on first use).
 */
 static void push_pending(lua_State *L) {
-  mcp_push_weak_registry_table(L, LAZY_PENDING);
+  mcp_push_weak_registry_table(L, MCP_JSON_LAZY_PENDING);
 }
 
 /*
-** 1 when the value at idx is a lazy object not read yet.
+** Build the lazy object at idx now, if it is one not read yet: decode its
+** text (key order recorded), move the members into it, forget the text
+** and drop the metatable. Returns 1 when it did. Raises only when memory
+** runs out (the text is the decoder's own and always decodes).
 */
-static int is_lazy(lua_State *L, int idx) {
-  int r;
-  if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return 0;
-  luaL_getmetatable(L, LAZY_META);
-  r = lua_rawequal(L, -1, -2);
-  lua_pop(L, 2);
-  return r;
-}
-
-/*
-** C API: when the value at idx is a lazy object not read yet, push its
-** JSON text and return 1; else push nothing and return 0.
-*/
-int mcp_lazy_push_text(lua_State *L, int idx) {
-  idx = lua_absindex(L, idx);
-  if (!is_lazy(L, idx)) return 0;
-  luaL_checkstack(L, 3, "lazy JSON");
-  push_pending(L);
-  lua_pushvalue(L, idx);
-  if (lua_rawget(L, -2) != LUA_TSTRING) {
-    lua_pop(L, 2);
-    return 0;
-  }
-  lua_remove(L, -2);
-  return 1;
-}
-
-/*
-** C API: build the lazy object at idx now, if it is one not read yet:
-** decode its text (key order recorded), move the members into it, forget
-** the text and drop the metatable. Returns 1 when it did. Raises only when
-** memory runs out (the text is the decoder's own and always decodes).
-*/
-int mcp_lazy_settle(lua_State *L, int idx) {
+static int settle(lua_State *L, int idx) {
   int top = lua_gettop(L), d;
   size_t len;
   const char *s;
   idx = lua_absindex(L, idx);
-  if (!mcp_lazy_push_text(L, idx)) return 0;
+  if (!mcp_json_lazy_text(L, idx)) return 0;
   luaL_checkstack(L, 6, "lazy JSON");
   s = lua_tolstring(L, -1, &len);
   if (!mcp_json_decode(L, s, len, 1) || !lua_istable(L, -1)) {
@@ -113,22 +83,15 @@ static void wrap_with(lua_State *L, int idx, int pending, int meta) {
   lua_replace(L, idx);
 }
 
-/*
-** C API: replace the JSON text at idx (an object's text, as json.encode
-** writes it) with a lazy object holding it.
-*/
-void mcp_lazy_wrap(lua_State *L, int idx) {
-  idx = lua_absindex(L, idx);
-  luaL_checkstack(L, 5, "lazy JSON");
-  push_pending(L);
-  luaL_getmetatable(L, LAZY_META);
-  wrap_with(L, idx, lua_gettop(L) - 1, lua_gettop(L));
-  lua_pop(L, 2);
+/* The metatable's `settle` (see mcp_json_lazy_settle): the object built now. */
+static int lazy_settle(lua_State *L) {
+  settle(L, 1);
+  return 0;
 }
 
 /* __index: the first read builds the object; the key is then read from it. */
 static int lazy_index(lua_State *L) {
-  mcp_lazy_settle(L, 1);
+  settle(L, 1);
   lua_settop(L, 2);
   lua_rawget(L, 1);
   return 1;
@@ -136,7 +99,7 @@ static int lazy_index(lua_State *L) {
 
 /* __newindex: built first, so the assignment lands beside the members. */
 static int lazy_newindex(lua_State *L) {
-  mcp_lazy_settle(L, 1);
+  settle(L, 1);
   lua_settop(L, 3);
   lua_rawset(L, 1);
   return 0;
@@ -144,7 +107,7 @@ static int lazy_newindex(lua_State *L) {
 
 /* __len: the length of the built object. */
 static int lazy_len(lua_State *L) {
-  mcp_lazy_settle(L, 1);
+  settle(L, 1);
   lua_pushinteger(L, (lua_Integer)lua_rawlen(L, 1));
   return 1;
 }
@@ -160,7 +123,7 @@ static int lazy_next(lua_State *L) {
 
 /* __pairs: built first, then walked as any table is. */
 static int lazy_pairs(lua_State *L) {
-  mcp_lazy_settle(L, 1);
+  settle(L, 1);
   lua_pushcfunction(L, lazy_next);
   lua_pushvalue(L, 1);
   lua_pushnil(L);
@@ -201,8 +164,8 @@ static int l_lazy_schemas(lua_State *L) {
   lua_Integer i, n;
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
-  push_pending(L);                 /* 2 */
-  luaL_getmetatable(L, LAZY_META); /* 3 */
+  push_pending(L);                          /* 2 */
+  luaL_getmetatable(L, MCP_JSON_LAZY_META); /* 3 */
   n = (lua_Integer)lua_rawlen(L, 1);
   for (i = 1; i <= n; i++) {
     if (lua_rawgeti(L, 1, i) == LUA_TTABLE) {
@@ -225,7 +188,7 @@ static int l_lazy_object(lua_State *L) {
   const char *s = luaL_checklstring(L, 1, &len);
   if (len == 0 || s[0] != '{') luaL_argerror(L, 1, "not the text of a JSON object");
   lua_settop(L, 1);
-  mcp_lazy_wrap(L, 1);
+  mcp_json_lazy_wrap(L, 1);
   return 1;
 }
 
@@ -234,7 +197,7 @@ static int l_lazy_object(lua_State *L) {
 */
 static int l_lazy_text(lua_State *L) {
   luaL_checkany(L, 1);
-  if (!mcp_lazy_push_text(L, 1)) lua_pushnil(L);
+  if (!mcp_json_lazy_text(L, 1)) lua_pushnil(L);
   return 1;
 }
 
@@ -245,11 +208,8 @@ static int l_lazy_text(lua_State *L) {
 */
 void mcp_register_lazy(lua_State *L) {
   static const luaL_Reg meta[] = {
-    {"__index", lazy_index},
-    {"__newindex", lazy_newindex},
-    {"__len", lazy_len},
-    {"__pairs", lazy_pairs},
-    {NULL, NULL},
+    {"__index", lazy_index}, {"__newindex", lazy_newindex}, {"__len", lazy_len},
+    {"__pairs", lazy_pairs}, {"settle", lazy_settle},       {NULL, NULL},
   };
   static const luaL_Reg fns[] = {
     {"lazy_schemas", l_lazy_schemas},
@@ -257,7 +217,7 @@ void mcp_register_lazy(lua_State *L) {
     {"lazy_text", l_lazy_text},
     {NULL, NULL},
   };
-  if (luaL_newmetatable(L, LAZY_META)) {
+  if (luaL_newmetatable(L, MCP_JSON_LAZY_META)) {
     luaL_setfuncs(L, meta, 0);
     lua_pushnil(L); /* no __name: tostring shows a table, as for an eager one */
     lua_setfield(L, -2, "__name");

@@ -171,7 +171,7 @@ static size_t value_length(Measure *m, int idx, int level) {
       if (lua_getmetatable(L, idx)) {
         marked = lua_rawequal(L, -1, m->marker);
         lua_pop(L, 1);
-        if (!marked) mcp_lazy_settle(L, idx); /* a lazy object is read raw below: build it first */
+        if (!marked) mcp_json_lazy_settle(L, idx); /* a lazy object is read raw below: build it first */
       }
       return marked ? array_length(m, idx, level) : object_length(m, idx, level);
     }

@@ -365,7 +365,7 @@ static int copy_value(Inliner *in, int v, int path, int depth, enum kind kind) {
   }
   if (depth > MAX_NEST) return MCP_REFS_TOO_DEEP;
   if (++in->containers > MAX_CONTAINERS) return MCP_REFS_TOO_BIG;
-  mcp_lazy_settle(L, v);
+  mcp_json_lazy_settle(L, v);
   marked = mcp_json_is_array(L, v);
   lua_pushliteral(L, "$ref");
   has_ref = !marked && kind != K_MAP && lua_rawget(L, v) != LUA_TNIL;
@@ -416,7 +416,7 @@ int mcp_schema_inline_refs(lua_State *L, int s) {
     lua_pushstring(L, def_keys[i]);
     lua_rawget(L, s);
     if (lua_type(L, -1) == LUA_TTABLE && !mcp_json_is_null(L, -1) && !mcp_json_is_array(L, -1)) {
-      mcp_lazy_settle(L, -1);
+      mcp_json_lazy_settle(L, -1);
       in.defs[i] = lua_gettop(L);
     }
   }

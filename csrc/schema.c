@@ -140,7 +140,7 @@ static int refused_index(const char *s, size_t n) {
 */
 static int is_object(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx) || mcp_json_is_array(L, idx)) return 0;
-  mcp_lazy_settle(L, idx);
+  mcp_json_lazy_settle(L, idx);
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     if (lua_type(L, -2) != LUA_TSTRING) {
@@ -160,7 +160,7 @@ static int is_object(lua_State *L, int idx) {
 static int is_string_list(lua_State *L, int idx) {
   lua_Unsigned n, count = 0;
   if (lua_type(L, idx) != LUA_TTABLE || mcp_json_is_null(L, idx)) return 0;
-  mcp_lazy_settle(L, idx);
+  mcp_json_lazy_settle(L, idx);
   n = lua_rawlen(L, idx);
   if (n == 0 && !mcp_json_is_array(L, idx)) return 0;
   lua_pushnil(L);
@@ -343,7 +343,7 @@ static int walk(lua_State *L, int t, int level, walk_state *st) {
   }
   if (level > MAX_DEPTH) st->too_deep = 1;
   luaL_checkstack(L, 8, "schema walk");
-  mcp_lazy_settle(L, t);
+  mcp_json_lazy_settle(L, t);
   lua_pushnil(L);
   while (lua_next(L, t) != 0) {
     lua_pop(L, 1);
@@ -451,7 +451,7 @@ static enum verdict normalise_plain(lua_State *L, int s, int *keyword) {
   int f, o, n = 0, bad;
   size_t k, len;
   if (lua_type(L, s) != LUA_TTABLE || mcp_json_is_null(L, s)) return NO_SCHEMA;
-  mcp_lazy_settle(L, s);
+  mcp_json_lazy_settle(L, s);
   if (rawfield(L, s, "type") != LUA_TSTRING || (lua_tolstring(L, -1, &len), len != 6) ||
       memcmp(lua_tostring(L, -1), "object", 6) != 0) {
     lua_pop(L, 1);
@@ -736,11 +736,11 @@ static int l_normalise_schema(lua_State *L) {
   enum verdict v;
   luaL_checkany(L, 1);
   lua_settop(L, 1);
-  if (mcp_lazy_push_text(L, 1)) { /* a listed schema nobody has read: judged from its text, kept lazy */
+  if (mcp_json_lazy_text(L, 1)) { /* a listed schema nobody has read: judged from its text, kept lazy */
     lua_replace(L, 1);
     v = normalise_text(L, &keyword);
     if (v == ACCEPTED) {
-      mcp_lazy_wrap(L, -1);
+      mcp_json_lazy_wrap(L, -1);
       return 1;
     }
   } else {
