@@ -167,14 +167,18 @@ soak: all
 # Fuzzing: a libFuzzer harness per parser of far-side bytes (fuzz/*_fuzz.c), built
 # with clang under ASan+UBSan into $(FUZZ_BUILD)/, each run for FUZZ_SECONDS from the seed corpus
 # fuzz/corpus/<name>/ (new inputs go to $(FUZZ_BUILD)/corpus/<name>/, crashes to
-# $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself. One harness:
+# $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself, the stdio
+# harness csrc/process.c. One harness:
 # `make fuzz-json`; the long runs of fuzz/README.md: `make -j2 -O fuzz FUZZ_SECONDS=1800`.
 # `make fuzz-coverage` rebuilds the harnesses with source-based coverage instead of the
 # sanitizers and reports which lines of the parsers the corpora reach.
 FUZZ_CC        ?= clang
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 30
-FUZZ_HARNESSES ?= sse json schema text response decode listing
+FUZZ_HARNESSES ?= sse json schema text response decode listing stdio
+# A harness that includes a C file itself (to reach its static functions) links every other object.
+FUZZ_INCLUDES_response = http
+FUZZ_INCLUDES_stdio    = process
 FUZZ_INSTRUMENT ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS     = -g -O1 -fno-omit-frame-pointer $(FUZZ_INSTRUMENT) $(BASE_CFLAGS)
 FUZZ_LIBS       = $(shell pkg-config --libs lua5.4) $(CORE_LDLIBS) $(NET_LDLIBS) -lm
@@ -193,7 +197,7 @@ $(FUZZ_BUILD)/obj/%.o: csrc/%.c csrc/*.h | fuzz-deps
 
 $(FUZZ_BUILD)/%_fuzz: fuzz/%_fuzz.c fuzz/fuzz_common.h $(FUZZ_OBJECTS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_DIR='"$(CURDIR)/fuzz"' -o $@ $< \
-	  $(filter-out $(if $(filter response,$*),$(FUZZ_BUILD)/obj/http.o),$(FUZZ_OBJECTS)) $(FUZZ_LIBS)
+	  $(filter-out $(patsubst %,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_INCLUDES_$*)),$(FUZZ_OBJECTS)) $(FUZZ_LIBS)
 
 fuzz: $(patsubst %,fuzz-%,$(FUZZ_HARNESSES))
 
