@@ -1,4 +1,4 @@
---- Checker of fuzz/text_fuzz.c: clip, label, flatten, bound, repair_utf8 (csrc/text.c).
+--- Checker of fuzz/text_fuzz.c: clip, label, flatten, bound, inert, repair_utf8 (csrc/text.c).
 --
 -- The raw input is remote text as it is (any bytes). When it decodes as JSON
 -- it is also a content array (or a result holding one): flatten must join
@@ -11,7 +11,8 @@
 -- control characters, no edge spaces and at most limit code points plus the
 -- ellipsis, and is idempotent. "Control" is the text rule's: C0, DEL, C1 and
 -- the bidi/invisible formatting characters (U+061C, U+200B-200F, U+202A-202E,
--- U+2060-2069, U+FEFF).
+-- U+2060-2069, U+FEFF). inert (the body rule) equals its model below, written once more in Lua
+-- over the repaired text's code points, and is bounded as bound is.
 local core = require "mcpclient.core"
 
 local json = core.json
@@ -56,6 +57,84 @@ local function check_bound(text, limit, note)
   end
 end
 
+local STRING_OPENERS = { [0x5D] = true, [0x50] = true, [0x58] = true, [0x5E] = true, [0x5F] = true }
+local C1_STRING_OPENERS = { [0x9D] = true, [0x90] = true, [0x98] = true, [0x9E] = true, [0x9F] = true }
+
+-- The body rule: tabs and line feeds kept; CR LF, a lone CR, U+2028 and U+2029 one line feed;
+-- escape sequences (CSI; OSC/DCS/SOS/PM/APC to BEL, ST, another ESC or the line's end; any other
+-- ESC with intermediates and a final byte; the C1 forms) and every other control character out.
+local function model_inert(text)
+  local cps = {}
+  for _, c in utf8.codes(core.repair_utf8(text)) do cps[#cps + 1] = c end
+  local n, out, i = #cps, {}, 1
+  local function between(k, lo, hi) return k <= n and cps[k] >= lo and cps[k] <= hi end
+  local function csi(k)
+    while between(k, 0x30, 0x3F) do k = k + 1 end
+    while between(k, 0x20, 0x2F) do k = k + 1 end
+    if between(k, 0x40, 0x7E) then k = k + 1 end
+    return k
+  end
+  local function control_string(k)
+    while k <= n do
+      local c = cps[k]
+      if c == 7 or c == 0x9C then return k + 1 end
+      if c == 10 or c == 13 then return k end
+      if c == 27 then return cps[k + 1] == 0x5C and k + 2 or k end
+      k = k + 1
+    end
+    return k
+  end
+  while i <= n do
+    local c = cps[i]
+    if c == 13 then
+      out[#out + 1] = "\n"
+      i = i + (cps[i + 1] == 10 and 2 or 1)
+    elseif c == 0x2028 or c == 0x2029 then
+      out[#out + 1] = "\n"
+      i = i + 1
+    elseif c == 27 then
+      local d = cps[i + 1]
+      if d == 0x5B then
+        i = csi(i + 2)
+      elseif d and STRING_OPENERS[d] then
+        i = control_string(i + 2)
+      else
+        i = i + 1
+        while between(i, 0x20, 0x2F) do i = i + 1 end
+        if between(i, 0x30, 0x7E) then i = i + 1 end
+      end
+    elseif c == 0x9B then
+      i = csi(i + 1)
+    elseif C1_STRING_OPENERS[c] then
+      i = control_string(i + 1)
+    elseif c == 9 or c == 10 or not control(c) then
+      out[#out + 1] = utf8.char(c)
+      i = i + 1
+    else
+      i = i + 1
+    end
+  end
+  return table.concat(out)
+end
+
+local function check_inert(text, want, limit)
+  local out, cut = core.inert(text, limit)
+  check(type(out) == "string" and type(cut) == "boolean", "inert returned %s, %s", type(out), type(cut))
+  check(#out <= limit, "inert(%d) returned %d bytes", limit, #out)
+  check(valid(out), "inert(%d) returned invalid UTF-8", limit)
+  if #want <= limit then
+    check(not cut and out == want, "inert(%d):\n%q\nwanted\n%q", limit, out, want)
+  else
+    local m = marker(limit)
+    check(cut and out:sub(-#m) == m, "inert(%d) cut without the marker", limit)
+    local kept = out:sub(1, #out - #m)
+    check(want:sub(1, #kept) == kept, "inert(%d) kept what is not a prefix of the rule's text", limit)
+    check(#kept >= limit - #m - 3, "inert(%d) kept %d bytes: more cut than a character boundary needs", limit, #kept)
+  end
+  local again, again_cut = core.inert(out, limit)
+  check(again == out and not again_cut, "inert(%d) is not idempotent", limit)
+end
+
 local function check_clip(text, limit)
   local out = limit and core.clip(text, limit) or core.clip(text)
   limit = limit or 200
@@ -85,6 +164,10 @@ local function check_text(text, note)
   end
   check_bound(text, #marker(100), note) -- a limit of exactly the marker: nothing but the marker fits
   check(core.bound(text) == core.bound(text, 50000), "bound's default limit is not 50000")
+  local body = model_inert(text)
+  check_inert(text, body, 50000)
+  check_inert(text, body, #marker(64) + 7)
+  check_inert(text, body, 64 + #text % 97)
   check_clip(text)
   check_clip(text, 0)
   check_clip(text, 1)
