@@ -99,6 +99,12 @@ describe("task ids are the server's (" .. backends.name .. ")", function()
     assert.equal(2, #refused.choices)
     assert.equal(0, #fake.requests)
 
+    -- the listing takes the same filters
+    local _, by_server = run({ "--json", "tasks", "--server", "alpha" }, fake)
+    assert.same({ alpha_run }, { json.decode(by_server)[1].run, json.decode(by_server)[2] })
+    local _, by_run = run({ "--json", "tasks", "--run", tostring(beta_run) }, fake)
+    assert.same({ "beta" }, { json.decode(by_run)[1].server, json.decode(by_run)[2] })
+
     local picked = cancelling("dup-1")
     code, out, err = run({ "--json", "tasks", "cancel", "dup-1", "--server", "alpha" }, picked)
     assert.equal(0, code, err)
