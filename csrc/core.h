@@ -43,7 +43,8 @@ void mcp_register_listing(lua_State *L); /* listing.c:  rpc_classify's "text" an
 void mcp_register_sse(lua_State *L);     /* sse.c:      core.sse_decoder */
 void mcp_register_clock(lua_State *L);   /* clock.c:    core.monotonic_ns, core.now, core.sleep */
 void mcp_register_text(lua_State *L);    /* text.c:     core.clip, core.clip_listed, core.label,
-                                                          core.flatten, core.bound, core.repair_utf8 */
+                                                          core.flatten, core.bound, core.inert,
+                                                          core.repair_utf8 */
 void mcp_register_schema(lua_State *L);  /* schema.c:   core.normalise_schema, core.normalise_schema_text,
                                                           core.decode_stored_schema */
 void mcp_register_lazy(lua_State *L);    /* lazy.c:     core.lazy_schemas, core.lazy_object, core.lazy_text */
