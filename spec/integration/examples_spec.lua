@@ -44,11 +44,14 @@ describe("the examples #integration", function()
     assert.equal(5, answers, r.out)
     local seconds = tonumber(r.out:match("5 calls in ([%d.]+) s"))
     assert.truthy(seconds, r.out)
-    assert.is_true(seconds < 3, "five one-second calls took " .. seconds .. " s") -- one after another: 5 s
+    -- under the 5 s they take one after another (about 1 s at once; generous for a loaded machine)
+    assert.is_true(seconds < 5, "five one-second calls took " .. seconds .. " s")
   end)
 
   -- Three one-second calls inside a host's event loop: they overlap, and the loop's own work
-  -- goes on meanwhile (a blocked loop would answer once, after a gap as long as the calls).
+  -- goes on meanwhile (a blocked loop would answer once, after a gap as long as the calls). The
+  -- bounds compare with what a blocked loop or calls in turn would show (3 s, a 1 s gap, a beat
+  -- or two), not with what an idle machine measures: the machine may be loaded.
   local function host_loop_run(example)
     local r = run("lua5.4 examples/" .. example .. " " .. shell.quote(peer.url)
       .. " trigger-long-running-operation '{\"duration\":1,\"steps\":2}' 3")
@@ -62,16 +65,16 @@ describe("the examples #integration", function()
 
   it("cqueues_agent.lua: a TCP echo server keeps answering while three calls run", function()
     local seconds, echoes, longest, out = host_loop_run("cqueues_agent.lua")
-    assert.is_true(seconds < 2.5, "three one-second calls took " .. seconds .. " s: " .. out)
-    assert.is_true(echoes >= 20, out)  -- one every 10 ms plus a round trip: ~90 in a second
-    assert.is_true(longest < 100, out) -- measured 10-20 ms; bounded loosely for a loaded machine
+    assert.is_true(seconds < 3, "three one-second calls took " .. seconds .. " s: " .. out)
+    assert.is_true(echoes >= 10, out)  -- one every 10 ms plus a round trip: ~90 in a second
+    assert.is_true(longest < 500, out) -- measured 10-20 ms; a blocked loop: the calls' 1 s
   end)
 
   it("luv_agent.lua: a 10 ms timer keeps ticking while three calls run", function()
     local seconds, ticks, longest, out = host_loop_run("luv_agent.lua")
-    assert.is_true(seconds < 2.5, "three one-second calls took " .. seconds .. " s: " .. out)
-    assert.is_true(ticks >= 50, out)
-    assert.is_true(longest < 50, out)  -- measured 11-18 ms; the aim is under 20 ms
+    assert.is_true(seconds < 3, "three one-second calls took " .. seconds .. " s: " .. out)
+    assert.is_true(ticks >= 10, out)   -- one every 10 ms: ~100 in a second
+    assert.is_true(longest < 500, out) -- measured 11-18 ms (the aim is under 20 ms); a blocked loop: 1 s
   end)
 
   it("check_my_server.lua passes every applicable check", function()
