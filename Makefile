@@ -39,7 +39,7 @@ NET_MODULE = $(BUILD)/mcpclient/net.so
 DB_MODULE = $(BUILD)/mcpclient/db.so
 
 .PHONY: all deps peers test check unit lint format format-check asan demo conformance bench bench-quick bench-listing bench-stdio bench-store bench-resources soak fuzz fuzz-deps \
-        fuzz-coverage clean docs docs-check rock
+        fuzz-smoke fuzz-coverage clean docs docs-check rock
 
 all: $(MODULE) $(NET_MODULE) $(DB_MODULE)
 
@@ -160,14 +160,14 @@ bench-store: deps all
 	pg_virtualenv -v 15 -o fsync=on env MCPCLIENT_TEST_PG=1 $(LUA) bench/store.lua
 
 # 100 000 warm calls (SOAK_CALLS) watching RSS and descriptors, then 1 000 under valgrind
-# memcheck (scripts/soak). Not part of `make test`: it takes a minute or two.
+# memcheck (scripts/soak); a minute or two. `make test` runs a short one, the stdio soak included.
 soak: all
 	@scripts/soak
 
 # Fuzzing: a libFuzzer harness per parser of far-side bytes (fuzz/*_fuzz.c), built
 # with clang under ASan+UBSan into $(FUZZ_BUILD)/, each run for FUZZ_SECONDS from the seed corpus
-# fuzz/corpus/<name>/ (new inputs go to $(FUZZ_BUILD)/corpus/<name>/, crashes to
-# $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself, the stdio
+# fuzz/corpus/<name>/ (new inputs go to $(FUZZ_CORPUS)/<name>/, $(FUZZ_BUILD)/corpus/<name>/ by
+# default, crashes to $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself, the stdio
 # harness csrc/process.c. One harness:
 # `make fuzz-json`; the long runs of fuzz/README.md: `make -j2 -O fuzz FUZZ_SECONDS=1800`.
 # `make fuzz-coverage` rebuilds the harnesses with source-based coverage instead of the
@@ -179,6 +179,8 @@ FUZZ_HARNESSES ?= sse json schema text response decode listing stdio
 # A harness that includes a C file itself (to reach its static functions) links every other object.
 FUZZ_INCLUDES_response = http
 FUZZ_INCLUDES_stdio    = process
+FUZZ_CORPUS    ?= $(FUZZ_BUILD)/corpus
+FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_INSTRUMENT ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS     = -g -O1 -fno-omit-frame-pointer $(FUZZ_INSTRUMENT) $(BASE_CFLAGS)
 FUZZ_LIBS       = $(shell pkg-config --libs lua5.4) $(CORE_LDLIBS) $(NET_LDLIBS) -lm
@@ -201,12 +203,27 @@ $(FUZZ_BUILD)/%_fuzz: fuzz/%_fuzz.c fuzz/fuzz_common.h $(FUZZ_OBJECTS)
 
 fuzz: $(patsubst %,fuzz-%,$(FUZZ_HARNESSES))
 
+# The smoke run of `make test` (scripts/test): every harness built, then run FUZZ_SMOKE_SECONDS
+# from its committed seeds (what it finds goes to a scratch corpus, emptied first), so a harness
+# that no longer loads or runs is seen. Ends with "N passed, N failed", one count per harness.
+fuzz-smoke: fuzz-deps
+	@log=$$(mktemp); p=0; f=0; \
+	if ! $(MAKE) --no-print-directory -j2 $(patsubst %,$(FUZZ_BUILD)/%_fuzz,$(FUZZ_HARNESSES)) >$$log 2>&1; then \
+	  echo "fuzz-smoke: the harnesses did not build:"; tail -n 30 $$log; fi; \
+	rm -rf $(FUZZ_BUILD)/smoke-corpus; \
+	for h in $(FUZZ_HARNESSES); do \
+	  if $(MAKE) --no-print-directory fuzz-$$h FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) \
+	       FUZZ_CORPUS=$(FUZZ_BUILD)/smoke-corpus >$$log 2>&1; then \
+	    p=$$((p + 1)); echo "ok $$h: $$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' $$log)"; \
+	  else f=$$((f + 1)); echo "FAILED $$h:"; grep -v '^#' $$log | tail -n 40; fi; \
+	done; rm -f $$log; echo "$$p passed, $$f failed"; [ $$f -eq 0 ]
+
 fuzz-%: $(FUZZ_BUILD)/%_fuzz
-	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/artifacts
+	@mkdir -p $(FUZZ_CORPUS)/$* $(FUZZ_BUILD)/artifacts
 	@echo "== fuzz $*: $(FUZZ_SECONDS) s"
 	$(FUZZ_ENV) $< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
 	  $(if $(wildcard fuzz/$*.dict),-dict=fuzz/$*.dict) -artifact_prefix=$(FUZZ_BUILD)/artifacts/$*- \
-	  $(FUZZ_BUILD)/corpus/$* fuzz/corpus/$*
+	  $(FUZZ_CORPUS)/$* fuzz/corpus/$*
 
 fuzz-coverage:
 	@$(MAKE) --no-print-directory FUZZ_BUILD=$(FUZZ_BUILD)/coverage \

@@ -5,11 +5,12 @@
 -- escape: 0xFF 0x00 is the byte 0xFF itself, and 0xFF k c (k > 0) is the byte
 -- c repeated k * 16 KiB times (k = 128: exactly the 2 MiB read cap), so a
 -- short input can hold lines at, under and over the cap. The stream is cut
--- at 6 MiB.
+-- at 3 MiB.
 --
 -- The stream is written into a pipe whose read end a handle without a child
 -- reads (fuzz_reader: the engine owns it as it owns a child's stdout), in
--- pseudo-random chunks (1 byte to 1 MiB; a full pipe takes less), with the
+-- pseudo-random chunks (1 byte to 1 MiB, or up to just before, just after or
+-- one byte past the next CR or LF; a full pipe takes less), with the
 -- engine's turns and the reads of lines interleaved pseudo-randomly, then the
 -- write end is closed. The lines read, and how the reading ended ("closed",
 -- or "malformed" at a line over the cap), must equal the model below, whatever
@@ -24,7 +25,7 @@ local reader_of = _G.fuzz_reader
 
 local CAP = core.process_line_cap
 local UNIT = 16 * 1024
-local MAX_STREAM = 6 * 1024 * 1024
+local MAX_STREAM = 3 * 1024 * 1024
 local MALFORMED = "a line longer than the read cap of " .. CAP .. " bytes"
 
 -- The stream the input describes.
@@ -82,6 +83,21 @@ end
 
 local SIZES = { 1, 2, 3, 7, 16, 100, 4095, 4096, 65536, 65537, 1024 * 1024 }
 
+-- The sizes of the chunks of `stream`: each a size from SIZES, a small one,
+-- or a cut next to the next line end (so a CR and its LF, or a line and its
+-- end, arrive apart) without writing a long line a few bytes at a time.
+local function chunker(stream, random)
+  local line_end = 0 -- the next CR or LF at or after the last position asked about, or false
+  return function(at)
+    local pick = random(4)
+    if pick == 0 then return SIZES[random(#SIZES) + 1] end
+    if pick == 1 then return random(64) + 1 end
+    if line_end and line_end < at then line_end = stream:find("[\r\n]", at) or false end
+    if not line_end then return #stream - at + 1 end
+    return math.max(1, line_end - at + random(3))
+  end
+end
+
 -- Where two lists of lines first differ, for the report.
 local function first_difference(got, want)
   for i = 1, math.max(#got, #want) do
@@ -122,9 +138,9 @@ return function(input)
     end
   end
 
-  local at, turns = 1, 0
+  local at, turns, chunk_size = 1, 0, chunker(stream, random)
   while at <= #stream and not ended do
-    local size = seed < 128 and SIZES[random(#SIZES) + 1] or random(300) + 1
+    local size = chunk_size(at)
     local n, why = core.fd_write(w, stream:sub(at, at + size - 1))
     check(n or why == "again", "the write failed: %s", tostring(why))
     at = at + (n or 0)
