@@ -53,8 +53,9 @@ end
 -- variables of a coroutine an error ended (the guards that take a transfer
 -- out of the engine, a progress listener off its session): the engine closes
 -- such a coroutine itself at its next entry (a wait, or the host's poll of
--- mcp.engine), once the raise has left it. Weak: one the host dropped goes.
-local faulted = setmetatable({}, { __mode = "k" })
+-- mcp.engine), once the raise has left it. Held strongly until then, so one
+-- the host dropped at once is closed all the same.
+local faulted = {}
 
 -- Close the coroutines a raising hook ended, now that they are dead (one
 -- that caught the raise with pcall had its variables closed by pcall, and is

@@ -38,6 +38,20 @@ describe("a wait hook that raises", function()
     assert.equal("Echo: after", outcome.text)
   end)
 
+  it("leaves nothing behind when the host drops the coroutine at once", function()
+    local conn <close> = mcp.connect(stdio.options("legacy"))
+    assert(conn:ping())
+    mcp.loop { wait = function() error("the host's loop broke", 0) end }
+    local ok = coroutine.resume(coroutine.create(function()
+      return conn:call_tool("slow", { seconds = 0.2 }, { on_progress = function() end })
+    end))
+    assert.is_false(ok)
+    collectgarbage()
+    collectgarbage() -- the dead coroutine is nobody's any more: the engine still closes it
+    assert.is_nil(mcp.engine.timeout())
+    assert.is_nil(next(conn.session.progress_to))
+  end)
+
   it("is counted out when the host closes the coroutine while the hook waits", function()
     local conn <close> = mcp.connect(stdio.options("legacy"))
     assert(conn:ping())
