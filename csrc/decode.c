@@ -350,14 +350,16 @@ int mcp_decode_member_role(const mcp_reader *f, int role, const char *key, size_
   const char *const *names;
   int i, n;
   if (role <= 0) return 0;
+  if (len == 0) return 0; /* no step or member taken is named "" */
   if (role <= path->nsteps) {
     const char *step = path->steps[role - 1];
-    return step != NULL && strlen(step) == len && memcmp(step, key, len) == 0 ? role + 1 : 0;
+    return step != NULL && step[0] == key[0] && strlen(step) == len && memcmp(step, key, len) == 0 ? role + 1
+                                                                                                   : 0;
   }
   names = path->ends;
   n = path->nends;
-  for (i = 0; i < n; i++)
-    if (strlen(names[i]) == len && memcmp(names[i], key, len) == 0) return -(1 + i);
+  for (i = 0; i < n; i++) /* the first byte first: most members of a taken object are not taken */
+    if (names[i][0] == key[0] && strlen(names[i]) == len && memcmp(names[i], key, len) == 0) return -(1 + i);
   return 0;
 }
 

@@ -28,9 +28,6 @@
 
 _Static_assert(sizeof(lua_Number) == sizeof(double), "lua_Number must be double");
 
-#define ARRAY_KEY MCP_JSON_ARRAY_KEY
-#define ORDER_KEY MCP_JSON_ORDER_KEY
-
 /* json.null is the address of this byte: unique, and never a valid table or string. */
 static char null_sentinel;
 #define NULL_PTR ((void *)&null_sentinel)
@@ -640,8 +637,8 @@ const char *mcp_json_encode(lua_State *L, int idx, int flags) {
   const char *r;
   idx = lua_absindex(L, idx);
   luaL_checkstack(L, 4, "JSON encoder");
-  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
-  lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, MCP_JSON_ARRAY_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, MCP_JSON_ORDER_KEY);
   top = lua_gettop(L);
   order = lua_istable(L, top) ? top : 0;
   r = encode_with(L, idx, flags, top - 1, order, NULL);
@@ -796,7 +793,7 @@ static int l_set_key_order(lua_State *L) {
 int mcp_json_push_key_order(lua_State *L, int t) {
   t = lua_absindex(L, t);
   luaL_checkstack(L, 2, "JSON key order");
-  if (lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY) != LUA_TTABLE) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, MCP_JSON_ORDER_KEY) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_pushnil(L);
     return LUA_TNIL;
@@ -814,7 +811,7 @@ void mcp_json_set_key_order(lua_State *L, int t, int k) {
   t = lua_absindex(L, t);
   k = lua_absindex(L, k);
   luaL_checkstack(L, 3, "JSON key order");
-  if (lua_getfield(L, LUA_REGISTRYINDEX, ORDER_KEY) != LUA_TTABLE) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, MCP_JSON_ORDER_KEY) != LUA_TTABLE) {
     lua_pop(L, 1); /* the module was never opened in this state: nothing to record into */
     return;
   }
@@ -845,7 +842,7 @@ int mcp_json_is_array(lua_State *L, int idx) {
   int r;
   idx = lua_absindex(L, idx);
   luaL_checkstack(L, 2, "JSON array marker");
-  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, MCP_JSON_ARRAY_KEY);
   r = has_marker(L, idx, lua_gettop(L));
   lua_pop(L, 1);
   return r;
@@ -857,7 +854,7 @@ int mcp_json_is_array(lua_State *L, int idx) {
 void mcp_json_mark_array(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   luaL_checkstack(L, 1, "JSON array marker");
-  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, MCP_JSON_ARRAY_KEY);
   lua_setmetatable(L, idx);
 }
 
@@ -946,11 +943,10 @@ void mcp_json_lazy_wrap(lua_State *L, int idx) {
 /*
 ** Push a closure of f over the values at the given stack indexes.
 */
-static void push_closure(lua_State *L, lua_CFunction f, int a, int b, int c) {
+static void push_closure(lua_State *L, lua_CFunction f, int a, int b) {
   int n = 0;
   if (a != 0) lua_pushvalue(L, a), n++;
   if (b != 0) lua_pushvalue(L, b), n++;
-  if (c != 0) lua_pushvalue(L, c), n++;
   lua_pushcclosure(L, f, n);
 }
 
@@ -978,33 +974,33 @@ void mcp_push_weak_registry_table(lua_State *L, const char *key) {
 void mcp_register_json(lua_State *L) {
   int module = lua_gettop(L), marker, order;
   luaL_checkstack(L, 8, "mcpclient.core");
-  luaL_newmetatable(L, ARRAY_KEY); /* an existing marker is reused: 0 is fine */
+  luaL_newmetatable(L, MCP_JSON_ARRAY_KEY); /* an existing marker is reused: 0 is fine */
   marker = lua_gettop(L);
-  mcp_push_weak_registry_table(L, ORDER_KEY);
+  mcp_push_weak_registry_table(L, MCP_JSON_ORDER_KEY);
   order = lua_gettop(L);
 
   lua_createtable(L, 0, 8);
-  push_closure(L, l_encode, marker, order, 0);
+  push_closure(L, l_encode, marker, order);
   lua_setfield(L, -2, "encode");
-  push_closure(L, l_try_encode, marker, order, 0);
+  push_closure(L, l_try_encode, marker, order);
   lua_setfield(L, -2, "try_encode");
   lua_pushlightuserdata(L, NULL_PTR);
   lua_setfield(L, -2, "null");
   lua_pushlightuserdata(L, NULL_PTR);
   lua_setfield(L, LUA_REGISTRYINDEX, MCP_JSON_NULL_KEY);
-  push_closure(L, l_array, marker, 0, 0);
+  push_closure(L, l_array, marker, 0);
   lua_setfield(L, -2, "array");
-  push_closure(L, l_is_array, marker, 0, 0);
+  push_closure(L, l_is_array, marker, 0);
   lua_setfield(L, -2, "is_array");
-  push_closure(L, l_is_object, marker, 0, 0);
+  push_closure(L, l_is_object, marker, 0);
   lua_setfield(L, -2, "is_object");
-  push_closure(L, l_key_order, order, 0, 0);
+  push_closure(L, l_key_order, order, 0);
   lua_setfield(L, -2, "key_order");
-  push_closure(L, l_set_key_order, order, 0, 0);
+  push_closure(L, l_set_key_order, order, 0);
   lua_setfield(L, -2, "set_key_order");
   lua_setfield(L, module, "json");
 
-  push_closure(L, l_rpc_request, marker, order, 0);
+  push_closure(L, l_rpc_request, marker, order);
   lua_setfield(L, module, "rpc_request");
   lua_settop(L, module);
 }

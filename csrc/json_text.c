@@ -164,7 +164,7 @@ static unsigned char *put_code_point(unsigned char *o, unsigned long cp) {
 }
 
 /*
-** Write the string body [s, e) that scan_string accepted, decoding its
+** Write the string body [s, e) that mcp_read_string accepted, decoding its
 ** escapes and writing each character back in the encoder's form. Returns
 ** 0 when an escape is refused, or (for a key) when it decodes to NUL.
 */
@@ -196,7 +196,7 @@ static int put_escaped_string(mcp_text *t, const unsigned char *s, const unsigne
     } else {
       int ok;
       uint32_t u;
-      s += mcp_utf8_unit(s, (size_t)(e - s), &ok, &u); /* scan_string validated it */
+      s += mcp_utf8_unit(s, (size_t)(e - s), &ok, &u); /* mcp_read_string validated it */
       cp = u;
     }
     o = put_code_point(o, cp);
