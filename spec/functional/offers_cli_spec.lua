@@ -63,7 +63,8 @@ describe("the offers commands", function()
       { uri = "file:///a.png", mimeType = "image/png", blob = "AAAA" } } }
     local code, out = run({ "read", "docs", "file:///a" }, fake)
     assert.equal(0, code)
-    assert.equal("[mcpclient reads text only and dropped 1 non-text content block (image).]\none [31m\ntwo\n", out)
+    -- the escape sequence goes whole (the read's text is inert), not only its ESC
+    assert.equal("[mcpclient reads text only and dropped 1 non-text content block (image).]\none\ntwo\n", out)
     no_escapes(out)
     fake = opening():will_return { contents = json.array { { uri = "file:///a.png", mimeType = "image/png",
       blob = "AAAA" } } }
