@@ -190,3 +190,55 @@ describe("listing (a tools/list answer with its schemas as text)", function()
     assert.equal(text, schema_text(text))
   end)
 end)
+
+describe("fuzz finding: the stdio line reader and a CR at the read cap", function()
+  -- Found by stdio_fuzz (its input: the seed byte 245, then a line of exactly 2 MiB of "x"
+  -- ended by CR LF, then "{}" and LF; fuzz/corpus/stdio/finding-cap-crlf-split). A line of
+  -- exactly the read cap ended by CR LF is a message within the cap (the reader drops the CR
+  -- before it measures a line), but when the CR was read before the LF arrived, the reader
+  -- counted the CR into a line not yet ended, found it one byte over the cap and refused the
+  -- child's output: whether a message was read depended on how the pipe cut the bytes.
+  -- The child writes the line and its CR, says so on stderr, and writes the LF only when told to.
+  local CAP = core.process_line_cap
+  local CHILD = [[
+    io.stdout:write(string.rep("x", ]] .. CAP .. [[), "\r")
+    io.stdout:flush()
+    io.stderr:write("written\n")
+    io.stderr:flush()
+    io.read("l")
+    io.stdout:write("\n{}\n")
+    io.stdout:flush()
+  ]]
+
+  it("reads the line when its CR comes before its LF", function()
+    local proc <close> = assert(core.spawn { argv = { "lua5.4", "-e", CHILD } })
+    -- the engine's turns read the child's stdout, as the stdio channel's do
+    local function turn()
+      core.engine_step(20)
+      return proc:read_line(0)
+    end
+    local limit = core.now() + 20
+    local line, kind, detail
+    repeat
+      line, kind, detail = turn()
+    until line or kind ~= "timeout" or proc:stderr():find("written", 1, true) or core.now() > limit
+    -- once it says so, everything it wrote to stdout is in the pipe: a few more turns read it all
+    for _ = 1, 3 do
+      if line or kind ~= "timeout" then break end
+      line, kind, detail = turn()
+    end
+    -- was: nil, "malformed", "a line longer than the read cap of 2097152 bytes"
+    assert.same({ nil, "timeout" }, { line, kind }, detail)
+    assert.is_truthy(proc:stderr():find("written", 1, true), "the child never wrote its line")
+    assert.is_true(proc:write("go\n", 2000))
+    repeat
+      line, kind, detail = turn()
+    until line or kind ~= "timeout" or core.now() > limit
+    assert.equal(CAP, line and #line, detail)
+    assert.equal(string.rep("x", CAP), line)
+    repeat
+      line, kind, detail = turn()
+    until line or kind ~= "timeout" or core.now() > limit
+    assert.equal("{}", line, detail)
+  end)
+end)
