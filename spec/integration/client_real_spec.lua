@@ -89,13 +89,14 @@ for _, kind in ipairs { "sdk-stateless", "sdk-session" } do
       assert(conn:list_tools())
       local core = require "mcpclient.core"
       local started = core.now()
-      local ok, message, err = conn:call_tool("slow", { seconds = 5 },
+      local ok, message, err = conn:call_tool("slow", { seconds = 10 },
         { cancel = function() return core.now() - started > 0.3 end })
       local elapsed = core.now() - started
       assert.is_nil(ok)
       assert.equal("cancelled", err.kind)
       assert.truthy(message:find("may already have acted", 1, true))
-      assert.is_true(elapsed < 2, "cancel took " .. elapsed .. " s")
+      -- well inside the tool's 10 s (generous: the machine may be loaded)
+      assert.is_true(elapsed < 5, "cancel took " .. elapsed .. " s")
       local lines = wire(peer)
       local call_id
       for _, l in ipairs(lines) do

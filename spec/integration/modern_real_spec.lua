@@ -128,7 +128,7 @@ for _, kind in ipairs { "sdk2-default", "sdk2-modern" } do
       assert.is_nil(ok)
       assert.equal("cancelled", err.kind)
       assert.is_true(err.in_flight)
-      assert.is_true(core.now() - started < 2)
+      assert.is_true(core.now() - started < 5, core.now() - started)  -- well inside the tool's 10 s
       assert.is_true(logged(peer, "aborted slow", 30), "the server never saw the call aborted")
       assert.is_false(has(methods(peer), "notifications/cancelled"))
     end)
