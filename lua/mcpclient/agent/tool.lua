@@ -122,7 +122,7 @@ function Tool:execute(arguments, context)
     { cancel = context.cancel, budget = context.budget, on_input = context.on_input, task = context.task,
       on_task = context.on_task })
   -- what the model reads passes the text rule here whatever the connection did (a no-op, uncopied, on inert text)
-  if not outcome then return tool.error_result((core.inert(message)), err) end
+  if not outcome then return tool.error_result(type(message) == "string" and (core.inert(message)) or message, err) end
   if outcome.is_error then return tool.error_result((core.inert(outcome.text))) end
   return tool.text_result((core.inert(outcome.text)))
 end
