@@ -23,7 +23,9 @@
 //                                the cancel-watch record (times in ns on CLOCK_MONOTONIC, as
 //                                text), and `now`, the server's clock when it answered.
 //                                `gets`: how many standalone GET streams were opened;
-//                                `progress_sent`: the notices a get-progress mode wrote.
+//                                `progress_sent`: the notices a get-progress mode wrote;
+//                                `forged_sent`: whether …/smuggle?late=1 has written its
+//                                forgeries (so a spec waits for them, not for time).
 //
 // The process ends once its parent is gone (its parent PID changes), so a spec run that dies
 // without stopping the server leaves nothing listening.
@@ -319,7 +321,8 @@ const MODES = {
   // A correct answer with a short Content-Length, the extra bytes forming forged responses to
   // the next ids: a client that read them as the answer to its next request would see
   // "SMUGGLED" instead of its echo. …?late=1 sends the forgeries 100 ms later, so they wait
-  // in the socket of an idle kept-alive connection rather than arrive with the answer.
+  // in the socket of an idle kept-alive connection rather than arrive with the answer; once
+  // they are handed to the kernel, state.forged_sent says so.
   'smuggle'(req, res, msg, state, url) {
     const body = JSON.stringify(result(msg.id, text('first')));
     let extra = '';
@@ -330,7 +333,9 @@ const MODES = {
     const head = `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
     if (url.searchParams.get('late') === '1') {
       raw(req, head);
-      setTimeout(() => { if (!req.socket.destroyed) raw(req, extra); }, 100);
+      setTimeout(() => {
+        if (!req.socket.destroyed) req.socket.write(extra, () => { state.forged_sent = true; });
+      }, 100);
     } else {
       raw(req, head + extra);
     }
@@ -813,7 +818,7 @@ function control(res, url) {
   const s = stateOf(url.searchParams.get('path') || '/');
   const tool = s.tool ? { ...s.tool, stop: undefined } : null;
   const view = { initializes: s.initializes, requests: s.requests, sessions: s.sessions.size, other, tool, now: now(),
-    gets: s.gets || 0, progress_sent: s.progress_sent ?? null };
+    gets: s.gets || 0, progress_sent: s.progress_sent ?? null, forged_sent: s.forged_sent ?? false };
   return json(res, 200, view);
 }
 
