@@ -10,7 +10,8 @@
 -- The stream is written into a pipe whose read end a handle without a child
 -- reads (fuzz_reader: the engine owns it as it owns a child's stdout), in
 -- pseudo-random chunks (1 byte to 1 MiB, or up to just before, just after or
--- one byte past the next CR or LF; a full pipe takes less), with the
+-- one byte past the next CR or LF; after 512, 4 KiB to 1 MiB; a full pipe
+-- takes less), with the
 -- engine's turns and the reads of lines interleaved pseudo-randomly, then the
 -- write end is closed. The lines read, and how the reading ended ("closed",
 -- or "malformed" at a line over the cap), must equal the model below, whatever
@@ -54,6 +55,7 @@ end
 local function model(stream)
   local lines, at = {}, 1
   while true do
+    at = stream:match("^\n*()", at) -- empty lines, passed over (a run of them at once)
     local nl = stream:find("\n", at, true)
     if not nl then
       local rest = stream:sub(at)
@@ -86,9 +88,17 @@ local SIZES = { 1, 2, 3, 7, 16, 100, 4095, 4096, 65536, 65537, 1024 * 1024 }
 -- The sizes of the chunks of `stream`: each a size from SIZES, a small one,
 -- or a cut next to the next line end (so a CR and its LF, or a line and its
 -- end, arrive apart) without writing a long line a few bytes at a time.
+-- After FINE_CHUNKS chunks only large ones: a stream of a million line ends
+-- is not written a byte at a time.
+local FINE_CHUNKS = 512
+local PIPE = 65536 -- what a pipe holds (Linux's default)
+local LARGE = { 4096, 65536, 1024 * 1024 }
 local function chunker(stream, random)
   local line_end = 0 -- the next CR or LF at or after the last position asked about, or false
+  local count = 0
   return function(at)
+    count = count + 1
+    if count > FINE_CHUNKS then return LARGE[random(#LARGE) + 1] end
     local pick = random(4)
     if pick == 0 then return SIZES[random(#SIZES) + 1] end
     if pick == 1 then return random(64) + 1 end
@@ -140,7 +150,8 @@ return function(input)
 
   local at, turns, chunk_size = 1, 0, chunker(stream, random)
   while at <= #stream and not ended do
-    local size = chunk_size(at)
+    -- a pipe takes at most PIPE bytes at once: no longer piece is copied out of the stream
+    local size = math.min(chunk_size(at), PIPE)
     local n, why = core.fd_write(w, stream:sub(at, at + size - 1))
     check(n or why == "again", "the write failed: %s", tostring(why))
     at = at + (n or 0)
