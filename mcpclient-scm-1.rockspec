@@ -102,6 +102,7 @@ build = {
     ["mcpclient.oauth.stored"] = "lua/mcpclient/oauth/stored.lua",
     ["mcpclient.session"] = "lua/mcpclient/session.lua",
     ["mcpclient.skills"] = "lua/mcpclient/skills.lua",
+    ["mcpclient.suggest"] = "lua/mcpclient/suggest.lua",
     ["mcpclient.task"] = "lua/mcpclient/task.lua",
     ["mcpclient.uri_template"] = "lua/mcpclient/uri_template.lua",
     ["mcpclient.trace"] = "lua/mcpclient/trace.lua",

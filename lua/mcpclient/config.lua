@@ -60,6 +60,7 @@
 local connection = require "mcpclient.connection"
 local core = require "mcpclient.core"
 local errors = require "mcpclient.errors"
+local suggest = require "mcpclient.suggest"
 local json = require "mcpclient.json"
 
 local config = {}
@@ -721,7 +722,7 @@ local function check_options(opts)
   if type(opts) ~= "table" then error("config.read: options must be a table", 3) end
   for key in pairs(opts) do
     if key ~= "inputs" and key ~= "format" then
-      error(string.format("config.read: unknown option %q", tostring(key)), 3)
+      error(suggest.unknown_option("config.read", key, { inputs = true, format = true }), 3)
     end
   end
   if opts.format ~= nil and not config.FORMATS[opts.format] then

@@ -20,6 +20,7 @@ local modern = require "mcpclient.modern"
 local offers = require "mcpclient.offers"
 local session = require "mcpclient.session"
 local skills = require "mcpclient.skills"
+local suggest = require "mcpclient.suggest"
 local task = require "mcpclient.task"
 local stdio = require "mcpclient.channel.stdio"
 local trace = require "mcpclient.trace"
@@ -97,7 +98,11 @@ local function validate(options)
   if type(options) ~= "table" then error("connect expects an options table", 3) end
   for key, value in pairs(options) do
     local expected = option_types[key]
-    if not expected then error(string.format("connect: unknown option %q", tostring(key)), 3) end
+    if not expected then error(suggest.unknown_option("connect", key, option_types), 3) end
+    if key == "command" and type(value) == "string" then
+      -- never split on blanks: the argv the server gets is the one written
+      error('connect: command must be an argv table, e.g. { "npx", "-y", "…" }, never a string', 3)
+    end
     check_type(key, value, expected)
   end
   if options.url ~= nil and options.command ~= nil then error("connect: give either url or command, not both", 3) end
@@ -286,7 +291,7 @@ local function open_operation(self, opts)
   if type(opts) ~= "table" then error("options must be a table", 3) end
   for key, value in pairs(opts) do
     local expected = op_keys[key]
-    if not expected then error(string.format("unknown option %q", tostring(key)), 3) end
+    if not expected then error(suggest.unknown_option(nil, key, op_keys), 3) end
     if type(value) ~= expected then error(string.format("%s must be a %s", key, expected), 3) end
   end
   local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
@@ -668,6 +673,10 @@ end
 function Connection:call_tool(name, arguments, opts)
   if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
   -- arguments are a JSON object on the wire: a list (array-marked, even empty, or a Lua sequence) is never sent
+  if arguments ~= nil and type(arguments) ~= "table" then
+    error(string.format("call_tool: arguments must be a table (an object) of named arguments, not a %s",
+      type(arguments)), 2)
+  end
   if arguments ~= nil and not json.is_object(arguments) then
     error("call_tool: arguments must be a table of named arguments (a JSON object), not a list", 2)
   end

@@ -4,6 +4,8 @@
 -- the secret. Each leg resolves it afresh and hands libcurl one header line,
 -- which the C side wipes after the exchange. A reference that does not
 -- resolve fails closed: nothing is sent anonymously instead.
+local suggest = require "mcpclient.suggest"
+
 local credentials = {}
 
 credentials.placements = { bearer = true, header = true }
@@ -14,7 +16,7 @@ function credentials.validate(auth)
   if type(auth) ~= "table" then error("auth must be a table", 3) end
   for key in pairs(auth) do
     if key ~= "placement" and key ~= "credential" and key ~= "header_name" then
-      error(string.format("auth: unknown option %q", tostring(key)), 3)
+      error(suggest.unknown_option("auth", key, { placement = true, credential = true, header_name = true }), 3)
     end
   end
   local placement = auth.placement or "bearer"

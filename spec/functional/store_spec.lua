@@ -110,7 +110,7 @@ describe("mcpclient.agent.store", function()
     it("refuses a migrate_to out of range and unknown options", function()
       assert.has_error(function() store.open(path, { migrate_to = store.SCHEMA_VERSION + 1 }) end)
       assert.has_error(function() store.open(path, { busy_timeout = 5 }) end,
-        'store.open: unknown option "busy_timeout"')
+        'store.open: unknown option "busy_timeout" (did you mean "busy_timeout_ms"?)')
     end)
 
     it("refuses at once a path that is not a regular file, and says what it is", function()

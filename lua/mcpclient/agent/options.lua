@@ -7,6 +7,8 @@
 -- unknown key or a value of the wrong type raises (misuse), naming the
 -- function and the key. Types are Lua type names, plus "integer", and "any"
 -- for a key whose value is judged elsewhere (by the constructor itself).
+local suggest = require "mcpclient.suggest"
+
 local options = {}
 
 local function type_of(value)
@@ -20,7 +22,7 @@ function options.check(where, given, spec)
   if type(given) ~= "table" then error(string.format("%s: options must be a table", where), 3) end
   for key, value in pairs(given) do
     local expected = spec[key]
-    if expected == nil then error(string.format("%s: unknown option %q", where, tostring(key)), 3) end
+    if expected == nil then error(suggest.unknown_option(where, key, spec), 3) end
     local actual = type_of(value)
     if expected ~= "any" and actual ~= expected and not (expected == "number" and actual == "integer") then
       error(string.format("%s: %s must be a%s %s", where, tostring(key), expected:match("^[aeiou]") and "n" or "",

@@ -15,6 +15,7 @@ local errors = require "mcpclient.errors"
 local fetch = require "mcpclient.oauth.fetch"
 local grants = require "mcpclient.oauth.grants"
 local engine = require "mcpclient.engine"
+local suggest = require "mcpclient.suggest"
 local stored = require "mcpclient.oauth.stored"
 
 local fail = errors.fail
@@ -38,7 +39,7 @@ local idp_types = { token_endpoint = "string", id_token = "string", client_id = 
 local function check_table(options, types, prefix, level)
   for key, value in pairs(options) do
     local expected = types[key]
-    if not expected then error(string.format("%s: unknown option %q", prefix, tostring(key)), level) end
+    if not expected then error(suggest.unknown_option(prefix, key, types), level) end
     if type(value) ~= expected then
       error(string.format("%s.%s must be a %s, not a %s", prefix, key, expected, type(value)), level)
     end

@@ -1,5 +1,7 @@
 --- The operator command's words: the overview, one help page per command,
 --- and "did you mean" for a mistyped command or option.
+local suggest = require "mcpclient.suggest"
+
 local help = {}
 
 help.OVERVIEW = [==[
@@ -207,35 +209,7 @@ stored tasks share is refused with each server and run; --server NAME (and --run
 usage: mcpclient help [<command>]]==],
 }
 
--- The edit distance between two short words, a swap of neighbours counting
--- as one edit (optimal string alignment): "tset" is one typo from "test".
-local function distance(a, b)
-  local d = {}
-  for i = 0, #a do d[i] = { [0] = i } end
-  for j = 0, #b do d[0][j] = j end
-  for i = 1, #a do
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-      if i > 1 and j > 1 and a:sub(i, i) == b:sub(j - 1, j - 1) and a:sub(i - 1, i - 1) == b:sub(j, j) then
-        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
-      end
-    end
-  end
-  return d[#a][#b]
-end
-
 --- The closest of `candidates` to `word`, when it is close enough to be a typo.
-function help.suggest(word, candidates)
-  local best, best_distance
-  for _, candidate in ipairs(candidates) do
-    local d = distance(word, candidate)
-    if best_distance == nil or d < best_distance or (d == best_distance and candidate < best) then
-      best, best_distance = candidate, d
-    end
-  end
-  if best and best_distance <= math.max(1, #word // 3) then return best end
-  return nil
-end
+help.suggest = suggest.closest
 
 return help

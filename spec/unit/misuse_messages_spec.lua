@@ -1,0 +1,50 @@
+-- What a newcomer's misuse of the library reads as: each message names the fix. A string where
+-- call_tool's arguments go, a command written as one string, an option by another SDK's name (or
+-- misspelt) each raise, naming the table, the argv form, or the option meant.
+local mcp = require "mcpclient"
+local suggest = require "mcpclient.suggest"
+
+local function url_connect(extra)
+  local options = { url = "http://127.0.0.1:9/mcp", identifier = "x", health = mcp.health.discard }
+  for k, v in pairs(extra or {}) do options[k] = v end
+  return mcp.connect(options)
+end
+
+describe("misuse messages", function()
+  it("call_tool with a string for arguments says they must be a table (an object)", function()
+    local conn = url_connect()
+    assert.has_error(function() conn:call_tool("echo", "hi") end,
+      "call_tool: arguments must be a table (an object) of named arguments, not a string")
+    assert.has_error(function() conn:call_tool("echo", 7) end,
+      "call_tool: arguments must be a table (an object) of named arguments, not a number")
+    conn:close()
+  end)
+
+  it("a command given as one string raises with connect: and the argv form", function()
+    assert.has_error(function()
+      mcp.connect { command = "npx -y @modelcontextprotocol/server-memory", identifier = "m",
+        health = mcp.health.discard }
+    end, 'connect: command must be an argv table, e.g. { "npx", "-y", "…" }, never a string')
+  end)
+
+  it("an unknown option names the one meant: another SDK's timeout is the budget, a typo its word", function()
+    assert.has_error(function() url_connect { timeout = 5 } end,
+      'connect: unknown option "timeout" (did you mean "budget"?)')
+    assert.has_error(function() url_connect { identifer = "y" } end,
+      'connect: unknown option "identifer" (did you mean "identifier"?)')
+    assert.has_error(function() url_connect { zzzzzz = 1 } end, 'connect: unknown option "zzzzzz"')
+    local conn = url_connect()
+    assert.has_error(function() conn:call_tool("echo", {}, { timeout = 5 }) end,
+      'unknown option "timeout" (did you mean "budget"?)')
+    assert.has_error(function() conn:ping { budgte = 5 } end, 'unknown option "budgte" (did you mean "budget"?)')
+    conn:close()
+    assert.has_error(function() url_connect { auth = { credentail = "env:X" } } end,
+      'auth: unknown option "credentail" (did you mean "credential"?)')
+  end)
+
+  it("suggests only what is close", function()
+    assert.equal("budget", suggest.closest("budgte", { "budget", "cancel" }))
+    assert.is_nil(suggest.closest("colour", { "budget", "cancel" }))
+    assert.is_nil(suggest.option("timeout", { url = true }))
+  end)
+end)
