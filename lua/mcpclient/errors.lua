@@ -93,6 +93,11 @@ errors.KINDS = {
         return string.format("%s answered with HTTP status %d and JSON-RPC error %d: %s", on(f), f.status, f.rpc_code,
           clip(f.detail or "no message"))
       end
+      if f.status == 404 and not f.session_lost then
+        -- most often a URL without the endpoint's path
+        return string.format("%s answered with HTTP status 404: nothing answers at that path; check the URL's path "
+          .. "(an MCP endpoint is often …/mcp).", on(f))
+      end
       return string.format("%s answered with HTTP status %d.", on(f), f.status)
     end,
   },

@@ -48,3 +48,15 @@ describe("misuse messages", function()
     assert.is_nil(suggest.option("timeout", { url = true }))
   end)
 end)
+
+describe("a failure's message", function()
+  local errors = require "mcpclient.errors"
+
+  it("for HTTP 404 says to check the URL's path, as the CLI does", function()
+    local _, message = errors.fail("http_status", { server = "docs", status = 404 })
+    assert.equal('MCP server "docs" answered with HTTP status 404: nothing answers at that path; check the '
+      .. "URL's path (an MCP endpoint is often …/mcp).", message)
+    _, message = errors.fail("http_status", { server = "docs", status = 500 })
+    assert.equal('MCP server "docs" answered with HTTP status 500.', message)
+  end)
+end)

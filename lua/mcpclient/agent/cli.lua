@@ -404,8 +404,8 @@ local function refusal_hint(out, err, row)
   if err.kind == "http_status" and err.status == 401 then
     out:err(string.format("If the server uses OAuth, log in first: `mcpclient login %s`.", who))
   elseif err.kind == "http_status" and err.status == 404 then
-    out:err(string.format("Nothing answers at that path: check the URL's path (an MCP endpoint is often …/mcp) "
-      .. "and fix it with `mcpclient edit %s --url URL`.", who))
+    -- (the failure's own message names the path already)
+    out:err(string.format("Fix the URL with `mcpclient edit %s --url URL`.", who))
   elseif err.kind == "timeout" then
     out:err("The server did not answer in time and may still have acted on the request; a longer --budget "
       .. "gives it more time.")
