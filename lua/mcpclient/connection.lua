@@ -692,6 +692,13 @@ function Connection:call_tool(name, arguments, opts)
       return fail("rpc_error", { server = self.identifier, rpc_code = err.rpc_code, detail = "the server runs "
         .. "this tool only as a task, and the call did not ask for one (task = true, or tasks = true on connect)" })
     end
+    -- a 2025 server refuses a tool its listing marks task-required with an error of its own: name the option
+    if err.kind == "rpc_error" and not op.as_task and not (op.task or self.tasks)
+      and self.task_support[name] == "required" then
+      return fail("rpc_error", { server = self.identifier, rpc_code = err.rpc_code, detail = "the server lists "
+        .. "this tool as task-required, and the call did not ask for a task: call it with task = true (or "
+        .. "tasks = true on connect); the server said: " .. tostring(err.detail) })
+    end
     return nil, message, err
   end
   contact(self, reply.duration_ms)
