@@ -183,7 +183,7 @@ local function ask(self, op, method, params, extra)
   local reply, message, err = self.host.session:request(op, method, params, how_of(self, extra))
   if not reply then
     if err.rpc_code == INVALID_PARAMS and (err.kind == "rpc_error" or err.kind == "http_status") then
-      return task_failure(self, "unknown", "the server does not know the task: " .. tostring(err.detail),
+      return task_failure(self, "unknown", "the server said: " .. tostring(err.detail),
         err.rpc_code)
     end
     if err.rpc_code == modern.MISSING_CAPABILITY then

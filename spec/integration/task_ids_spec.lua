@@ -80,6 +80,23 @@ describe("task ids are the server's (" .. backends.name .. ")", function()
       end
     end)
 
+  it("a second cancel of a task the server already cancelled says so, once, and exits 0", function()
+    local alpha_run = stored("alpha", "once-1")
+    local fake = Fake.new():will_return_rpc_error(-32602, "Cannot cancel task in terminal status: cancelled")
+      :will_return(legacy("once-1", "cancelled"))
+    local code, out, err = run({ "tasks", "cancel", "once-1" }, fake)
+    assert.equal(0, code, err)
+    assert.equal('Task once-1 of alpha (run ' .. alpha_run .. ') is already cancelled: there is nothing to cancel.\n',
+      out)
+    assert.equal("", err)
+    assert.same({ "tasks/cancel", "tasks/get" }, fake:methods())
+    -- a task the server does not know at all stays a refusal, its words said once
+    fake = Fake.new():will_return_rpc_error(-32602, "Unknown task"):will_return_rpc_error(-32602, "Unknown task")
+    code, out, err = run({ "tasks", "cancel", "once-1" }, fake)
+    assert.equal(1, code, out)
+    assert.truthy(err:find("is not known to the server: the server said: Unknown task", 1, true), err)
+  end)
+
   it("an id two open tasks share is refused with the choices, nothing sent; --server picks one", function()
     local alpha_run = stored("alpha", "dup-1")
     local beta_run = stored("beta", "dup-1")

@@ -1132,6 +1132,9 @@ local function stored_task(ctx, id, filters)
     #choices, #open > 0 and "open" or "closed", inert(id, 80), table.concat(shown, "; "), pick), ambiguous, choices
 end
 
+-- A task's statuses after which there is nothing to cancel.
+local ENDED = { cancelled = true, completed = true, failed = true }
+
 -- mcpclient tasks cancel <id> [--server NAME] [--run ID]: ask the task's
 -- server to cancel it. The run that follows it (or takes it over) records
 -- how it ended.
@@ -1168,13 +1171,24 @@ local function cancel_task(ctx, out, parsed)
   local t = conn:task(handle)
   local ok
   ok, message, err = t:cancel()
-  local now = ok and t:status() or nil
+  local now, already = nil, false
+  if ok then
+    now = t:status()
+  elseif type(err) == "table" and err.kind == "task" and err.reason == "unknown" then
+    -- a server refuses to cancel a task that has ended (a second cancel): ask where it stands
+    now = t:status()
+    already = now ~= nil and ENDED[now.status] == true
+    if not already then now = nil end
+  end
   conn:close()
-  if not ok then return refuse(out, parsed, message, err) end
+  if not ok and not already then return refuse(out, parsed, message, err) end
   if now then ctx.store:update_task(row.uid, { status = now.status }) end
   local status = now and now.status or "cancel requested"
   if parsed.json then
-    out:json { id = row.task_id, server = row.server, run = row.run, status = status }
+    out:json { id = row.task_id, server = row.server, run = row.run, status = status, already_ended = already }
+  elseif already then
+    out:line(string.format("Task %s of %s (run %d) is already %s: there is nothing to cancel.", inert(id, 80),
+      inert(row.server, 64), row.run, inert(status, 20)))
   else
     out:line(string.format("Asked %s to cancel task %s (run %d): now %s.", inert(row.server, 64), inert(id, 80),
       row.run, inert(status, 20)))
