@@ -68,6 +68,7 @@ LUALIB_API int luaopen_mcpclient_core(lua_State *L) {
   mcp_register_lazy(L);
   mcp_register_process(L);
   mcp_register_json_reference(L);
+  mcp_register_validate(L);
   lua_pushliteral(L, MCP_VERSION);
   lua_setfield(L, -2, "version");
   lua_createtable(L, 0, 1);

@@ -52,6 +52,7 @@ void mcp_register_process(lua_State *L); /* process.c:  core.spawn, core.process
 
 /* json_reference.c: core.json_reference.{decode, classify}, the fuzz harnesses' oracle (jansson) */
 void mcp_register_json_reference(lua_State *L);
+void mcp_register_validate(lua_State *L); /* validate.c: core.validate_output */
 
 /* mcpclient.net (its names are reached through core's table too) */
 void mcp_register_http(lua_State *L);     /* http.c:     net.http_leg, net.http_pool */
