@@ -19,10 +19,20 @@ function trace.enabled(option, getenv)
   return (getenv or os.getenv)("MCPCLIENT_TRACE") == "1"
 end
 
--- The outcome part of a line: "ok", or "failed <kind>[ <status>]".
+-- The outcome part of a line: "ok", or "failed <kind>[ <status>]". A stdio
+-- server silent at the server/discover probe (the channel fails it as
+-- method-not-found, detail "no answer to server/discover within N seconds",
+-- so the opening goes on with initialize) is named as the silence it was,
+-- not as a JSON-RPC error the server never sent: "server/discover silent: no
+-- answer within 5 s (taken for a 2025-era server; initialize follows) 5001 ms".
 local function outcome(ok, err)
   if ok then return "ok" end
   if type(err) ~= "table" then return "failed" end
+  local silent = err.kind == "rpc_error" and type(err.detail) == "string"
+    and err.detail:match("^no answer to server/discover within (%d+) seconds")
+  if silent then
+    return string.format("silent: no answer within %s s (taken for a 2025-era server; initialize follows)", silent)
+  end
   local status = math.type(err.status) == "integer" and (" " .. err.status) or ""
   return "failed " .. tostring(err.kind) .. status
 end

@@ -74,6 +74,39 @@ describe("the trace switch #integration", function()
   end)
 end)
 
+describe("the trace of a stdio server silent at the probe", function()
+  it("names the silence, not a JSON-RPC error the server never sent", function()
+    local stdio = require "support.stdio"
+    -- the server's env (the core's path, a sanitizer's preload) written into the child's chunk
+    local env = {}
+    for k, v in pairs(stdio.env()) do env[#env + 1] = string.format("[%q] = %q", k, v) end
+    local chunk = string.format([[
+local mcp = require "mcpclient"
+local conn = mcp.connect { command = { "lua5.4", %q, "silent_probe" }, env = { %s },
+  identifier = "mute", health = mcp.health.discard, trace = true }
+assert(conn:ping())
+conn:close()
+]], stdio.command("silent_probe")[2], table.concat(env, ", "))
+    local _, err = child("", chunk)
+    assert.truthy(err:find('^mcpclient trace "mute": server/discover silent: no answer within 5 s %(taken for a '
+      .. "2025%-era server; initialize follows%) %d+ ms\n"), err)
+    assert.falsy(err:find("rpc_error", 1, true), err)
+    assert.truthy(err:find('\nmcpclient trace "mute": initialize ok', 1, true), err)
+  end)
+
+  it("keeps a server's own refusal of the probe a failure of its kind", function()
+    local trace = require "mcpclient.trace"
+    local lines = {}
+    local channel = { request = function(_, _, _)
+      return nil, "refused", { kind = "rpc_error", rpc_code = -32601, detail = "Method not found" }
+    end, notify = function() end, end_session = function() end }
+    local t = 0
+    trace.wrap(channel, "x", function() t = t + 0.001 return t end, function(text) lines[#lines + 1] = text end)
+    channel:request({}, { method = "server/discover" })
+    assert.equal('mcpclient trace "x": server/discover failed rpc_error 1 ms\n', lines[1])
+  end)
+end)
+
 describe("mcp.now", function()
   it("is the library's monotonic clock in seconds", function()
     local mcp = require "mcpclient"
