@@ -68,7 +68,7 @@ local option_types = {
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
   on_elicitation = "function", max_input_rounds = "number", tasks = "boolean", on_change = "function",
   cache = "boolean", listen = "boolean", command = "table", env = "table",
-  cwd = "string",
+  cwd = "string", validate_output = "boolean",
 }
 
 -- Options that mean something only for a server reached by URL; with
@@ -250,6 +250,8 @@ function client.connect(options)
     tasks = options.tasks == true,  -- the host asked for tasks on every call that may be one
     task_support = {},  -- tool name -> its execution.taskSupport, from the last listing
     listed = false,     -- a listing has completed (task_support is known)
+    validate_output = options.validate_output ~= false,  -- check structuredContent against outputSchema
+    output_schemas = {},  -- tool name -> its outputSchema (table, lazy table or text), from the last listing
     cache = cache,  -- listing name -> { items, listing, expires }, with the cache option
     subscribed = {}, -- uri -> true, the resources this connection subscribed to
   }, Connection)
@@ -442,6 +444,35 @@ local function learn_task_support(map, page)
   end
 end
 
+-- Keep each listed tool's outputSchema (in the form the listing gave it:
+-- read, or decoded from text, only when the tool's result is checked).
+local function learn_output_schemas(map, page)
+  for _, tool in ipairs(page) do
+    if type(tool.name) == "string" and tool.outputSchema ~= nil then map[tool.name] = tool.outputSchema end
+  end
+end
+
+-- A call's outcome checked against the tool's listed outputSchema (core.validate_output):
+-- passed on as it is when it is a failure, an error result, or the tool has no listed schema
+-- (or validate_output = false); else a missing or mismatched structuredContent is invalid_output.
+local function checked_output(self, name, outcome, ...)
+  local schema = self.output_schemas[name]
+  if not (self.validate_output and outcome) or outcome.is_error or schema == nil then return outcome, ... end
+  if type(schema) == "string" then
+    schema = json.decode(schema, true) or schema  -- the decoder's own text; kept decoded for the next call
+    self.output_schemas[name] = schema
+  end
+  local fields = { server = self.identifier, tool = name, path = "$" }
+  if outcome.structured == nil then
+    fields.detail = "the result carries no structuredContent, and the tool's listing gives an outputSchema"
+    return fail("invalid_output", fields)
+  end
+  local ok, path, reason, unchecked = core.validate_output(schema, outcome.structured)
+  if ok then return outcome end
+  fields.path, fields.detail, fields.unchecked = path, reason, unchecked
+  return fail("invalid_output", fields)
+end
+
 -- In the 2026-07-28 era the kept form is the modern rule's, applied here
 -- to the text the page was read in (the C decoder judges by the 2025 rule).
 local function keep_modern(page)
@@ -482,7 +513,8 @@ end
 -- listing is read.
 -- @return listing | nil, message, err
 function walk_tools(self, op, form, on_page)
-  local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {}, task_support = {} }
+  local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {}, task_support = {},
+    output_schemas = {} }
   local params = {}
   local ok, message, err = self.session:open(op)
   if not ok then return nil, message, err end
@@ -496,6 +528,7 @@ function walk_tools(self, op, form, on_page)
     if not page then return nil, message, err end
     if form == "tables" then core.lazy_schemas(page) end
     learn_task_support(walk.task_support, page)
+    learn_output_schemas(walk.output_schemas, page)
     on_page(page)
     local cursor = reply.result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
@@ -505,6 +538,7 @@ function walk_tools(self, op, form, on_page)
       walk.listing.schemas = form
       if is_modern then self.mirrored = walk.headers end
       self.task_support = walk.task_support
+      self.output_schemas = walk.output_schemas
       self.listed = true
       return walk.listing
     end
@@ -669,6 +703,10 @@ end
 -- call goes without them, and a server that insists refuses it (-32020)
 -- before acting: then the tools are listed once and the call is sent once
 -- more if that tool's markings turned out different.
+-- A tool this connection's last listing gave an outputSchema has its structuredContent checked
+-- against it (core.validate_output, in C and bounded): a mismatch, or none at all, is
+-- invalid_output and the result is not handed over (validate_output = false on connect takes
+-- results unchecked). An error result (isError) is not checked; a tool never listed has no schema.
 -- @return outcome { text, is_error, note, content, structured, latency_ms } | nil, message, err
 function Connection:call_tool(name, arguments, opts)
   if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
@@ -705,9 +743,9 @@ function Connection:call_tool(name, arguments, opts)
   local handle
   handle, message, err = started_task(self, op, reply.result)
   if err then return nil, message, err end
-  if not handle then return outcome_of(reply.result, reply.duration_ms) end
+  if not handle then return checked_output(self, name, outcome_of(reply.result, reply.duration_ms)) end
   if op.detach then return task.copy(handle) end
-  return task.follow(task.new(task_host(self), handle), op)
+  return checked_output(self, name, task.follow(task.new(task_host(self), handle), op))
 end
 
 --- A task of this server, by its handle (as call_tool's detach or on_task

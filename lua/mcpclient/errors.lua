@@ -311,6 +311,21 @@ errors.KINDS = {
         what[f.reason] or "ended", clip(f.detail or "no detail given"))
     end,
   },
+  invalid_output = {
+    cause = "a tool's structuredContent does not match the outputSchema its listing gave, or is missing "
+      .. "(err.path, err.detail); with err.unchecked the check could not be finished (depth, steps, schema)",
+    action = "report it to the server's operator; connect with validate_output = false to take such results",
+    fields = { "server", "tool", "path", "detail", "unchecked" },
+    message = function(f)
+      local tool_name = string.format('tool "%s" of %s', clip(f.tool or "?"), (on(f):gsub("^The ", "the ")))
+      if f.unchecked then
+        return string.format("The result of %s could not be checked against the tool's output schema (at %s: %s), "
+          .. "so it was not used.", tool_name, clip(f.path or "$"), clip(f.detail))
+      end
+      return string.format("The result of %s does not match the tool's output schema at %s: %s. The result was "
+        .. "not used.", tool_name, clip(f.path or "$"), clip(f.detail))
+    end,
+  },
   not_offered = {
     cause = "the server does not advertise what the operation needs (err.capability: resources, prompts, "
       .. "completions, resources.subscribe), or the era has no such request (err.detail)",
