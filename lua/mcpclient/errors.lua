@@ -121,7 +121,8 @@ errors.KINDS = {
     action = "read err.rpc_code; the request was understood and refused",
     fields = { "server", "rpc_code", "detail" },
     message = function(f)
-      return string.format("%s refused the call with JSON-RPC error %d: %s", on(f), f.rpc_code, clip(f.detail))
+      return string.format("%s refused the call with JSON-RPC error %d: %s", on(f), f.rpc_code,
+        errors.own_words(f.detail, f.rpc_code))
     end,
   },
   protocol_version = {
@@ -347,6 +348,16 @@ errors.CODES = {
     kinds = { "write_without_durable_execution", "audit_persistence_failed", "run_lease_lost" } },
   sql_code = { meaning = "the database's own code for a statement that failed", kinds = { "store" } },
 }
+
+--- A JSON-RPC error's message without the code some SDKs write into it
+--- again ("MCP error -32602: Resource not found" -> "Resource not found"),
+--- clipped: the message names the code once.
+function errors.own_words(detail, code)
+  local text = clip(detail)
+  local prefix = string.format("MCP error %s: ", tostring(code))
+  if text:sub(1, #prefix) == prefix then text = text:sub(#prefix + 1) end
+  return text
+end
 
 --- Make the failure value for `kind`.
 -- @param kind one of errors.KINDS

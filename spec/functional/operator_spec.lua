@@ -146,7 +146,7 @@ describe("the readout", function()
       assert(operator.import(store, uid, { actor = ADMIN, now = now, transport = fake, clock = fake.clock }))
     end
     local card = assert(operator.readout(store))[1]
-    assert.equal("2025-03-04 05:06 UTC — partial", card.last_import)
+    assert.equal("2025-03-04 05:06:00 UTC — partial", card.last_import)
     assert.equal("partial", card.import_status)
     assert.equal('"bad name" cannot be given a valid local tool name and was skipped.', card.import_error)
     assert.equal(1, card.tool_count)
@@ -161,7 +161,7 @@ describe("the readout", function()
     assert.equal("Never reached", assert(operator.readout(store))[1].contact)
     local at = os.time { year = 2024, month = 12, day = 31, hour = 23, min = 59, sec = 30 }
     assert(store:record_contact(uid, at, 0))
-    assert.equal("2024-12-31 23:59 UTC — Latency: 0 ms", assert(operator.readout(store))[1].contact)
+    assert.equal("2024-12-31 23:59:30 UTC — Latency: 0 ms", assert(operator.readout(store))[1].contact)
     local fake = Fake.new():will_handshake():take(0.004)
     local result = assert(operator.test(store, uid, { actor = ADMIN, transport = fake, clock = fake.clock }))
     assert.equal(assert(operator.readout(store))[1].contact, result.contact)
@@ -373,6 +373,56 @@ describe("the command over an injected store", function()
     assert.equal("partial", store:server(uid).import_status)
   end)
 
+  it("with no arguments shows the usage summary on stderr, exit 2", function()
+    local code, out, err = run {}
+    assert.equal(2, code)
+    assert.equal("", out)
+    assert.equal(require("mcpclient.agent.cli.help").OVERVIEW .. "\n", err)
+  end)
+
+  it("after a re-import, the enable hint names only the new tools, never one the operator switched off", function()
+    add(store, { identifier = "docs" })
+    local fake = catalogue_of { "a", "b" }
+    assert.equal(0, (run({ "import", "docs" }, { transport = fake, clock = fake.clock })))
+    assert.equal(0, (run { "enable", "mcp_docs" }))
+    assert.equal(0, (run { "disable", "mcp_docs_b" }))
+    fake = catalogue_of { "a", "b", "c" }
+    local code, out = run({ "import", "docs" }, { transport = fake, clock = fake.clock })
+    assert.equal(0, code)
+    assert.truthy(out:find("\nNew tools start switched off: `mcpclient enable mcp_docs_c` switches it on "
+      .. "(see `mcpclient tools docs`).\n", 1, true), out)
+    assert.is_nil(out:find("enable mcp_docs`", 1, true), out)
+  end)
+
+  it("an unknown tool name to enable names the closest: by remote name, or a typo", function()
+    add(store, { identifier = "ev" })
+    local fake = catalogue_of { "echo", "add" }
+    assert.equal(0, (run({ "import", "ev" }, { transport = fake, clock = fake.clock })))
+    local code, _, err = run { "enable", "echo" }
+    assert.equal(1, code)
+    assert.truthy(err:find('named "echo". Did you mean "mcp_ev_echo"?', 1, true), err)
+    code, _, err = run { "enable", "mcp_ev_ech" }
+    assert.equal(1, code)
+    assert.truthy(err:find('Did you mean "mcp_ev_echo"?', 1, true), err)
+    code, _, err = run { "disable", "zzzzzzzzzzzz" }
+    assert.equal(1, code)
+    assert.is_nil(err:find("Did you mean", 1, true), err)
+  end)
+
+  it("points --server to the argument, and a duplicate add to edit or remove", function()
+    local code, _, err = run { "tools", "--server", "ev" }
+    assert.equal(2, code)
+    assert.truthy(err:find('"tools" takes the server as its argument, not --server: `mcpclient tools ev`.', 1, true),
+      err)
+    assert.equal(0, (run { "add", "--identifier", "dup", "--name", "D", "--url", "https://d.example.com/mcp" }))
+    local out
+    code, out, err = run { "add", "--identifier", "dup", "--name", "D", "--url", "https://d.example.com/mcp" }
+    assert.equal(1, code)
+    assert.equal("", out)
+    assert.truthy(err:find("`mcpclient edit dup …` (the same flags); to replace it, `mcpclient remove dup` first",
+      1, true), err)
+  end)
+
   it("names a refusal and fails the run, but goes on with the other servers", function()
     add(store, { identifier = "aa", data_class = "" })
     add(store, { identifier = "bb" })
@@ -433,7 +483,6 @@ describe("the command over an injected store", function()
     usage({ "import", "docs", "--all" }, "Pass either a server or --all, not both.")
     usage({ "import" }, "Name a server (identifier or id), or pass --all to import every enabled one.")
     usage({ "import", "" }, "Name a server (identifier or id), or pass --all to import every enabled one.")
-    usage({}, "Name a command.")
     usage({ "frobnicate" }, 'Unknown command "frobnicate".')
     usage({ "imprt" }, 'Unknown command "imprt". Did you mean "import"?')
     usage({ "--jsno", "servers" }, 'Unknown option --jsno. Did you mean "--json"?')

@@ -415,6 +415,8 @@ describe("a run left behind (" .. backends.name .. ")", function()
     local code, text = run_cli { "runs", "--open" }
     assert.equal(0, code)
     assert.truthy(text:find("run " .. uid .. "  left-run  [failed]", 1, true), text)
+    -- the lease's time as every text time is written (JSON keeps ISO 8601)
+    assert.truthy(text:find("\n  Lease:    %d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d UTC %(expired%)\n"), text)
     assert.truthy(text:find(TOOL .. ", arguments sha256 " .. fence.digest {} .. ", audit sequence 1: NOT in the "
       .. "audit", 1, true), text)
     assert.is_nil(text:find("done-run", 1, true))

@@ -96,9 +96,9 @@ describe("the mcpclient command #integration", function()
     assert.equal("0", orphaned)
     assert.equal("", err)
 
-    -- idempotent: a second run against the same catalogue changes nothing
+    -- idempotent: a second run against the same catalogue changes nothing, and brings no new tool to switch on
     local again = select(2, mcpclient(db, "import", "--all"))
-    assert.equal(out, again)
+    assert.equal(out:match("^[^\n]*\n"), again)
 
     code, out = mcpclient(db, "servers")
     assert.equal(0, code)
@@ -106,11 +106,11 @@ describe("the mcpclient command #integration", function()
     assert.truthy(out:find("Transport:        HTTP (JSON-RPC)", 1, true), out)
     assert.truthy(out:find("Authentication:   None — requests are sent unauthenticated", 1, true), out)
     assert.truthy(out:find("Approval:         ! Tools run without asking", 1, true), out)
-    assert.truthy(out:find("Last import:      %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC — ok") or
-      out:find("Last import:      %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC — partial"), out)
+    assert.truthy(out:find("Last import:      %d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d UTC — ok") or
+      out:find("Last import:      %d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d UTC — partial"), out)
     assert.truthy(out:find("Tools discovered: " .. imported, 1, true), out)
     assert.truthy(out:find("    mcp_sdk_echo  (echo)\n", 1, true), out)
-    assert.truthy(out:find("Last contact:     %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC — Latency: %d+ ms"), out)
+    assert.truthy(out:find("Last contact:     %d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d UTC — Latency: %d+ ms"), out)
 
     code, out = mcpclient(db, "--json", "servers")
     assert.equal(0, code)
@@ -131,7 +131,7 @@ describe("the mcpclient command #integration", function()
       code, out, err = mcpclient(db, "test", name)
       assert.equal(0, code, err)
       assert.truthy(out:find("^Reachable — %d+ ms · Protocol 2025%-11%-25 · mcpclient%-sdk%-peer 1%.0%.0\n"), out)
-      assert.truthy(out:find("\nLast contact: %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC — Latency: %d+ ms\n$"), out)
+      assert.truthy(out:find("\nLast contact: %d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d UTC — Latency: %d+ ms\n$"), out)
     end
 
     code, out = mcpclient(db, "--json", "test", " 1")
@@ -256,7 +256,8 @@ describe("the mcpclient command #integration", function()
     assert.equal(1, code)
     assert.equal("", out)
     assert.equal('The identifier "docs" is also used by server "Docs"; identifiers must be unique '
-      .. "because they name the imported tools.\n", err)
+      .. "because they name the imported tools.\nTo change that server, `mcpclient edit docs …` (the same flags); "
+      .. "to replace it, `mcpclient remove docs` first, then add again.\n", err)
     code, out = mcpclient(db, "--json", "add", "--identifier", "two", "--name", "Two", "--url", sdk.url,
       "--enabled")
     assert.equal(0, code)

@@ -96,7 +96,7 @@ describe("mcpclient login and logout #integration", function()
     assert.truthy(out:find("^To log in to guarded, open this URL in a browser:\n  http://127%.0%.0%.1:%d+/authorize%?"),
       out)
     assert.truthy(out:find("redirect_uri=http%%3A%%2F%%2F127%.0%.0%.1%%3A%d+%%2Fcallback"), out)
-    assert.truthy(out:find("\nLogged in: authorized %(no scope named, expires %d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC, "
+    assert.truthy(out:find("\nLogged in: authorized %(no scope named, expires %d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d UTC, "
       .. "refreshed as needed%)\n$"), out)
 
     -- the database file is its owner's only

@@ -60,3 +60,14 @@ describe("a failure's message", function()
     assert.equal('MCP server "docs" answered with HTTP status 500.', message)
   end)
 end)
+
+describe("a JSON-RPC refusal's message", function()
+  local errors = require "mcpclient.errors"
+
+  it("names the code once when the server wrote it into its message again", function()
+    local _, message, err = errors.fail("rpc_error", { server = "ev", rpc_code = -32602,
+      detail = "MCP error -32602: Resource file:///x not found" })
+    assert.equal('MCP server "ev" refused the call with JSON-RPC error -32602: Resource file:///x not found', message)
+    assert.equal("MCP error -32602: Resource file:///x not found", err.detail)
+  end)
+end)

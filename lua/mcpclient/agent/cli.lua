@@ -35,6 +35,8 @@ local ACTOR = { name = "local operator", admin = true }
 local Usage = {}
 local function usage(message) error(setmetatable({ message = message }, Usage), 0) end
 
+local names_like -- (below)
+
 ---------------------------------------------------------------------------
 -- Argument parsing
 ---------------------------------------------------------------------------
@@ -62,6 +64,10 @@ local COMMAND_FLAGS = {
 }
 
 local GLOBAL_FLAGS = { "--db", "--json", "--budget", "--version", "--help" }
+
+-- Commands that take the server as their first argument (a --server given to them is pointed there).
+local SERVER_ARGUMENT = { servers = true, test = true, tools = true, check = true, edit = true, remove = true,
+  resources = true, prompts = true, read = true, login = true, logout = true }
 
 local function sorted_keys(t)
   local keys = {}
@@ -122,6 +128,11 @@ local function parse_flag(rest, i, accepted, parsed)
   local name, inline = a:match("^(%-%-[^=]+)=(.*)$")
   name = name or a
   local kind = accepted[name]
+  if not kind and name == "--server" and SERVER_ARGUMENT[parsed.command] then
+    local value = inline or rest[i + 1]
+    usage(string.format('"%s" takes the server as its argument, not --server: `mcpclient %s %s`.', parsed.command,
+      parsed.command, value and not value:find("^%-") and inert(value, 64) or "<server>"))
+  end
   if not kind then
     local shown = inert(name, 64)
     local candidates = sorted_keys(accepted)
@@ -198,6 +209,10 @@ local function parse(argv)
   local parsed = { flags = {}, args = {} }
   local rest = parse_globals(argv, parsed)
   if parsed.version or (parsed.help and #rest == 0) then return parsed end
+  if #rest == 0 then
+    parsed.bare = true  -- no command at all: main shows the usage summary
+    return parsed
+  end
   parsed.command = command_of(rest)
   if parsed.help then return parsed end
   local accepted = COMMAND_FLAGS[parsed.command]
@@ -573,12 +588,16 @@ function commands.check(ctx, out, parsed)
 end
 
 local function import_one(ctx, row)
+  -- the tools it had before, so the hint after a re-import names only the new ones
+  local before = {}
+  for _, t in ipairs(operator.tools(ctx.store, row.uid) or {}) do before[t.tool_name] = true end
   local report, message, err = operator.import(ctx.store, row.uid, ctx.options)
   if not report then
     report = { server_uid = row.uid, imported = 0, skipped = 0, orphaned = 0, skip_reasons = { message },
       refused = true, err = err }
   end
   report.identifier = row.identifier
+  report.before = before
   return report
 end
 
@@ -628,23 +647,33 @@ local function json_reports(out, reports)
   out:json(list(shown))
 end
 
--- Whether any live tool of the server is switched off (the hint below is for those).
-local function some_tool_off(ctx, uid)
-  local tools = operator.tools(ctx.store, uid)
-  for _, t in ipairs(tools or {}) do
-    if not t.orphaned and not t.enabled then return true end
+-- The live tools of the server that are switched off and were not there
+-- before the import (`before`: the names it had), sorted.
+local function new_tools_off(ctx, uid, before)
+  local off = {}
+  for _, t in ipairs(operator.tools(ctx.store, uid) or {}) do
+    if not t.orphaned and not t.enabled and not before[t.tool_name] then off[#off + 1] = t.tool_name end
   end
-  return tools == nil
+  table.sort(off)
+  return off
 end
 
--- After an import that brought tools in: where they stand and how to switch them on
--- (not again for a re-import whose tools all stayed on).
+-- After an import that brought tools in: where they stand and how to switch them on. A first
+-- import may name the group (every tool on); a re-import names only its new tools, one by one,
+-- so the hint never switches back on a tool the operator switched off.
 local function switch_hint(ctx, out, reports)
   for _, r in ipairs(reports) do
-    if not r.refused and r.imported > 0 and some_tool_off(ctx, r.server_uid) then
+    local off = (not r.refused and r.imported > 0) and new_tools_off(ctx, r.server_uid, r.before or {}) or {}
+    local who = inert(r.identifier, 64)
+    if #off > 0 and next(r.before or {}) == nil then
       out:line(string.format("Imported tools start switched off: `mcpclient enable <tool>` switches one on, "
-        .. "`mcpclient enable mcp_%s` all of this server's (see `mcpclient tools %s`).", inert(r.identifier, 64),
-        inert(r.identifier, 64)))
+        .. "`mcpclient enable mcp_%s` all of this server's (see `mcpclient tools %s`).", who, who))
+    elseif #off > 0 then
+      local shown = {}
+      for i = 1, math.min(#off, 5) do shown[i] = "`mcpclient enable " .. inert(off[i], 64) .. "`" end
+      out:line(string.format("New tools start switched off: %s%s switches %s on (see `mcpclient tools %s`).",
+        table.concat(shown, ", "), #off > 5 and string.format(" (and %d more)", #off - 5) or "",
+        #off == 1 and "it" or "each", who))
     end
   end
 end
@@ -697,12 +726,26 @@ function commands.tools(ctx, out, parsed)
   return cli.OK
 end
 
+-- The JSON-RPC codes a server answers a read of a URI it does not have with
+-- (the protocol's resource-not-found, or invalid params).
+local RESOURCE_NOT_FOUND, INVALID_PARAMS = -32002, -32602
+
 -- What a server offers beside its tools, asked live (operator.offers).
 local function offers_of(ctx, out, parsed, what, uri)
   local row, message, err = server_named(ctx, parsed.args[1])
   if not row then return nil, refuse(out, parsed, message, err) end
   local answer
   answer, message, err = operator.offers(ctx.store, row.uid, what, uri, ctx.options)
+  if not answer and what ~= "read" and type(err) == "table" and err.kind == "not_offered" then
+    -- a server without prompts (or resources) offers none: an empty listing, not a failure
+    return { prompts = {}, resources = {}, templates = {}, not_offered = true }
+  end
+  if not answer and what == "read" and type(err) == "table" and err.kind == "rpc_error"
+    and (err.rpc_code == RESOURCE_NOT_FOUND or err.rpc_code == INVALID_PARAMS) then
+    local who = inert(row.identifier, 64)
+    message = string.format('%s has no such resource: "%s" (its resources: `mcpclient resources %s`). It said: %s',
+      who, inert(uri, 300), who, inert(errors.own_words(err.detail or "", err.rpc_code), 300))
+  end
   if not answer then
     local code = refuse(out, parsed, message, err)
     if not parsed.json then refusal_hint(out, err, row) end
@@ -717,6 +760,8 @@ function commands.resources(ctx, out, parsed)
   if not answer then return code end
   if parsed.json then
     out:json(render.resources_json(answer.resources, answer.templates))
+  elseif answer.not_offered then
+    out:line("The server offers no resources.")
   else
     render.resources(out, answer.resources, answer.templates)
   end
@@ -727,7 +772,13 @@ function commands.prompts(ctx, out, parsed)
   need_server(parsed)
   local answer, code = offers_of(ctx, out, parsed, "prompts")
   if not answer then return code end
-  if parsed.json then out:json(render.prompts_json(answer.prompts)) else render.prompts(out, answer.prompts) end
+  if parsed.json then
+    out:json(render.prompts_json(answer.prompts))
+  elseif answer.not_offered then
+    out:line("The server offers no prompts.")
+  else
+    render.prompts(out, answer.prompts)
+  end
   return cli.OK
 end
 
@@ -758,6 +809,33 @@ local function group_tools_on(ctx, group)
   return count
 end
 
+-- " Did you mean …?" for a tool or group name no tool has: the tools whose
+-- remote name it is (`echo` for mcp_ev_echo), else the closest tool or group
+-- name by edit distance; "" when none is close.
+names_like = function(ctx, name)
+  local by_remote, candidates, seen = {}, {}, {}
+  for _, t in ipairs(operator.tools(ctx.store) or {}) do
+    if not t.orphaned then
+      if t.remote_name == name then by_remote[#by_remote + 1] = t.tool_name end
+      for _, candidate in ipairs { t.tool_name, t.group } do
+        if type(candidate) == "string" and not seen[candidate] then
+          seen[candidate] = true
+          candidates[#candidates + 1] = candidate
+        end
+      end
+    end
+  end
+  if #by_remote > 0 then
+    table.sort(by_remote)
+    local shown = {}
+    for i = 1, math.min(#by_remote, 3) do shown[i] = '"' .. inert(by_remote[i], 64) .. '"' end
+    return string.format(" Did you mean %s? (a tool is named mcp_<server>_<remote name>)",
+      table.concat(shown, " or "))
+  end
+  table.sort(candidates)
+  return did_you_mean(name, candidates)
+end
+
 -- The group that keeps a tool off although its own switch is on, or nil.
 local function group_keeping_off(ctx, tool_name)
   for _, t in ipairs(operator.tools(ctx.store) or {}) do
@@ -775,7 +853,10 @@ local function switch(enabled)
     local options = setmetatable({ what = what }, { __index = ctx.options })
     local name = parsed.args[1]
     local done, message, err = operator.set_enabled(ctx.store, name, enabled, options)
-    if not done then return refuse(out, parsed, message, err) end
+    if not done then
+      if type(err) == "table" and err.kind == "unknown_tool" then message = message .. names_like(ctx, name) end
+      return refuse(out, parsed, message, err)
+    end
     local count, group_off
     if done == "group" and enabled then
       count, message, err = group_tools_on(ctx, name)
@@ -847,6 +928,13 @@ function commands.add(ctx, out, parsed)
     usage("An empty --credential names nothing: leave it out for a server without a credential.")
   end
   local uid, message, err = operator.add(ctx.store, fields, ctx.options)
+  if not uid and type(err) == "table" and err.kind == "conflict" and not parsed.json then
+    local code = refused_edit(out, parsed, message, err)
+    local who = inert(fields.identifier, 64)
+    out:err(string.format("To change that server, `mcpclient edit %s …` (the same flags); to replace it, "
+      .. "`mcpclient remove %s` first, then add again.", who, who))
+    return code
+  end
   if not uid then return refused_edit(out, parsed, message, err) end
   local row = ctx.store:server(uid)
   identifier_stored_as(out, fields.identifier, row)
@@ -1034,7 +1122,7 @@ end
 
 -- One stored task as the listing shows it: status, age, run, call.
 local function task_view(row, now)
-  return { id = row.task_id, server = row.server, status = row.status, age_seconds = math.max(0, now - row.crdate),
+  return { id = row.task_id, server = row.server, status = row.status, age_seconds = math.max(0, now - row.created_at),
     run = row.run, sequence = row.sequence, tool = row.tool, started_by = row.started_by }
 end
 
@@ -1407,6 +1495,12 @@ function cli.main(argv, env)
   ok, shown = pcall(informational, out, parsed)
   if not ok then return usage_failed(out, shown, nil, parsed.json) end
   if shown then return shown end
+  if parsed.bare then
+    -- no command: what the commands are (a usage error all the same)
+    if parsed.json then out:json { error = "Name a command.", kind = "invalid", usage = true } end
+    out.stderr:write(help.OVERVIEW, "\n")
+    return cli.USAGE
+  end
   return run(env, out, parsed)
 end
 

@@ -136,9 +136,10 @@ end
 ---------------------------------------------------------------------------
 
 -- Timestamps as people read them: UTC, and saying so, so two operators in
--- different zones read the same line the same way.
+-- different zones read the same line the same way; to the second, one format
+-- wherever the command prints a time (render.stamp; --json keeps ISO 8601).
 local function stamp(t)
-  return os.date("!%Y-%m-%d %H:%M UTC", t)
+  return os.date("!%Y-%m-%d %H:%M:%S UTC", t)
 end
 
 local function positive(n) return math.type(n) == "integer" and n > 0 end

@@ -22,6 +22,12 @@ function render.inert(text, limit)
 end
 local inert = render.inert
 
+--- Unix seconds as people read them, the one text format of the command's
+--- times: `2026-12-01 23:15:58 UTC` (operator.lua's readout uses the same).
+function render.stamp(t)
+  return os.date("!%Y-%m-%d %H:%M:%S UTC", t)
+end
+
 --- Unix seconds as ISO 8601 UTC, or JSON null.
 function render.iso(t)
   if math.type(t) ~= "integer" or t <= 0 then return json.null end
@@ -207,8 +213,8 @@ function render.run(out, view)
     out:line(string.format("  %-10s%s", label .. ":", value))
   end
   row("Owner", view.owner ~= "" and inert(view.owner, 64) or "(none)")
-  local lease = render.iso(view.lease_expires)
-  row("Lease", lease == json.null and "(none)" or (lease .. (view.lease_expired and " (expired)" or "")))
+  local lease = render.iso(view.lease_expires) ~= json.null and render.stamp(view.lease_expires) or nil
+  row("Lease", lease == nil and "(none)" or (lease .. (view.lease_expired and " (expired)" or "")))
   if view.user_name ~= "" then row("User", inert(view.user_name, 64)) end
   if view.cancel_requested then row("Cancel", "requested") end
   if #view.fence == 0 then
