@@ -8,8 +8,17 @@
 --   end, { call = { name = "echo", arguments = { message = "hi" } } })
 --   for _, r in ipairs(results) do print(r.id, r.status, r.detail) end
 --
--- Each check opens connections of its own through `open`, so one check's
--- session never hides another's failure. A check ends "passed", "failed" or
+-- The run opens one connection through `open`, for the opening (the
+-- "handshake" check, on a fresh connection: nothing before it), and the
+-- checks after it use that same connection, closed at the end: a server
+-- started over stdio is started once for the whole run, not once a check
+-- (eight `npx` starts were ten seconds). Every later check is one a live
+-- connection must pass anyway (a second operation, a listing, a call, an
+-- unknown tool, a tiny budget, a cancel, one health contact per operation,
+-- counted from the recorder's length before it); one that leaves the
+-- connection broken shows in its own result, and the next operation opens
+-- the server again as any operation would (a stdio child at most once).
+-- A check ends "passed", "failed" or
 -- "not applicable", each with a one-line reason. Nothing here calls a tool
 -- that could change something on the server unless the caller names it
 -- (options.call) or the server declares it read-only and it needs no
@@ -50,12 +59,19 @@ local function opened(ctx)
   return conn, recorder
 end
 
--- Run `body(conn, recorder)` on a fresh connection and close it after.
-local function with_connection(ctx, body)
-  local conn, recorder = opened(ctx)
-  if not conn then return failed(recorder) end
-  local ok, status, detail = pcall(body, conn, recorder)
-  conn:close()
+-- Run `body(conn, recorder)` on the run's connection: the one the opening
+-- made (kept open for the checks after it, closed by check.run), or, when
+-- there is none yet, a fresh one that becomes it. The opening itself
+-- (`fresh`) always starts a connection of its own.
+local function with_connection(ctx, body, fresh)
+  if fresh or not ctx.conn then
+    if ctx.conn then ctx.conn:close() end
+    ctx.conn, ctx.recorder = nil, nil
+    local conn, recorder = opened(ctx)
+    if not conn then return failed(recorder) end
+    ctx.conn, ctx.recorder = conn, recorder
+  end
+  local ok, status, detail = pcall(body, ctx.conn, ctx.recorder)
   if not ok then return failed("the client raised: " .. shown(status, 300)) end
   return status, detail
 end
@@ -82,7 +98,7 @@ add("handshake", "the opening: initialize, a revision this client speaks and not
         report.era == "modern" and "server/discover, no initialize: " or "",
         report.protocol_version, report.server_name ~= "" and report.server_name or "(unnamed server)",
         report.server_version, report.latency_ms))
-    end)
+    end, true)
   end)
 
 -- The 2026-07-28 era has neither a session nor ping: what a second
@@ -241,11 +257,13 @@ add("cancel", "a cancel hook raised before sending ends the operation as cancell
 add("health", "health: one contact per completed operation with an integer latency, none for a failed one",
   function(ctx)
     return with_connection(ctx, function(conn, recorder)
+      local before = #recorder  -- the contacts of the checks before this one
       local report, message = conn:ping()
       if not report then return failed(message) end
       conn:ping { cancel = function() return true end }
-      if #recorder ~= 1 then return failed(string.format("%d contacts for one completed operation", #recorder)) end
-      local contact = recorder[1]
+      local count = #recorder - before
+      if count ~= 1 then return failed(string.format("%d contacts for one completed operation", count)) end
+      local contact = recorder[before + 1]
       if math.type(contact.latency_ms) ~= "integer" or contact.latency_ms < 0 then
         return failed("the contact's latency is not a non-negative integer")
       end
@@ -273,7 +291,8 @@ end
 
 --- Run every check against one server.
 -- @param open function(recorder, budget) -> connection | nil, message: a fresh connection whose
---   health recorder is `recorder`
+--   health recorder is `recorder` (called once for the run, by the opening check; again only when
+--   there is no connection yet)
 -- @param options { call = { name, arguments } (a tool the run may call), budget = seconds per operation,
 --   progress = function(text) (called before each check) }
 -- @return results { { id, name, status, detail }, ... }, summary { passed, failed, not_applicable, ok }
@@ -289,6 +308,7 @@ function check.run(open, options)
     local key = results[i].status == check.NA and "not_applicable" or results[i].status
     summary[key] = summary[key] + 1
   end
+  if ctx.conn then ctx.conn:close() end
   summary.ok = summary.failed == 0
   return results, summary
 end
