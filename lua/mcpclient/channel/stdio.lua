@@ -90,10 +90,11 @@ end
 
 -- End the child (the whole shutdown) and forget it. Why it was ended,
 -- with how it ended and its stderr's tail, goes to the log when `why` is
--- given (our own close gives none). Inside an operation each wait of the
--- shutdown is bounded by half the budget left.
+-- given (our own close gives none) and not `quiet` (a failure value says
+-- it already: said once). Inside an operation each wait of the shutdown is
+-- bounded by half the budget left.
 -- @return how it ended ("exited with status 3"), the stderr tail
-local function stop(self, why, op)
+local function stop(self, why, op, quiet)
   local proc = self.proc
   if not proc then return nil end
   self.proc, self.opened, self.pid = nil, nil, nil
@@ -110,7 +111,7 @@ local function stop(self, why, op)
     call.ended = "the server process ended"
   end
   local log = self.config.log
-  if why and log then
+  if why and log and not quiet then
     pcall(log, "warning", string.format('MCP server "%s" (stdio): the server process %s (%s)%s',
       self.config.identifier, ending, why, tail and ("; its stderr ends: " .. tail) or ""))
   end
@@ -121,7 +122,7 @@ end
 local function ended(self, op, kind, detail, fields)
   local proc = self.proc
   local tail = proc and stderr_tail(proc)
-  local ending = stop(self, detail, op) or "had ended"
+  local ending = stop(self, detail, op, true) or "had ended"  -- the failure says it: no warning too
   fields = fields or {}
   fields.server = self.config.identifier
   fields.detail = string.format("%s; the server process %s%s", detail, ending,
