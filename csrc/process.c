@@ -14,7 +14,7 @@
 ** Every wait is bounded by the caller's milliseconds, so a child that stops
 ** reading or writing never holds a caller past its budget.
 ** Shutdown is one function for close(), __close, __gc and process exit:
-** close stdin, wait up to 2 s, SIGTERM the group, wait up to 2 s, SIGKILL the
+** close stdin, wait up to 0.5 s, SIGTERM the group, wait up to 2 s, SIGKILL the
 ** group, reap; then what the child started that left its group still
 ** holding the child's end of one of its pipes (see end_escapees). The handle
 ** is created closed before anything is acquired.
@@ -44,9 +44,18 @@
 #define LINE_CAP      (2 * 1024 * 1024) /* the read cap of one message */
 #define RING_BYTES    (64 * 1024)       /* what is kept of stderr: the newest bytes */
 #define READ_CHUNK    65536
-#define GRACE_MS      2000 /* after stdin is closed, and again after SIGTERM */
-#define SHUTDOWN_STEP 5    /* ms between two looks at a child that is going */
-#define KILLED_MS     200  /* how long SIGKILL is given to empty the group */
+#define GRACE_MS      2000 /* after SIGTERM (and the most a caller may pass) */
+/*
+** After stdin is closed: a server that honours its end of input exits within
+** this (a Python or Lua one in tens of milliseconds, Node's server-everything
+** in about 0.4 s) and is never signalled; one that ignores it (a timer or a
+** task keeps a Node process alive) costs 0.5 s instead of 2 before SIGTERM.
+** SIGTERM is the protocol's next step and still a graceful stop: the server
+** has GRACE_MS more to exit before SIGKILL, so a slow exit loses nothing.
+*/
+#define STDIN_MS      500
+#define SHUTDOWN_STEP 5   /* ms between two looks at a child that is going */
+#define KILLED_MS     200 /* how long SIGKILL is given to empty the group */
 #define DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin"
 #define MAX_ENV       4096
 #define PROGRAM_SHOWN 200 /* bytes of a program name a message repeats */
@@ -658,7 +667,8 @@ static void signal_groups(Proc **procs, int n, int sig) {
 
 /*
 ** The one shutdown, for several children at once: close stdin, wait up to
-** grace_ms (2 s), SIGTERM the group, wait up to grace_ms, SIGKILL the group,
+** STDIN_MS (0.5 s; less when grace_ms is less), SIGTERM the group, wait up
+** to grace_ms (2 s), SIGKILL the group,
 ** reap. A leader that exits at stdin's close may leave children in its
 ** group: those are ended the same way, so nothing of the server outlives
 ** it (a killed grandchild is given a moment to be gone before this returns).
@@ -671,7 +681,7 @@ static void shutdown_all(Proc **procs, int n, int grace_ms) {
     if (procs[i]->pid > 0) pending = 1;
   }
   if (pending) {
-    wait_gone(procs, n, grace_ms, 0);
+    wait_gone(procs, n, grace_ms < STDIN_MS ? grace_ms : STDIN_MS, 0);
     signal_groups(procs, n, SIGTERM);
     wait_gone(procs, n, grace_ms, 1);
     signal_groups(procs, n, SIGKILL);
