@@ -175,7 +175,7 @@ soak: all
 FUZZ_CC        ?= clang
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 30
-FUZZ_HARNESSES ?= sse json schema text response decode listing stdio
+FUZZ_HARNESSES ?= sse json schema text response decode listing stdio validate uri_template
 # A harness that includes a C file itself (to reach its static functions) links every other object.
 FUZZ_INCLUDES_response = http
 FUZZ_INCLUDES_stdio    = process

@@ -28,7 +28,7 @@ build = {
         "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/engine.c", "csrc/pipe.c",
         "csrc/clock.c", "csrc/text.c", "csrc/utf8.c", "csrc/schema.c",
         "csrc/decode.c", "csrc/measure.c", "csrc/body.c",
-        "csrc/lazy.c", "csrc/refs.c", "csrc/process.c",
+        "csrc/lazy.c", "csrc/refs.c", "csrc/process.c", "csrc/validate.c",
       },
       libraries = { "jansson" },
       incdirs = { "$(JANSSON_INCDIR)" },

@@ -680,7 +680,7 @@ static unsigned type_bits(lua_State *L, int idx) {
   return 0;
 }
 
-/* The value at v (of kind k) against "type" at t: a name or a list of names; one it does not know is ignored. */
+/* The value at v (of kind k) against "type" at t: a name or a non-empty list of names (one it does not know: not checked). */
 static enum outcome check_type(checker *c, int v, enum vkind k, int t) {
   lua_State *L = c->L;
   unsigned bits = 0;
@@ -690,7 +690,7 @@ static enum outcome check_type(checker *c, int v, enum vkind k, int t) {
     known = bits != 0;
   } else if (lua_type(L, t) == LUA_TTABLE && kind_of(L, t) == V_ARRAY) {
     lua_Integer i, n = (lua_Integer)lua_rawlen(L, t);
-    known = 1;
+    known = n > 0; /* an empty list names no type: not checked */
     for (i = 1; i <= n; i++) {
       unsigned b;
       lua_rawgeti(L, t, i);
