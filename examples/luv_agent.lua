@@ -3,12 +3,13 @@
 --
 --   lua5.4 examples/luv_agent.lua <server url> [tool] [arguments JSON] [count]
 --
--- libuv knows nothing of coroutines, so the wait hook does the bridging: it
--- parks the calling coroutine, watches the engine's descriptor with a poll
--- handle and its timeout with a timer, and resumes every parked coroutine
--- when either fires. `count` calls (default 3) of `tool` (default "echo" with
--- { message = "hi" }) run at once; the program prints each answer, how many
--- ticks the timer made meanwhile and the longest gap between two ticks.
+-- libuv knows nothing of coroutines: the library's bridge, mcp.loop{ luv = uv },
+-- parks a waiting call's coroutine, watches the engine's descriptor with a
+-- poll handle and its timeout with a timer, and resumes it when either fires.
+-- The calls run in coroutines started with bridge.wrap. `count` calls
+-- (default 3) of `tool` (default "echo" with { message = "hi" }) run at once;
+-- the program prints each answer, how many ticks the timer made meanwhile and
+-- the longest gap between two ticks.
 local uv = require "luv"
 local mcp = require "mcpclient"
 
@@ -18,28 +19,8 @@ local tool = arg[2] or "echo"
 local arguments = arg[3] and assert(mcp.json.decode(arg[3])) or { message = "hi" }
 local count = math.tointeger(tonumber(arg[4] or "3")) or error(usage)
 
--- The bridge: one poll handle on the engine's descriptor, one timer for its timeout.
-local poll = uv.new_poll(mcp.engine.pollfd())
-local due = uv.new_timer()
-local parked = {}
-
-local function wake()
-  poll:stop()
-  due:stop()
-  local ready = parked
-  parked = {}
-  for _, co in ipairs(ready) do assert(coroutine.resume(co)) end
-end
-
-mcp.loop {
-  wait = function(engine)
-    parked[#parked + 1] = coroutine.running()
-    poll:start("r", wake)
-    local seconds = engine.timeout()
-    if seconds then due:start(math.ceil(seconds * 1000), 0, wake) end
-    coroutine.yield()
-  end,
-}
+-- The bridge: every wait of a call started with bridge.wrap goes through libuv.
+local bridge = mcp.loop { luv = uv }
 
 -- The program's own work: a tick every 10 ms, its gaps measured while the calls run.
 local calls_left, ticks, longest = count, 0, 0
@@ -58,19 +39,16 @@ local stop_at = mcp.now() + 10
 local cancel = function() return mcp.now() > stop_at end
 local started, results = mcp.now(), {}
 for i = 1, count do
-  assert(coroutine.resume(coroutine.create(function()
+  bridge.wrap(function()
     results[i] = table.pack(remote:call_tool(tool, arguments, { cancel = cancel }))
     calls_left = calls_left - 1
-    if calls_left == 0 then
-      poll:close()
-      due:close()
-    end
-  end)))
+  end)
 end
 
 uv.run()
 ticker:close()
-uv.run() -- lets the closed handles go
+bridge.close()
+uv.run() -- lets the closed handles go (luv needs this before the program ends)
 remote:close()
 
 for i = 1, count do

@@ -314,6 +314,66 @@ engine.host = {
   end,
 }
 
+-- The bridge mcp.loop{ luv = uv } installs, while it is installed.
+local luv_bridge = nil
+
+-- The luv (libuv) bridge: libuv knows nothing of coroutines, so the wait
+-- hook parks the calling coroutine, watches the engine's descriptor with one
+-- poll handle and its timeout with one timer, and resumes every parked
+-- coroutine when either fires. Only the coroutines started with
+-- bridge.wrap are parked (the loop resumes those); a wait in any other
+-- coroutine returns false and blocks on the engine, as without a hook.
+local function new_luv_bridge(uv)
+  if type(uv) ~= "table" or type(uv.new_poll) ~= "function" or type(uv.new_timer) ~= "function" then
+    error("loop: 'luv' must be the luv module (require \"luv\")", 3)
+  end
+  local poll, due = uv.new_poll(engine.host.pollfd()), uv.new_timer()
+  local parked, managed = {}, setmetatable({}, { __mode = "k" })
+  local bridge = {}
+
+  -- A resumed coroutine that raised: its error goes on up, out of the loop's callback.
+  local function resume(co, ...)
+    local ok, err = coroutine.resume(co, ...)
+    if not ok then error(err, 0) end
+  end
+
+  local function wake()
+    poll:stop()
+    due:stop()
+    local ready = parked
+    parked = {}
+    for _, co in ipairs(ready) do resume(co) end
+  end
+
+  function bridge.wait(e)
+    local co = running()
+    if not managed[co] then return false end
+    parked[#parked + 1] = co
+    poll:start("r", wake)
+    local seconds = e.timeout()
+    if seconds then due:start(math.max(0, math.ceil(seconds * 1000)), 0, wake) end
+    yield()
+  end
+
+  --- Run fn(...) as a coroutine the bridge resumes: its operations wait
+  --- through the loop. Started at once; returns the coroutine.
+  function bridge.wrap(fn, ...)
+    if type(fn) ~= "function" then error("wrap expects a function", 2) end
+    local co = coroutine.create(fn)
+    managed[co] = true
+    resume(co, ...)
+    return co
+  end
+
+  --- Close the poll handle and the timer (the loop lets them go on its next run).
+  function bridge.close()
+    for _, handle in ipairs { poll, due } do
+      if not handle:is_closing() then handle:close() end
+    end
+  end
+  return bridge
+end
+
 --- Install the host's wait hook (mcp.loop): `options.wait(engine)` is called
 -- instead of blocking whenever an operation waits inside a coroutine that is
 -- not one of gather's; it returns once the engine's descriptor is readable or
@@ -322,11 +382,30 @@ engine.host = {
 -- resumes (a plain generator inside a host coroutine): that wait then blocks
 -- on the engine, as without a hook. `mcp.loop{}` removes the hook: every wait
 -- outside gather blocks again.
+--
+-- `mcp.loop{ luv = uv }` (uv = require "luv") installs the library's own luv
+-- bridge instead of a hook of the host's and returns it: `bridge.wrap(fn,
+-- ...)` runs fn as a coroutine whose operations wait through libuv,
+-- `bridge.close()` lets its two handles go (mcp.loop{} closes them too).
+-- @return the luv bridge, for `luv`; else nothing
 function engine.loop(options)
   if type(options) ~= "table" then error("loop expects a table { wait = function(engine) ... end }", 2) end
   if options.wait ~= nil and type(options.wait) ~= "function" then error("loop: 'wait' must be a function", 2) end
+  if options.wait ~= nil and options.luv ~= nil then error("loop: give either wait or luv, not both", 2) end
+  for key in pairs(options) do
+    if key ~= "wait" and key ~= "luv" then error(string.format("loop: unknown option %q", tostring(key)), 2) end
+  end
+  if luv_bridge then
+    luv_bridge.close()
+    luv_bridge = nil
+  end
   host_wait = options.wait
+  if options.luv ~= nil then
+    luv_bridge = new_luv_bridge(options.luv)
+    host_wait = luv_bridge.wait
+  end
   close_faulted()
+  return luv_bridge
 end
 
 return engine
