@@ -32,6 +32,8 @@ local CASES = {
   { '{"type":["string","null"]}', "2", "$" },
   { '{"type":["integer","string"]}', "2.0", true },
   { '{"type":"no such type"}', "2", true }, -- a name it does not know is not checked
+  { '{"type":["string","no such type"]}', "2", true },
+  { '{"type":[]}', "2", true }, -- an empty list names no type: not checked
   -- properties, required, additionalProperties
   { '{"properties":{"a":{"type":"integer"}}}', '{"a":1,"b":"x"}', true },
   { '{"properties":{"a":{"type":"integer"}}}', '{"a":"1"}', "$.a" },
