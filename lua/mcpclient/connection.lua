@@ -698,7 +698,7 @@ end
 --   detach = true (with task: return the task's handle at once instead of its outcome),
 --   on_task = function(handle) (the task's handle when it starts and at each change of status) }
 -- In the 2026-07-28 era the arguments the tool's schema marks with
--- x-mcp-header also travel in Mcp-Param-<Name> headers. The markings come
+-- x-mcp-header also travel in Mcp-Param-&lt;Name&gt; headers. The markings come
 -- from this connection's last list_tools; called before any listing, the
 -- call goes without them, and a server that insists refuses it (-32020)
 -- before acting: then the tools are listed once and the call is sent once
@@ -881,7 +881,7 @@ function Connection:server()
 end
 
 --- End the session (DELETE, bounded by 2 s) and release the connection.
--- Idempotent; also runs from <close> and the garbage collector.
+-- Idempotent; also runs from &lt;close&gt; and the garbage collector.
 function Connection:close()
   if self.closed then return true end
   self.closed = true

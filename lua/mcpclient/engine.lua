@@ -261,7 +261,7 @@ end
 
 --- Run the functions at once; returns, in order, one packed table of each
 -- function's results ({ n = …, … } as table.pack gives). A function that
--- raised gives { n = 0, error = <the value it raised> }: what pcall would
+-- raised gives { n = 0, error = &lt;the value it raised&gt; }: what pcall would
 -- have shown its caller. gather may be nested: an inner gather's tasks wait
 -- on the same engine. In a hosted coroutine gather waits through the host's
 -- hook instead of blocking.

@@ -6,7 +6,7 @@
 -- agent loop reads err.kind == "cancelled" on a tool result exactly as the
 -- leg wrote it.
 --
--- `err` is { kind = <fixed string>, message = <one sentence>, server = <identifier or nil>,
+-- `err` is { kind = &lt;fixed string&gt;, message = &lt;one sentence&gt;, server = &lt;identifier or nil&gt;,
 -- ... the kind's own fields }. `message` names the server in double quotes when
 -- there is one. Far-side text (RPC messages, parser complaints, media types,
 -- libcurl's reasons) is control-stripped and clipped before it enters a

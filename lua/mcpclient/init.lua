@@ -1,7 +1,7 @@
 --- mcpclient: a Model Context Protocol client for Lua 5.4 agents.
 --
 --   local mcp = require "mcpclient"
---   local conn <close> = mcp.connect{ url = ..., identifier = "docs", health = mcp.health.discard }
+--   local conn &lt;close&gt; = mcp.connect{ url = ..., identifier = "docs", health = mcp.health.discard }
 --   local tools = assert(conn:list_tools())
 --   local outcome = assert(conn:call_tool("read_page", { uid = 3 }))
 --

@@ -8,7 +8,7 @@ local core = require "mcpclient.core"
 
 local log = {}
 
---- The default `log(level, message)`: "mcpclient <level>: <message>" on stderr.
+--- The default `log(level, message)`: "mcpclient &lt;level&gt;: &lt;message&gt;" on stderr.
 function log.default(level, message)
   io.stderr:write("mcpclient ", tostring(level), ": ", core.clip(tostring(message), 8192), "\n")
 end

@@ -259,7 +259,7 @@ local function value_at(arguments, path)
   return node
 end
 
---- The Mcp-Param-<Name> header lines for a tools/call with `arguments`,
+--- The Mcp-Param-&lt;Name&gt; header lines for a tools/call with `arguments`,
 --- appended to `list`. An argument the call does not carry (or carries as
 --- null) sends no header; a value is encoded like every header value (the
 --- base64 form for anything not plain visible ASCII, so CR, LF and other

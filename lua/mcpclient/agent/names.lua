@@ -1,6 +1,6 @@
 --- Local tool names: how an imported tool is named to the model.
 --
--- An imported tool is offered to the model as mcp_<identifier>_<remote>.
+-- An imported tool is offered to the model as mcp_&lt;identifier&gt;_&lt;remote&gt;.
 -- Nothing is rewritten, truncated, hashed or case-folded: a remote name that
 -- cannot be carried as it is makes the tool unusable, never a different tool.
 local names = {}
@@ -23,7 +23,7 @@ function names.local_name(identifier, remote)
   return nil
 end
 
---- The group every tool of a server belongs to: mcp_<identifier>.
+--- The group every tool of a server belongs to: mcp_&lt;identifier&gt;.
 function names.group(identifier)
   return names.PREFIX .. identifier
 end

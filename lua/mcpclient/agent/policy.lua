@@ -14,10 +14,10 @@
 --   tool          { name, group, data_class, requires_admin, enabled_by_default,
 --                   remote, effect, requires_approval }   (see mcpclient.agent.tool)
 --   user          { uid = integer, admin = true|false, ... }   nil = nobody
---   configuration { identifier = "...", provider = "<provider id>", model = "...",
---                   fallbacks = { <configuration>, ... },
---                   allowed_groups = nil | { "<group>", ... } }
---   providers     { ["<provider id>"] = { zone = "local" | "privateHosted"
+--   configuration { identifier = "...", provider = "&lt;provider id&gt;", model = "...",
+--                   fallbacks = { &lt;configuration&gt;, ... },
+--                   allowed_groups = nil | { "&lt;group&gt;", ... } }
+--   providers     { ["&lt;provider id&gt;"] = { zone = "local" | "privateHosted"
 --                                               | "externalEu" | "externalGlobal" } }
 --   context       { correlation_id, run_uid, provider, model, configuration_identifier }
 --                 (what a governance row needs; every key optional)

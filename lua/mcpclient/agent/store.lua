@@ -2,7 +2,7 @@
 -- repositories over one adapter.
 --
 --   local store = require "mcpclient.agent.store"
---   local s <close> = assert(store.open("mcp.db"))
+--   local s &lt;close&gt; = assert(store.open("mcp.db"))
 --   local uid = assert(s:add_server{ identifier = "docs", name = "Docs", url = "https://..." })
 --
 -- Every repository method returns its value, or nil, message, err on a

@@ -6,7 +6,7 @@
 -- administrator and is off until an operator enables it.
 --
 -- ToolResults, what a tool hands back to the agent loop:
---   { text = <what the model reads>, is_error = true|false [, err] }
+--   { text = &lt;what the model reads&gt;, is_error = true|false [, err] }
 -- `err` is present exactly when the call failed as the library's one failure
 -- value (the network, the server, the budget, a cancellation): it is the
 -- very table conn:call_tool returned, passed on unchanged, and `text` is its

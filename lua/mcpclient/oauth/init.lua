@@ -175,7 +175,7 @@ function Provider:header(op)
   return "Authorization: Bearer " .. self.token.access_token
 end
 
---- The `DPoP: <proof>` header line for a request to the resource that
+--- The `DPoP: &lt;proof&gt;` header line for a request to the resource that
 --- presents the held token, or false when the token is not DPoP-bound;
 --- the failure triple when the proof cannot be signed.
 function Provider:proof(method, url)
