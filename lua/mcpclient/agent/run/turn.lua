@@ -1,0 +1,533 @@
+--- A turn of a run (mcpclient.agent.run): the model's calls as records,
+-- admitted, refused or held for approval, executed, and their steps
+-- recorded in the model's order.
+--
+-- Every call takes the same road, in this order: registered → offered by the
+-- gate → the write fence (a write needs a persisted row and a lease to fence
+-- it with) → the remote-call budget → approval → the pending effect stamped
+-- under the lease → execution with the run's persisted cancel flag as the
+-- cancel hook → the result bounded → the TOOL event recorded (fail-closed for
+-- writes) → the fence cleared and the lease renewed.
+--
+-- A turn's admitted calls execute at once (each a task of mcp.gather, each
+-- with its own budget and the same cancel hook); their TOOL events are then
+-- recorded in the model's order of calls, whatever order they finished in,
+-- and the fence is cleared only once every write of the turn is recorded. A
+-- call that was in flight when another ended the run is still recorded.
+--
+-- An approval-bound call suspends the whole turn before anything of it
+-- executes (suspend: the steps that wait are kept on the run's row with its
+-- status, see approval.lua). A resource read or prompt get is a record of
+-- the same kind (rec.offer; see reads.lua), a turn of its own (gated_read).
+local core = require "mcpclient.core"
+local engine = require "mcpclient.engine"
+local policy = require "mcpclient.agent.policy"
+local lease = require "mcpclient.agent.run.lease"
+local reads = require "mcpclient.agent.run.reads"
+local trail = require "mcpclient.agent.run.trail"
+
+local json = core.json
+local error_result = require("mcpclient.agent.tool").error_result
+local warn_to = lease.warn
+local under_lease, fail, lease_trouble = lease.under_lease, lease.fail, lease.lease_trouble
+local unrecorded_refusal, conclude, cancel_requested = lease.unrecorded_refusal, lease.conclude, lease.cancel_requested
+local lease_until, fence_entry = lease.lease_until, lease.fence_entry
+local record_step, note = trail.record_step, trail.note
+local offer_entry, offer_server, fetch_offer, record_read = reads.entry, reads.server, reads.send, reads.record
+
+local turn_module = {}
+
+-- The states of one call of a turn (a record, see new_turn):
+local ADMITTING = "admitting" -- not decided yet (new, or approved and to be admitted again)
+local REFUSED = "refused"     -- answered without executing; its step is not recorded yet
+local ADMITTED = "admitted"   -- passed every check before approval; executes next
+local SUSPENDED = "suspended" -- admitted, waits for the host's approval
+local DONE = "done"           -- final: result set, its step recorded (unless stopped)
+
+turn_module.ADMITTING, turn_module.SUSPENDED = ADMITTING, SUSPENDED
+
+local function gate_context(self)
+  return { correlation_id = self.uuid, run_uid = self.uid or 0 }
+end
+
+-- A registered tool's effect is its declaration, else read-only.
+-- Refusals of unknown names never execute, so their steps are fail-soft.
+local function is_write(tool)
+  return (tool.effect or "read_only") ~= "read_only"
+end
+
+---------------------------------------------------------------------------
+-- A turn: one record per call
+---------------------------------------------------------------------------
+
+--[[
+A turn is { round, records }; a record is one call of the model's turn:
+  call     { name, arguments } as the model wrote it
+  state    ADMITTING → REFUSED | ADMITTED → SUSPENDED → ADMITTING (approved)
+           | REFUSED (denied); REFUSED | ADMITTED → DONE
+  tool     the registered tool (admitted calls); for a read, its gate entry
+  offer    a resource read or prompt get instead of a tool call: { kind
+           ("resource" | "prompt"), server (the identifier asked for), target
+           (uri | prompt name), arguments, fetch(conn, opts), row (the server's
+           row, once found) }; needs_approval when the operator asked for it
+  result   { text, is_error [, err] } once the call is answered
+  stopped  the run ended before or at this call: nothing of it is recorded
+The results a caller sees are built from the records at the end of the turn.
+]]
+local function new_turn(calls, round)
+  local records = {}
+  for i, call in ipairs(calls) do records[i] = { call = call, state = ADMITTING } end
+  return { round = round, records = records }
+end
+
+-- The call is answered and needs no step of its own (the run has ended).
+local function stop(rec, result)
+  rec.state, rec.result, rec.stopped = DONE, result, true
+end
+
+local function refuse(rec, text)
+  rec.state, rec.result = REFUSED, error_result(text)
+end
+
+local function not_called(self, rec)
+  stop(rec, error_result(string.format('Error: run %s has ended (%s); "%s" was not called.', self.uuid,
+    self.status, rec.call.name), self.error))
+end
+
+-- The write fence: a write needs a row to fence it and a lease to fence it with.
+local function refuse_unfenced_write(self, rec)
+  local err = fail(self, "write_without_durable_execution", string.format('Tool "%s" declares a side effect but '
+    .. "run %s holds no execution lease; the write is refused because it cannot be fenced.", rec.call.name,
+    self.persisted and self.uuid or "(unpersisted)"))
+  stop(rec, error_result(err.message, err))
+end
+
+-- Decide one read, up to (not including) approval: the server's row (it
+-- may have been disabled meanwhile), then the gate on its operator-set data
+-- class. A refusal is REFUSED (its event recorded later); one whose
+-- governance row could not be recorded stops the run closed.
+local function admit_offer(self, rec)
+  local offer = rec.offer
+  local row, message, err = offer_server(self, offer.server)
+  if not row then
+    if err then
+      rec.state, rec.result = REFUSED, error_result(message, err)
+      return
+    end
+    return refuse(rec, string.format('Error: no enabled MCP server is named "%s".', core.clip(offer.server)))
+  end
+  local entry = offer_entry(row, offer.kind)
+  offer.row, rec.tool = row, entry
+  local decision = self.gate:decide_offer(entry, self.configuration, self.user, gate_context(self))
+  if decision.unrecorded then  -- a refusal must not go unrecorded: the run stops closed
+    local err_value = unrecorded_refusal(self, entry.name, decision.unrecorded)
+    return stop(rec, error_result(err_value.message, err_value))
+  end
+  if decision.reason == policy.REASONS.STORE_UNAVAILABLE then
+    rec.state, rec.result = REFUSED, error_result(string.format('Error: reading %s from "%s" is unavailable for '
+      .. "now (its switch could not be read from the store); nothing was read.", offer.kind, row.identifier),
+      decision.err)
+    return
+  end
+  if not decision.allowed then
+    return refuse(rec, string.format('Error: reading %s from "%s" is not permitted.', offer.kind, row.identifier))
+  end
+  rec.state = ADMITTED
+  rec.needs_approval = tostring(row.requires_approval) ~= "0"  -- only the literal "0" waives it
+end
+
+-- Decide one call, up to (not including) approval, which is decided for the
+-- whole turn.
+local function admit(self, rec)
+  if rec.offer then return admit_offer(self, rec) end
+  local name = rec.call.name
+  local tool = self.registry.get(name)
+  if tool == nil then return refuse(rec, string.format('Error: unknown tool "%s"', name)) end
+  local decision = self.gate:decide(name, self.configuration, self.user, gate_context(self))
+  if decision.unrecorded then
+    local err = unrecorded_refusal(self, name, decision.unrecorded)
+    return stop(rec, error_result(err.message, err))
+  end
+  if decision.reason == policy.REASONS.STORE_UNAVAILABLE then
+    -- not a verdict on the tool: the store that holds its switch could not be read
+    rec.state, rec.result = REFUSED, error_result(string.format('Error: tool "%s" is unavailable for now (its '
+      .. "switch could not be read from the store); it was not called.", name), decision.err)
+    return
+  end
+  if not decision.allowed then return refuse(rec, string.format('Error: tool "%s" not permitted', name)) end
+  if is_write(tool) and not (self.persisted and self.owner) then return refuse_unfenced_write(self, rec) end
+  if tool.remote then
+    if self.remote_calls >= self.remote_budget then
+      return refuse(rec, string.format('Error: this run has used its budget of %d calls to external tools; '
+        .. '"%s" was not called.', self.remote_budget, name))
+    end
+    self.remote_calls = self.remote_calls + 1
+  end
+  rec.state, rec.tool = ADMITTED, tool
+end
+
+local function admit_all(self, turn)
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTING then
+      if self.status ~= lease.RUNNING then not_called(self, rec) else admit(self, rec) end
+    end
+  end
+end
+
+-- Does an admitted call of the turn need the host's approval first?
+local function awaits_approval(self, turn)
+  if self.status ~= lease.RUNNING then return false end
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTED and policy.requires_approval(rec.tool) then return true end
+  end
+  return false
+end
+
+-- A refusal's step: nothing ran, so a record that fails is only logged.
+local function settle_refusal(self, turn, rec)
+  if rec.offer then
+    record_read(self, rec)
+    rec.state = DONE
+    return
+  end
+  record_step(self, { round = turn.round, name = rec.call.name, arguments = rec.call.arguments,
+    text = rec.result.text, is_error = true })
+  rec.state = DONE
+end
+
+---------------------------------------------------------------------------
+-- Execution of one admitted call
+---------------------------------------------------------------------------
+
+-- Before a byte leaves: a cancelled run sends nothing, and a write is named
+-- in the fence under the lease (the fence lists every write of the turn that
+-- may be on the wire; a lost lease or a failed store stops the run). `sequence`
+-- is the audit sequence the call's step is to take. → true to go on
+local function ready_to_send(self, rec, sequence)
+  if cancel_requested(self) then
+    conclude(self, lease.CANCELLED)
+    not_called(self, rec)
+    return false
+  end
+  rec.sequence = sequence
+  if is_write(rec.tool) then
+    local fenced = self.fenced
+    rec.fence_entry = fence_entry(rec, sequence)
+    fenced[#fenced + 1] = rec.fence_entry
+    local ok, err = under_lease(self, { pending_effect = json.encode(json.array(fenced)),
+      lease_expires = lease_until(self) })
+    if not ok then
+      lease_trouble(self, rec.call.name, err)
+      not_called(self, rec)
+      return false
+    end
+  end
+  return true
+end
+
+-- A remote call became a task: before anything else happens its handle is
+-- stored, in the same transaction as the fence that now names the task, so
+-- a process that takes the run over follows the task instead of calling
+-- again. Later notices only update the stored status. A handle that cannot
+-- be stored leaves the fence as it was: the run is then recovered as any
+-- call that may have run (failed closed), never called twice.
+local function task_started(self, rec, handle)
+  if rec.task then
+    rec.task.status = handle.status
+    if rec.task.uid then pcall(self.store.update_task, self.store, rec.task.uid, { status = handle.status }) end
+    return
+  end
+  rec.task = { task_id = handle.id, server = handle.server, started_by = self.owner or "", status = handle.status }
+  if not (self.persisted and self.owner) then return end
+  local entry = rec.fence_entry
+  if entry then entry.task_id = handle.id end
+  local uid, message = self.store:insert_task({ run = self.uid, sequence = rec.sequence or 0,
+    server = handle.server or "", task_id = handle.id, tool = core.repair_utf8(rec.call.name),
+    arguments_sha256 = lease.digest(rec.call.arguments), arguments = json.try_encode(rec.call.arguments or {}) or "",
+    round = rec.round or self.round, handle = json.encode(handle), status = handle.status,
+    started_by = self.owner }, self.owner, json.encode(json.array(self.fenced)))
+  if uid then
+    rec.task.uid = uid
+  else
+    if entry then entry.task_id = nil end
+    warn_to(self.log, string.format('The handle of task %s (tool "%s", run %s) could not be stored: %s',
+      core.clip(handle.id), rec.call.name, self.uuid, uid == false and "the lease is lost" or tostring(message)))
+  end
+end
+
+-- What the tool answered, as a bounded ToolResult: a tool that raises or
+-- answers with something else is an error result (and a log line), and an
+-- err it carries is passed on unchanged. → result, duration in ms
+local function call_tool(self, rec)
+  if rec.offer then return fetch_offer(self, rec) end
+  local name, tool = rec.call.name, rec.tool
+  local started = self.clock()
+  -- each round of input the server asked for is an event of its own: which inputs were answered
+  -- and how (accept, decline, cancel), never what the person entered
+  local function on_input(round)
+    note(self, "input", { round = self.round, toolName = core.repair_utf8(name), inputRound = round.round,
+      answers = round.answers })
+  end
+  local context = { cancel = function() return cancel_requested(self) end, on_input = on_input }
+  if self.tasks and tool.remote then
+    context.task, context.budget = true, self.task_budget
+    context.on_task = function(handle) task_started(self, rec, handle) end
+  end
+  local ok, answer = pcall(tool.execute, tool, rec.call.arguments, context)
+  local duration_ms = (self.clock() - started) * 1000
+  if not ok then
+    warn_to(self.log, string.format('Tool "%s" raised: %s', name, tostring(answer)))
+    return error_result(string.format('Error: tool "%s" failed.', name)), duration_ms
+  elseif type(answer) == "string" then
+    return { text = core.bound(answer), is_error = false }, duration_ms
+  elseif type(answer) ~= "table" or type(answer.text) ~= "string" then
+    return error_result(string.format('Error: tool "%s" failed.', name)), duration_ms
+  end
+  local err = type(answer.err) == "table" and answer.err or nil
+  return { text = core.bound(answer.text), is_error = answer.is_error == true or err ~= nil, err = err }, duration_ms
+end
+
+-- After the call: nothing with a side effect runs unrecorded (the fence stays
+-- stamped: the effect happened and its record is missing), a cancellation
+-- ends the run, and otherwise the lease is renewed and the fence cleared —
+-- once no write of the turn is left unrecorded (`last_write`).
+local function settle_call(self, rec, recorded, store_error, last_write)
+  local write = is_write(rec.tool)
+  if not recorded and write then
+    local err = fail(self, "audit_persistence_failed", string.format('The step of tool "%s" could not be recorded '
+      .. "in run %s; the run stops because a write must not go unrecorded.", rec.call.name, self.uuid), store_error)
+    return stop(rec, error_result(err.message, err))
+  end
+  local err = rec.result.err
+  if (err and err.kind == "cancelled") or cancel_requested(self) then
+    conclude(self, lease.CANCELLED)
+    rec.stopped = true
+    return
+  end
+  if not self.persisted then return end
+  local fields = { lease_expires = lease_until(self) }
+  local clears = write and last_write
+  if clears then fields.pending_effect = "" end
+  local ok, lease_err = under_lease(self, fields)
+  if not ok then
+    lease_trouble(self, nil, lease_err)
+    rec.stopped = true
+  elseif clears then
+    self.fenced = {}
+  end
+end
+
+-- Record an executed call's step, then settle it. A call that ran after the
+-- run ended (it was in flight with others) is still recorded: it happened.
+local function record_call(self, turn, rec, last_write)
+  if rec.offer then
+    record_read(self, rec)
+    if self.status == lease.RUNNING then settle_call(self, rec, true, nil, false) else rec.stopped = true end
+    return
+  end
+  local result = rec.result
+  local recorded, store_error = record_step(self, { round = turn.round, name = rec.call.name,
+    arguments = rec.call.arguments, text = result.text, is_error = result.is_error, duration_ms = rec.duration_ms,
+    task = rec.task })
+  if self.status == lease.RUNNING then
+    settle_call(self, rec, recorded, store_error, last_write)
+  else
+    rec.stopped = true
+  end
+end
+
+-- Run the calls that are ready, all at once (one of them blocks as before).
+local function execute_all(self, ready)
+  if #ready == 1 then
+    ready[1].result, ready[1].duration_ms = call_tool(self, ready[1])
+  else
+    local tasks = {}
+    for i, rec in ipairs(ready) do tasks[i] = function() return call_tool(self, rec) end end
+    for i, answer in ipairs(engine.gather(tasks)) do ready[i].result, ready[i].duration_ms = answer[1], answer[2] end
+  end
+  for _, rec in ipairs(ready) do rec.state = DONE end
+end
+
+---------------------------------------------------------------------------
+-- Turns
+---------------------------------------------------------------------------
+
+local function check_calls(calls)
+  if type(calls) ~= "table" then error("turn: calls must be a list of { name, arguments }", 3) end
+  for i, call in ipairs(calls) do
+    if type(call) ~= "table" or type(call.name) ~= "string" then
+      error(string.format("turn: call %d must be a table with a string name", i), 3)
+    end
+    if call.arguments ~= nil and type(call.arguments) ~= "table" then
+      error(string.format("turn: the arguments of call %d must be a table", i), 3)
+    end
+  end
+end
+
+local function check_not_waiting(self)
+  if self.status == lease.WAITING then
+    error("the run is waiting for approval: call approve() or deny(), then resume()", 3)
+  end
+end
+
+-- The caller's view of the turn, built from its records.
+local function results_of(turn)
+  local out = {}
+  for i, rec in ipairs(turn.records) do
+    if rec.state == SUSPENDED and rec.offer then
+      out[i] = { suspended = true, is_error = false, text = string.format('The run is waiting for approval; %s '
+        .. '"%s" of "%s" has not been read yet.', rec.offer.kind, core.clip(rec.offer.target),
+        rec.offer.row.identifier) }
+    elseif rec.state == SUSPENDED then
+      out[i] = { suspended = true, is_error = false,
+        text = string.format('The run is waiting for approval; "%s" has not been called yet.', rec.call.name) }
+    else
+      local r = rec.result
+      out[i] = { text = r.text, is_error = r.is_error, err = r.err, stopped = rec.stopped }
+    end
+  end
+  return out
+end
+
+-- A waiting record as a step: { kind = "call", name, arguments } | { kind =
+-- "read", server, uri } | { kind = "prompt", server, name, arguments }.
+local function step_of(rec)
+  local offer = rec.offer
+  if not offer then return { kind = "call", name = rec.call.name, arguments = rec.call.arguments } end
+  if offer.kind == "resource" then return { kind = "read", server = offer.row.identifier, uri = offer.target } end
+  return { kind = "prompt", server = offer.row.identifier, name = offer.target, arguments = offer.arguments }
+end
+
+-- What a waiting run keeps on its row so that another process can take it
+-- over: the round and each step that waits, with its arguments, as JSON text
+-- ({ round, steps = { { kind = "call", name, arguments } | { kind = "read",
+-- server, uri } | { kind = "prompt", server, name, arguments } } }); "" when
+-- the arguments cannot be encoded (such a run is resumed only by its process).
+local function steps_text(turn)
+  local steps = {}
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTED then
+      local step = step_of(rec)
+      if step.kind ~= "read" then step.arguments = step.arguments or {} end
+      steps[#steps + 1] = step
+    end
+  end
+  return json.try_encode { round = turn.round, steps = json.array(steps) } or ""
+end
+
+-- Hold the whole turn for approval: its refusals are recorded now, its
+-- admitted calls wait (or, when the lease is gone, are not made at all).
+-- The steps that wait are kept on the run's row with its status, in one
+-- guarded write, and any earlier decision is cleared.
+local function suspend(self, turn)
+  for _, rec in ipairs(turn.records) do
+    if rec.state == REFUSED then settle_refusal(self, turn, rec) end
+  end
+  self.pending_steps = steps_text(turn)
+  local ok, err = under_lease(self, { status = lease.WAITING, lease_expires = lease_until(self),
+    pending_steps = self.pending_steps, approval = "" })
+  if self.persisted and not ok then
+    lease_trouble(self, nil, err)
+    for _, rec in ipairs(turn.records) do
+      if rec.state == ADMITTED then not_called(self, rec) end
+    end
+    return results_of(turn)
+  end
+  self.status, self.waiting = lease.WAITING, turn
+  local listed = {}
+  for _, rec in ipairs(turn.records) do
+    if rec.state == ADMITTED then
+      rec.state = SUSPENDED
+      if rec.offer then
+        listed[#listed + 1] = { offerKind = rec.offer.kind, server = rec.offer.row.identifier,
+          target = core.repair_utf8(rec.offer.target) }
+      else
+        listed[#listed + 1] = { toolName = core.repair_utf8(rec.call.name), toolArguments = rec.call.arguments or {} }
+      end
+    end
+  end
+  note(self, "approval_required", { round = turn.round, calls = listed })
+  return results_of(turn)
+end
+
+-- Ready every admitted call in the model's order (the cancel flag, the fence
+-- stamped for writes); → the calls to execute, and the last write among them.
+-- The turn's steps are recorded in the model's order after the calls (a
+-- refusal's and an executed call's; a call not made has none), so each call's
+-- audit sequence is known before it is sent.
+local function ready_all(self, turn)
+  local ready, last_write, sequence = {}, nil, self.sequence
+  for _, rec in ipairs(turn.records) do
+    if rec.state == REFUSED then
+      sequence = sequence + 1
+    elseif rec.state == ADMITTED then
+      if self.status == lease.RUNNING and ready_to_send(self, rec, sequence + 1) then
+        sequence = sequence + 1
+        ready[#ready + 1] = rec
+        if is_write(rec.tool) then last_write = rec end
+      elseif rec.state == ADMITTED then
+        not_called(self, rec)
+      end
+    end
+  end
+  return ready, last_write
+end
+
+-- Admit every call of the turn — or suspend the whole turn when one admitted
+-- call needs an approval it does not have — then execute the admitted calls
+-- at once and record every step in the model's order, whatever order the
+-- calls finished in.
+local function play(self, turn, approved)
+  admit_all(self, turn)
+  if not approved and awaits_approval(self, turn) then return suspend(self, turn) end
+  local ready, last_write = ready_all(self, turn)
+  execute_all(self, ready)
+  for _, rec in ipairs(turn.records) do
+    if rec.state == REFUSED then
+      settle_refusal(self, turn, rec)
+    elseif rec.result and rec.duration_ms then
+      record_call(self, turn, rec, rec == last_write)
+    end
+  end
+  return results_of(turn)
+end
+
+---------------------------------------------------------------------------
+-- A read as a turn of its own
+---------------------------------------------------------------------------
+
+-- One gated read: a record of its own (see new_turn), admitted by the gate;
+-- where the operator asked for approval it suspends the run as a turn of one
+-- read (run:resume() then executes it and returns its result), otherwise it
+-- is sent at once and its event recorded. → { text, is_error [, err] [, suspended] }
+local function gated_read(self, kind, identifier, target, arguments, fetch)
+  if self.status ~= lease.RUNNING then
+    return error_result(string.format("Error: run %s has ended (%s); nothing was read.", self.uuid, self.status),
+      self.error)
+  end
+  local rec = { call = { name = string.format("mcp_%s:%s", identifier, kind) }, state = ADMITTING,
+    offer = { kind = kind, server = identifier, target = target, arguments = arguments, fetch = fetch } }
+  local started = self.clock()
+  admit_offer(self, rec)
+  if rec.state == DONE then return rec.result end
+  if rec.state == REFUSED then
+    rec.duration_ms = (self.clock() - started) * 1000
+    record_read(self, rec)
+    return rec.result
+  end
+  if rec.needs_approval then return suspend(self, { round = self.round, records = { rec } })[1] end
+  if cancel_requested(self) then
+    conclude(self, lease.CANCELLED)
+    return error_result(string.format("Error: run %s was cancelled; nothing was read.", self.uuid))
+  end
+  rec.result, rec.duration_ms = fetch_offer(self, rec)
+  record_read(self, rec)
+  return rec.result
+end
+
+turn_module.gate_context, turn_module.new_turn, turn_module.stop, turn_module.refuse = gate_context, new_turn, stop,
+  refuse
+turn_module.check_calls, turn_module.check_not_waiting, turn_module.step_of = check_calls, check_not_waiting, step_of
+turn_module.play, turn_module.gated_read = play, gated_read
+
+return turn_module
