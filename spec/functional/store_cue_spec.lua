@@ -71,7 +71,7 @@ end
 -- A guarded write of the run's row that sets the fence (a fence naming a call) or clears it.
 local function fence_write(clearing)
   return function(sql, params)
-    if not sql:find("^UPDATE agent_run SET .*pending_effect = %?") then return false end
+    if not sql:find("^UPDATE agent_run SET .*fence = %?") then return false end
     for _, p in ipairs(params) do
       if type(p) == "string" and (clearing and p == "" or not clearing and p:find('"tool":', 1, true)) then
         return true
@@ -298,7 +298,7 @@ describe("the fence and the audit over a store that fails on cue (" .. backends.
       assert.equal(1, #steps)
       -- the fence still names the call, and the audit holds it
       local row = assert(real:run(r.uid))
-      assert.same({ fence.entry(TOOL, { title = "x" }, 1) }, fence.entries(row.pending_effect))
+      assert.same({ fence.entry(TOOL, { title = "x" }, 1) }, fence.entries(row.fence))
       local views = assert(operator.runs(real, { open = true, now = row.lease_expires + 1 }))
       assert.equal(1, #views)
       assert.is_true(views[1].fence[1].recorded)
@@ -316,7 +316,7 @@ describe("the fence and the audit over a store that fails on cue (" .. backends.
     assert.equal("store", r.error.store_error.kind)
     local row = assert(real:run(r.uid))
     assert.equal("failed", row.status)
-    assert.same({ fence.entry(TOOL, { n = 2 }, 2) }, fence.entries(row.pending_effect))
+    assert.same({ fence.entry(TOOL, { n = 2 }, 2) }, fence.entries(row.fence))
     -- server-side: two executions; the audit: one step, and the fence names the other
     assert.equal(1, #tool_steps(real, r.uid))
     local views = assert(operator.runs(real, { open = true }))
@@ -360,9 +360,9 @@ describe("a run left behind (" .. backends.name .. ")", function()
     local location = fresh_location()
     local first = assert(store_module.open(location))
     local uid = assert(first:insert_run { uuid = "left", status = "running", claimed_by = "worker:gone:1",
-      lease_expires = os.time() - 5, pending_effect = FENCED })
+      lease_expires = os.time() - 5, fence = FENCED })
     local live = assert(first:insert_run { uuid = "live", status = "running", claimed_by = "worker:here:2",
-      lease_expires = os.time() + 600, pending_effect = FENCED })
+      lease_expires = os.time() + 600, fence = FENCED })
     local idle = assert(first:insert_run { uuid = "idle", status = "running", claimed_by = "worker:gone:3",
       lease_expires = os.time() - 5 })
     first:close()
@@ -370,7 +370,7 @@ describe("a run left behind (" .. backends.name .. ")", function()
     finally(remove_made)
     local row = assert(second:run(uid))
     assert.equal("failed", row.status)
-    assert.equal(FENCED, row.pending_effect) -- kept: it names the call that may have run
+    assert.equal(FENCED, row.fence) -- kept: it names the call that may have run
     assert.equal("worker:gone:1", row.claimed_by)
     local events = assert(second:events(uid))
     assert.equal(1, #events)
@@ -387,7 +387,7 @@ describe("a run left behind (" .. backends.name .. ")", function()
 
   it("is not taken over by a claim: the claim marks it failed instead", function()
     local uid = assert(real:insert_run { uuid = "left", status = "running", claimed_by = "worker:gone:1",
-      lease_expires = 1000, pending_effect = FENCED })
+      lease_expires = 1000, fence = FENCED })
     assert.equal(0, real:claim_run(uid, "worker:new:2", 5000, 2000))
     local row = assert(real:run(uid))
     assert.equal("failed", row.status)
@@ -402,7 +402,7 @@ describe("a run left behind (" .. backends.name .. ")", function()
   it("is listed by mcpclient runs --open with its fence, as text and as JSON", function()
     local cli = require "mcpclient.agent.cli"
     local uid = assert(real:insert_run { uuid = "left-run", status = "running", claimed_by = "worker:gone:1",
-      lease_expires = 1000, pending_effect = FENCED })
+      lease_expires = 1000, fence = FENCED })
     assert(real:insert_run { uuid = "done-run", status = "completed", claimed_by = "worker:gone:1",
       lease_expires = 1000 })
     local function run_cli(argv)

@@ -81,6 +81,11 @@ end
 -- A store at `path` holding the server "docs"; returns it and the server's uid.
 local function seeded(path, options)
   local s = assert(store.open(path, options))
+  if options and options.migrate_to then
+    -- written as that version wrote it (this one's columns are named as migration 10 names them)
+    return s, assert(s.adapter:insert("INSERT INTO mcp_server (identifier, name, url) VALUES (?, ?, ?)",
+      { "docs", "Docs", "https://mcp.example.com/rpc" }))
+  end
   local uid = assert(s:add_server { identifier = "docs", name = "Docs", url = "https://mcp.example.com/rpc" })
   return s, uid
 end
@@ -507,12 +512,12 @@ describe("store faults during a run's remote call (the fail-closed audit)", func
   -- and the fence still says a write may have happened.
   local function assert_row_not_completed(r)
     local db = assert(drivers.sqlite_open(path, { readonly = true }))
-    local rows = assert(db:query("SELECT status, pending_effect FROM agent_run WHERE uid = ?", { r.uid }))
+    local rows = assert(db:query("SELECT status, fence FROM agent_run WHERE uid = ?", { r.uid }))
     local events = assert(db:query("SELECT COUNT(*) AS n FROM agent_run_event WHERE run = ? AND kind = 'tool'",
       { r.uid }))
     db:close()
     assert.are_not.equal("completed", rows[1].status)
-    assert.same({ fence.entry("mcp_audit_write_page", { title = "x" }, 1) }, fence.entries(rows[1].pending_effect))
+    assert.same({ fence.entry("mcp_audit_write_page", { title = "x" }, 1) }, fence.entries(rows[1].fence))
     assert.equal(0, events[1].n)
   end
 

@@ -228,7 +228,7 @@ describe("the store on PostgreSQL, faults", function()
     assert.same(dense(before), sequences(reopened, r.uid))
     -- and the fence still marks the write whose outcome is unknown
     assert.same({ fence.entry("mcp_audit_read_page", { uid = 2 }, before + 1) },
-      fence.entries(reopened:run(r.uid).pending_effect))
+      fence.entries(reopened:run(r.uid).fence))
   end)
 
   -- Wait until the backend `pid` is gone from the server (a terminated or orphaned backend ends on its own time).
@@ -269,7 +269,7 @@ describe("the store on PostgreSQL, faults", function()
     assert.equal(2, calls)
     assert.equal(2, steps)
     assert.same(dense(#assert(s:events(r.uid))), sequences(s, r.uid))
-    assert.equal("", assert(s:run(r.uid)).pending_effect)
+    assert.equal("", assert(s:run(r.uid)).fence)
   end)
 
   it("fails the run closed when the postmaster is killed (-9) during a write's call; the fence names the call",
@@ -323,7 +323,7 @@ describe("the store on PostgreSQL, faults", function()
       assert.same({ uid = 1 }, steps[1].toolArguments)
       local row = assert(reopened:run(r.uid))
       assert.equal("running", row.status) -- the row could not be told; the lease has not expired yet
-      assert.same({ fence.entry("mcp_audit_read_page", { uid = 2 }, 2) }, fence.entries(row.pending_effect))
+      assert.same({ fence.entry("mcp_audit_read_page", { uid = 2 }, 2) }, fence.entries(row.fence))
       -- once it has, the run is marked failed and the operator sees the unrecorded call
       assert.same({ r.uid }, assert(reopened:recover_runs(row.lease_expires + 1)))
       local views = assert(require("mcpclient.agent.operator").runs(reopened, { open = true }))

@@ -95,7 +95,8 @@ describe("mcpclient.agent.store", function()
     it("opens a store from before a migration with migrate_to, and migrates it later", function()
       s = assert(store.open(path, { migrate_to = 1 }))
       assert.equal(1, s:schema_version())
-      local uid = assert(s:add_server { identifier = "old", name = "Old" })
+      -- written as that version wrote it (this one's columns are named as migration 10 names them)
+      local uid = assert(s.adapter:insert("INSERT INTO mcp_server (identifier, name) VALUES (?, ?)", { "old", "Old" }))
       -- reads degrade: the missing liveness columns hydrate as 0
       local row = s:server(uid)
       assert.equal(0, row.last_contact)
@@ -188,8 +189,8 @@ describe("mcpclient.agent.store", function()
       local uid = assert(s:add_server { identifier = "docs", name = "Docs", url = "https://docs.example/mcp" })
       assert.equal("integer", math.type(uid))
       local row = s:server(uid)
-      assert.is_true(row.crdate >= before and row.tstamp == row.crdate)
-      row.crdate, row.tstamp = nil, nil
+      assert.is_true(row.created_at >= before and row.updated_at == row.created_at)
+      row.created_at, row.updated_at = nil, nil
       assert.same({
         uid = uid, pid = 0, identifier = "docs", name = "Docs", description = "", url = "https://docs.example/mcp",
         auth_credential = "", auth_placement = "bearer", auth_header_name = "", data_class = "",
@@ -211,10 +212,10 @@ describe("mcpclient.agent.store", function()
       assert.equal("0", s:server(d).requires_approval)
     end)
 
-    it("updates editable fields only and stamps tstamp", function()
+    it("updates editable fields only and stamps updated_at", function()
       local uid = s:add_server { identifier = "docs", name = "Docs" }
       local db = raw(path)
-      db:execute("UPDATE mcp_server SET tstamp = 5 WHERE uid = ?", { uid })
+      db:execute("UPDATE mcp_server SET updated_at = 5 WHERE uid = ?", { uid })
       assert.is_true(s:update_server(uid, { name = "Renamed", enabled = true, auth_credential = "env:DOCS_TOKEN",
         auth_placement = "header", auth_header_name = "X-Key", data_class = "publicContent" }))
       local row = s:server(uid)
@@ -224,7 +225,7 @@ describe("mcpclient.agent.store", function()
       assert.equal("header", row.auth_placement)
       assert.equal("X-Key", row.auth_header_name)
       assert.equal("publicContent", row.data_class)
-      assert.is_true(row.tstamp >= os.time() - 5)
+      assert.is_true(row.updated_at >= os.time() - 5)
       assert.has_error(function() s:update_server(uid, { import_status = "ok" }) end,
         'update_server: unknown or read-only field "import_status"')
       assert.has_error(function() s:update_server(uid, { name = 3 }) end, "name must be a string")
@@ -280,7 +281,7 @@ describe("mcpclient.agent.store", function()
       assert.equal("a\nb", row.import_error)
       assert.equal(7, row.tool_count)
       assert.equal(1234, row.last_imported)
-      assert.equal(1234, row.tstamp)
+      assert.equal(1234, row.updated_at)
       assert.has_error(function() s:record_import(uid, { status = "importing" }) end)
     end)
 
@@ -305,7 +306,7 @@ describe("mcpclient.agent.store", function()
       assert.equal(0, s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_b"), tool("mcp_docs_c") }, 100))
       local first = {}
       for _, row in ipairs(s:tools_of(server.uid)) do first[row.tool_name] = row end
-      assert.equal(100, first.mcp_docs_a.crdate)
+      assert.equal(100, first.mcp_docs_a.created_at)
 
       -- b is updated in place, c disappears, d is new
       local orphaned = s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_b", { description = "new" }),
@@ -317,18 +318,18 @@ describe("mcpclient.agent.store", function()
       for _, row in ipairs(rows) do by[row.tool_name] = row end
       assert.equal(first.mcp_docs_b.uid, by.mcp_docs_b.uid)
       assert.equal("new", by.mcp_docs_b.description)
-      assert.equal(100, by.mcp_docs_b.crdate)
-      assert.equal(200, by.mcp_docs_b.tstamp)
+      assert.equal(100, by.mcp_docs_b.created_at)
+      assert.equal(200, by.mcp_docs_b.updated_at)
       assert.is_true(by.mcp_docs_c.orphaned)
-      assert.equal(200, by.mcp_docs_c.tstamp)
+      assert.equal(200, by.mcp_docs_c.updated_at)
       assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_d" }, names(s:live_tools_of(server.uid)))
 
-      -- an old orphan is counted again but keeps the tstamp of its disappearance
+      -- an old orphan is counted again but keeps the updated_at of its disappearance
       assert.equal(2, s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_b") }, 300))
       by = {}
       for _, row in ipairs(s:tools_of(server.uid)) do by[row.tool_name] = row end
-      assert.equal(200, by.mcp_docs_c.tstamp)
-      assert.equal(300, by.mcp_docs_d.tstamp)
+      assert.equal(200, by.mcp_docs_c.updated_at)
+      assert.equal(300, by.mcp_docs_d.updated_at)
 
       -- revived in place
       assert.equal(1, s:reconcile(server, { tool("mcp_docs_a"), tool("mcp_docs_b"), tool("mcp_docs_c") }, 400))
@@ -336,7 +337,7 @@ describe("mcpclient.agent.store", function()
       assert.equal("mcp_docs_c", c.tool_name)
       assert.is_false(c.orphaned)
       assert.equal(first.mcp_docs_c.uid, c.uid)
-      assert.equal(400, c.tstamp)
+      assert.equal(400, c.updated_at)
 
       -- an empty catalogue orphans everything and deletes nothing
       assert.equal(4, s:reconcile(server, {}, 500))
@@ -347,7 +348,7 @@ describe("mcpclient.agent.store", function()
       local x = s:tools_of(other.uid)
       assert.equal(1, #x)
       assert.is_false(x[1].orphaned)
-      assert.equal(100, x[1].tstamp)
+      assert.equal(100, x[1].updated_at)
       assert.same({ "mcp_docs_a", "mcp_docs_b", "mcp_docs_c", "mcp_docs_d", "mcp_other_x" },
         names(servers.all_tools(s)))
     end)
@@ -359,7 +360,7 @@ describe("mcpclient.agent.store", function()
       local row = s:tools_of(server.uid)[1]
       assert.same({ uid = row.uid, pid = 0, server = server.uid, tool_name = "mcp_docs_q", remote_name = "q",
         description = "d\0e", input_schema = schema, remote_annotations = '{"readOnlyHint":true}',
-        orphaned = false, tstamp = 10, crdate = 10 }, row)
+        orphaned = false, updated_at = 10, created_at = 10 }, row)
     end)
 
     it("answers who owns a local name", function()
@@ -480,7 +481,7 @@ describe("mcpclient.agent.store", function()
 
     it("a missing column (a store from before migration 2): nil, message; the recorder raises", function()
       s = assert(store.open(path, { migrate_to = 1 }))
-      local uid = s:add_server { identifier = "docs" }
+      local uid = s.adapter:insert("INSERT INTO mcp_server (identifier) VALUES (?)", { "docs" })
       local ok, message, err = s:record_contact(uid, 1700000000, 3)
       assert.is_nil(ok)
       assert.matches(backends.postgres and 'column "last_contact" of relation "mcp_server" does not exist'
@@ -491,7 +492,7 @@ describe("mcpclient.agent.store", function()
 
     it("a failing recorder never fails a client operation", function()
       s = assert(store.open(path, { migrate_to = 1 }))
-      local uid = s:add_server { identifier = "docs" }
+      local uid = s.adapter:insert("INSERT INTO mcp_server (identifier) VALUES (?)", { "docs" })
       local client = require "mcpclient.connection"
       local Fake = require "support.fake_server"
       local fake = Fake.new():will_handshake()
@@ -520,8 +521,9 @@ describe("mcpclient.agent.store", function()
       local uid = new_run("interactive:host:1")
       local row = s:run(uid)
       assert.same({ uid = uid, uuid = "0b8e-uuid", status = "running", claimed_by = "interactive:host:1",
-        lease_expires = row.lease_expires, pending_effect = "", cancel_requested = false, user_name = "admin",
-        configuration = "default", crdate = row.crdate, tstamp = row.tstamp, pending_steps = "", approval = "" }, row)
+        lease_expires = row.lease_expires, fence = "", cancel_requested = false, user_name = "admin",
+        configuration = "default", created_at = row.created_at, updated_at = row.updated_at, pending_steps = "",
+        approval = "" }, row)
       assert.is_nil(s:run(uid + 1))
       local far = assert(s:insert_run { uuid = "x", lease_expires = math.maxinteger })
       assert.equal(math.maxinteger, s:run(far).lease_expires)
@@ -530,13 +532,13 @@ describe("mcpclient.agent.store", function()
 
     it("guarded_update_run changes only a running run its owner holds", function()
       local uid = new_run("interactive:host:1")
-      assert.equal(0, s:guarded_update_run(uid, "worker:other:2", { pending_effect = "non_idempotent_write" }))
-      assert.equal("", s:run(uid).pending_effect)
-      assert.equal(1, s:guarded_update_run(uid, "interactive:host:1", { pending_effect = "non_idempotent_write",
+      assert.equal(0, s:guarded_update_run(uid, "worker:other:2", { fence = "non_idempotent_write" }))
+      assert.equal("", s:run(uid).fence)
+      assert.equal(1, s:guarded_update_run(uid, "interactive:host:1", { fence = "non_idempotent_write",
         lease_expires = 42 }))
-      assert.equal("non_idempotent_write", s:run(uid).pending_effect)
+      assert.equal("non_idempotent_write", s:run(uid).fence)
       assert.equal(42, s:run(uid).lease_expires)
-      assert.is_true(s:update_run(uid, { status = "completed", pending_effect = "" }))
+      assert.is_true(s:update_run(uid, { status = "completed", fence = "" }))
       assert.equal(0, s:guarded_update_run(uid, "interactive:host:1", { lease_expires = 1 }))
       assert.equal("completed", s:run(uid).status)
       assert.has_error(function() s:guarded_update_run(uid, nil, {}) end, "owner must be a string")
@@ -575,19 +577,19 @@ describe("mcpclient.agent.store", function()
     it("appends and lists by uid, 64-bit values and NUL bytes intact", function()
       s = assert(store.open(path))
       local first = assert(s:insert_governance_event { decision = "tool_denied", reason = "trustZone",
-        tool_name = "mcp_docs_a", detail = "zone=cloud;ceiling=publicContent;observedOnly=0", crdate = 77 })
+        tool_name = "mcp_docs_a", detail = "zone=cloud;ceiling=publicContent;observedOnly=0", created_at = 77 })
       local second = assert(s:insert_governance_event { decision = "tool_denied", reason = "toolDisabled",
-        be_user = math.maxinteger, agentrun_uid = math.mininteger, correlation_id = "u\0u" })
+        user_uid = math.maxinteger, agentrun_uid = math.mininteger, correlation_id = "u\0u" })
       assert.is_true(second > first)
       local rows = s:governance_events()
       assert.equal(2, #rows)
-      assert.equal(77, rows[1].crdate)
+      assert.equal(77, rows[1].created_at)
       assert.equal("trustZone", rows[1].reason)
       assert.equal("", rows[1].guardrail)
-      assert.equal(math.maxinteger, rows[2].be_user)
+      assert.equal(math.maxinteger, rows[2].user_uid)
       assert.equal(math.mininteger, rows[2].agentrun_uid)
       assert.equal("u\0u", rows[2].correlation_id)
-      assert.is_true(rows[2].crdate >= os.time() - 5)
+      assert.is_true(rows[2].created_at >= os.time() - 5)
       assert.has_error(function() s:insert_governance_event { arguments = "{}" } end)
     end)
   end)
@@ -680,7 +682,7 @@ describe("mcpclient.agent.store", function()
       s:reconcile(s:server(uid), { tool("mcp_zz_distinct_tool") }, 5)
       s:set_tool_enabled("mcp_zz_distinct_tool", true)
       local run = s:insert_run { uuid = "distinct-uuid", status = "running", claimed_by = "distinct-owner" }
-      s:guarded_update_run(run, "distinct-owner", { pending_effect = "distinct_effect" })
+      s:guarded_update_run(run, "distinct-owner", { fence = "distinct_effect" })
       s:append_event(run, { kind = "distinct_kind", payload = '{"distinct":1}' })
       s:insert_governance_event { decision = "distinct_decision" }
       assert.equal("Name'; DROP TABLE mcp_server; --", s:server(uid).name)

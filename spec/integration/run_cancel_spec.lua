@@ -73,7 +73,7 @@ describe("cancelling a run from another process #integration", function()
     -- as it takes it in: its tool is running before it reads the cancellation, a later request)
     wait_for("the call to be in flight", WAIT_SECONDS, function()
       local row = store:run(uid)
-      if not (row and row.pending_effect:find('"tool":"mcp_peer_slow"', 1, true)) then return nil end
+      if not (row and row.fence:find('"tool":"mcp_peer_slow"', 1, true)) then return nil end
       for _, line in ipairs(peer.log_lines()) do
         if line:match("^POST tools/call ") then return true end
       end
@@ -118,7 +118,7 @@ describe("cancelling a run from another process #integration", function()
     -- the audit trail: one cancelled error step, the run cancelled, the fence cleared
     local row = assert(store:run(uid))
     assert.equal("cancelled", row.status)
-    assert.equal("", row.pending_effect)
+    assert.equal("", row.fence)
     local events = assert(store:events(uid))
     assert.equal(1, #events)
     local step = json.decode(events[1].payload)

@@ -105,7 +105,7 @@ describe("a run's faults against a real server #integration", function()
     end)
     wait_for("the call to be on the wire and fenced", WAIT_SECONDS, function()
       local row = store:run(uid)
-      return row and row.pending_effect ~= "" and #executions(peer) == 1
+      return row and row.fence ~= "" and #executions(peer) == 1
     end)
     assert(os.execute("kill -KILL " .. child.pid))
     wait_for("the worker to be gone", WAIT_SECONDS, function() return not peers.alive(child.pid) end)
@@ -122,7 +122,7 @@ describe("a run's faults against a real server #integration", function()
     -- one execution at the server, no step in the audit: the fence names exactly that call
     assert.equal(1, #executions(peer))
     assert.equal(0, #tool_steps(reopened, uid))
-    assert.same({ fence.entry("mcp_peer_slow", { seconds = 5 }, 1) }, fence.entries(row.pending_effect))
+    assert.same({ fence.entry("mcp_peer_slow", { seconds = 5 }, 1) }, fence.entries(row.fence))
     -- and the operator command says so
     local listing = assert(io.popen("cd " .. quote(peers.root) .. " && " .. env .. " lua5.4 bin/mcpclient --db "
       .. quote(location) .. " --json runs --open"))
@@ -165,7 +165,7 @@ describe("a run's faults against a real server #integration", function()
     assert.equal(3, #steps)
     for i, step in ipairs(steps) do assert.same({ message = "m" .. i }, step.toolArguments) end
     assert.same({ fence.entry("mcp_peer_echo", { message = "m4" }, 4) },
-      fence.entries(assert(store:run(r.uid)).pending_effect))
+      fence.entries(assert(store:run(r.uid)).fence))
     local views = assert(operator.runs(store, { open = true }))
     assert.equal(r.uid, views[1].uid)
     assert.is_false(views[1].fence[1].recorded)

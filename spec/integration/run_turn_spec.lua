@@ -57,7 +57,7 @@ describe("a run's turn #integration", function()
       if event.kind == "tool" then order[#order + 1] = json.decode(event.payload).toolArguments.seconds end
     end
     assert.same({ 1, 0.5, 0.2 }, order)
-    assert.equal("", store:run(r.uid).pending_effect or "")
+    assert.equal("", store:run(r.uid).fence or "")
     r:finish()
   end)
 end)

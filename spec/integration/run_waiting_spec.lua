@@ -130,7 +130,7 @@ describe("a run waiting for approval, taken over by another process (" .. backen
     local row = assert(store:run(run_uid))
     assert.equal("completed", row.status)
     assert.equal("", row.pending_steps)
-    assert.equal("", row.pending_effect)
+    assert.equal("", row.fence)
     store:close()
   end)
 

@@ -159,15 +159,19 @@ describe("task ids are the server's (" .. backends.name .. ")", function()
     local path = os.tmpname()
     local location = backends.fresh(path)
     local _ <close> = setmetatable({}, { __close = function() os.remove(path) end })
-    local old = assert(store_module.open(location, { migrate_to = store_module.SCHEMA_VERSION - 1 }))
+    local old = assert(store_module.open(location, { migrate_to = 8 })) -- before migration 9
+    -- the rows as that version wrote them (this one's columns are named as migration 10 names them)
+    local db = old.adapter
     local before = {}
     for i = 1, 3 do
-      local r = assert(old:insert_run { uuid = "old-" .. i, status = "running", claimed_by = "me",
-        lease_expires = os.time() + 600 })
-      before[i] = assert(old:insert_task({ run = r, sequence = 1, server = "alpha", task_id = "old-" .. i,
-        tool = "t", handle = "{}", status = "working" }, "me", "[]"))
+      local r = assert(db:insert("INSERT INTO agent_run (uuid, status, claimed_by, lease_expires, pending_effect) "
+        .. "VALUES (?, ?, ?, ?, ?)", { "old-" .. i, "running", "me", os.time() + 600, "[]" }))
+      before[i] = assert(db:insert("INSERT INTO agent_task (run, sequence, server, task_id, tool, handle, status) "
+        .. "VALUES (?, 1, ?, ?, ?, ?, ?)", { r, "alpha", "old-" .. i, "t", "{}", "working" }))
     end
-    assert.equal(1, assert(old:close_task(before[2], "me", "completed")))
+    assert(db:exec("UPDATE agent_task SET closed = 1, finished_by = ?, status = ? WHERE uid = ? AND closed = 0",
+      { "me", "completed", before[2] }))
+    assert.equal(1, db:changes())
     old:close()
     local upgraded <close> = assert(store_module.open(location))
     assert.equal(store_module.SCHEMA_VERSION, upgraded:schema_version())
@@ -228,7 +232,7 @@ describe("task ids are the server's (" .. backends.name .. ")", function()
     local open = assert(store:open_tasks(r))
     assert.equal(1, #open)
     assert.equal(beta_task, open[1].uid)
-    local kept = run_module.fence(assert(store:run(r)).pending_effect)
+    local kept = run_module.fence(assert(store:run(r)).fence)
     assert.equal(1, #kept)
     assert.equal(1, kept[1].sequence)
     taken:close()

@@ -1,4 +1,4 @@
---- What a run's write fence (agent_run.pending_effect) says, for specs: the
+--- What a run's write fence (agent_run.fence) says, for specs: the
 --- calls it names, and the digest a call's arguments get.
 local core = require "mcpclient.core"
 

@@ -474,7 +474,7 @@ describe("governance events", function()
     assert.equal(d, calls[1].decision)
     assert.same({
       decision = "tool_denied", reason = "trustZone", provider = "openai", model = "gpt-x",
-      configuration_identifier = "support", be_user = 7, tool_name = "secrets", agentrun_uid = 41,
+      configuration_identifier = "support", user_uid = 7, tool_name = "secrets", agentrun_uid = 41,
       guardrail = "", correlation_id = "0f8c2c4e-9a57-4d4e-8d0e-3b1b1f6c2a11",
       detail = "zone=externalEu;ceiling=internalConfiguration;observedOnly=0",
     }, calls[1].row)
@@ -509,7 +509,7 @@ describe("governance events", function()
     gate:decide("ghost", config_in("local"), nil)
     assert.same({
       decision = "tool_denied", reason = "notRegistered", provider = "p-local", model = "m-1",
-      configuration_identifier = "cfg-local", be_user = 0, tool_name = "ghost", agentrun_uid = 0,
+      configuration_identifier = "cfg-local", user_uid = 0, tool_name = "ghost", agentrun_uid = 0,
       guardrail = "", correlation_id = "",
       detail = "zone=local;ceiling=secretAdjacent;observedOnly=0",
     }, calls[1].row)
@@ -535,9 +535,9 @@ describe("governance events", function()
     local keys = {}
     for k in pairs(row) do keys[#keys + 1] = k end
     table.sort(keys)
-    assert.same({ "agentrun_uid", "be_user", "configuration_identifier", "correlation_id", "decision", "detail",
-      "guardrail", "model", "provider", "reason", "tool_name" }, keys)
-    assert.equal(0, row.be_user)
+    assert.same({ "agentrun_uid", "configuration_identifier", "correlation_id", "decision", "detail",
+      "guardrail", "model", "provider", "reason", "tool_name", "user_uid" }, keys)
+    assert.equal(0, row.user_uid)
   end)
 end)
 

@@ -811,8 +811,8 @@ end
 local function run_view(store, row, now)
   local view = { uid = row.uid, uuid = row.uuid, status = row.status, owner = row.claimed_by,
     lease_expires = row.lease_expires, lease_expired = row.lease_expires < now, user_name = row.user_name,
-    configuration = row.configuration, created = row.crdate, updated = row.tstamp,
-    cancel_requested = row.cancel_requested, fence = run.fence(row.pending_effect), waiting = run.waiting(row) }
+    configuration = row.configuration, created = row.created_at, updated = row.updated_at,
+    cancel_requested = row.cancel_requested, fence = run.fence(row.fence), waiting = run.waiting(row) }
   if #view.fence > 0 then
     local events, message, err = store:events(row.uid)
     if not events then return nil, message, err end

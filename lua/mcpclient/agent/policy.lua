@@ -226,7 +226,7 @@ end
 -- never for an executed call. It carries policy facts only — never a tool's
 -- arguments or output.
 -- @param context { correlation_id, run_uid, provider, model, configuration_identifier } or nil
--- @param user the acting user or nil (be_user 0)
+-- @param user the acting user or nil (user_uid 0)
 function policy.governance_row(d, context, user)
   context = context or {}
   return {
@@ -235,7 +235,7 @@ function policy.governance_row(d, context, user)
     provider = string_or_empty(context.provider),
     model = string_or_empty(context.model),
     configuration_identifier = string_or_empty(context.configuration_identifier),
-    be_user = type(user) == "table" and integer_or_zero(user.uid) or 0,
+    user_uid = type(user) == "table" and integer_or_zero(user.uid) or 0,
     tool_name = d.tool,
     agentrun_uid = integer_or_zero(context.run_uid),
     guardrail = "",

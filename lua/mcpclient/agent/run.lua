@@ -141,7 +141,7 @@ function run.digest(arguments)
   return lease.digest(arguments)
 end
 
---- The calls a run's fence (its row's pending_effect) names: a list of
+--- The calls a run's fence (its row's fence) names: a list of
 --- { tool, arguments_sha256, sequence, task_id }, each a write that may have
 --- been sent and whose audit step was to take that sequence (task_id: the
 --- call became that task, whose handle the store keeps); {} when the fence is clear.

@@ -128,7 +128,7 @@ end
 
 -- OAuth grants (store/grants.lua; mcpclient.agent.grants speaks for them)
 
---- A server's grant rows { uid, server, resource, issuer, record (JSON), tstamp }, newest first.
+--- A server's grant rows { uid, server, resource, issuer, record (JSON), updated_at }, newest first.
 function Store:grants(server)
   return grants.grants(self, server)
 end
@@ -152,7 +152,7 @@ function Store:add_server(fields)
   return servers.add_server(self, fields)
 end
 
---- Change editable fields of a live server and stamp tstamp. A new URL
+--- Change editable fields of a live server and stamp updated_at. A new URL
 --- forgets the server's OAuth grants (they were issued for the old one); a
 --- new identifier carries them along. → true, the number of grants forgotten
 function Store:update_server(uid, fields)
@@ -176,7 +176,7 @@ function Store:servers()
   return servers.servers(self)
 end
 
---- Live servers switched on (hidden is ignored, as in the reference), by identifier.
+--- Live servers switched on, by identifier.
 function Store:enabled_servers()
   return servers.enabled_servers(self)
 end
@@ -307,7 +307,7 @@ function Store:run(uid)
   return runs.run(self, uid)
 end
 
---- Change a run's fields and stamp tstamp. → true
+--- Change a run's fields and stamp updated_at. → true
 function Store:update_run(uid, fields)
   return runs.update_run(self, uid, fields)
 end
@@ -422,7 +422,7 @@ function Store:events(run_uid)
   return audit.events(self, run_uid)
 end
 
---- Append a governance event (crdate defaults to now). → uid
+--- Append a governance event (created_at defaults to now). → uid
 function Store:insert_governance_event(fields)
   return audit.insert_governance_event(self, fields)
 end

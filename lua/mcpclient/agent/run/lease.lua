@@ -129,7 +129,7 @@ function lease.digest(arguments)
   return (core.crypto.sha256(text):gsub(".", function(c) return string.format("%02x", c:byte()) end))
 end
 
--- The calls a run's fence (its row's pending_effect) names: a list of
+-- The calls a run's fence (its row's fence) names: a list of
 -- { tool, arguments_sha256, sequence, task_id }, each a write that may have
 -- been sent and whose audit step was to take that sequence (task_id: the
 -- call became that task, whose handle the store keeps); {} when the fence is clear.
@@ -224,7 +224,7 @@ end
 -- store that fails that write fails the run (run.error: its failure value):
 -- the row still says running, and only this process knows why.
 local function conclude(self, status)
-  local ok, err = under_lease(self, { status = status, pending_effect = "", lease_expires = math.floor(self.now()) })
+  local ok, err = under_lease(self, { status = status, fence = "", lease_expires = math.floor(self.now()) })
   self.status = status
   if ok or not self.persisted then
     self.fenced = {}

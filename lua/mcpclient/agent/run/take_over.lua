@@ -160,7 +160,7 @@ function take_over.run(store, run_uid, options, Run)
     return nil, message, err
   end
   local results, still_open = {}, {}
-  local fence = lease.fence(row.pending_effect)
+  local fence = lease.fence(row.fence)
   local function held() return self.status == lease.RUNNING or self.status == lease.WAITING end
   for _, task_row in ipairs(open) do
     local result = follow_stored(self, task_row)
@@ -178,7 +178,7 @@ function take_over.run(store, run_uid, options, Run)
       end
     end
     local kept = #self.fenced > 0 and json.encode(json.array(self.fenced)) or ""
-    local ok, lease_err = under_lease(self, { pending_effect = kept, lease_expires = lease_until(self) })
+    local ok, lease_err = under_lease(self, { fence = kept, lease_expires = lease_until(self) })
     if not ok then lease_trouble(self, nil, lease_err) end
   end
   return self, results

@@ -214,7 +214,7 @@ local function ready_to_send(self, rec, sequence)
     local fenced = self.fenced
     rec.fence_entry = fence_entry(rec, sequence)
     fenced[#fenced + 1] = rec.fence_entry
-    local ok, err = under_lease(self, { pending_effect = json.encode(json.array(fenced)),
+    local ok, err = under_lease(self, { fence = json.encode(json.array(fenced)),
       lease_expires = lease_until(self) })
     if not ok then
       lease_trouble(self, rec.call.name, err)
@@ -307,7 +307,7 @@ local function settle_call(self, rec, recorded, store_error, last_write)
   if not self.persisted then return end
   local fields = { lease_expires = lease_until(self) }
   local clears = write and last_write
-  if clears then fields.pending_effect = "" end
+  if clears then fields.fence = "" end
   local ok, lease_err = under_lease(self, fields)
   if not ok then
     lease_trouble(self, nil, lease_err)

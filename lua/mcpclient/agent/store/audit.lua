@@ -17,20 +17,20 @@ local audit = {}
 
 local hydrate_event = core.hydrator {
   uid = "integer", run = "integer", sequence = "integer", kind = "string", round = "integer",
-  duration_ms = "number", payload = "string", crdate = "integer",
+  duration_ms = "number", payload = "string", created_at = "integer",
 }
 
 local hydrate_governance = core.hydrator {
-  uid = "integer", pid = "integer", crdate = "integer", correlation_id = "string", decision = "string",
+  uid = "integer", pid = "integer", created_at = "integer", correlation_id = "string", decision = "string",
   reason = "string", provider = "string", model = "string", configuration_identifier = "string",
-  be_user = "integer", tool_name = "string", agentrun_uid = "integer", guardrail = "string", detail = "string",
+  user_uid = "integer", tool_name = "string", agentrun_uid = "integer", guardrail = "string", detail = "string",
 }
 
 local function write_event(self, run_uid, row)
   local what = "append an event to run " .. run_uid
   local adapter = adapter_of(self)
   local uid, message, code = adapter:insert("INSERT INTO agent_run_event (run, sequence, kind, round, duration_ms, "
-    .. "payload, crdate) VALUES (?, (SELECT COALESCE(MAX(sequence), 0) + 1 FROM agent_run_event WHERE run = ?), "
+    .. "payload, created_at) VALUES (?, (SELECT COALESCE(MAX(sequence), 0) + 1 FROM agent_run_event WHERE run = ?), "
     .. "?, ?, ?, ?, ?)", row)
   if not uid then return fail(what, message, code) end
   local rows
@@ -75,16 +75,16 @@ end
 ---------------------------------------------------------------------------
 
 local governance_fields = {
-  pid = "integer", crdate = "integer", correlation_id = "string", decision = "string", reason = "string",
-  provider = "string", model = "string", configuration_identifier = "string", be_user = "integer",
+  pid = "integer", created_at = "integer", correlation_id = "string", decision = "string", reason = "string",
+  provider = "string", model = "string", configuration_identifier = "string", user_uid = "integer",
   tool_name = "string", agentrun_uid = "integer", guardrail = "string", detail = "string",
 }
 
---- Append a governance event (crdate defaults to now). → uid
+--- Append a governance event (created_at defaults to now). → uid
 function audit.insert_governance_event(self, fields)
   local columns, values = encode_fields(fields, governance_fields, "insert_governance_event")
-  if fields.crdate == nil then
-    append(columns, values, "crdate", os.time())
+  if fields.created_at == nil then
+    append(columns, values, "created_at", os.time())
   end
   return insert(self, "record a governance event", insert_sql("governance_event", columns), values)
 end

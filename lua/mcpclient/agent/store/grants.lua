@@ -9,7 +9,7 @@ local exec, insert, insert_sql, select_rows = core.exec, core.insert, core.inser
 local grants = {}
 
 local hydrate_grant = core.hydrator {
-  uid = "integer", server = "string", resource = "string", issuer = "string", record = "string", tstamp = "integer",
+  uid = "integer", server = "string", resource = "string", issuer = "string", record = "string", updated_at = "integer",
 }
 
 local function check_text(value, name)
@@ -17,11 +17,11 @@ local function check_text(value, name)
   return value
 end
 
---- A server's grant rows { uid, server, resource, issuer, record (JSON), tstamp }, newest first.
+--- A server's grant rows { uid, server, resource, issuer, record (JSON), updated_at }, newest first.
 function grants.grants(self, server)
   check_text(server, "server")
   return select_rows(self, "read the authorization grants of " .. server,
-    "SELECT * FROM mcp_oauth_grant WHERE server = ? ORDER BY tstamp DESC, uid DESC", { server }, hydrate_grant)
+    "SELECT * FROM mcp_oauth_grant WHERE server = ? ORDER BY updated_at DESC, uid DESC", { server }, hydrate_grant)
 end
 
 --- Keep a grant of `server` for (resource, issuer): it replaces the grant
@@ -37,7 +37,7 @@ function grants.save_grant(self, server, resource, issuer, record)
       "DELETE FROM mcp_oauth_grant WHERE server = ? AND resource = ?", { server, resource })
     if not ok then return nil, message, err end
     ok, message, err = insert(self, "save an authorization grant of " .. server,
-      insert_sql("mcp_oauth_grant", { "server", "resource", "issuer", "record", "tstamp" }),
+      insert_sql("mcp_oauth_grant", { "server", "resource", "issuer", "record", "updated_at" }),
       { server, resource, issuer, record, os.time() })
     if not ok then return nil, message, err end
     return true

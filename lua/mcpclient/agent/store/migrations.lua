@@ -306,4 +306,37 @@ CREATE INDEX agent_task_open ON agent_task (closed, server);
 CREATE INDEX agent_task_id ON agent_task (task_id, server);
 ]],
   },
+  {
+    -- Columns named for what they hold: the run's write fence was
+    -- pending_effect, every row's creation and change times were crdate and
+    -- tstamp, and a governance event's acting user (the user's uid, 0 for
+    -- nobody) was be_user. mcp_server.hidden was never read nor written by
+    -- this library: it goes. Every row keeps its values under the new names.
+    -- Both databases rename and drop a column in place (SQLite from 3.35),
+    -- and an index follows its column; the one index named for an old column
+    -- is made again under its new name.
+    description = "columns named for what they hold: fence, created_at, updated_at, user_uid; hidden dropped",
+    sql = [[
+ALTER TABLE agent_run RENAME COLUMN pending_effect TO fence;
+ALTER TABLE agent_run RENAME COLUMN crdate TO created_at;
+ALTER TABLE agent_run RENAME COLUMN tstamp TO updated_at;
+ALTER TABLE agent_run_event RENAME COLUMN crdate TO created_at;
+ALTER TABLE agent_task RENAME COLUMN crdate TO created_at;
+ALTER TABLE agent_task RENAME COLUMN tstamp TO updated_at;
+ALTER TABLE mcp_server RENAME COLUMN crdate TO created_at;
+ALTER TABLE mcp_server RENAME COLUMN tstamp TO updated_at;
+ALTER TABLE mcp_server DROP COLUMN hidden;
+ALTER TABLE mcp_tool RENAME COLUMN crdate TO created_at;
+ALTER TABLE mcp_tool RENAME COLUMN tstamp TO updated_at;
+ALTER TABLE mcp_offer RENAME COLUMN crdate TO created_at;
+ALTER TABLE mcp_offer RENAME COLUMN tstamp TO updated_at;
+ALTER TABLE mcp_oauth_grant RENAME COLUMN tstamp TO updated_at;
+ALTER TABLE tool_state RENAME COLUMN tstamp TO updated_at;
+ALTER TABLE tool_group_state RENAME COLUMN tstamp TO updated_at;
+ALTER TABLE governance_event RENAME COLUMN crdate TO created_at;
+ALTER TABLE governance_event RENAME COLUMN be_user TO user_uid;
+DROP INDEX governance_event_crdate;
+CREATE INDEX governance_event_created ON governance_event (created_at);
+]],
+  },
 }

@@ -22,18 +22,18 @@ local runs = {}
 
 local hydrate_run = core.hydrator {
   uid = "integer", uuid = "string", status = "string", claimed_by = "string", lease_expires = "integer",
-  pending_effect = "string", cancel_requested = "boolean", user_name = "string", configuration = "string",
-  crdate = "integer", tstamp = "integer", pending_steps = "string", approval = "string",
+  fence = "string", cancel_requested = "boolean", user_name = "string", configuration = "string",
+  created_at = "integer", updated_at = "integer", pending_steps = "string", approval = "string",
 }
 
 local hydrate_task = core.hydrator {
   uid = "integer", run = "integer", sequence = "integer", server = "string", task_id = "string", tool = "string",
   arguments_sha256 = "string", arguments = "string", round = "integer", handle = "string", status = "string",
-  started_by = "string", finished_by = "string", closed = "boolean", crdate = "integer", tstamp = "integer",
+  started_by = "string", finished_by = "string", closed = "boolean", created_at = "integer", updated_at = "integer",
 }
 
 local run_fields = {
-  uuid = "string", status = "string", claimed_by = "string", lease_expires = "integer", pending_effect = "string",
+  uuid = "string", status = "string", claimed_by = "string", lease_expires = "integer", fence = "string",
   user_name = "string", configuration = "string", cancel_requested = "flag", pending_steps = "string",
   approval = "string",
 }
@@ -42,16 +42,16 @@ local run_fields = {
 function runs.insert_run(self, fields)
   local columns, values = encode_fields(fields, run_fields, "insert_run")
   local now = os.time()
-  append(columns, values, "crdate", now)
-  append(columns, values, "tstamp", now)
+  append(columns, values, "created_at", now)
+  append(columns, values, "updated_at", now)
   return insert(self, "insert a run", insert_sql("agent_run", columns), values)
 end
 
--- Change one row's fields by its uid and stamp tstamp (a run's, a task's). → true
+-- Change one row's fields by its uid and stamp updated_at (a run's, a task's). → true
 local function update_by_uid(self, what, tbl, allowed, uid, fields)
   check_uid(uid, nil, 3)
   local columns, values = encode_fields(fields, allowed, "update_" .. what)
-  append(columns, values, "tstamp", os.time())
+  append(columns, values, "updated_at", os.time())
   values[#values + 1] = uid
   return exec(self, "update " .. what .. " " .. uid, update_sql(tbl, columns, "uid = ?"), values)
 end
@@ -62,7 +62,7 @@ function runs.run(self, uid)
   return select_one(self, "read run " .. uid, "SELECT * FROM agent_run WHERE uid = ?", { uid }, hydrate_run)
 end
 
---- Change a run's fields and stamp tstamp. → true
+--- Change a run's fields and stamp updated_at. → true
 function runs.update_run(self, uid, fields)
   return update_by_uid(self, "run", "agent_run", run_fields, uid, fields)
 end
@@ -79,7 +79,7 @@ function runs.guarded_update_run(self, uid, owner, fields, status)
   if type(owner) ~= "string" then error("owner must be a string", 2) end
   if status ~= nil and type(status) ~= "string" then error("status must be a string", 2) end
   local columns, values = encode_fields(fields, run_fields, "guarded_update_run")
-  append(columns, values, "tstamp", os.time())
+  append(columns, values, "updated_at", os.time())
   values[#values + 1] = uid
   values[#values + 1] = status or "running"
   values[#values + 1] = owner
@@ -93,7 +93,7 @@ end
 -- A run left behind: still running, its lease expired, and its fence set
 -- (a write may have run whose step is not in the audit). Nobody may take it
 -- over and go on as if nothing happened.
-local LEFT_BEHIND = "status = 'running' AND lease_expires < ? AND pending_effect <> ''"
+local LEFT_BEHIND = "status = 'running' AND lease_expires < ? AND fence <> ''"
 local RECOVERED_ORDER = { "kind", "reason", "owner", "leaseExpires", "fence" }
 
 -- Mark one run left behind failed (one compare-and-set: of several
@@ -104,13 +104,13 @@ local function fail_closed(self, row, now)
   local what = "mark run " .. row.uid .. " failed"
   return self:transaction(function()
     local adapter = adapter_of(self)
-    local ok, message, code = adapter:exec("UPDATE agent_run SET status = 'failed', tstamp = ? WHERE uid = ? AND "
+    local ok, message, code = adapter:exec("UPDATE agent_run SET status = 'failed', updated_at = ? WHERE uid = ? AND "
       .. "claimed_by = ? AND " .. LEFT_BEHIND, { now, row.uid, row.claimed_by, now })
     if not ok then return fail(what, message, code) end
     if adapter:changes() ~= 1 then return false end
     local payload = json.set_key_order({ kind = "recovered", reason = "the lease expired while a fenced write "
       .. "was unrecorded: the call may or may not have run", owner = mcp_core.repair_utf8(row.claimed_by),
-      leaseExpires = row.lease_expires, fence = mcp_core.repair_utf8(row.pending_effect) }, RECOVERED_ORDER)
+      leaseExpires = row.lease_expires, fence = mcp_core.repair_utf8(row.fence) }, RECOVERED_ORDER)
     local sequence, event_message, err = self:append_event(row.uid, { kind = "recovered",
       payload = json.encode(payload) })
     if not sequence then return nil, event_message, err end
@@ -144,7 +144,7 @@ function runs.recover_runs(self, now)
   local marked = {}
   for _, row in ipairs(rows) do
     local done, done_message, done_err = false, nil, nil
-    if not runs.followable(row.pending_effect) then done, done_message, done_err = fail_closed(self, row, now) end
+    if not runs.followable(row.fence) then done, done_message, done_err = fail_closed(self, row, now) end
     if done == nil then return nil, done_message, done_err end
     if done then marked[#marked + 1] = row.uid end
   end
@@ -167,14 +167,14 @@ function runs.claim_run(self, uid, owner, lease_expires, now)
   local row, message, err = self:run(uid)
   if row == nil and message ~= nil then return nil, message, err end
   if row and row.claimed_by ~= owner and row.status == "running" and row.lease_expires < now
-      and row.pending_effect ~= "" and not runs.followable(row.pending_effect) then
+      and row.fence ~= "" and not runs.followable(row.fence) then
     local marked
     marked, message, err = fail_closed(self, row, now)
     if marked == nil then return nil, message, err end
   end
   local adapter = adapter_of(self)
   local ok, code
-  ok, message, code = adapter:exec("UPDATE agent_run SET claimed_by = ?, lease_expires = ?, tstamp = ? "
+  ok, message, code = adapter:exec("UPDATE agent_run SET claimed_by = ?, lease_expires = ?, updated_at = ? "
     .. "WHERE uid = ? AND (status = 'running' OR (status = 'waiting_approval' AND pending_steps <> '')) "
     .. "AND (claimed_by = ? OR lease_expires < ?)",
     { owner, lease_expires, now, uid, owner, now })
@@ -200,7 +200,7 @@ function runs.decide_run(self, uid, approval, pending_steps, event, owner)
   end
   if type(event) ~= "table" then error("decide_run: event must be a table", 2) end
   if owner ~= nil and type(owner) ~= "string" then error("decide_run: owner must be a string", 2) end
-  local sql = "UPDATE agent_run SET approval = ?, tstamp = ? WHERE uid = ? AND status = 'waiting_approval' AND "
+  local sql = "UPDATE agent_run SET approval = ?, updated_at = ? WHERE uid = ? AND status = 'waiting_approval' AND "
     .. "approval = '' AND pending_steps = ?"
   local params = { approval, os.time(), uid, pending_steps }
   if owner then
@@ -223,7 +223,7 @@ end
 -- fence set. → rows (as Store:run gives them)
 function runs.runs(self, open)
   if open ~= nil and type(open) ~= "boolean" then error("runs: open must be a boolean", 2) end
-  local where = open and " WHERE status IN ('running', 'waiting_approval') OR pending_effect <> ''" or ""
+  local where = open and " WHERE status IN ('running', 'waiting_approval') OR fence <> ''" or ""
   return select_rows(self, "list the runs", "SELECT * FROM agent_run" .. where .. " ORDER BY uid DESC", {},
     hydrate_run)
 end
@@ -232,7 +232,7 @@ end
 function runs.request_cancel(self, uid)
   check_uid(uid)
   return exec(self, "request the cancellation of run " .. uid,
-    "UPDATE agent_run SET cancel_requested = 1, tstamp = ? WHERE uid = ?", { os.time(), uid })
+    "UPDATE agent_run SET cancel_requested = 1, updated_at = ? WHERE uid = ?", { os.time(), uid })
 end
 
 
@@ -254,10 +254,10 @@ function runs.insert_task(self, fields, owner, fence)
   if type(owner) ~= "string" or type(fence) ~= "string" then error("insert_task: owner and fence are text", 2) end
   local columns, values = encode_fields(fields, task_fields, "insert_task")
   local now = os.time()
-  append(columns, values, "crdate", now)
-  append(columns, values, "tstamp", now)
+  append(columns, values, "created_at", now)
+  append(columns, values, "updated_at", now)
   return self:transaction(function()
-    local changed, message, err = self:guarded_update_run(fields.run, owner, { pending_effect = fence })
+    local changed, message, err = self:guarded_update_run(fields.run, owner, { fence = fence })
     if changed == nil then return nil, message, err end
     if changed ~= 1 then return false end
     return insert(self, "store the handle of task " .. tostring(fields.task_id), insert_sql("agent_task", columns),
@@ -281,8 +281,8 @@ function runs.close_task(self, uid, finished_by, status)
     error("close_task: finished_by and status are text", 2)
   end
   local adapter = adapter_of(self)
-  local ok, message, code = adapter:exec("UPDATE agent_task SET closed = 1, finished_by = ?, status = ?, tstamp = ? "
-    .. "WHERE uid = ? AND closed = 0", { finished_by, status, os.time(), uid })
+  local ok, message, code = adapter:exec("UPDATE agent_task SET closed = 1, finished_by = ?, status = ?, "
+    .. "updated_at = ? WHERE uid = ? AND closed = 0", { finished_by, status, os.time(), uid })
   if not ok then return fail("close task " .. uid, message, code) end
   return adapter:changes()
 end

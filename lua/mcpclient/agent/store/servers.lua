@@ -18,7 +18,7 @@ local hydrate_server = core.hydrator {
   url = "string", auth_credential = "string", auth_placement = "string", auth_header_name = "string",
   data_class = "string", requires_approval = "string", enabled = "boolean", import_status = "string",
   import_error = "string", last_imported = "integer", tool_count = "integer", last_contact = "integer",
-  last_latency_ms = "integer", tstamp = "integer", crdate = "integer", deleted = "boolean",
+  last_latency_ms = "integer", updated_at = "integer", created_at = "integer", deleted = "boolean",
   catalogue_stale = "boolean",
   command = "command", env = "env", cwd = "string", reimport = "reimport", reimport_pending = "integer",
 }
@@ -33,18 +33,18 @@ local server_fields = {
 function servers.add_server(self, fields)
   local columns, values = encode_fields(fields, server_fields, "add_server")
   local now = os.time()
-  append(columns, values, "crdate", now)
-  append(columns, values, "tstamp", now)
+  append(columns, values, "created_at", now)
+  append(columns, values, "updated_at", now)
   return insert(self, "add a server", insert_sql("mcp_server", columns), values)
 end
 
---- Change editable fields of a live server and stamp tstamp. A new URL
+--- Change editable fields of a live server and stamp updated_at. A new URL
 --- forgets the server's OAuth grants (they were issued for the old one); a
 --- new identifier carries them along. → true, the number of grants forgotten
 function servers.update_server(self, uid, fields)
   check_uid(uid)
   local columns, values = encode_fields(fields, server_fields, "update_server")
-  append(columns, values, "tstamp", os.time())
+  append(columns, values, "updated_at", os.time())
   values[#values + 1] = uid
   local sql = update_sql("mcp_server", columns, "uid = ? AND deleted = 0")
   if fields.url == nil and fields.identifier == nil then
@@ -80,7 +80,7 @@ function servers.remove_server(self, uid)
     if err then return nil, message, err end
     local ok
     ok, message, err = exec(self, "remove server " .. uid,
-      "UPDATE mcp_server SET deleted = 1, tstamp = ? WHERE uid = ?", { os.time(), uid })
+      "UPDATE mcp_server SET deleted = 1, updated_at = ? WHERE uid = ?", { os.time(), uid })
     if not ok then return nil, message, err end
     local forgotten = 0
     if row then
@@ -127,7 +127,7 @@ function servers.record_import(self, uid, outcome)
   if math.type(count) ~= "integer" then error("record_import: tool_count must be an integer", 2) end
   local at = check_time(outcome.at, "at")
   return exec(self, "record the import of server " .. uid,
-    "UPDATE mcp_server SET import_status = ?, import_error = ?, tool_count = ?, last_imported = ?, tstamp = ? "
+    "UPDATE mcp_server SET import_status = ?, import_error = ?, tool_count = ?, last_imported = ?, updated_at = ? "
       .. "WHERE uid = ?", { outcome.status, message, count, at, at, uid })
 end
 

@@ -17,7 +17,7 @@ local tools = {}
 local hydrate_tool = core.hydrator {
   uid = "integer", pid = "integer", server = "integer", tool_name = "string", remote_name = "string",
   description = "string", input_schema = "string", remote_annotations = "string", orphaned = "boolean",
-  tstamp = "integer", crdate = "integer",
+  updated_at = "integer", created_at = "integer",
 }
 
 --- All tools of a server, live first, by tool_name.
@@ -66,7 +66,7 @@ end
 -- Update the row of a tool the server had.
 local function update_tool(adapter, row, server, v, now)
   return adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
-    .. "input_schema = ?, remote_annotations = ?, orphaned = 0, tstamp = ? WHERE uid = ?",
+    .. "input_schema = ?, remote_annotations = ?, orphaned = 0, updated_at = ? WHERE uid = ?",
     { server.uid, server.pid, v[2], v[3], v[4], v[5], now, row.uid })
 end
 
@@ -88,7 +88,8 @@ local function insert_tools(adapter, fresh, server, now)
       end
     end
     local ok, message, code = adapter:exec("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
-      .. "input_schema, remote_annotations, orphaned, tstamp, crdate) VALUES " .. table.concat(groups, ", "), params)
+      .. "input_schema, remote_annotations, orphaned, updated_at, created_at) VALUES " .. table.concat(groups, ", "),
+      params)
     if not ok then return nil, message, code end
   end
   return true
@@ -125,7 +126,7 @@ local function mark_orphaned(adapter, uids, now)
       params[#params + 1] = uids[i]
       marks[#marks + 1] = "?"
     end
-    local ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, tstamp = ? WHERE uid IN ("
+    local ok, message, code = adapter:exec("UPDATE mcp_tool SET orphaned = 1, updated_at = ? WHERE uid IN ("
       .. table.concat(marks, ", ") .. ")", params)
     if not ok then return nil, message, code end
   end
@@ -189,8 +190,8 @@ end
 local function set_flag(self, tbl, key_column, key, enabled, what)
   if type(key) ~= "string" then error(key_column .. " must be a string", 3) end
   if type(enabled) ~= "boolean" then error("enabled must be a boolean", 3) end
-  return exec(self, what, string.format("INSERT INTO %s (%s, enabled, tstamp) VALUES (?, ?, ?) "
-    .. "ON CONFLICT (%s) DO UPDATE SET enabled = excluded.enabled, tstamp = excluded.tstamp",
+  return exec(self, what, string.format("INSERT INTO %s (%s, enabled, updated_at) VALUES (?, ?, ?) "
+    .. "ON CONFLICT (%s) DO UPDATE SET enabled = excluded.enabled, updated_at = excluded.updated_at",
     tbl, key_column, key_column), { key, enabled and 1 or 0, os.time() })
 end
 
@@ -233,8 +234,8 @@ local OFFER_FIELDS = { "name", "title", "description", "mime_type", "detail" }
 
 local hydrate_offer = core.hydrator {
   uid = "integer", server = "integer", kind = "string", ident = "string", name = "string", title = "string",
-  description = "string", mime_type = "string", detail = "string", orphaned = "boolean", tstamp = "integer",
-  crdate = "integer",
+  description = "string", mime_type = "string", detail = "string", orphaned = "boolean", updated_at = "integer",
+  created_at = "integer",
 }
 
 -- The entries as rows of values (misuse raises): ident first, then OFFER_FIELDS.
@@ -262,15 +263,15 @@ end
 -- Upsert each entry live, after every row of the kind was marked orphaned:
 -- what the server still lists comes back, the rest stays orphaned.
 local function write_offers(adapter, server_uid, kind, values, now)
-  local ok, message, code = adapter:exec("UPDATE mcp_offer SET orphaned = 1, tstamp = ? WHERE server = ? AND kind = ? "
-    .. "AND orphaned = 0", { now, server_uid, kind })
+  local ok, message, code = adapter:exec("UPDATE mcp_offer SET orphaned = 1, updated_at = ? WHERE server = ? "
+    .. "AND kind = ? AND orphaned = 0", { now, server_uid, kind })
   if not ok then return nil, message, code end
   for _, v in ipairs(values) do
     ok, message, code = adapter:exec("INSERT INTO mcp_offer (server, kind, ident, name, title, description, "
-      .. "mime_type, detail, orphaned, tstamp, crdate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) "
+      .. "mime_type, detail, orphaned, updated_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) "
       .. "ON CONFLICT (server, kind, ident) DO UPDATE SET name = excluded.name, title = excluded.title, "
       .. "description = excluded.description, mime_type = excluded.mime_type, detail = excluded.detail, "
-      .. "orphaned = 0, tstamp = excluded.tstamp",
+      .. "orphaned = 0, updated_at = excluded.updated_at",
       { server_uid, kind, v[1], v[2], v[3], v[4], v[5], v[6], now, now })
     if not ok then return nil, message, code end
   end
