@@ -19,16 +19,15 @@
 ** pointer), anyOf, oneOf, allOf, not, minimum, maximum, exclusiveMinimum,
 ** exclusiveMaximum (a number, or the older boolean beside minimum/maximum),
 ** minLength and maxLength (in characters: UTF-8 sequences, an invalid byte
-** one character), minItems, maxItems. A boolean schema is itself: true
+** one character), pattern (a subset of ECMA regular expressions, run
+** without backtracking: see "Patterns"), minItems, maxItems. A boolean schema is itself: true
 ** accepts everything, false nothing. $ref with other keywords beside it:
 ** both hold.
 **
 ** Not checked, so never a reason to refuse a value: every other keyword
 ** (format, multipleOf, uniqueItems, if/then/else, unevaluated*, ...), a
 ** keyword whose value has the wrong shape ("required": true, a minimum that
-** is a string), and "pattern": an ECMA regex is neither a Lua pattern nor
-** safe to run with a backtracking engine on server-chosen text, and a
-** bounded engine is not written yet. When patternProperties is present,
+** is a string), and a pattern outside the subset. When patternProperties is present,
 ** additionalProperties is not checked either (without matching the
 ** patterns this file cannot tell which properties are additional). What is
 ** not checked can only let a value through, never refuse a valid one.
@@ -38,7 +37,8 @@
 ** an element entered, a $ref followed, a level of a const/enum comparison:
 ** a $ref that leads back to itself without entering the value ends here),
 ** and MAX_STEPS steps (a schema member read, a value member or element
-** visited, a comparison node, 64 bytes of a string counted). A check that
+** visited, a comparison node, 64 bytes of a string counted, a character
+** searched for a pattern, and a step per four threads the search runs). A check that
 ** hits a bound, or a $ref that does not resolve (or leaves the schema),
 ** ends as "unchecked": the result names why ("depth", "steps", "schema"),
 ** never true.
@@ -82,14 +82,16 @@ typedef struct {
 
 typedef struct {
   lua_State *L;
-  int root;        /* stack index of the root schema */
-  int depth;       /* evaluation levels entered */
-  long steps;      /* steps taken */
-  int quiet;       /* > 0: inside anyOf/oneOf/not, where a failure is not the answer */
-  int recorded;    /* a failure or an abort has been written */
-  int out_path;    /* stack index of the path written on failure */
-  int out_reason;  /* stack index of the reason */
-  const char *why; /* the bound an ABORT hit: "depth", "steps", "schema" */
+  int root;         /* stack index of the root schema */
+  int depth;        /* evaluation levels entered */
+  long steps;       /* steps taken */
+  int quiet;        /* > 0: inside anyOf/oneOf/not, where a failure is not the answer */
+  int recorded;     /* a failure or an abort has been written */
+  int out_path;     /* stack index of the path written on failure */
+  int out_reason;   /* stack index of the reason */
+  const char *why;  /* the bound an ABORT hit: "depth", "steps", "schema" */
+  int machine_slot; /* stack index of the pattern machine (a userdata, made on the first pattern) */
+  int machine;      /* it is made */
   int npath;
   segment path[MAX_DEPTH + 1];
 } checker;
@@ -119,6 +121,7 @@ enum {
   KW_MAX_LENGTH,
   KW_MIN_ITEMS,
   KW_MAX_ITEMS,
+  KW_PATTERN,
   KW_COUNT
 };
 
@@ -146,6 +149,7 @@ static const char *const keywords[KW_COUNT] = {
   "maxLength",
   "minItems",
   "maxItems",
+  "pattern",
 };
 
 /*
@@ -460,6 +464,626 @@ static enum outcome push_reference(checker *c, int idx) {
 }
 
 /* ==================================================================== */
+/* Patterns                                                             */
+/* ==================================================================== */
+
+/*
+** "pattern" is an ECMA regular expression, searched for anywhere in the
+** string (code point by code point, as with the "u" flag). It is never run
+** by backtracking: the supported subset is compiled to a small program and
+** run as a set of threads that all advance one character at a time (a
+** Pike machine without captures), so the time is at most the string's
+** length times the program's size, charged to the step budget. The subset:
+** literals, ".", classes ("[a-z\d]", "[^...]"), \d \D \w \W \s \S, the
+** escapes \t \n \v \f \r \0 \xHH \uHHHH (no surrogate), an escaped syntax
+** character, "^" and "$" (the string's ends), groups "(...)" and "(?:...)",
+** "|", and the quantifiers * + ? {n} {n,} {n,m} (n, m at most 1000; a lazy
+** "?" after one changes nothing for a search). Anything else (a lookaround,
+** a back reference, \b, a named group, a property escape, a flag) and a
+** pattern over MAX_PATTERN bytes or compiling past MAX_PROGRAM
+** instructions is not checked: it never refuses a value.
+*/
+#define MAX_PATTERN 1024 /* bytes of a pattern compiled */
+#define MAX_NODES   1024 /* nodes of its tree */
+#define MAX_PROGRAM 4096 /* instructions of its program */
+#define MAX_RANGES  1024 /* ranges of all its classes */
+#define MAX_CLASSES 256
+#define MAX_REPEAT  1000 /* the largest count of a {n,m} */
+
+#define MAX_GROUPS 32 /* groups nested in one another */
+
+/* A node: a leaf, N_SEQ (its terms, linked by next, from a), N_ALT (its alternatives, likewise), N_REPEAT. */
+enum node_kind { N_EMPTY, N_CHAR, N_ANY, N_CLASS, N_BOL, N_EOL, N_SEQ, N_ALT, N_REPEAT };
+enum op { OP_CHAR, OP_ANY, OP_CLASS, OP_BOL, OP_EOL, OP_SPLIT, OP_JMP, OP_MATCH };
+
+/* The class escapes, as bits of a class: \d \D \w \W \s \S. */
+#define CE_DIGIT     1u
+#define CE_NOT_DIGIT 2u
+#define CE_WORD      4u
+#define CE_NOT_WORD  8u
+#define CE_SPACE     16u
+#define CE_NOT_SPACE 32u
+
+typedef struct {
+  unsigned char kind;
+  int a, next;  /* the first child (or the class index), the next sibling (-1: none) */
+  uint32_t cp;  /* N_CHAR */
+  int min, max; /* N_REPEAT; max -1: unbounded */
+} rx_node;
+
+typedef struct {
+  unsigned char op;
+  int x, y; /* targets, the class index */
+  uint32_t cp;
+} rx_inst;
+
+typedef struct {
+  int first, count; /* its ranges */
+  unsigned escapes; /* CE_* */
+  int negated;
+} rx_class;
+
+/* A compiled pattern and the machine's lists; one per check, kept as a Lua userdata. */
+typedef struct {
+  const char *source; /* the pattern compiled last (a string the schema holds), and its length */
+  size_t source_len;
+  int usable; /* it compiled: 1; not supported: 0 */
+  int nnodes, ninst, nranges, nclasses;
+  rx_node nodes[MAX_NODES];
+  rx_inst prog[MAX_PROGRAM];
+  uint32_t ranges[MAX_RANGES][2];
+  rx_class classes[MAX_CLASSES];
+  int list[2][MAX_PROGRAM];   /* the threads now and next */
+  unsigned mark[MAX_PROGRAM]; /* the step a pc was last added at, plus one */
+  int stack[2 * MAX_PROGRAM + 2];
+} rx_machine;
+
+typedef struct {
+  rx_machine *m;
+  const unsigned char *s, *end;
+  int failed; /* not supported, or over a bound */
+  int groups; /* groups open */
+} rx_parser;
+
+static int rx_alt(rx_parser *p);
+
+/* A new node of the tree, or -1 (the parser fails) when there is no room. */
+static int rx_new(rx_parser *p, int kind, int a) {
+  rx_node *n;
+  if (p->m->nnodes >= MAX_NODES) {
+    p->failed = 1;
+    return -1;
+  }
+  n = &p->m->nodes[p->m->nnodes];
+  memset(n, 0, sizeof *n);
+  n->kind = (unsigned char)kind;
+  n->a = a;
+  n->next = -1;
+  return p->m->nnodes++;
+}
+
+/* The next code point of the pattern (UTF-8), advancing; an invalid byte fails the parse. */
+static uint32_t rx_next_cp(rx_parser *p) {
+  int ok;
+  uint32_t cp = 0;
+  size_t len = mcp_utf8_unit(p->s, (size_t)(p->end - p->s), &ok, &cp);
+  if (!ok) p->failed = 1;
+  p->s += len;
+  return cp;
+}
+
+/* n hex digits at the parser's place as a number, or -1. */
+static long rx_hex(rx_parser *p, int n) {
+  long v = 0;
+  int i;
+  if (p->end - p->s < n) return -1;
+  for (i = 0; i < n; i++) {
+    unsigned char c = p->s[i];
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  p->s += n;
+  return v;
+}
+
+/*
+** The escape after a backslash (the backslash read): a character (its
+** code point, returns 1), a class escape (*escapes set, returns 2), or 0
+** when it is not in the subset. in_class: inside [...], where \b is a
+** backspace and '-' may be escaped.
+*/
+static int rx_escape(rx_parser *p, uint32_t *cp, unsigned *escapes, int in_class) {
+  unsigned char c;
+  long v;
+  if (p->s >= p->end) return 0;
+  c = *p->s++;
+  switch (c) {
+    case 'd': *escapes = CE_DIGIT; return 2;
+    case 'D': *escapes = CE_NOT_DIGIT; return 2;
+    case 'w': *escapes = CE_WORD; return 2;
+    case 'W': *escapes = CE_NOT_WORD; return 2;
+    case 's': *escapes = CE_SPACE; return 2;
+    case 'S': *escapes = CE_NOT_SPACE; return 2;
+    case 't': *cp = 9; return 1;
+    case 'n': *cp = 10; return 1;
+    case 'v': *cp = 11; return 1;
+    case 'f': *cp = 12; return 1;
+    case 'r': *cp = 13; return 1;
+    case '0':
+      if (p->s < p->end && *p->s >= '0' && *p->s <= '9') return 0;
+      *cp = 0;
+      return 1;
+    case 'x':
+      if ((v = rx_hex(p, 2)) < 0) return 0;
+      *cp = (uint32_t)v;
+      return 1;
+    case 'u':
+      if ((v = rx_hex(p, 4)) < 0 || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+      *cp = (uint32_t)v;
+      return 1;
+    case 'b':
+      if (!in_class) return 0;
+      *cp = 8;
+      return 1;
+    default:
+      if (strchr("^$\\.*+?()[]{}|/", c) != NULL || (in_class && c == '-')) {
+        *cp = c;
+        return 1;
+      }
+      return 0;
+  }
+}
+
+/* A class "[...]", the '[' read: its node, or -1. */
+static int rx_class_node(rx_parser *p) {
+  rx_machine *m = p->m;
+  rx_class *k;
+  int idx, node;
+  if (m->nclasses >= MAX_CLASSES) {
+    p->failed = 1;
+    return -1;
+  }
+  idx = m->nclasses++;
+  k = &m->classes[idx];
+  k->first = m->nranges;
+  k->count = 0;
+  k->escapes = 0;
+  k->negated = 0;
+  if (p->s < p->end && *p->s == '^') {
+    k->negated = 1;
+    p->s++;
+  }
+  while (!p->failed) {
+    uint32_t lo, hi;
+    unsigned esc = 0;
+    int got;
+    if (p->s >= p->end) {
+      p->failed = 1;
+      break;
+    }
+    if (*p->s == ']') {
+      p->s++;
+      break;
+    }
+    if (*p->s == '\\') {
+      p->s++;
+      got = rx_escape(p, &lo, &esc, 1);
+      if (got == 0) p->failed = 1;
+      if (got == 2) {
+        k->escapes |= esc;
+        if (p->s < p->end && *p->s == '-' && p->s + 1 < p->end && p->s[1] != ']') p->failed = 1;
+        continue;
+      }
+    } else {
+      lo = rx_next_cp(p);
+    }
+    hi = lo;
+    if (p->s + 1 < p->end && *p->s == '-' && p->s[1] != ']') {
+      p->s++;
+      if (*p->s == '\\') {
+        p->s++;
+        if (rx_escape(p, &hi, &esc, 1) != 1) p->failed = 1;
+      } else {
+        hi = rx_next_cp(p);
+      }
+      if (hi < lo) p->failed = 1;
+    }
+    if (m->nranges >= MAX_RANGES) p->failed = 1;
+    if (p->failed) break;
+    m->ranges[m->nranges][0] = lo;
+    m->ranges[m->nranges][1] = hi;
+    m->nranges++;
+    k->count++;
+  }
+  if (p->failed) return -1;
+  node = rx_new(p, N_CLASS, idx);
+  return node;
+}
+
+/* A count of {n,m} at the parser's place, or -1. */
+static int rx_count(rx_parser *p) {
+  int v = 0, digits = 0;
+  while (p->s < p->end && *p->s >= '0' && *p->s <= '9') {
+    v = v * 10 + (*p->s++ - '0');
+    if (++digits > 4 || v > MAX_REPEAT) return -1;
+  }
+  return digits ? v : -1;
+}
+
+/* One atom and its quantifier: a node, or -1. */
+static int rx_term(rx_parser *p) {
+  int atom = -1, assertion = 0, min, max;
+  unsigned char c = *p->s;
+  if (c == '(') {
+    p->s++;
+    if (p->s < p->end && *p->s == '?') {
+      if (p->s + 1 < p->end && p->s[1] == ':') p->s += 2;
+      else p->failed = 1; /* a lookaround or a named group */
+    }
+    if (p->failed || ++p->groups > MAX_GROUPS) {
+      p->failed = 1;
+      return -1;
+    }
+    atom = rx_alt(p);
+    p->groups--;
+    if (p->failed || p->s >= p->end || *p->s != ')') {
+      p->failed = 1;
+      return -1;
+    }
+    p->s++;
+  } else if (c == '[') {
+    p->s++;
+    atom = rx_class_node(p);
+  } else if (c == '.') {
+    p->s++;
+    atom = rx_new(p, N_ANY, 0);
+  } else if (c == '^' || c == '$') {
+    p->s++;
+    atom = rx_new(p, c == '^' ? N_BOL : N_EOL, 0);
+    assertion = 1;
+  } else if (c == '\\') {
+    uint32_t cp = 0;
+    unsigned esc = 0;
+    int got;
+    p->s++;
+    got = rx_escape(p, &cp, &esc, 0);
+    if (got == 0) {
+      p->failed = 1;
+      return -1;
+    }
+    if (got == 2) {
+      int idx;
+      if (p->m->nclasses >= MAX_CLASSES) {
+        p->failed = 1;
+        return -1;
+      }
+      idx = p->m->nclasses++;
+      p->m->classes[idx].first = p->m->nranges;
+      p->m->classes[idx].count = 0;
+      p->m->classes[idx].escapes = esc;
+      p->m->classes[idx].negated = 0;
+      atom = rx_new(p, N_CLASS, idx);
+    } else {
+      atom = rx_new(p, N_CHAR, 0);
+      if (atom >= 0) p->m->nodes[atom].cp = cp;
+    }
+  } else if (strchr("*+?{}]", c) != NULL) {
+    p->failed = 1; /* nothing to repeat, or a stray bracket (an error with the "u" flag) */
+    return -1;
+  } else {
+    uint32_t cp = rx_next_cp(p);
+    atom = rx_new(p, N_CHAR, 0);
+    if (atom >= 0) p->m->nodes[atom].cp = cp;
+  }
+  if (p->failed || atom < 0 || p->s >= p->end) return atom;
+  c = *p->s;
+  if (c == '*' || c == '+' || c == '?') {
+    p->s++;
+    min = c == '+' ? 1 : 0;
+    max = c == '?' ? 1 : -1;
+  } else if (c == '{') {
+    p->s++;
+    min = max = rx_count(p);
+    if (min >= 0 && p->s < p->end && *p->s == ',') {
+      p->s++;
+      if (p->s < p->end && *p->s == '}') {
+        max = -1;
+      } else {
+        max = rx_count(p);
+        if (max < min) min = -1; /* max -1 (no count) too */
+      }
+    }
+    if (min < 0 || p->s >= p->end || *p->s != '}') {
+      p->failed = 1;
+      return -1;
+    }
+    p->s++;
+  } else {
+    return atom;
+  }
+  if (assertion) {
+    p->failed = 1;
+    return -1;
+  }
+  if (p->s < p->end && *p->s == '?') p->s++; /* lazy: the same for a search */
+  if (p->s < p->end && strchr("*+?{", *p->s) != NULL) {
+    p->failed = 1;
+    return -1;
+  }
+  {
+    int r = rx_new(p, N_REPEAT, atom);
+    if (r >= 0) {
+      p->m->nodes[r].min = min;
+      p->m->nodes[r].max = max;
+    }
+    return r;
+  }
+}
+
+/* A sequence of terms up to '|', ')' or the end: an N_SEQ node, or -1. */
+static int rx_cat(rx_parser *p) {
+  int seq = rx_new(p, N_SEQ, -1), last = -1;
+  while (!p->failed && p->s < p->end && *p->s != '|' && *p->s != ')') {
+    int t = rx_term(p);
+    if (t < 0) {
+      p->failed = 1;
+      return -1;
+    }
+    if (last < 0) p->m->nodes[seq].a = t;
+    else p->m->nodes[last].next = t;
+    last = t;
+  }
+  return p->failed ? -1 : seq;
+}
+
+/* Alternatives: an N_ALT node (one alternative: its N_SEQ), or -1. */
+static int rx_alt(rx_parser *p) {
+  int first = rx_cat(p), alt, last;
+  if (p->failed || p->s >= p->end || *p->s != '|') return p->failed ? -1 : first;
+  alt = rx_new(p, N_ALT, first);
+  last = first;
+  while (!p->failed && p->s < p->end && *p->s == '|') {
+    int next;
+    p->s++;
+    next = rx_cat(p);
+    if (p->failed) return -1;
+    p->m->nodes[last].next = next;
+    last = next;
+  }
+  return p->failed ? -1 : alt;
+}
+
+/* Append an instruction; its index, or -1 when the program is full. */
+static int rx_emit1(rx_machine *m, int op, int x, int y) {
+  if (m->ninst >= MAX_PROGRAM) return -1;
+  m->prog[m->ninst].op = (unsigned char)op;
+  m->prog[m->ninst].x = x;
+  m->prog[m->ninst].y = y;
+  m->prog[m->ninst].cp = 0;
+  return m->ninst++;
+}
+
+/*
+** The program of node n appended (a repetition written out min times, then
+** max - min optional copies or a loop). 0, or -1 when it does not fit.
+** Sequences and alternatives are walked as lists; the recursion goes one
+** level per group or quantifier, at most MAX_GROUPS groups deep.
+*/
+static int rx_emit(rx_machine *m, int n) {
+  rx_node *x = &m->nodes[n];
+  int i, at, split;
+  switch (x->kind) {
+    case N_EMPTY: return 0;
+    case N_CHAR:
+      if ((at = rx_emit1(m, OP_CHAR, 0, 0)) < 0) return -1;
+      m->prog[at].cp = x->cp;
+      return 0;
+    case N_ANY: return rx_emit1(m, OP_ANY, 0, 0) < 0 ? -1 : 0;
+    case N_CLASS: return rx_emit1(m, OP_CLASS, x->a, 0) < 0 ? -1 : 0;
+    case N_BOL: return rx_emit1(m, OP_BOL, 0, 0) < 0 ? -1 : 0;
+    case N_EOL: return rx_emit1(m, OP_EOL, 0, 0) < 0 ? -1 : 0;
+    case N_SEQ:
+      for (i = x->a; i >= 0; i = m->nodes[i].next) {
+        if (rx_emit(m, i) < 0) return -1;
+      }
+      return 0;
+    case N_ALT: {
+      int pending = -1; /* the jumps to the end, chained through their targets */
+      for (i = x->a; i >= 0; i = m->nodes[i].next) {
+        int last = m->nodes[i].next < 0, jmp;
+        split = -1;
+        if (!last) {
+          if ((split = rx_emit1(m, OP_SPLIT, 0, 0)) < 0) return -1;
+          m->prog[split].x = m->ninst;
+        }
+        if (rx_emit(m, i) < 0) return -1;
+        if (!last) {
+          if ((jmp = rx_emit1(m, OP_JMP, pending, 0)) < 0) return -1;
+          pending = jmp;
+          m->prog[split].y = m->ninst;
+        }
+      }
+      while (pending >= 0) {
+        int before = m->prog[pending].x;
+        m->prog[pending].x = m->ninst;
+        pending = before;
+      }
+      return 0;
+    }
+    case N_REPEAT: {
+      int min = m->nodes[n].min, max = m->nodes[n].max, child = m->nodes[n].a;
+      for (i = 0; i < min; i++) {
+        if (rx_emit(m, child) < 0) return -1;
+      }
+      if (max < 0) {
+        if ((split = rx_emit1(m, OP_SPLIT, 0, 0)) < 0) return -1;
+        m->prog[split].x = m->ninst;
+        if (rx_emit(m, child) < 0 || rx_emit1(m, OP_JMP, split, 0) < 0) return -1;
+        m->prog[split].y = m->ninst;
+        return 0;
+      }
+      for (i = min; i < max; i++) {
+        if ((split = rx_emit1(m, OP_SPLIT, 0, 0)) < 0) return -1;
+        m->prog[split].x = m->ninst;
+        if (rx_emit(m, child) < 0) return -1;
+        m->prog[split].y =
+          m->ninst; /* past this copy; the later copies are inside: x?(x?(...)) is x{0,k} too */
+      }
+      return 0;
+    }
+    default: return -1;
+  }
+}
+
+/* Compile the pattern s (n bytes) into m: 1, or 0 when it is outside the subset or a bound. */
+static int rx_compile(rx_machine *m, const char *s, size_t n) {
+  rx_parser p;
+  int root;
+  m->nnodes = m->ninst = m->nranges = m->nclasses = 0;
+  if (n > MAX_PATTERN) return 0;
+  p.m = m;
+  p.s = (const unsigned char *)s;
+  p.end = p.s + n;
+  p.failed = 0;
+  p.groups = 0;
+  root = rx_alt(&p);
+  if (p.failed || root < 0 || p.s != p.end) return 0;
+  if (rx_emit(m, root) < 0 || rx_emit1(m, OP_MATCH, 0, 0) < 0) return 0;
+  return 1;
+}
+
+/* 1 when cp is in the set of the class escape e (one of CE_DIGIT, CE_WORD, CE_SPACE). */
+static int rx_in_escape(unsigned e, uint32_t cp) {
+  if (e == CE_DIGIT) return cp >= '0' && cp <= '9';
+  if (e == CE_WORD)
+    return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+  return cp == ' ' || (cp >= 9 && cp <= 13) || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
+}
+
+/* 1 when class k matches cp. */
+static int rx_class_has(const rx_machine *m, const rx_class *k, uint32_t cp) {
+  int i, in = 0;
+  for (i = 0; i < k->count && !in; i++) {
+    in = cp >= m->ranges[k->first + i][0] && cp <= m->ranges[k->first + i][1];
+  }
+  if (!in && (k->escapes & CE_DIGIT)) in = rx_in_escape(CE_DIGIT, cp);
+  if (!in && (k->escapes & CE_NOT_DIGIT)) in = !rx_in_escape(CE_DIGIT, cp);
+  if (!in && (k->escapes & CE_WORD)) in = rx_in_escape(CE_WORD, cp);
+  if (!in && (k->escapes & CE_NOT_WORD)) in = !rx_in_escape(CE_WORD, cp);
+  if (!in && (k->escapes & CE_SPACE)) in = rx_in_escape(CE_SPACE, cp);
+  if (!in && (k->escapes & CE_NOT_SPACE)) in = !rx_in_escape(CE_SPACE, cp);
+  return k->negated ? !in : in;
+}
+
+/*
+** Add the thread at pc to list l for the step `gen`, following jumps,
+** splits and the assertions at position pos (at_start, at_end) without a
+** recursion: each pc once per step. Returns 1 when MATCH is reached.
+*/
+static int rx_add(rx_machine *m, int l, int *count, int pc, unsigned gen, int at_start, int at_end) {
+  int sp = 0;
+  m->stack[sp++] = pc;
+  while (sp > 0) {
+    rx_inst *in;
+    pc = m->stack[--sp];
+    if (m->mark[pc] == gen) continue;
+    m->mark[pc] = gen;
+    in = &m->prog[pc];
+    switch (in->op) {
+      case OP_JMP: m->stack[sp++] = in->x; break;
+      case OP_SPLIT:
+        m->stack[sp++] = in->y;
+        m->stack[sp++] = in->x;
+        break;
+      case OP_BOL:
+        if (at_start) m->stack[sp++] = pc + 1;
+        break;
+      case OP_EOL:
+        if (at_end) m->stack[sp++] = pc + 1;
+        break;
+      case OP_MATCH: return 1;
+      default: m->list[l][(*count)++] = pc; break;
+    }
+  }
+  return 0;
+}
+
+/*
+** Search the string s (n bytes) for the compiled pattern: OK (found), FAIL,
+** or ABORT (the step budget, charged the threads of each character).
+*/
+static enum outcome rx_search(checker *c, rx_machine *m, const unsigned char *s, size_t n) {
+  size_t i = 0;
+  int now = 0, count = 0;
+  unsigned gen = 1;
+  memset(m->mark, 0, sizeof m->mark[0] * (size_t)m->ninst);
+  if (rx_add(m, now, &count, 0, gen, 1, n == 0)) return OK;
+  while (i < n) {
+    int ok, k, next = 1 - now, ncount = 0;
+    uint32_t cp;
+    size_t len = mcp_utf8_unit(s + i, n - i, &ok, &cp);
+    enum outcome r = spend(c, 1 + count / 4);
+    if (r != OK) return r;
+    if (!ok) cp = 0xFFFD;
+    i += len;
+    gen++;
+    for (k = 0; k < count; k++) {
+      rx_inst *in = &m->prog[m->list[now][k]];
+      int hit = 0;
+      switch (in->op) {
+        case OP_CHAR: hit = in->cp == cp; break;
+        case OP_ANY: hit = cp != '\n' && cp != '\r' && cp != 0x2028 && cp != 0x2029; break;
+        case OP_CLASS: hit = rx_class_has(m, &m->classes[in->x], cp); break;
+        default: break;
+      }
+      if (hit && rx_add(m, next, &ncount, m->list[now][k] + 1, gen, 0, i == n)) return OK;
+    }
+    if (rx_add(m, next, &ncount, 0, gen, 0, i == n)) return OK; /* a match may start at any character */
+    now = next;
+    count = ncount;
+  }
+  return FAIL;
+}
+
+/*
+** The string at v against "pattern" at p: searched when the pattern is in
+** the subset (compiled once per check for the same pattern), else not
+** checked. The machine lives in a userdata at c->machine, made on first use.
+*/
+static enum outcome check_pattern(checker *c, int v, int p) {
+  lua_State *L = c->L;
+  rx_machine *m;
+  size_t plen, n;
+  const char *pattern, *s;
+  enum outcome r;
+  if (lua_type(L, p) != LUA_TSTRING) return OK;
+  pattern = lua_tolstring(L, p, &plen);
+  if (c->machine == 0) {
+    m = (rx_machine *)lua_newuserdatauv(L, sizeof *m, 0);
+    m->source = NULL;
+    lua_replace(L, c->machine_slot);
+    c->machine = 1;
+  }
+  m = (rx_machine *)lua_touserdata(L, c->machine_slot);
+  if (m->source != pattern || m->source_len != plen) {
+    m->source = pattern; /* the schema's string: alive and unchanged for the whole check */
+    m->source_len = plen;
+    m->usable = rx_compile(m, pattern, plen);
+  }
+  if (!m->usable) return OK;
+  s = lua_tolstring(L, v, &n);
+  r = rx_search(c, m, (const unsigned char *)s, n);
+  if (r == FAIL)
+    return fail(c, "the string does not match the pattern %s", plen > 120 ? "(too long to show)" : pattern);
+  return r;
+}
+
+/* ==================================================================== */
 /* The check                                                            */
 /* ==================================================================== */
 
@@ -522,7 +1146,7 @@ static enum outcome check_number(checker *c, int v, const int *kw) {
   return OK;
 }
 
-/* The string at v against minLength and maxLength, counted in characters. */
+/* The string at v against minLength and maxLength, counted in characters, then pattern. */
 static enum outcome check_string(checker *c, int v, const int *kw) {
   lua_State *L = c->L;
   lua_Integer lo = kw[KW_MIN_LENGTH] ? count_of(L, kw[KW_MIN_LENGTH]) : -1;
@@ -531,7 +1155,7 @@ static enum outcome check_string(checker *c, int v, const int *kw) {
   lua_Integer chars = 0;
   const unsigned char *s;
   enum outcome r;
-  if (lo < 0 && hi < 0) return OK;
+  if (lo < 0 && hi < 0) return kw[KW_PATTERN] ? check_pattern(c, v, kw[KW_PATTERN]) : OK;
   s = (const unsigned char *)lua_tolstring(L, v, &n);
   if ((r = spend(c, (long)(n / STRING_STEP_BYTES))) != OK) return r;
   while (i < n) {
@@ -546,7 +1170,7 @@ static enum outcome check_string(checker *c, int v, const int *kw) {
   if (hi >= 0 && chars > hi)
     return fail(c, "the string is %I characters long, over the maxLength %I", (LUAI_UACINT)chars,
                 (LUAI_UACINT)hi);
-  return OK;
+  return kw[KW_PATTERN] ? check_pattern(c, v, kw[KW_PATTERN]) : OK;
 }
 
 /* 1 when the schema at s is one a list keyword may hold: an object or a boolean. */
@@ -859,6 +1483,8 @@ static int l_validate_output(lua_State *L) {
   c.out_path = lua_gettop(L);
   lua_pushnil(L);
   c.out_reason = lua_gettop(L);
+  lua_pushnil(L);
+  c.machine_slot = lua_gettop(L);
   if (lua_type(L, 1) != LUA_TBOOLEAN &&
       (lua_type(L, 1) != LUA_TTABLE || mcp_json_is_null(L, 1) || mcp_json_is_array(L, 1))) {
     lua_pushnil(L);

@@ -90,7 +90,26 @@ local CASES = {
   { '{"maxLength":1}', '"\\ud83d\\ude00"', true },
   { '{"maxLength":2}', '"abc"', "$" },
   { '{"minLength":1}', "5", true },
-  { '{"pattern":"^a+$"}', '"bbb"', true }, -- pattern is not checked
+  -- pattern: a subset of ECMA regular expressions, searched for anywhere, without backtracking
+  { '{"pattern":"^a+$"}', '"aaa"', true },
+  { '{"pattern":"^a+$"}', '"bbb"', "$" },
+  { '{"pattern":"b"}', '"abc"', true },
+  { '{"pattern":"^[a-z0-9_-]{3,16}$"}', '"ab"', "$" },
+  { '{"pattern":"^\\\\d{3}-\\\\d{4}$"}', '"555-1234"', true },
+  { '{"pattern":"^(foo|bar)+baz$"}', '"foobarbaz"', true },
+  { '{"pattern":"^(foo|bar)+baz$"}', '"foofoo"', "$" },
+  { '{"pattern":"^.$"}', '"\\ud83d\\ude00"', true }, -- a code point is one character
+  { '{"pattern":"^[^\\\\d\\\\s]+$"}', '"a b"', "$" },
+  { '{"pattern":"^\\\\s*$"}', '"\\u00a0\\t"', true },
+  { '{"pattern":"^(?:ab){1,3}$"}', '"abababab"', "$" },
+  { '{"properties":{"id":{"pattern":"^[A-Z]{2}\\\\d+$"}}}', '{"id":"gb12"}', "$.id" },
+  { '{"pattern":"^a$"}', "1", true }, -- pattern applies to strings only
+  { '{"pattern":"(?=a)b"}', '"zzz"', true }, -- outside the subset: not checked
+  { '{"pattern":"(a)\\\\1"}', '"zzz"', true },
+  { '{"pattern":"\\\\bword"}', '"zzz"', true },
+  { '{"pattern":"\\\\p{L}"}', '"1"', true },
+  { '{"pattern":"a{"}', '"zzz"', true },
+  { '{"pattern":"(x{1000}){1000}"}', '"zzz"', true }, -- past the program's size: not checked
   -- arrays
   { '{"minItems":2}', "[1]", "$" },
   { '{"minItems":2}', "[1,2]", true },
@@ -170,6 +189,20 @@ describe("core.validate_output", function()
     assert.is_nil(ok)
     assert.equal("$", path)
     assert.is_true(core.validate_output(tools[1].outputSchema, { n = 1 }))
+  end)
+
+  it("searches patterns in time linear in the string, whatever the pattern", function()
+    local started = os.clock()
+    local ok, path, reason = core.validate_output({ pattern = "^(a+)+$" }, string.rep("a", 100000) .. "b")
+    assert.is_nil(ok)
+    assert.equal("$", path)
+    assert.equal("the string does not match the pattern ^(a+)+$", reason)
+    assert.is_nil(core.validate_output({ pattern = "^(a|a)*(a|aa)*$" }, string.rep("a", 200000) .. "b"))
+    assert.is_true(os.clock() - started < 5)
+    -- a thread alive from every place at once: the search is charged for each, and stops at the budget
+    local _, _, _, unchecked = core.validate_output({ pattern = string.rep("a", 1000) },
+      string.rep(string.rep("a", 999) .. "b", 100))
+    assert.equal("steps", unchecked)
   end)
 
   it("refuses a schema it cannot read, saying so", function()
