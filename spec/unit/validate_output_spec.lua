@@ -401,6 +401,30 @@ describe("call_tool with an outputSchema", function()
     assert.truthy(message:find("could not be checked", 1, true))
   end)
 
+  it("checks the outcome of a call that ran as a task too", function()
+    local function task(status)
+      return { taskId = "t-1", status = status, createdAt = os.date("!%Y-%m-%dT%H:%M:%SZ"),
+        lastUpdatedAt = os.date("!%Y-%m-%dT%H:%M:%SZ"), ttl = 600000, pollInterval = 0 }
+    end
+    local fake = Fake.new()
+    fake:will_return({ protocolVersion = "2025-11-25", serverInfo = { name = "tasks", version = "1" },
+      capabilities = { tools = {}, tasks = { requests = { tools = { call = {} } } } } }, "sess-1")
+    fake:will_return { tools = array { { name = "long", inputSchema = { type = "object" },
+      execution = { taskSupport = "required" },
+      outputSchema = { type = "object", properties = { n = { type = "integer" } } } } } }
+    fake:will_return { task = task("working") }
+    fake:will_return(task("completed"))
+    fake:will_return(result { n = 1.5 })
+    local conn = connect(fake, { tasks = true })
+    assert(conn:list_tools())
+    local ok, _, err = conn:call_tool("long", {})
+    assert.is_nil(ok)
+    assert.equal("invalid_output", err.kind)
+    assert.equal("$.n", err.path)
+    assert.equal("expected integer, got a number with a fraction", err.detail)
+    assert.equal("tasks/result", fake:methods()[#fake:methods()])
+  end)
+
   it("checks the option's type", function()
     assert.has_error(function() connect(Fake.new(), { validate_output = "no" }) end,
       "validate_output must be a boolean, not a string")
