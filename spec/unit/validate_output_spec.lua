@@ -191,6 +191,53 @@ describe("core.validate_output", function()
     assert.is_true(core.validate_output(tools[1].outputSchema, { n = 1 }))
   end)
 
+  it("searches patterns as ECMAScript does (these answers are node's RegExp with the u flag)", function()
+    local ECMA = {
+      { "^a+$", { { "aaa", true }, { "", false }, { "ab", false }, { "a", true } } },
+      { "^[a-z0-9_-]{3,16}$",
+        { { "abc", true }, { "ab", false }, { "abc_def-12", true },
+        { "ABC", false }, { "abcdefghijklmnopq", false } } },
+      { "\\d{3}-\\d{4}", { { "x555-1234y", true }, { "55-1234", false } } },
+      { "^(foo|bar)+baz$", { { "foobarbaz", true }, { "baz", false }, { "foofoo", false } } },
+      { "colou?r", { { "color", true }, { "colour", true }, { "colr", false } } },
+      { "^\\s*$", { { "   ", true }, { "\t\n", true }, { " a", false }, { " ", true } } },
+      { "^[^\\d\\s]+$", { { "abc", true }, { "a1", false }, { "a b", false }, { "é", true } } },
+      { "^.$", { { "😀", true }, { "é", true }, { "\n", false }, { "ab", false } } },
+      { "^\\w+@\\w+\\.com$", { { "a@b.com", true }, { "a@b.org", false } } },
+      { "a{2}", { { "a", false }, { "aa", true } } },
+      { "^a{2,}$", { { "a", false }, { "aa", true }, { "aaaa", true } } },
+      { "^(a|ab)(c|bcd)(d*)$", { { "abcd", true }, { "acd", true }, { "abcdd", true } } },
+      { "^(?:a*)*$", { { "aaaa", true }, { "aab", false } } },
+      { "^(a+)+$", { { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", false }, { "aaaa", true } } },
+      { "^[\\u0041-\\u005A]+$", { { "ABC", true }, { "abc", false } } },
+      { "\\x41", { { "A", true }, { "B", false } } },
+      { "^[.]$", { { ".", true }, { "a", false } } },
+      { "^\\.$", { { ".", true }, { "a", false } } },
+      { "[]", { { "a", false }, { "", false } } },
+      { "^[^]$", { { "a", true }, { "ab", false } } },
+      { "^$", { { "", true }, { "a", false } } },
+      { "a|", { { "b", true }, { "", true } } },
+      { "^(|a)b$", { { "b", true }, { "ab", true }, { "aab", false } } },
+      { "^\\/\\*$", { { "/*", true }, { "a", false } } },
+      { "^[\\-a]+$", { { "-a-", true }, { "b", false } } },
+      { "^[a\\]]+$", { { "a]", true }, { "b", false } } },
+      { "^\\d+(\\.\\d{1,2})?$", { { "12", true }, { "12.5", true }, { "12.555", false }, { ".", false } } },
+      { "^[A-Z]{2}\\d{2}[A-Z0-9]{1,30}$", { { "GB82WEST12345698765432", true }, { "gb82", false } } },
+      { "^[\\w.+-]+$", { { "a.b+c-d", true }, { "a b", false } } },
+      { "ab*?c", { { "ac", true }, { "abbc", true }, { "ab", false } } },
+      { "^(ab){1,3}$", { { "ab", true }, { "ababab", true }, { "abababab", false } } },
+    }
+    local count = 0
+    for _, case in ipairs(ECMA) do
+      for _, probe in ipairs(case[2]) do
+        local ok = core.validate_output({ type = "string", pattern = case[1] }, probe[1])
+        assert.equal(probe[2], ok == true, string.format("%q against %q", case[1], probe[1]))
+        count = count + 1
+      end
+    end
+    assert.equal(82, count)
+  end)
+
   it("searches patterns in time linear in the string, whatever the pattern", function()
     local started = os.clock()
     local ok, path, reason = core.validate_output({ pattern = "^(a+)+$" }, string.rep("a", 100000) .. "b")
