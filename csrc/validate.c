@@ -6,8 +6,9 @@
 ** (json.c): arrays carry the array marker (a plain sequence 1..n counts as
 ** one too), objects are tables with string keys ({} is an object), JSON
 ** null is core.json.null, and a listed schema may be a lazy object
-** (lazy.c), built here before it is read. A schema given as JSON text is
-** decoded first.
+** (lazy.c), built here before it is read. A schema that is neither a
+** table nor a boolean (a string too: JSON text is the caller's to decode)
+** cannot be read: "schema".
 **
 ** The keywords checked: type (a name or a list of names; "integer" is a
 ** number with no fractional part, 1.0 included), properties, required,
@@ -1453,8 +1454,9 @@ static enum outcome check(checker *c, int v, int s) {
 
 /*
 ** validate_output(schema, value) -> true | nil, path, reason[, unchecked].
-** schema: a schema table (lazy or not), a boolean, or its JSON text;
-** value: the decoded structuredContent. unchecked, when present, says the
+** schema: a schema table (lazy or not) or a boolean (a string is no
+** schema: JSON text is decoded by the caller, so a server's string where a
+** schema belongs is never read as one); value: the decoded structuredContent. unchecked, when present, says the
 ** check could not be finished ("depth", "steps", "schema") and path and
 ** reason say where and why; without it the value does not match.
 */
@@ -1466,18 +1468,6 @@ static int l_validate_output(lua_State *L) {
   lua_settop(L, 2);
   memset(&c, 0, sizeof c);
   c.L = L;
-  if (lua_type(L, 1) == LUA_TSTRING) {
-    size_t n;
-    const char *s = lua_tolstring(L, 1, &n);
-    if (!mcp_json_decode(L, s, n, 1)) {
-      lua_pushnil(L);
-      lua_pushliteral(L, "$");
-      lua_pushliteral(L, "the output schema is not valid JSON");
-      lua_pushliteral(L, "schema");
-      return 4;
-    }
-    lua_replace(L, 1);
-  }
   c.root = 1;
   lua_pushnil(L);
   c.out_path = lua_gettop(L);

@@ -3,7 +3,8 @@
 ** Input: a schema's JSON text and a value's JSON text, split at the first NUL
 ** byte (no NUL: the one text is both). The checker (fuzz/lua/validate_check.lua)
 ** requires validate_output never to raise, to answer in its documented shape,
-** to answer the same twice and for the schema given as text, to agree with a
+** to answer the same twice and for the schema written and read again (a
+** string is no schema), to agree with a
 ** Lua model of the subset where the check finished, and to accept the value
 ** under schemas built from it ({ const = value }, an inferred exact schema).
 */

@@ -251,7 +251,7 @@ function client.connect(options)
     task_support = {},  -- tool name -> its execution.taskSupport, from the last listing
     listed = false,     -- a listing has completed (task_support is known)
     validate_output = options.validate_output ~= false,  -- check structuredContent against outputSchema
-    output_schemas = {},  -- tool name -> its outputSchema (table, lazy table or text), from the last listing
+    output_schemas = {},  -- tool name -> { schema, text }, its outputSchema from the last listing
     cache = cache,  -- listing name -> { items, listing, expires }, with the cache option
     subscribed = {}, -- uri -> true, the resources this connection subscribed to
   }, Connection)
@@ -444,11 +444,14 @@ local function learn_task_support(map, page)
   end
 end
 
--- Keep each listed tool's outputSchema (in the form the listing gave it:
--- read, or decoded from text, only when the tool's result is checked).
-local function learn_output_schemas(map, page)
+-- Keep each listed tool's outputSchema as the listing gave it: { schema, text }, text when
+-- the form was "text" or "kept" (the schema is then JSON text, decoded only when the tool's
+-- result is first checked); with "tables" it is the value itself (a string there is a string).
+local function learn_output_schemas(map, page, form)
   for _, tool in ipairs(page) do
-    if type(tool.name) == "string" and tool.outputSchema ~= nil then map[tool.name] = tool.outputSchema end
+    if type(tool.name) == "string" and tool.outputSchema ~= nil then
+      map[tool.name] = { schema = tool.outputSchema, text = form ~= "tables" }
+    end
   end
 end
 
@@ -456,12 +459,12 @@ end
 -- passed on as it is when it is a failure, an error result, or the tool has no listed schema
 -- (or validate_output = false); else a missing or mismatched structuredContent is invalid_output.
 local function checked_output(self, name, outcome, ...)
-  local schema = self.output_schemas[name]
-  if not (self.validate_output and outcome) or outcome.is_error or schema == nil then return outcome, ... end
-  if type(schema) == "string" then
-    schema = json.decode(schema, true) or schema  -- the decoder's own text; kept decoded for the next call
-    self.output_schemas[name] = schema
+  local kept = self.output_schemas[name]
+  if not (self.validate_output and outcome) or outcome.is_error or kept == nil then return outcome, ... end
+  if kept.text then -- the decoder's own text: it decodes; kept decoded for the next call
+    kept.schema, kept.text = json.decode(kept.schema, true), false
   end
+  local schema = kept.schema
   local fields = { server = self.identifier, tool = name, path = "$" }
   if outcome.structured == nil then
     fields.detail = "the result carries no structuredContent, and the tool's listing gives an outputSchema"
@@ -528,7 +531,7 @@ function walk_tools(self, op, form, on_page)
     if not page then return nil, message, err end
     if form == "tables" then core.lazy_schemas(page) end
     learn_task_support(walk.task_support, page)
-    learn_output_schemas(walk.output_schemas, page)
+    learn_output_schemas(walk.output_schemas, page, form)
     on_page(page)
     local cursor = reply.result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then

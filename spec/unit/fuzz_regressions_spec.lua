@@ -242,3 +242,19 @@ describe("fuzz finding: the stdio line reader and a CR at the read cap", functio
     assert.equal("{}", line, detail)
   end)
 end)
+
+describe("validate_output (the schema as the codec decodes it)", function()
+  -- The validate harness's input `"\n\nfalse"` (one JSON string, schema and value both): the
+  -- validator read a string as JSON text, so the string "\n\nfalse" became the schema false and
+  -- refused everything. A listing in the tables form hands a server's string schema over as that
+  -- string: "false" refused every result, "{}" accepted every one. A string is no schema now.
+  it("reads a string as no schema, never as JSON text", function()
+    for _, schema in ipairs { "\n\nfalse", "false", "{}", '{"type":"string"}' } do
+      local ok, path, reason, unchecked = core.validate_output(schema, schema)
+      assert.is_nil(ok)
+      assert.equal("$", path)
+      assert.equal("the output schema is not a JSON object or a boolean", reason)
+      assert.equal("schema", unchecked)
+    end
+  end)
+end)

@@ -177,9 +177,12 @@ describe("core.validate_output", function()
     assert.equal("the string is 1 characters long, under the minLength 2", reason)
   end)
 
-  it("takes a schema as JSON text, a lazy listed schema, Lua sequences and json.null", function()
-    assert.is_true(core.validate_output('{"type":"array","items":{"type":"integer"}}', { 1, 2 }))
-    assert.is_nil(core.validate_output('{"type":"array","items":{"type":"integer"}}', { 1, "2" }))
+  it("takes a lazy listed schema, Lua sequences and json.null; a string is no schema", function()
+    assert.is_true(core.validate_output({ type = "array", items = { type = "integer" } }, { 1, 2 }))
+    assert.is_nil(core.validate_output({ type = "array", items = { type = "integer" } }, { 1, "2" }))
+    -- JSON text is the caller's to decode: a server's string where a schema belongs is never read as one
+    assert.same({ nil, "$", "the output schema is not a JSON object or a boolean", "schema" },
+      { core.validate_output("false", 1) })
     assert.is_true(core.validate_output({ type = "null" }, json.null))
     local _, result = core.rpc_classify('{"id":1,"result":{"tools":[{"name":"t","outputSchema":'
       .. '{"type":"object","required":["n"]}}]}}', 1, "text")
@@ -261,7 +264,7 @@ describe("core.validate_output", function()
       assert.is_string(reason)
       assert.equal("schema", unchecked, schema)
     end
-    assert.same({ nil, "$", "the output schema is not valid JSON", "schema" },
+    assert.same({ nil, "$", "the output schema is not a JSON object or a boolean", "schema" },
       { core.validate_output("{not json", 1) })
     local _, _, _, unchecked = core.validate_output(array { 1 }, 1)
     assert.equal("schema", unchecked)
@@ -320,10 +323,10 @@ describe("core.validate_output", function()
       local schema = '{"type":"array","items":{"type":"object","required":["a","b"],'
         .. '"properties":{"a":{"type":"integer"},"b":{"type":"string"}}}}'
       assert.is_true(run(schema, "[]"))
-      assert.is_true(core.validate_output(schema, value))
+      assert.is_true(core.validate_output(json.decode(schema), value))
       local huge = {}
       for i = 1, 1100000 do huge[i] = i end
-      local ok, _, _, unchecked = core.validate_output('{"items":{"type":"integer","minimum":0}}', array(huge))
+      local ok, _, _, unchecked = core.validate_output({ items = { type = "integer", minimum = 0 } }, array(huge))
       assert.is_nil(ok)
       assert.equal("steps", unchecked)
     end)
@@ -410,6 +413,19 @@ describe("call_tool with an outputSchema", function()
       assert.equal("invalid_output", err.kind)
       assert.equal("$", err.path)
       assert.truthy(err.detail:find("no structuredContent", 1, true))
+    end)
+  end
+
+  for _, form in ipairs { "tables", "text", "kept" } do
+    it("reads a listed string where a schema belongs as no schema (listing as " .. form .. ")", function()
+      local listing = { tools = array { { name = "odd", inputSchema = { type = "object" }, outputSchema = "{}" } } }
+      local fake = Fake.new():will_handshake():will_return(listing):will_return(result { n = 1 })
+      local conn = connect(fake)
+      assert(conn:list_tools { schemas = form })
+      local ok, _, err = conn:call_tool("odd", {})
+      assert.is_nil(ok)
+      assert.equal("schema", err.unchecked)
+      assert.equal("the output schema is not a JSON object or a boolean", err.detail)
     end)
   end
 
