@@ -110,6 +110,53 @@ local function rebuild_turn(self, parsed)
   return { round = parsed.round, records = records }
 end
 
+-- A taken waiting run: its suspended turn rebuilt from the steps its row
+-- keeps, with the decision a person recorded meanwhile. → true | false when
+-- the steps are unreadable: nobody can resume the run, and it is let go of as
+-- it was (its lease ended, this object closed).
+local function waiting_again(self, row)
+  -- the claim took only a row whose steps parse (pending_steps non-empty; see parse_steps)
+  local parsed = parse_steps(row.pending_steps)
+  if parsed then
+    self.status, self.waiting, self.pending_steps = lease.WAITING, rebuild_turn(self, parsed), row.pending_steps
+    if row.approval ~= "" then self.approval = row.approval == "approved" end
+    return true
+  end
+  self.status = lease.WAITING
+  under_lease(self, { lease_expires = 0 })
+  self:close()
+  return false
+end
+
+-- Follow each open task to its end (follow_stored), while the run is held;
+-- then the fence keeps only the tasks still open (`fence_text`: the row's
+-- fence as it was claimed). → one result per task followed
+local function follow_open(self, open, fence_text)
+  local results, still_open = {}, {}
+  local fence = lease.fence(fence_text)
+  local function held() return self.status == lease.RUNNING or self.status == lease.WAITING end
+  for _, task_row in ipairs(open) do
+    local result = follow_stored(self, task_row)
+    results[#results + 1] = result
+    -- keyed by step and task id: two servers of one run may each name a task alike
+    if result.open then still_open[task_row.sequence .. "\0" .. task_row.task_id] = true end
+    if not held() then break end
+  end
+  if held() then
+    for _, entry in ipairs(fence) do
+      if entry.task_id and still_open[tostring(entry.sequence) .. "\0" .. entry.task_id] then
+        self.fenced[#self.fenced + 1] = fence_entry({ call = { name = entry.tool, arguments = nil } }, entry.sequence)
+        self.fenced[#self.fenced].arguments_sha256 = entry.arguments_sha256
+        self.fenced[#self.fenced].task_id = entry.task_id
+      end
+    end
+    local kept = #self.fenced > 0 and json.encode(json.array(self.fenced)) or ""
+    local ok, lease_err = under_lease(self, { fence = kept, lease_expires = lease_until(self) })
+    if not ok then lease_trouble(self, nil, lease_err) end
+  end
+  return results
+end
+
 -- run.take_over: claim the run, follow the tasks it left open, or rebuild its waiting turn
 -- (`Run`: the metatable of the Run it returns). → Run, results | nil, message, err
 function take_over.run(store, run_uid, options, Run)
@@ -132,20 +179,9 @@ function take_over.run(store, run_uid, options, Run)
       .. "and marked failed)", run_uid) })
   end
   self.uuid, self.owner, self.persisted, self.lease_expires = row.uuid, owner, true, row.lease_expires
-  if row.status == lease.WAITING then
-    -- the claim took only a row whose steps parse (pending_steps non-empty; see parse_steps)
-    local parsed = parse_steps(row.pending_steps)
-    if parsed then
-      self.status, self.waiting, self.pending_steps = lease.WAITING, rebuild_turn(self, parsed), row.pending_steps
-      if row.approval ~= "" then self.approval = row.approval == "approved" end
-    else
-      -- unreadable steps: the run cannot be resumed by anyone; it is let go of as it was
-      self.status = lease.WAITING
-      under_lease(self, { lease_expires = 0 })
-      self:close()
-      return errors.fail("run_lease_lost", { detail = string.format("run %d waits for approval, but the steps it "
-        .. "waits on are not readable on its row, so it cannot be taken over", run_uid) })
-    end
+  if row.status == lease.WAITING and not waiting_again(self, row) then
+    return errors.fail("run_lease_lost", { detail = string.format("run %d waits for approval, but the steps it "
+      .. "waits on are not readable on its row, so it cannot be taken over", run_uid) })
   end
   local events = store:events(run_uid) or {}
   for _, e in ipairs(events) do
@@ -159,29 +195,7 @@ function take_over.run(store, run_uid, options, Run)
     self:close()
     return nil, message, err
   end
-  local results, still_open = {}, {}
-  local fence = lease.fence(row.fence)
-  local function held() return self.status == lease.RUNNING or self.status == lease.WAITING end
-  for _, task_row in ipairs(open) do
-    local result = follow_stored(self, task_row)
-    results[#results + 1] = result
-    -- keyed by step and task id: two servers of one run may each name a task alike
-    if result.open then still_open[task_row.sequence .. "\0" .. task_row.task_id] = true end
-    if not held() then break end
-  end
-  if held() then
-    for _, entry in ipairs(fence) do
-      if entry.task_id and still_open[tostring(entry.sequence) .. "\0" .. entry.task_id] then
-        self.fenced[#self.fenced + 1] = fence_entry({ call = { name = entry.tool, arguments = nil } }, entry.sequence)
-        self.fenced[#self.fenced].arguments_sha256 = entry.arguments_sha256
-        self.fenced[#self.fenced].task_id = entry.task_id
-      end
-    end
-    local kept = #self.fenced > 0 and json.encode(json.array(self.fenced)) or ""
-    local ok, lease_err = under_lease(self, { fence = kept, lease_expires = lease_until(self) })
-    if not ok then lease_trouble(self, nil, lease_err) end
-  end
-  return self, results
+  return self, follow_open(self, open, row.fence)
 end
 
 return take_over

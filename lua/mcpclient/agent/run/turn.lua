@@ -4,7 +4,7 @@
 --
 -- Every call takes the same road, in this order: registered → offered by the
 -- gate → the write fence (a write needs a persisted row and a lease to fence
--- it with) → the remote-call budget → approval → the pending effect stamped
+-- it with) → the remote-call budget → approval → the write named in the fence
 -- under the lease → execution with the run's persisted cancel flag as the
 -- cancel hook → the result bounded → the TOOL event recorded (fail-closed for
 -- writes) → the fence cleared and the lease renewed.
