@@ -11,6 +11,7 @@
 */
 #include "fuzz_common.h"
 
+/* libFuzzer's setup: the Lua state and the checker, once for the run. */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
@@ -18,6 +19,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+/* One input through the checker; a broken property aborts (fuzz_common.h). */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_run(data, size);
   return 0;
