@@ -29,6 +29,7 @@ build = {
         "csrc/clock.c", "csrc/text.c", "csrc/utf8.c", "csrc/schema.c",
         "csrc/decode.c", "csrc/measure.c", "csrc/body.c",
         "csrc/lazy.c", "csrc/refs.c", "csrc/process.c", "csrc/validate.c",
+        "csrc/json_reference.c", "csrc/json_text.c", "csrc/listing.c", "csrc/rpc.c",
       },
       libraries = { "jansson" },
       incdirs = { "$(JANSSON_INCDIR)" },
