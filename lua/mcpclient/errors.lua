@@ -84,6 +84,19 @@ errors.KINDS = {
         f.server and string.format('MCP server "%s"', f.server) or "the MCP server")
     end,
   },
+  closed = {
+    cause = "the host closed the connection while this operation was still waiting on it",
+    action = "nothing: the host ended it; with in_flight = true the server may have acted on the call",
+    fields = { "server", "in_flight" },
+    message = function(f)
+      local server = f.server and string.format('MCP server "%s"', f.server) or "the MCP server"
+      if f.in_flight then
+        return string.format("The connection to %s was closed while the call was in flight; the server may "
+          .. "already have acted on it.", server)
+      end
+      return string.format("The connection to %s was closed before the operation completed.", server)
+    end,
+  },
   http_status = {
     cause = "the server answered with a non-2xx HTTP status (err.status; err.rpc_code when the body was JSON-RPC)",
     action = "look at the server or the credential; 401/403 usually mean the credential",

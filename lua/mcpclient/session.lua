@@ -781,6 +781,19 @@ function Session:ping(op)
   return reply
 end
 
+--- Take what the server has sent already and nobody read yet, waiting for
+--- nothing (over stdio: what sits in the child's line buffer and pipe; over
+--- HTTP there is none): its change notices reach the connection now, the
+--- way they would during a request, so a cached answer is not given past
+--- one. Nothing before the era is open.
+function Session:drain(op)
+  local state = self.state
+  if not state then return end
+  local reading = { state = state }  -- no request of its own: what arrives is the session's
+  reading.on_message = function(message) on_message(self, op, reading, message) end
+  self.channel:drain(op, reading)
+end
+
 --- End the era's state on the server (bounded by `op`) and close the channel.
 function Session:close(op)
   local state = self.state

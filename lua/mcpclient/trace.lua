@@ -9,6 +9,12 @@
 --
 --   mcpclient trace "docs": initialize ok 41 ms 512 bytes
 --   mcpclient trace "docs": tools/call failed http_status 404 3 ms
+--   mcpclient trace "docs": tools/call ok 2 ms 80 bytes; passed over 1 answer to no waiting request (id 4)
+--
+-- The last part names the answers the channel read while it read this
+-- request's and passed over because no request waited for them (a second
+-- answer to a finished request, an id never sent): `call.dropped`, { count,
+-- the first ids as text }, set by the channel.
 local core = require "mcpclient.core"
 
 local trace = {}
@@ -37,10 +43,18 @@ local function outcome(ok, err)
   return "failed " .. tostring(err.kind) .. status
 end
 
+-- The answers passed over while a request was read, named, or "".
+local function passed_over(dropped)
+  if type(dropped) ~= "table" or not dropped.count then return "" end
+  local more = dropped.count - #dropped
+  return string.format("; passed over %d answer%s to no waiting request (id %s%s)", dropped.count,
+    dropped.count == 1 and "" or "s", table.concat(dropped, ", "), more > 0 and (" and " .. more .. " more") or "")
+end
+
 -- One line, inert, on `write`.
-local function emit(write, identifier, method, ok, err, ms, bytes)
-  local line = string.format('mcpclient trace "%s": %s %s %d ms%s', identifier, method, outcome(ok, err), ms,
-    math.type(bytes) == "integer" and string.format(" %d bytes", bytes) or "")
+local function emit(write, identifier, method, ok, err, ms, bytes, dropped)
+  local line = string.format('mcpclient trace "%s": %s %s %d ms%s%s', identifier, method, outcome(ok, err), ms,
+    math.type(bytes) == "integer" and string.format(" %d bytes", bytes) or "", passed_over(dropped))
   write(core.clip(line, 500) .. "\n")
 end
 
@@ -61,7 +75,8 @@ function trace.wrap(channel, identifier, clock, write)
       local started = clock()
       local a, b, c = original(self, op, what, ...)
       local ms = math.floor((clock() - started) * 1000 + 0.5)
-      emit(write, identifier, method, a ~= nil and a ~= false, c, ms, type(a) == "table" and a.bytes or nil)
+      emit(write, identifier, method, a ~= nil and a ~= false, c, ms, type(a) == "table" and a.bytes or nil,
+        type(what) == "table" and what.dropped or nil)
       return a, b, c
     end
   end

@@ -1,7 +1,7 @@
 --- A scripted channel that is not HTTP, for the conformance suite's "lines" profile.
 --
--- It speaks the channel contract of docs/ARCHITECTURE.md (request, notify, cancel, end_session,
--- close) the way a line-based channel (stdio) does: a request is written whole or not at all, the
+-- It speaks the channel contract of docs/ARCHITECTURE.md (request, notify, cancel, drain,
+-- end_session, close) the way a line-based channel (stdio) does: a request is written whole or not at all, the
 -- server's messages come back one by one, there is no status, no header, no session id and no
 -- stream to close, so a cancellation is always a notice. It plays the same script as the fake
 -- HTTP leg (support/fake_server.lua: will_return, will_stream, will_fail, will_hang, take), read at
@@ -113,6 +113,9 @@ end
 function FakeChannel:cancel(_, notice)
   record(self, notice.body)
 end
+
+-- Every scripted message is handed out by the request it belongs to: nothing waits between them.
+function FakeChannel.drain() return true end
 
 function FakeChannel.end_session() return true end
 

@@ -12,7 +12,8 @@
 -- the listen left open), as a 2026-07-28 stdio server does, so its notices can name the listen.
 -- A scripted hang writes nothing while the script's clock moves on; a scripted "transport"
 -- failure is a child that died before reading the request; any other failure, and an answer with
--- nothing more to read, one that died after (its output ends).
+-- nothing more to read, one that died after (its output ends). Read while no request waits for its
+-- answer, it has nothing to say yet, as a live child.
 -- Injected with mcp.connect{ command = ..., transport = { spawn = ... } }.
 local core = require "mcpclient.core"
 
@@ -63,6 +64,7 @@ function Process:answer(body, message)
     return false
   end
   local duration = table.remove(fake.durations, 1) or 0
+  self.unanswered[message.id] = true
   if not entry then
     self.dead = true
     return true
@@ -102,7 +104,14 @@ end
 --- nil, "closed", ending.
 function Process:read_line()
   local line = table.remove(self.out, 1)
-  if line then return line end
+  if line then
+    local message = json.decode(line)
+    if type(message) == "table" and message.method == nil and message.id ~= nil then
+      self.unanswered[message.id] = nil
+    end
+    return line
+  end
+  if not self.dead and next(self.unanswered) == nil then return nil, "timeout" end  -- nothing asked: nothing to say
   if self.hang then
     self.fake:advance(self.hang)
     return nil, "timeout"
@@ -130,7 +139,7 @@ end
 --- The spawn function for connect's transport seam: each child plays the same script.
 function M.spawner(fake)
   return function()
-    return setmetatable({ fake = fake, out = {} }, Process)
+    return setmetatable({ fake = fake, out = {}, unanswered = {} }, Process)
   end
 end
 

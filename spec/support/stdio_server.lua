@@ -16,6 +16,15 @@
 --   refuse_listen a 2026-07-28 server announcing tools.listChanged and resources.subscribe that
 --                 refuses subscriptions/listen (method not found)
 --   mute_listen   the same, that takes subscriptions/listen and never acknowledges it
+--   counting      keeps the id of every request and counts the lines it could not read; its tools
+--                 also digest {tag, data} (answers "<tag> <bytes> ok" when data is pattern(tag) that
+--                 long, else "... bad") and received (what it kept, as JSON: { ids, tags (of the
+--                 digests, in order), unreadable })
+--   duplicate     writes every tools/call answer twice
+--   garbage_open  answers initialize with a line that is not JSON
+--   changing      announces resources.listChanged and lists one resource per change so far;
+--                 tool change {delay}: answers, then (after delay seconds) writes
+--                 notifications/resources/list_changed
 --   escape        its grandchild tool starts a sleeper that leaves the group and the session
 --                 (a double fork and setsid), ignores SIGTERM and holds the server's stdout
 -- Every mode has the tools: echo {message}, die {status} (exits before
@@ -32,6 +41,19 @@ local mode, arg = arg[1] or "legacy", arg[2]
 local modern = mode == "modern" or mode == "refuse_listen" or mode == "mute_listen"
 local out = io.stdout
 out:setvbuf("no")
+
+-- What the counting mode keeps: every request id, in the order received, and the lines it
+-- could not read (any mode counts them).
+local received, tags, unreadable = {}, {}, 0
+
+-- The data of digest for `tag`, `size` bytes long: "tag;" repeated and cut (the soak makes the same).
+local function pattern(tag, size)
+  local unit = tag .. ";"
+  return unit:rep(size // #unit + 1):sub(1, size)
+end
+
+-- How many resources the changing mode lists: one more after each change.
+local changes = 0
 
 local function send(message)
   local text = json.encode(message)
@@ -64,6 +86,12 @@ for _, name in ipairs { "echo", "die", "slow", "progress", "elicit", "env", "cwd
   TOOLS[#TOOLS + 1] = { name = name, description = "the " .. name .. " tool",
     inputSchema = { type = "object", properties = {} } }
 end
+if mode == "counting" then
+  for _, name in ipairs { "digest", "received" } do
+    TOOLS[#TOOLS + 1] = { name = name, description = "the " .. name .. " tool",
+      inputSchema = { type = "object", properties = {} } }
+  end
+end
 
 -- The notifications the client sent, as "method:requestId", for the tool "notices".
 local notices = {}
@@ -76,7 +104,11 @@ local function read_message()
   local line = io.read("l")
   if not line then return nil end
   local ok, message = pcall(json.decode, line)
-  if not ok then io.stderr:write("not JSON: ", line, "\n") return {} end
+  if not ok or type(message) ~= "table" then
+    unreadable = unreadable + 1
+    io.stderr:write("not JSON: ", line:sub(1, 200), "\n")
+    return {}
+  end
   return message
 end
 
@@ -85,6 +117,26 @@ local function call(id, params)
   if mode == "garbage" then out:write("this is not json {\n") return end
   if mode == "huge" then out:write('{"jsonrpc":"2.0","id":' .. id .. ',"result":{"content":[{"type":"text","text":"'
     .. string.rep("a", 3 * 1024 * 1024) .. '"}]}}\n') return end
+  if mode == "duplicate" then
+    local answer = { jsonrpc = "2.0", id = id, result = { content = { { type = "text", text = "twice" } } } }
+    send(answer)
+    return send(answer)
+  end
+  if mode == "counting" and name == "digest" then
+    local data = type(args.data) == "string" and args.data or ""
+    tags[#tags + 1] = tostring(args.tag)
+    return text(id, string.format("%s %d %s", tostring(args.tag), #data,
+      data == pattern(tostring(args.tag), #data) and "ok" or "bad"))
+  end
+  if mode == "counting" and name == "received" then
+    return text(id, json.encode { ids = json.array(received), tags = json.array(tags), unreadable = unreadable })
+  end
+  if mode == "changing" and name == "change" then
+    changes = changes + 1
+    text(id, "changed")
+    if (args.delay or 0) > 0 then core.sleep(args.delay) end
+    return send { jsonrpc = "2.0", method = "notifications/resources/list_changed" }
+  end
   if name == "echo" then return text(id, "Echo: " .. tostring(args.message)) end
   if name == "die" then io.stderr:write("dying as asked\n") os.exit(args.status or 3) end
   if name == "slow" then
@@ -156,6 +208,7 @@ while true do
   if not message then os.exit(0) end
   local id, method = message.id, message.method
   if id ~= nil and method then asked[#asked + 1] = method end
+  if mode == "counting" and id ~= nil and method then received[#received + 1] = id end
   if method == "server/discover" then
     if mode == "exit_on_probe" then os.exit(1) end
     if modern then
@@ -167,8 +220,12 @@ while true do
     elseif mode ~= "silent_probe" then
       send { jsonrpc = "2.0", id = id, error = { code = -32601, message = "Method not found" } }
     end
+  elseif method == "initialize" and mode == "garbage_open" then
+    out:write("starting up... this is not json\n")
   elseif method == "initialize" then
-    result(id, { protocolVersion = "2025-11-25", capabilities = { tools = {} },
+    local capabilities = { tools = {} }
+    if mode == "changing" then capabilities.resources = { listChanged = true } end
+    result(id, { protocolVersion = "2025-11-25", capabilities = capabilities,
       serverInfo = { name = "stdio-fake", version = "1" } })
     if mode == "deaf" then deaf = true end
   elseif method == "tools/list" then
@@ -177,6 +234,10 @@ while true do
     call(id, message.params)
   elseif method == "ping" then
     result(id, {})
+  elseif method == "resources/list" and mode == "changing" then
+    local listed = {}
+    for i = 0, changes do listed[#listed + 1] = { uri = "file:///r" .. i, name = "r" .. i } end
+    result(id, { resources = listed })
   elseif method == "subscriptions/listen" and mode == "mute_listen" then  -- luacheck: ignore 542
     -- taken, never acknowledged
 

@@ -111,7 +111,7 @@ describe("the channel seam", function()
   end)
 
   it("a channel whose server was replaced: the session opens the era again and sends once more", function()
-    -- a hand-made channel (the contract's five methods): its server is replaced after the first
+    -- a hand-made channel (the contract's six methods): its server is replaced after the first
     -- call, so the next request that is no opening is refused unwritten with session_lost
     local errors = require "mcpclient.errors"
     local log, opened = {}, false
@@ -132,7 +132,7 @@ describe("the channel seam", function()
         opened = call.method ~= "tools/call" or #log > 3  -- the first call's server is then replaced
         return { result = { content = { { type = "text", text = "ok" } } }, duration_ms = 1, bytes = 0 }
       end,
-      notify = function() return true end, cancel = function() end,
+      notify = function() return true end, cancel = function() end, drain = function() return true end,
       end_session = function() return true end, close = function() return true end,
     }
     local conn <close> = mcp.connect { url = "https://mcp.example.com/rpc", identifier = "seam",

@@ -101,9 +101,9 @@ describe("object shapes", function()
     assert.same(sorted(set(client.METHODS)), sorted(callable(conn)))
   end)
 
-  it("the session offers open, request, listen, ping and close", function()
+  it("the session offers open, request, listen, drain, ping and close", function()
     local conn <close> = connect()
-    assert.same({ "close", "listen", "open", "ping", "request" }, sorted(callable(conn.session)))
+    assert.same({ "close", "drain", "listen", "open", "ping", "request" }, sorted(callable(conn.session)))
     -- and its module the constructor and the one answer to an elicitation both eras give (a task's
     -- input requests are answered by the same rule as a server request)
     assert.same({ "elicited", "new" }, sorted(callable(session)))

@@ -3,7 +3,7 @@
 -- A channel moves the messages of one connection's session and knows nothing
 -- of MCP's own rules (the era, ids, what a request means); the methods it
 -- offers the session are the channel contract of docs/ARCHITECTURE.md:
--- request, notify, cancel, end_session, close. Everything else here is local.
+-- request, notify, cancel, drain, end_session, close. Everything else here is local.
 --
 -- It owns the HTTP legs (libcurl in C, or a fake a spec injects), the pinned
 -- address and the credential reference. Each exchange takes a free leg of the
@@ -20,6 +20,21 @@
 -- stream, a failed resumption, a vanished session) is kind "interrupted", as
 -- is a connection lost after the request had left. `call.written` tells the
 -- session whether the request may have reached the server at all.
+--
+-- Nothing here is closed under an exchange that runs. The connection's
+-- close ends the session first (end_session, its DELETE) and then closes the
+-- channel; from the first of the two the channel is closing: the cancel hook
+-- of every exchange in flight (another coroutine's, or a blocking one whose
+-- own hook closed the connection) fires, a request that fails from then on
+-- fails "closed" (a stream the DELETE ended too), and no other exchange
+-- begins. close() then closes the free legs and the pool at once, and each
+-- lent leg when its exchange gives it back.
+--
+-- Every POST is an exchange of its own (its own leg, its own response
+-- stream): no two requests share a stream in either direction, so nothing
+-- one writes can land inside another's bytes; the only stream several
+-- requests read is a 2025 session's GET stream, which one request holds at
+-- a time and whose messages are routed by id and progress token.
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
@@ -77,6 +92,10 @@ function http.new(config)
     spawned = {},     -- every leg made here, closed with the channel
     free_sends = {},  -- request tables for the legs, kept for the next exchange
     headers_of = false,  -- the state whose POST header lines are kept (see post_headers)
+    lent = {},        -- leg -> how many exchanges hold it now
+    stop_hooks = setmetatable({}, { __mode = "k" }),  -- an operation's cancel hook -> it, or the close
+    closing = false,  -- the connection is closing: its session ends, then the channel is closed
+    closed = false,   -- the channel is closed
   }, Channel)
 end
 
@@ -87,7 +106,7 @@ end
 -- A free leg for one exchange. Exchanges run at once inside gather, each on
 -- its own leg (and so on its own kept-alive connection of the same pool);
 -- without spawn_leg (an injected fake) the one leg serves them all.
-local function take_leg(self)
+local function free_leg(self)
   local config = self.config
   if not self.leg_busy then
     self.leg_busy = true
@@ -101,7 +120,21 @@ local function take_leg(self)
   return leg
 end
 
+-- A leg is lent to an exchange until it comes back; a channel closed
+-- meanwhile closes it when the last exchange that held it gives it back.
+local function take_leg(self)
+  local leg = free_leg(self)
+  self.lent[leg] = (self.lent[leg] or 0) + 1
+  return leg
+end
+
 local function give_leg(self, leg)
+  local holders = (self.lent[leg] or 1) - 1
+  self.lent[leg] = holders > 0 and holders or nil
+  if self.closed then
+    if holders <= 0 then leg:close() end
+    return
+  end
   if leg == self.config.leg then
     self.leg_busy = false
   else
@@ -122,6 +155,30 @@ end
 -- byte of an event stream, says it has.
 local function accepted(call)
   return call ~= nil and (call.accepted or (call.reader ~= nil and call.reader.bytes > 0))
+end
+
+-- The failure of an operation the host's close ended: in flight when a
+-- tools/call may have reached the server.
+local function closed(self, call)
+  local in_flight = call ~= nil and call.method == "tools/call" and call.written == true
+  return fail("closed", { server = self.config.identifier, in_flight = in_flight })
+end
+
+-- The leg's cancel hook for an exchange of `op`: the operation's own, or the
+-- channel's close (made once per hook, not per exchange).
+local NO_CANCEL = {}
+local function stop_hook(self, cancel)
+  local key = cancel or NO_CANCEL
+  local hook = self.stop_hooks[key]
+  if not hook then
+    if cancel then
+      hook = function() return self.closing or cancel() end
+    else
+      hook = function() return self.closing end
+    end
+    self.stop_hooks[key] = hook
+  end
+  return hook
 end
 
 local function out_of_budget(self, op)
@@ -203,6 +260,7 @@ false says the request never left: the call was not written.
 local function leg_failure(self, op, send, kind, detail, sent)
   local call, server = send.call, self.config.identifier
   if call and sent == false and not accepted(call) then call.written = false end
+  if self.closing then return closed(self, call) end
   if kind == "cancelled" then return cancelled(self, call) end
   if kind == "timeout" then
     return fail("timeout", { server = server, budget = errors.seconds(op.deadline.total), detail = detail })
@@ -228,7 +286,7 @@ local function new_request(self)
     ca_file = tls.ca_file, client_cert = tls.client_cert, client_key = tls.client_key }
 end
 
-local function fill_request(req, op, send, grant)
+local function fill_request(self, req, op, send, grant)
   local method, call = send.method, send.call
   req.method = method
   req.headers = send.headers
@@ -236,7 +294,7 @@ local function fill_request(req, op, send, grant)
   req.body = send.body
   req.timeout_ms = grant.timeout_ms
   req.connect_timeout_ms = grant.connect_timeout_ms
-  req.cancel = send.cancellable and op.cancel or nil
+  req.cancel = send.cancellable and stop_hook(self, op.cancel) or nil
   req.on_stream = send.on_stream
   req.send_only = send.send_only
   req.hold_body = send.hold_body
@@ -257,6 +315,7 @@ local authorized
 -- One HTTP exchange with every check that precedes the wire.
 -- @return the leg's response table | nil, message, err
 local function exchange(self, op, send)
+  if self.closing and not send.ends_session then return closed(self, send.call) end
   local grant, message, err = before_send(self, op, send.call)
   if not grant then return nil, message, err end
   local proof = false
@@ -271,7 +330,7 @@ local function exchange(self, op, send)
   local free = self.free_sends
   local req = free[#free]
   if req then free[#free] = nil else req = new_request(self) end
-  fill_request(req, op, send, grant)
+  fill_request(self, req, op, send, grant)
   if proof then req.headers = table.move(req.headers or {}, 1, #(req.headers or {}), 2, { proof }) end
   local ok, response, kind, detail, sent = pcall(engine.send, leg, req, send.on_open)
   release_request(free, req)
@@ -653,10 +712,15 @@ end
 --- open meanwhile.
 -- @return reply { result, duration_ms, bytes, containers, session_id } | nil, message, err
 function Channel:request(op, call)
+  local reply, message, err
   if call.listen and call.state and call.state.id and self.config.spawn_leg then
-    return post_listening(self, op, call)
+    reply, message, err = post_listening(self, op, call)
+  else
+    reply, message, err = post(self, op, call)
   end
-  return post(self, op, call)
+  -- whatever ended it once the connection is closing (its stream ended by the DELETE) is the close
+  if not reply and self.closing then return closed(self, call) end
+  return reply, message, err
 end
 
 --- Write a message that has no answer: a notification (the status is read,
@@ -667,6 +731,7 @@ function Channel:notify(op, state, message)
   local reply = message.method == nil
   local response, text, err = exchange(self, op, { method = "POST", body = message.body, send_only = reply or nil,
     headers = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state) })
+  if not response and self.closing then return closed(self, nil) end
   if not response then return nil, text, err end
   if not reply and response.status >= 300 then return refused(self, response, state) end
   return true
@@ -684,11 +749,14 @@ function Channel:cancel(call, notice)
 end
 
 --- End a 2025 session: DELETE; 405 means the server keeps no sessions, 404
---- that it forgot this one already.
+--- that it forgot this one already. Asked only as the connection closes:
+--- from here the channel is closing (see the top of this file).
 -- @return true | nil, message, err
 function Channel:end_session(op, state)
+  self.closing = true
   if not (state and state.id) then return true end
-  local response, message, err = exchange(self, op, { method = "DELETE", headers = state_headers({}, state) })
+  local response, message, err = exchange(self, op, { method = "DELETE", headers = state_headers({}, state),
+    ends_session = true })
   if not response then return nil, message, err end
   if response.status >= 300 and response.status ~= 405 and response.status ~= 404 then
     return refused(self, response, state)
@@ -696,17 +764,29 @@ function Channel:end_session(op, state)
   return true
 end
 
---- Close every leg, then the pool: its kept-alive connections close now, not
---- whenever the collector runs. Idempotent.
+--- Nothing to take between requests: every message arrives on a request's
+--- own stream, or on the GET stream, which is open only while a request is
+--- in flight and read by it.
+function Channel.drain()
+  return true
+end
+
+--- Close every free leg, then the pool: its kept-alive connections close
+--- now, not whenever the collector runs. A leg an exchange holds is closed
+--- when it comes back (that exchange ends "closed" at once). Idempotent.
 function Channel:close()
-  for _, leg in ipairs(self.spawned) do leg:close() end
-  self.spawned = {}
-  if self.config.leg then self.config.leg:close() end
+  self.closing, self.closed = true, true
+  for _, leg in ipairs(self.spawned) do
+    if not self.lent[leg] then leg:close() end
+  end
+  self.spawned, self.spare = {}, {}
+  local leg = self.config.leg
+  if leg and not self.lent[leg] then leg:close() end
   if self.config.pool then self.config.pool:close() end
   return true
 end
 
 --- The methods every channel offers the session (docs/ARCHITECTURE.md, "The channel contract").
-http.CONTRACT = { "request", "notify", "cancel", "end_session", "close" }
+http.CONTRACT = { "request", "notify", "cancel", "drain", "end_session", "close" }
 
 return http

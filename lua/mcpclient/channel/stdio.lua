@@ -7,7 +7,7 @@
 -- reaches a log line or a failure message only through the text rule.
 --
 -- It keeps the channel contract (docs/ARCHITECTURE.md): request, notify,
--- cancel, end_session, close. Its own rules:
+-- cancel, drain, end_session, close. Its own rules:
 --
 -- * Never twice. A request handed whole to the child's stdin may have run
 --   (call.written). When the child dies, or its output breaks the framing,
@@ -23,8 +23,26 @@
 --   polls its cancel hook; a child that stops reading stdin or stops
 --   answering cannot hold a call past it, and stopping a broken child inside
 --   a call waits at most half the budget left per step.
--- * Framing. A line over the read cap or a line that is not JSON is
---   "malformed" (named, clipped) and the child is stopped.
+-- * One writer. The child's stdin is one pipe: a message (a request, a
+--   notification, a cancel notice, the answer to a server request) is
+--   written whole before any byte of another, in the order the writers came.
+--   A writer that finds the pipe taken waits in line, one turn of the engine
+--   at a time, within its operation's budget and polling its cancel hook; one
+--   that gives up there (or whose connection is closed meanwhile) was never
+--   written, and never is. A line begun is finished within the budget, or the
+--   child is stopped (the framing is broken).
+-- * Framing. A line over the read cap or a line that is not JSON breaks the
+--   framing: the child is stopped, and the request it was read for fails
+--   "interrupted" (it was written and may have run), naming the line
+--   (clipped); an opening, which acts on nothing, fails "malformed".
+-- * Answers nobody waits for. An answer to an id no request waits for (a
+--   second answer to a finished request, an unknown id) is passed over and
+--   counted (`dropped`; the trace line of the request that read it names it),
+--   never charged to the request being read; a late answer to a request given
+--   up on is passed over.
+-- * Closed. Once the host closed the connection, every operation still
+--   waiting on it (for its answer, for room in stdin, for its turn at the
+--   pipe) fails "closed", and nothing is written or started any more.
 -- * One pipe, both ways, for the child's whole life. What the child writes
 --   between two answers (a 2025 server's change notices) waits (in the
 --   child's line buffer, where any turn of the engine reads it, or in the
@@ -35,8 +53,11 @@
 --   goes to its on_message, whichever request is being read, until the
 --   session cancels it, the server answers it (ends it) or the child ends.
 --   A message naming a subscription that is not open here is passed over.
+--   What waits can also be taken without any request (`drain`: the line
+--   buffer and the pipe, no wait), so a notice is seen before a cached answer.
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
+local Deadline = require "mcpclient.deadline"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 
@@ -54,7 +75,12 @@ local MAX_CONTAINERS = 65536
 -- How long server/discover waits for an answer before the server is taken
 -- for one of the 2025 era: such a server may stay silent.
 local PROBE_SECONDS = 5
-local NOTICE_MS = 250           -- writing a notice: fire and forget
+local NOTICE_SECONDS = 0.25     -- a cancel notice: its wait for the pipe and its write, fire and forget
+-- A writer whose budget ran out this long ago and that still holds its place
+-- (its coroutine is no longer resumed) is put out of line, so it holds up no
+-- other writer for good.
+local STALE_SECONDS = 1
+local DROPPED_NAMED = 5         -- the ids of answers passed over one request names, at most
 local STDERR_SHOWN = 400        -- bytes of a child's stderr a message or log line repeats
 local METHOD_NOT_FOUND = -32601
 local SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
@@ -73,6 +99,10 @@ function stdio.new(config)
     proc = nil,    -- the running child, if any
     opened = nil,  -- the child an opening (server/discover, or initialize and initialized) completed on
     pid = nil,     -- the running child's process id (read by conn:server())
+    writer = nil,  -- the ticket writing to the child's stdin now
+    queue = {},    -- the tickets waiting for the pipe, first come first served
+    dropped = 0,   -- answers read that no request waited for, passed over
+    closed = false,  -- the host closed the connection
   }, Channel)
 end
 
@@ -98,6 +128,7 @@ local function stop(self, why, op, quiet)
   local proc = self.proc
   if not proc then return nil end
   self.proc, self.opened, self.pid = nil, nil, nil
+  self.stopped_why = why or "the server process was stopped"
   local tail = stderr_tail(proc)
   local grace
   if op then grace = math.max(0, math.min(2000, floor(op.deadline:remaining() * 500))) end
@@ -128,6 +159,13 @@ local function ended(self, op, kind, detail, fields)
   fields.detail = string.format("%s; the server process %s%s", detail, ending,
     tail and ("; its stderr ends: " .. tail) or "")
   return fail(kind, fields)
+end
+
+-- The failure of an operation the host's close ended: in flight when a
+-- tools/call was written (the server may have acted on it).
+local function closed(self, call)
+  return fail("closed", { server = self.config.identifier,
+    in_flight = call ~= nil and call.written == true and call.method == "tools/call" })
 end
 
 -- The env option with its references resolved: NAME = value | nil, reason
@@ -196,25 +234,143 @@ end
 -- C core owns both for the child's life), so a wait here is a turn of the
 -- engine: no descriptor is watched or unwatched per wait, and a child
 -- flooding stderr is never left blocked on it. Only a full stdin is waited
--- on by its descriptor (engine.await).
+-- on by its descriptor, by the one writer that holds the pipe.
+--
+-- A writer holds a ticket: { channel, deadline (its operation's), proc (the
+-- child its line began on), partial (part of its line is in the pipe, not
+-- all of it) }.
 
--- Write one line within the budget, waiting on the engine while the pipe is
--- full. A line cut short breaks the framing: the child is stopped, and what
--- it got was no message, so nothing ran.
+-- Take `ticket` out of line, wherever it stands.
+local function leave_line(self, ticket)
+  local queue = self.queue
+  for i = 1, #queue do
+    if queue[i] == ticket then
+      table.remove(queue, i)
+      return
+    end
+  end
+end
+
+-- Give the pipe up. A line left cut off breaks the framing: the child it
+-- began on is stopped (the next writer's bytes would join it).
+local function release(self, ticket)
+  if self.writer ~= ticket then return leave_line(self, ticket) end
+  self.writer = nil
+  if ticket.partial and ticket.proc == self.proc then
+    ticket.partial = nil
+    stop(self, "a message to it was left cut off mid-line")
+  end
+end
+
+-- Writers whose budget ran out long ago and that still hold their place:
+-- their coroutine is not resumed any more (a host dropped it), so they are
+-- put out of line, the pipe freed (a half-written line stops the child).
+local function clear_stale(self)
+  local writer = self.writer
+  if writer and writer.deadline:remaining() < -STALE_SECONDS then release(self, writer) end
+  local queue = self.queue
+  for i = #queue, 1, -1 do
+    if queue[i].deadline:remaining() < -STALE_SECONDS then table.remove(queue, i) end
+  end
+end
+
+-- The failure of a writer that gave up waiting for the pipe: nothing of it
+-- was written.
+local function unwritten(self, op, why)
+  local identifier = self.config.identifier
+  if why == "closed" then return closed(self, nil) end
+  if why == "cancelled" then return fail("cancelled", { server = identifier, in_flight = false }) end
+  return fail("deadline", { server = identifier, budget = errors.seconds(op.deadline.total) })
+end
+
+-- Why a writer waiting for the pipe stops waiting, or nil.
+local function gives_up(self, op)
+  if self.closed then return "closed" end
+  if op.cancel and op.cancel() then return "cancelled" end
+  if op.deadline:remaining() <= 0 then return "deadline" end
+  return nil
+end
+
+-- A ticket gives the pipe up however its holder ends (to-be-closed).
+local TICKET = { __close = function(ticket) release(ticket.channel, ticket) end }
+
+-- Take the pipe: at once when nobody writes and nobody waits (the caller
+-- has looked at the close and the cancel hook already, and the write looks
+-- at the budget), else in line behind them, one turn of the engine at a
+-- time, until the writers before have written. The ticket is to-be-closed:
+-- however its holder ends (a raise, a coroutine closed by gather), it gives
+-- the pipe up.
+-- @return ticket | nil, message, err (gave up in line: closed, cancelled, the budget spent)
+local function acquire(self, op)
+  local ticket = setmetatable({ channel = self, deadline = op.deadline }, TICKET)
+  local queue = self.queue
+  if self.writer or #queue > 0 then
+    local why
+    queue[#queue + 1] = ticket
+    -- out of line if this wait ends by a raise or a closed coroutine
+    local _ <close> = setmetatable({}, { __close = function()
+      if self.writer ~= ticket then leave_line(self, ticket) end
+    end })
+    repeat
+      why = gives_up(self, op)
+      if why then
+        leave_line(self, ticket)
+        return unwritten(self, op, why)
+      end
+      turn(core.now() + op.deadline:remaining())
+      clear_stale(self)
+    until not self.writer and queue[1] == ticket
+    table.remove(queue, 1)
+  end
+  self.writer = ticket
+  return ticket
+end
+
+-- Wait until the child's stdin has room for more of the line, `until_s`
+-- (core.now() seconds) has passed, or the child was stopped meanwhile (its
+-- descriptor is then closed, and not looked at again).
+local function writable(self, proc, fd, until_s)
+  if core.fd_ready(fd, "w") then return end
+  core.engine_watch(fd, "w")
+  local _ <close> = setmetatable({}, { __close = function()
+    if self.proc == proc then core.engine_watch(fd, nil) end
+  end })
+  repeat
+    turn(until_s)
+  until self.proc ~= proc or core.now() >= until_s or core.fd_ready(fd, "w")
+end
+
+-- Write one line whole while holding the pipe, within the budget, waiting
+-- on the engine while the pipe is full. A line cut short breaks the framing:
+-- the child is stopped, and what it got was no message, so nothing ran.
 -- @return true | nil, message, err
-local function write_line(self, op, line)
+local function write_line(self, op, ticket, line)
   local identifier = self.config.identifier
   local proc, written, tried = self.proc, 0, false
-  while true do
+  ticket.proc = proc
+  while self.writer == ticket and self.proc == proc do
     local ms = left_ms(op)
     if not ms then break end
     tried = true
     local _, _, in_fd = proc:fds()
     local ok, kind, upto = proc:write(line, in_fd >= 0 and 0 or ms, written)
-    if ok then return true end
-    if kind ~= "timeout" then return ended(self, op, "transport", "the server process closed its input") end
+    if ok then
+      ticket.partial = nil
+      return true
+    end
+    if kind ~= "timeout" then
+      ticket.partial = nil
+      return ended(self, op, "transport", "the server process closed its input")
+    end
     written = upto
-    if in_fd >= 0 then engine.await(in_fd, "w", core.now() + ms / 1000) end
+    ticket.partial = written > 0 or nil
+    if in_fd >= 0 then writable(self, proc, in_fd, core.now() + ms / 1000) end
+  end
+  ticket.partial = nil
+  if self.closed then return closed(self, nil) end
+  if self.proc ~= proc then
+    return fail("transport", { server = identifier, detail = "the server process was stopped before the message "
+      .. "was written whole (" .. tostring(self.stopped_why) .. "); nothing of it ran" })
   end
   if written > 0 then stop(self, "it stopped reading its input", op) end
   if not tried then
@@ -236,9 +392,33 @@ local function subscription_of(message)
   return meta[SUBSCRIPTION_ID]
 end
 
+-- An id as a trace line names it: an integer as it is, a string quoted
+-- under the text rule, anything else by its kind.
+local function id_named(id)
+  if math.type(id) == "integer" then return tostring(id) end
+  if type(id) == "string" then return '"' .. core.clip(id, 40) .. '"' end
+  if id == nil or id == json.null then return "null" end
+  return type(id)
+end
+
+-- An answer that no request waits for: passed over, counted on the channel,
+-- and named on the call that read it (its trace line names it).
+local function drop(self, call, id)
+  self.dropped = self.dropped + 1
+  local named = call.dropped
+  if not named then
+    named = { count = 0 }
+    call.dropped = named
+  end
+  named.count = named.count + 1
+  if #named < DROPPED_NAMED then named[#named + 1] = id_named(id) end
+end
+
 -- A line that is not the answer `call` waits for: a response to another
--- waiting call (kept for it), the answer that ends a standing request, or a
--- message for the session: one naming a standing request goes to that
+-- waiting call (kept for it, unless it has its answer already), the answer
+-- that ends a standing request, a late answer to a request given up on
+-- (passed over), an answer no request waits for (passed over, counted), or
+-- a message for the session: one naming a standing request goes to that
 -- request's on_message (one naming a subscription not open here is passed
 -- over), any other (a server request, a notification) to the call's. A line
 -- that is not JSON at all breaks the framing: false.
@@ -247,14 +427,17 @@ local function other(self, call, line)
   if message == nil then return false end
   if type(message) ~= "table" or json.is_array(message) then return true end
   if type(message.method) ~= "string" then
-    local waiting, stream = self.waiting[message.id], self.streams[message.id]
-    if waiting then
+    local id = message.id
+    local waiting, stream = self.waiting[id], self.streams[id]
+    if waiting and not waiting.line then
       waiting.line = line
     elseif stream then
-      self.streams[message.id] = nil
+      self.streams[id] = nil
       stream.ended = "the server ended it"
-    elseif not self.abandoned[message.id] then
-      return false, "a response to a request it was not sent"
+    elseif id ~= nil and self.abandoned[id] then
+      self.abandoned[id] = nil  -- its one late answer: a second one is counted
+    else
+      drop(self, call, id)
     end
     return true
   end
@@ -274,12 +457,19 @@ local function settled(call)
   return call.standing ~= nil and call.standing() == true
 end
 
+-- What breaks the framing, named: a line the reader refused, or one that is
+-- not JSON (clipped).
+local function fault(why, line)
+  return why or ("a line that is not JSON: " .. core.clip(line, 120))
+end
+
 -- Read the lines there are (waiting up to ms for the first) until `call`
 -- has its answer line (or, standing, is settled). Returns true (answered or
--- not yet), or nil, kind, detail when the child's output ended or broke.
+-- not yet), or nil, kind, detail when the child's output ended or broke
+-- (kind "malformed": the framing broke, detail names how).
 local function pump(self, call, ms)
-  local proc = self.proc
   while not call.line and not settled(call) do
+    local proc = self.proc  -- read again each time: a handler may have waited, and the child ended meanwhile
     if not proc then return nil, "closed", call.lost or "the server process had ended" end
     local line, kind, detail = proc:read_line(ms)
     if not line then
@@ -292,7 +482,7 @@ local function pump(self, call, ms)
       call.line, call.answer_kind, call.answer_a, call.answer_b = line, class, a, b
     else
       local fine, why = other(self, call, line)
-      if not fine then return nil, "malformed", why or ("a line that is not JSON: " .. core.clip(line, 120)) end
+      if not fine then return nil, "malformed", fault(why, line) end
     end
   end
   return true
@@ -300,10 +490,18 @@ end
 
 -- The failure of a written call whose child's output ended or broke. A
 -- child that ends at server/discover is taken for a 2025-era server that
--- cannot bear the probe: it ran nothing, so the operation may start the next.
+-- cannot bear the probe: it ran nothing, so the operation may start the
+-- next. A broken framing after the request was written is a loss like a
+-- child that died (it may have run): "interrupted", naming the fault; only
+-- the opening, which acts on nothing, is "malformed".
 local function lost(self, op, call, kind, detail)
   local identifier = self.config.identifier
-  if kind == "malformed" then return ended(self, op, "malformed", "the server process wrote " .. detail) end
+  if self.closed then return closed(self, call) end
+  if kind == "malformed" then
+    if OPENING[call.method] then return ended(self, op, "malformed", "the server process wrote " .. detail) end
+    return ended(self, op, "interrupted", "the server process wrote " .. detail .. " before answering "
+      .. call.method)
+  end
   if call.method == "server/discover" then
     stop(self, nil, op)
     op.stdio_started = nil
@@ -335,6 +533,7 @@ local function await(self, op, call)
     if not ok then return lost(self, op, call, kind, detail) end
     if call.line then return call.line end
     if settle_until and (settled(call) or core.now() >= settle_until) then return true end
+    if self.closed then return closed(self, call) end
     if op.cancel and op.cancel() then
       return fail("cancelled", { server = identifier, in_flight = call.method == "tools/call" })
     end
@@ -352,7 +551,8 @@ local function await(self, op, call)
       if probe_until < until_s then until_s = probe_until end
     end
     if settle_until and settle_until < until_s then until_s = settle_until end
-    if self.proc:fds() >= 0 then turn(until_s) end  -- a fake process has no descriptors: it answers when read
+    local proc = self.proc
+    if proc and proc:fds() >= 0 then turn(until_s) end  -- a fake process has no descriptors: it answers when read
   end
 end
 
@@ -362,23 +562,31 @@ end
 
 --- Write one request and read until its answer; a standing request
 --- (`call.standing`, a function that says when it is settled) until it is
---- settled, and then it stays open (see the rules above).
+--- settled, and then it stays open (see the rules above). The request waits
+--- its turn at the pipe first; a child is started (or found ended) only once
+--- it has it.
 -- @return reply { result, duration_ms, bytes, containers } (a standing request left open:
 --   { standing = true, duration_ms, bytes = 0 }) | nil, message, err
 function Channel:request(op, call)
   local identifier = self.config.identifier
+  if self.closed then return closed(self, nil) end
   if op.cancel and op.cancel() then return fail("cancelled", { server = identifier, in_flight = false }) end
-  local ok, message, err = ready(self, op, call)
-  if not ok then return nil, message, err end
   local clock = self.config.clock or core.now
-  local started = clock()
-  ok, message, err = write_line(self, op, call.body .. "\n")
-  if not ok then return nil, message, err end
+  local started
+  do
+    local ticket <close>, message, err = acquire(self, op)
+    if not ticket then return nil, message, err end
+    local ok
+    ok, message, err = ready(self, op, call)
+    if not ok then return nil, message, err end
+    started = clock()
+    ok, message, err = write_line(self, op, ticket, call.body .. "\n")
+    if not ok then return nil, message, err end
+  end
   call.written = true
   self.waiting[call.id] = call
   if call.standing then self.streams[call.id] = call end
-  local line
-  line, message, err = await(self, op, call)
+  local line, message, err = await(self, op, call)
   self.waiting[call.id] = nil
   if line ~= true then self.streams[call.id] = nil end
   if not line then
@@ -403,30 +611,68 @@ function Channel:request(op, call)
 end
 
 --- Write one message that has no answer (a notification, or the answer to
---- a server request) to the running child; it starts none (a message of
---- the era's state means nothing to a new child). notifications/initialized
---- completes the 2025 opening on that child.
+--- a server request) to the running child, in its turn at the pipe; it
+--- starts none (a message of the era's state means nothing to a new child),
+--- and one whose child ended while it waited is not written.
+--- notifications/initialized completes the 2025 opening on that child.
 function Channel:notify(op, _, message)
-  if not self.proc then
+  if self.closed then return closed(self, nil) end
+  local proc = self.proc
+  if not proc then
     return fail("transport", { server = self.config.identifier, detail = "the server process had ended" })
   end
-  local ok, why, err = write_line(self, op, message.body .. "\n")
+  local ticket <close>, why, err = acquire(self, op)
+  if not ticket then return nil, why, err end
+  if self.proc ~= proc then
+    return fail("transport", { server = self.config.identifier, detail = "the server process had ended" })
+  end
+  local ok
+  ok, why, err = write_line(self, op, ticket, message.body .. "\n")
   if not ok then return nil, why, err end
   if message.method == "notifications/initialized" then self.opened = self.proc end
   return true
 end
 
 --- Tell the server a written request is abandoned: notifications/cancelled
---- in both eras (stdio has no stream to close), within 0.25 s; never raises.
---- A child that cannot take even that is stopped.
+--- in both eras (stdio has no stream to close), in line behind any message
+--- being written, within 0.25 s for the wait and the write together; never
+--- raises. A notice that finds no turn in time is not written; one cut off
+--- mid-line stops the child.
 function Channel:cancel(call, notice)
   self.waiting[call.id] = nil
   self.streams[call.id] = nil
   self.abandoned[call.id] = true
   local proc = self.proc
-  if not proc then return end
-  local ok, kind, written = proc:write(notice.body .. "\n", NOTICE_MS)
-  if not ok and (kind ~= "timeout" or written > 0) then stop(self, "it stopped reading its input") end
+  if not proc or self.closed then return end
+  local op = { deadline = Deadline.open(NOTICE_SECONDS, self.config.clock or core.now) }
+  local ticket <close> = acquire(self, op)
+  if not ticket or self.proc ~= proc then return end  -- no turn in time, or the child it was for ended
+  write_line(self, op, ticket, notice.body .. "\n")
+end
+
+--- Take what the child has written already, waiting for nothing: the lines
+--- in its buffer and what sits in the pipe (one turn of the engine that does
+--- not wait). Each goes where a request's read would send it: an answer to
+--- the request that waits for it, a message naming a standing request to
+--- it, any other message to `call.on_message` (the session's, with no
+--- request of its own). A line that breaks the framing stops the child.
+function Channel:drain(_, call)
+  local proc = self.proc
+  if not proc or self.closed then return true end
+  if proc:fds() >= 0 then core.engine_step(0) end
+  while self.proc == proc do
+    local line, kind, detail = proc:read_line(0)
+    if not line then
+      if kind == "malformed" then stop(self, "it wrote " .. detail) end
+      return true
+    end
+    local fine, why = other(self, call, line)
+    if not fine then
+      stop(self, "it wrote " .. fault(why, line))
+      return true
+    end
+  end
+  return true
 end
 
 --- Nothing to end over stdio but the child itself (close does that).
@@ -435,8 +681,10 @@ function Channel.end_session()
 end
 
 --- Stop the child: close stdin, wait, SIGTERM the group, wait, SIGKILL, reap.
---- Idempotent.
+--- Idempotent. Every operation still waiting on the channel then fails
+--- "closed", and nothing is written or started again.
 function Channel:close()
+  self.closed = true
   stop(self, nil)
   return true
 end
