@@ -6,7 +6,7 @@
 --   local outcome = assert(conn:call_tool("read_page", { uid = 3 }))
 --
 -- Failures of the network, the peer or the environment return nil, message,
--- err (err.kind is a fixed string; see README "Errors"); misuse raises.
+-- err (err.kind is a fixed string; see README.md "Errors" and docs/ERRORS.md); misuse raises.
 local core = require "mcpclient.core"
 local connection = require "mcpclient.connection"
 local engine = require "mcpclient.engine"

@@ -1,4 +1,4 @@
--- A public object offers exactly its documented methods: a connection those README's
+-- A public object offers exactly its documented methods: a connection those docs/API.md's
 -- "Operations" lists (connection.METHODS), a channel those of the channel contract
 -- (docs/ARCHITECTURE.md; http.CONTRACT), the session those the connection uses. Everything else
 -- is a local; a function stored on the object (a hook, a config value) counts as a method too.
@@ -64,11 +64,11 @@ describe("object shapes", function()
     assert.same(sorted(set(client.METHODS)), sorted(callable(conn)))
   end)
 
-  it("README documents exactly those operations", function()
-    local file = assert(io.open("README.md", "r"))
+  it("docs/API.md documents exactly those operations", function()
+    local file = assert(io.open("docs/API.md", "r"))
     local text = file:read("a")
     file:close()
-    local ops = assert(text:match("### Operations\n(.-)\n### "))
+    local ops = assert(text:match("\n## Operations\n(.-)\n## "))
     local named = {}
     for name in ops:gmatch("`conn:([%w_]+)%(") do named[name] = true end
     assert.same(sorted(set(client.METHODS)), sorted(named))
@@ -109,11 +109,11 @@ describe("object shapes", function()
     assert.same({ "elicited", "new" }, sorted(callable(session)))
   end)
 
-  it("a task offers exactly status, result, cancel and update, as README documents them", function()
+  it("a task offers exactly status, result, cancel and update, as docs/API.md documents them", function()
     local conn <close> = connect()
     local t = conn:task("t-1")
     assert.same({ "cancel", "result", "status", "update" }, sorted(callable(t)))
-    local file = assert(io.open("README.md", "r"))
+    local file = assert(io.open("docs/API.md", "r"))
     local text = file:read("a")
     file:close()
     local named = {}
