@@ -127,7 +127,8 @@ describe("a run's resource reads and prompt gets", function()
     assert.equal(0, #fake.requests) -- not even the connection
     assert.equal("waiting_approval", r.status)
     assert.equal("waiting_approval", assert(store:run(r.uid)).status)
-    assert.same({ { kind = "read", server = "docs", uri = "file:///a" } }, r:pending())
+    assert.same({ { id = "read-0-1", kind = "read", tool = "mcp_docs:resource", server = "docs", uri = "file:///a",
+      needs_approval = true, reason = "approval" } }, r:pending())
     assert.has_error(function() r:read_resource("docs", "file:///b") end) -- approve or deny first
     assert.has_error(function() r:invoke("anything", {}) end)
     assert.has_error(function() r:resume() end)
@@ -143,7 +144,8 @@ describe("a run's resource reads and prompt gets", function()
     assert.same({ "approval_required", "approval", "resource" }, kinds)
     assert.is_true(dense)
     local events = assert(r:events())
-    assert.same({ { offerKind = "resource", server = "docs", target = "file:///a" } }, events[1].data.calls)
+    assert.same({ { offerKind = "resource", server = "docs", target = "file:///a", id = "read-0-1",
+      needsApproval = true, reason = "approval" } }, events[1].data.calls)
     assert.is_true(events[2].data.approved)
     assert.equal("file:///a", events[3].data.target)
     assert.is_false(events[3].data.isError)
@@ -187,7 +189,8 @@ describe("a run's resource reads and prompt gets", function()
       { role = "user", content = { type = "text", text = "Hello Ada" } } } }
     local r = start(store, fake)
     assert.is_true(r:get_prompt("docs", "greet", { who = "Ada" }).suspended)
-    assert.same({ { kind = "prompt", server = "docs", name = "greet", arguments = { who = "Ada" } } }, r:pending())
+    assert.same({ { id = "read-0-1", kind = "prompt", tool = "mcp_docs:prompt", server = "docs", name = "greet",
+      arguments = { who = "Ada" }, needs_approval = true, reason = "approval" } }, r:pending())
     r:approve()
     local result = r:resume()[1]
     assert.is_false(result.is_error)
@@ -258,7 +261,8 @@ describe("a run's resource reads and prompt gets", function()
     other = assert(run.take_over(store, r.uid, taker))
     assert.equal(run.WAITING, other.status)
     assert.equal("another-worker", assert(store:run(r.uid)).claimed_by)
-    assert.same({ { kind = "read", server = "docs", uri = "file:///a" } }, other:pending())
+    assert.same({ { id = "read-0-1", kind = "read", tool = "mcp_docs:resource", server = "docs", uri = "file:///a",
+      needs_approval = true, reason = "approval" } }, other:pending())
     -- a person decides from elsewhere; the new holder resumes with that decision, and the read is sent once
     assert.is_true(run.decide(store, r.uid, true, { by = "alice" }))
     local again, _, twice = run.decide(store, r.uid, false)
@@ -344,7 +348,8 @@ describe("a run's resource reads and prompt gets", function()
     assert.is_true(r:get_prompt("docs", "greet", { who = "Ada", n = "2" }).suspended)
     assert.is_true(r:release())
     local other = assert(run.take_over(store, r.uid, taker))
-    assert.same({ { kind = "prompt", server = "docs", name = "greet", arguments = { who = "Ada", n = "2" } } },
+    assert.same({ { id = "read-0-1", kind = "prompt", tool = "mcp_docs:prompt", server = "docs", name = "greet",
+      arguments = { who = "Ada", n = "2" }, needs_approval = true, reason = "approval" } },
       other:pending())
     assert.is_true(other:approve())
     assert.equal("user: Hi Ada", other:resume()[1].text)

@@ -372,10 +372,12 @@ describe("approval", function()
   end)
   after_each(function() store:close() end)
 
-  it("suspends the whole turn before anything executes, and resumes in a fresh segment", function()
+  it("runs a turn in the model's order up to the first call that needs a person, and resumes in a fresh segment",
+    function()
     -- one fake behind both servers: the "gate" connection shakes hands on its first call
     local fake = Fake.new():will_handshake():will_return(text_answer("answer 1")):will_return(text_answer("answer 2"))
       :will_handshake():will_return(text_answer("answer 3")):will_return(text_answer("answer 4"))
+      :will_return(text_answer("answer 5"))
     local r = start(store, fake, { remote_budget = 3 })
     assert.is_false(r:invoke("mcp_audit_read_page", {}).is_error) -- segment 1: one of three spent
     local results = r:turn {
@@ -383,14 +385,17 @@ describe("approval", function()
       { name = "mcp_gate_read_page", arguments = { uid = 2 } },
       { name = "nope" },
     }
-    assert.is_true(results[1].suspended)
+    -- the call before the one that needs a person ran; it and the call after it wait
+    assert.same({ text = "answer 2", is_error = false }, results[1])
     assert.is_true(results[2].suspended)
-    assert.equal('Error: unknown tool "nope"', results[3].text)
-    assert.equal(1, count(fake:methods(), "tools/call")) -- nothing of the turn went out
+    assert.is_true(results[3].suspended)
+    assert.equal(2, count(fake:methods(), "tools/call"))
     assert.equal("waiting_approval", r.status)
     assert.equal("waiting_approval", assert(store:run(r.uid)).status)
-    assert.same({ { kind = "call", name = "mcp_audit_read_page", arguments = { uid = 1 } },
-      { kind = "call", name = "mcp_gate_read_page", arguments = { uid = 2 } } }, r:pending())
+    assert.same({ { id = "call-2-2", kind = "call", tool = "mcp_gate_read_page", server = "gate",
+      name = "mcp_gate_read_page", arguments = { uid = 2 }, needs_approval = true, reason = "approval" },
+      { id = "call-2-3", kind = "call", tool = "nope", name = "nope", needs_approval = false,
+        reason = "behind:call-2-2" } }, r:pending())
     assert.has_error(function() r:invoke("mcp_audit_read_page", {}) end)
     assert.has_error(function() r:resume() end) -- approve or deny first
 
@@ -400,16 +405,101 @@ describe("approval", function()
     assert.same({ text = "answer 3", is_error = false }, results[2])
     assert.equal('Error: unknown tool "nope"', results[3].text)
     assert.equal("running", assert(store:run(r.uid)).status)
-    assert.equal(3, count(fake:methods(), "tools/call"))
-    -- the resumed segment has a budget of 3 of its own: the turn spent two of it
+    assert.equal(3, count(fake:methods(), "tools/call")) -- nothing sent twice
+    -- the resumed segment has a budget of 3 of its own: the turn spent one of it
     assert.equal("answer 4", r:invoke("mcp_audit_read_page", {}).text)
+    assert.equal("answer 5", r:invoke("mcp_audit_read_page", {}).text)
     assert.truthy(r:invoke("mcp_audit_read_page", {}).text:find("budget of 3 calls", 1, true))
 
     local kinds = {}
     for _, e in ipairs(r:events()) do kinds[#kinds + 1] = e.kind end
-    assert.same({ "tool", "tool", "approval_required", "approval", "tool", "tool", "tool", "tool" }, kinds)
+    assert.same({ "tool", "tool", "approval_required", "approval", "tool", "tool", "tool", "tool", "tool" }, kinds)
     assert.same({}, store:governance_events())
     assert.equal("completed", r:finish())
+  end)
+
+  it("decides call by call: the host's tool-call ids, a denial of one that denies no other", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("summed"))
+    local r = start(store, fake)
+    local results = r:turn {
+      { id = "toolu_1", name = "mcp_gate_read_page", arguments = { uid = 1 } },
+      { id = "toolu_2", name = "mcp_audit_read_page", arguments = { uid = 2 } },
+    }
+    assert.is_true(results[1].suspended and results[2].suspended)
+    local pending = r:pending()
+    assert.same({ "toolu_1", true, "approval" }, { pending[1].id, pending[1].needs_approval, pending[1].reason })
+    assert.same({ "toolu_2", false, "behind:toolu_1" }, { pending[2].id, pending[2].needs_approval,
+      pending[2].reason })
+    assert.has_error(function() r:approve("toolu_9") end, nil) -- an unknown id is the host's misuse
+    assert.has_error(function() r:deny("toolu_9", "why") end)
+    assert.is_true(r:deny("toolu_1", "not today"))
+    local again, message = r:deny("toolu_1")
+    assert.is_nil(again)
+    assert.truthy(message:find("denied already", 1, true))
+    results = r:resume()
+    assert.same({ text = 'Error: the call to "mcp_gate_read_page" was not approved: not today.', is_error = true },
+      results[1])
+    assert.same({ text = "summed", is_error = false }, results[2])
+    assert.equal(1, count(fake:methods(), "tools/call"))
+    local governance = store:governance_events()
+    assert.equal(1, #governance)
+    assert.equal("mcp_gate_read_page", governance[1].tool_name)
+    assert.equal("approvalDenied", governance[1].reason)
+    local decisions = {}
+    for _, e in ipairs(r:events()) do
+      if e.kind == "approval" then decisions[#decisions + 1] = { e.data.id, e.data.approved, e.data.reason } end
+    end
+    assert.same({ { "toolu_1", false, "not today" } }, decisions)
+  end)
+
+  it("approves one call, runs up to the next that needs a person, and waits again", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("first")):will_handshake()
+      :will_return(text_answer("third"))
+    local r = start(store, fake)
+    r:turn {
+      { id = "a", name = "mcp_gate_read_page", arguments = { uid = 1 } },
+      { id = "b", name = "mcp_gate_read_page", arguments = { uid = 2 } },
+      { id = "c", name = "mcp_audit_read_page", arguments = { uid = 3 } },
+    }
+    local reasons = {}
+    for _, p in ipairs(r:pending()) do reasons[#reasons + 1] = p.id .. "=" .. p.reason end
+    assert.same({ "a=approval", "b=approval", "c=behind:a" }, reasons)
+    assert.has_error(function() r:resume() end) -- "a" stopped the turn: it must be decided
+    assert.is_true(r:approve("a"))
+    local results = r:resume()
+    assert.same({ text = "first", is_error = false }, results[1])
+    assert.is_true(results[2].suspended and results[3].suspended)
+    assert.equal("waiting_approval", r.status)
+    reasons = {}
+    for _, p in ipairs(r:pending()) do reasons[#reasons + 1] = p.id .. "=" .. p.reason end
+    assert.same({ "b=approval", "c=behind:b" }, reasons)
+    assert.is_true(r:deny("b"))
+    results = r:resume()
+    assert.same({ "first", 'Error: the call to "mcp_gate_read_page" was not approved.', "third" },
+      { results[1].text, results[2].text, results[3].text })
+    assert.equal(2, count(fake:methods(), "tools/call")) -- each approved call sent once, the denied one never
+    assert.equal(3, #tool_events(r))
+  end)
+
+  it("takes a decision on one call from another process (run.decide with an id)", function()
+    local fake = Fake.new():will_handshake():will_return(text_answer("one"))
+    local r = start(store, fake)
+    r:turn { { id = "x", name = "mcp_gate_read_page", arguments = {} },
+      { id = "y", name = "mcp_gate_read_page", arguments = {} } }
+    local ok, message = run.decide(store, r.uid, true, { id = "zz", by = "ops" })
+    assert.is_nil(ok)
+    assert.truthy(message:find('no step with the id "zz"', 1, true))
+    assert.equal("", assert(store:run(r.uid)).approval) -- nothing changed
+    assert.is_true(run.decide(store, r.uid, true, { id = "x", by = "ops" }))
+    assert.is_true(run.decide(store, r.uid, false, { id = "y", by = "ops", reason = "twice is once too many" }))
+    local view = run.waiting(assert(store:run(r.uid)))
+    assert.same({ "approved", "denied" }, { view.steps[1].decision, view.steps[2].decision })
+    assert.equal("twice is once too many", view.steps[2].denial_reason)
+    local results = r:resume()
+    assert.equal("one", results[1].text)
+    assert.equal('Error: the call to "mcp_gate_read_page" was not approved: twice is once too many.', results[2].text)
+    assert.equal(1, count(fake:methods(), "tools/call"))
+    assert.equal(1, #store:governance_events())
   end)
 
   it("answers denied calls with an error and sends nothing", function()
@@ -427,6 +517,70 @@ describe("approval", function()
   end)
 end)
 
+describe("the operator's commands on a waiting run", function()
+  local cli = require "support.cli"
+
+  it("list what waits (`runs --waiting`) and decide one step or the batch; an unknown run or id changes nothing",
+    function()
+    local store = open_store()
+    server(store)
+    server(store, { identifier = "ev", requires_approval = "1" }, { "get-sum" })
+    local fake = Fake.new():will_handshake():will_return(text_answer("graph")):will_handshake()
+      :will_return(text_answer("42"))
+    local r = start(store, fake)
+    r:turn { { id = "t1", name = "mcp_ev_get-sum", arguments = { a = 1 } },
+      { id = "t2", name = "mcp_audit_read_page", arguments = { uid = 1 } } }
+    local function main(argv) return cli.main(argv, { store = store }) end
+
+    local code, out = main { "runs", "--waiting" }
+    assert.equal(0, code)
+    assert.truthy(out:find("t1 (needs approval) call mcp_ev_get-sum", 1, true), out)
+    assert.truthy(out:find("t2 (behind t1) call mcp_audit_read_page", 1, true), out)
+    code, out = main { "--json", "runs", "--waiting" }
+    assert.equal(0, code)
+    local listed = json.decode(out)
+    assert.equal(1, #listed)
+    assert.same({ "t1", true, "approval" }, { listed[1].waiting.steps[1].id, listed[1].waiting.steps[1].needs_approval,
+      listed[1].waiting.steps[1].reason })
+    assert.same({ "t2", false, "behind:t1" }, { listed[1].waiting.steps[2].id,
+      listed[1].waiting.steps[2].needs_approval, listed[1].waiting.steps[2].reason })
+    local row_before = assert(store:run(r.uid))
+    local events_before = #assert(store:events(r.uid))
+
+    -- refused, nothing changed: an unknown step id, an unknown run, a reason on approve
+    code = main { "approve", tostring(r.uid), "t9" }
+    assert.equal(1, code)
+    code = main { "deny", "99999", "t1", "--reason", "no" }
+    assert.equal(1, code)
+    assert.not_equal(0, main { "approve", tostring(r.uid), "t1", "--reason", "x" })
+    local row_after = assert(store:run(r.uid))
+    assert.same({ row_before.approval, row_before.pending_steps }, { row_after.approval, row_after.pending_steps })
+    assert.equal(events_before, #assert(store:events(r.uid)))
+
+    code, out = main { "runs", "deny", tostring(r.uid), "t1", "--reason", "the sum is wrong" }
+    assert.equal(0, code, out)
+    assert.truthy(out:find("step t1 is denied", 1, true), out)
+    code, out = main { "runs", "--waiting" }
+    assert.equal(0, code)
+    assert.truthy(out:find("t1 (needs approval, denied: the sum is wrong)", 1, true), out)
+    assert.equal(1, main { "deny", tostring(r.uid), "t1" }) -- the first decision on a step holds
+
+    local results = r:resume()
+    assert.equal('Error: the call to "mcp_ev_get-sum" was not approved: the sum is wrong.', results[1].text)
+    assert.equal("graph", results[2].text)
+    code, out = main { "runs", "--waiting" }
+    assert.equal(0, code)
+    assert.equal("No run waits for a person.\n", out)
+    local kinds = {}
+    for _, e in ipairs(r:events()) do
+      if e.kind == "approval" then kinds[#kinds + 1] = e.data.id .. ":" .. tostring(e.data.approved) end
+    end
+    assert.same({ "t1:false" }, kinds)
+    assert.equal("approvalDenied", store:governance_events()[1].reason)
+    store:close()
+  end)
+end)
+
 describe("a turn's state", function()
   it("lives in the run, not in the result tables the caller was handed", function()
     local store = open_store()
@@ -437,7 +591,7 @@ describe("a turn's state", function()
     assert.is_true(results[1].suspended)
     -- a host that scribbles on what it was given steers nothing
     results[1].suspended, results[1].stopped, results[2].recorded = nil, true, true
-    assert.same({ { kind = "call", name = "mcp_gate_read_page", arguments = { uid = 1 } } }, r:pending())
+    assert.same({ "mcp_gate_read_page", "nope" }, { r:pending()[1].name, r:pending()[2].name })
     r:approve()
     local resumed = r:resume()
     assert.same({ text = "approved and done", is_error = false }, resumed[1])

@@ -145,7 +145,8 @@ describe("a run waiting for approval, taken over by another process (" .. backen
     local r = assert(run.take_over(mine, run_uid, { user = ADMIN, configuration = LOCAL, providers = PROVIDERS,
       log = function() end, owner = "spec:taker" }))
     assert.equal(run.WAITING, r.status)
-    assert.same({ { kind = "call", name = "mcp_lab_echo", arguments = { message = "once" } } }, r:pending())
+    assert.same({ { id = "call-1-1", kind = "call", tool = "mcp_lab_echo", server = "lab", name = "mcp_lab_echo",
+      arguments = { message = "once" }, needs_approval = true, reason = "approval" } }, r:pending())
     -- a second taker finds it held
     local again, _, err = run.take_over(store, run_uid, { user = ADMIN, configuration = LOCAL,
       providers = PROVIDERS, log = function() end, owner = "spec:second" })

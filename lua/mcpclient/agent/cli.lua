@@ -59,7 +59,8 @@ local COMMAND_FLAGS = {
   enable = { ["--tool"] = "flag", ["--group"] = "flag" },
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
   add = SERVER_FLAGS, edit = SERVER_FLAGS,
-  runs = { ["--open"] = "flag" },
+  runs = { ["--open"] = "flag", ["--waiting"] = "flag", ["--reason"] = "value" },
+  approve = {}, deny = { ["--reason"] = "value" },
   tasks = { ["--server"] = "value", ["--run"] = "value" },
 }
 
@@ -1075,29 +1076,46 @@ function commands.logout(ctx, out, parsed)
 end
 
 -- The agent runs and what to do about each (see docs/CLI.md, "Runs after a crash").
--- mcpclient runs approve|deny <id>: a person's decision on a run waiting for approval.
-local function decide_run(ctx, out, parsed)
-  local verb = parsed.args[1]
-  if #parsed.args < 2 then usage(string.format('"runs %s" needs a run id (see `mcpclient runs --open`).', verb)) end
-  no_more_than(parsed, 2)
-  local id = math.tointeger(tonumber(parsed.args[2]))
-  if not id or id <= 0 then usage(string.format('"runs %s" needs a run id, a positive number.', verb)) end
+-- mcpclient runs approve|deny <run> [<step id>] [--reason TEXT] (also `mcpclient approve|deny ...`): a
+-- person's decision on one waiting step of a run, or on every step not decided yet. An unknown run or
+-- step id is refused, and nothing changes.
+local function decide_run(ctx, out, parsed, verb, words)
+  local spelled = words == 1 and verb or ("runs " .. verb)
+  if #parsed.args < words then
+    usage(string.format('"%s" needs a run id (see `mcpclient runs --waiting`).', spelled))
+  end
+  no_more_than(parsed, words + 1)
+  local id = math.tointeger(tonumber(parsed.args[words]))
+  if not id or id <= 0 then usage(string.format('"%s" needs a run id, a positive number.', spelled)) end
+  local step = parsed.args[words + 1]
+  local reason = parsed.flags["--reason"]
+  if reason ~= nil and verb ~= "deny" then usage("--reason goes with deny.") end
   local user = os.getenv("USER")
   local by = "cli:" .. ((user and user ~= "") and user or "operator")
-  local view, message, err = operator.decide(ctx.store, id, verb == "approve", { actor = ACTOR, by = by })
+  local view, message, err = operator.decide(ctx.store, id, verb == "approve",
+    { actor = ACTOR, by = by, id = step, reason = reason })
   if not view then return refuse(out, parsed, message, err) end
   if parsed.json then
     out:json(render.run_json(view))
   else
-    out:line(string.format("Run %d is %s. %s", id, verb == "approve" and "approved" or "denied", view.next))
+    out:line(string.format("Run %d%s is %s. %s", id, step and (" step " .. inert(step, 80)) or "",
+      verb == "approve" and "approved" or "denied", view.next))
   end
   return cli.OK
 end
 
+function commands.approve(ctx, out, parsed) return decide_run(ctx, out, parsed, "approve", 1) end
+function commands.deny(ctx, out, parsed) return decide_run(ctx, out, parsed, "deny", 1) end
+
 function commands.runs(ctx, out, parsed)
-  if parsed.args[1] == "approve" or parsed.args[1] == "deny" then return decide_run(ctx, out, parsed) end
+  if parsed.args[1] == "approve" or parsed.args[1] == "deny" then
+    return decide_run(ctx, out, parsed, parsed.args[1], 2)
+  end
   no_more_than(parsed, 0)
-  local views, message, err = operator.runs(ctx.store, { open = parsed.flags["--open"] == true })
+  if parsed.flags["--reason"] ~= nil then usage("--reason goes with `runs deny`.") end
+  local waiting_only = parsed.flags["--waiting"] == true
+  local views, message, err = operator.runs(ctx.store, { open = parsed.flags["--open"] == true or waiting_only,
+    waiting = waiting_only })
   if not views then return refuse(out, parsed, message, err) end
   if parsed.json then
     local shown = {}
@@ -1106,7 +1124,8 @@ function commands.runs(ctx, out, parsed)
     return cli.OK
   end
   if #views == 0 then
-    out:line(parsed.flags["--open"] and "No open run." or "No run yet.")
+    out:line(waiting_only and "No run waits for a person." or parsed.flags["--open"] and "No open run."
+      or "No run yet.")
     return cli.OK
   end
   for i, view in ipairs(views) do
@@ -1455,7 +1474,8 @@ local function run(env, out, parsed)
     store, path, open_err = open_database(env, parsed)
     if store == false then
       -- (a decision on a run is not a listing: without a database there is no run to decide on)
-      if EMPTY_WITHOUT[parsed.command] and not (parsed.command == "runs" and #parsed.args > 0) then
+      if EMPTY_WITHOUT[parsed.command] and not (parsed.command == "runs" and #parsed.args > 0)
+          and parsed.command ~= "approve" and parsed.command ~= "deny" then
         EMPTY_WITHOUT[parsed.command](out, parsed)
         return cli.OK
       end

@@ -774,6 +774,14 @@ local function recorded(events, entry)
 end
 
 -- What the operator does next about a run, in one sentence.
+-- Does the step that stopped the waiting turn still wait for a person's decision?
+local function undecided(waiting)
+  for _, step in ipairs(waiting.steps) do
+    if step.reason == "approval" then return step.decision == nil end
+  end
+  return false
+end
+
 local function next_step(view)
   local unrecorded, tasks = 0, 0
   for _, entry in ipairs(view.fence) do
@@ -795,10 +803,13 @@ local function next_step(view)
   elseif view.status == "waiting_approval" and not view.waiting then
     return "Waiting for a person to approve its calls in the process that holds it (its waiting steps are not "
       .. "kept on its row, so no other process can take it over)."
+  elseif view.status == "waiting_approval" and not view.waiting.approval and undecided(view.waiting) then
+    return "Waiting for a person: `mcpclient approve " .. view.uid .. " [<step id>]` or `mcpclient deny "
+      .. view.uid .. " [<step id>] [--reason TEXT]`; the process that holds it (or, once its lease expired or it "
+      .. "was released, any process: run.take_over) then resumes it."
   elseif view.status == "waiting_approval" and not view.waiting.approval then
-    return "Waiting for a person: `mcpclient runs approve " .. view.uid .. "` or `mcpclient runs deny " .. view.uid
-      .. "`; the process that holds it (or, once its lease expired or it was released, any process: "
-      .. "run.take_over) then resumes it."
+    return string.format("Decided step by step; waiting for its holder to resume it%s.", view.lease_expired
+      and " (its lease expired: any process may take it over with run.take_over and resume it)" or "")
   elseif view.status == "waiting_approval" then
     return string.format("%s; waiting for its holder to resume it%s.", view.waiting.approval == "approved"
       and "Approved" or "Denied", view.lease_expired and " (its lease expired: any process may take it over with "
@@ -826,6 +837,7 @@ end
 -- owner, lease, the fenced calls (each with whether the audit holds it) and
 -- the next step. Runs left behind are marked failed first (store:recover_runs).
 -- @param options { open = true: only runs still running or waiting, or with their fence set;
+--   waiting = true: only runs waiting for approval;
 --   now = unix seconds (default os.time()) }
 -- @return array of { uid, uuid, status, owner, lease_expires, lease_expired, user_name, configuration,
 --   created, updated, cancel_requested, fence = { { tool, arguments_sha256, sequence, recorded }
@@ -840,9 +852,13 @@ function operator.runs(store, options)
   local rows, message, err = store:runs(options.open == true)
   if not rows then return nil, message, err end
   local views = {}
-  for i, row in ipairs(rows) do
-    views[i], message, err = run_view(store, row, now)
-    if not views[i] then return nil, message, err end
+  for _, row in ipairs(rows) do
+    if not options.waiting or row.status == "waiting_approval" then
+      local view
+      view, message, err = run_view(store, row, now)
+      if not view then return nil, message, err end
+      views[#views + 1] = view
+    end
   end
   return views
 end
@@ -857,7 +873,7 @@ function operator.decide(store, run_uid, approved, options)
   local ok, message, err = operator.require_admin(options.actor)
   if not ok then return nil, message, err end
   local by = options.by or (type(options.actor) == "table" and options.actor.name) or "operator"
-  ok, message, err = run.decide(store, run_uid, approved, { by = by })
+  ok, message, err = run.decide(store, run_uid, approved, { by = by, id = options.id, reason = options.reason })
   if not ok then return nil, message, err end
   local row
   row, message, err = store:run(run_uid)

@@ -42,10 +42,12 @@
 -- run.status to "failed" and run.error to their failure value (err.run_code is
 -- the kind's fixed code).
 --
--- Approval (run/approval.lua): a call that needs approval suspends its whole
--- turn; run:pending() lists what waits, run:approve()/deny() and resume()
--- continue it, a decision may come from any process (run.decide), and
--- another process may take a waiting run over (run.take_over).
+-- Approval (run/approval.lua): a turn runs in the model's order and stops
+-- at the first call that needs a person (the calls before it run; it and
+-- those after it wait); run:pending() lists what waits, run:approve(id)/
+-- deny(id, reason) (or the whole batch) and resume() continue it, a
+-- decision may come from any process (run.decide), and another process may
+-- take a waiting run over (run.take_over).
 --
 -- The safe point (run/safe_point.lua): run:tools() imports again the
 -- catalogues a change notice made stale on servers set to re-import on their
@@ -223,8 +225,10 @@ function Run:tools()
   return safe_point.tools(self)
 end
 
---- One model turn: its tool calls, admitted together, then executed at once (the trail keeps their order).
--- @param calls { { name = "&lt;tool&gt;", arguments = { ... } }, ... }
+--- One model turn: its tool calls in the model's order, admitted one by one up to the first that needs a
+--- person; those before it executed at once (the trail keeps their order), it and the rest held (pending()).
+-- @param calls { { id = "&lt;the model's tool-call id&gt;" (optional, unique in the turn), name = "&lt;tool&gt;",
+--   arguments = { ... } }, ... }
 -- @return results, one per call: { text, is_error [, err] [, suspended] [, stopped] }
 function Run:turn(calls)
   turn.check_calls(calls)
@@ -242,23 +246,45 @@ function Run:invoke(name, arguments)
   return self:turn { { name = name, arguments = arguments } }[1]
 end
 
---- What a suspended run waits to have approved, in order: tool calls
---- { kind = "call", name, arguments }, resource reads { kind = "read",
---- server, uri } and prompt gets { kind = "prompt", server, name, arguments }
---- (uri and name under the text rule: control and bidi characters out, clipped).
+--- What a suspended run waits on, in the model's order: one entry per
+--- waiting call or read, { id, kind ("call" | "read" | "prompt"), tool,
+--- server, uri, needs_approval, reason } (a call's name and arguments, a
+--- prompt's name and arguments beside them). `id` is the call's id as the
+--- host passed it in the turn ({ id = &lt;the model's tool-call id&gt;, name,
+--- arguments }; "call-&lt;round&gt;-&lt;n&gt;" when it passed none), a read's an
+--- id of its own ("read-&lt;round&gt;-&lt;n&gt;"); `reason` is "approval" for a step
+--- that needs a person, "behind:&lt;id&gt;" for one that only waits behind
+--- the step that stopped the turn. uri and name under the text rule.
 function Run:pending()
   return approval.pending(self)
 end
 
---- The host approves the suspended turn's calls (then resume()). A persisted
---- run records the decision on its row (an "approval" event in its trail).
--- @return true | nil, message, err (kind "invalid": a person decided first, from another process — that
---   decision holds and resume() applies it; kind "run_lease_lost": another process holds the run now)
-function Run:approve() return approval.decide_approval(self, true) end
+--- The host approves one waiting step (`id`, as pending() lists it), or,
+--- with no id, every step not decided yet (then resume()). A persisted run
+--- records the decision on its row (an "approval" event in its trail).
+--- An id no step of the waiting turn has is misuse: it raises.
+-- @return true | nil, message, err (kind "invalid": a person decided that step first, from another
+--   process — that decision holds and resume() applies it; kind "run_lease_lost": another process
+--   holds the run now)
+function Run:approve(id) return approval.decide_approval(self, true, id) end
 
---- The host refuses them (then resume(): each answers with an error result).
+--- The host refuses one waiting step, or with no id every step not decided
+--- yet; denying one denies no other. deny(id, reason) / deny(nil, reason);
+--- deny(text) with one argument decides the step whose id is `text`, or,
+--- when no step has that id, the whole batch with `text` as its reason.
+--- After resume() a denied step answers with an error result (the reason
+--- in it) and its denial is in the governance log.
 -- @return as approve()
-function Run:deny() return approval.decide_approval(self, false) end
+function Run:deny(id, reason)
+  if reason == nil and type(id) == "string" then
+    local named = false
+    for _, entry in ipairs(approval.pending(self)) do
+      if entry.id == id then named = true end
+    end
+    if not named then id, reason = nil, id end
+  end
+  return approval.decide_approval(self, false, id, reason)
+end
 
 --- Renew the run's lease for another lease_seconds, as each call does: for
 --- a holder that waits for a person longer than its lease and means to keep
@@ -281,10 +307,12 @@ function Run:release()
 end
 
 --- Continue a suspended run in a fresh segment: a new remote-call budget and
---- a renewed lease. Approved calls are admitted again (the gate may have
---- changed its mind meanwhile) and executed; denied ones are recorded as
---- refused.
--- @return the suspended turn's results, in call order
+--- a renewed lease. The step that stopped the turn must be decided first.
+--- The waiting steps go on in the model's order: approved ones are admitted
+--- again (the gate may have changed its mind meanwhile) and sent once,
+--- denied ones are refused (their denial in the governance log), and the
+--- turn stops again at the next step that needs a person and was not decided.
+-- @return the suspended turn's results, in call order (those sent before it stopped included)
 function Run:resume()
   return approval.resume(self)
 end
@@ -300,7 +328,7 @@ end
 function Run:finish()
   if self.status == run.RUNNING or self.status == run.WAITING then
     lease.conclude(self, run.COMPLETED)
-    self.waiting, self.approval = nil, nil
+    self.waiting, self.decisions, self.reasons = nil, nil, nil
   end
   self:close()
   return self.status

@@ -346,15 +346,17 @@ function Store:claim_run(uid, owner, lease_expires, now)
 end
 
 --- Record a person's decision on what a waiting run waits for, from any
---- process: `approval` is "approved" or "denied"; `pending_steps` is the text
+--- process: `approval` is "approved" or "denied" (the whole batch) or a JSON
+--- object of decisions by step id; `expected` is the approval text the
+--- decider read (default "": nothing decided yet); `pending_steps` is the text
 --- the decider was shown (the row's), so a decision never lands on a later
 --- suspension. One compare-and-set (the first decision wins), and the
 --- `event` (an "approval" event) appended in the same transaction. With
 --- `owner`, only while that owner holds the run (the holder's own decision).
 --- → 1 recorded, 0 not (the run is not waiting on those steps, was decided
 --- already, or is held by another owner) | nil, message, err
-function Store:decide_run(uid, approval, pending_steps, event, owner)
-  return runs.decide_run(self, uid, approval, pending_steps, event, owner)
+function Store:decide_run(uid, approval, pending_steps, event, owner, expected)
+  return runs.decide_run(self, uid, approval, pending_steps, event, owner, expected)
 end
 
 --- The runs, newest first: every one, or (open = true) those an operator

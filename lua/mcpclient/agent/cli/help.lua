@@ -28,7 +28,10 @@ Servers are named by identifier or by numeric id, in every command.
   logout <server>              forget the server's stored OAuth grant
   enable <tool|group>          switch a tool on, or a server's group and all its tools
   disable <tool|group>         switch a tool or a whole group off
-  runs [--open]                the agent runs: state, owner, lease, the write fence, what to do next
+  runs [--open|--waiting]      the agent runs: state, owner, lease, the write fence, what to do next
+  approve <run> [<step id>]    a person approves a waiting run's step (or every step not decided yet)
+  deny <run> [<step id>] [--reason TEXT]
+                               a person denies one (or every step not decided yet)
   tasks [<server>]             the open task-backed calls of the runs: status, age, run
   tasks cancel <id>            ask a task's server to cancel it (--server, --run: which one)
   help [<command>]             this text, or one command's
@@ -183,17 +186,30 @@ usage: mcpclient logout <server> [--json]
 
 Forgets the server's stored OAuth grant.]==],
   runs = [==[
-usage: mcpclient runs [--open] [--json]
-       mcpclient runs approve|deny <run id> [--json]
+usage: mcpclient runs [--open | --waiting] [--json]
+       mcpclient runs approve <run id> [<step id>] [--json]
+       mcpclient runs deny <run id> [<step id>] [--reason TEXT] [--json]
 
 The agent runs on this database, newest first: state, lease owner and expiry, and the
 write fence (the calls that may have been sent: tool, arguments digest, the audit sequence
 each step was to take, and whether the audit holds it), with the next step for each. A run
 whose worker vanished during a write (lease expired, fence set) is marked failed first.
---open shows only runs still running or waiting, or with a fence set. A run waiting for
-approval shows what it waits on; `runs approve` / `runs deny` record a person's decision
-(the first one holds), which the process that holds the run, or one that takes it over,
-applies when it resumes.]==],
+--open shows only runs still running or waiting, or with a fence set; --waiting only the runs
+waiting for a person. A waiting run shows each step it waits on: its id, whether it needs
+approval or only waits behind another step, and the decision on it. `runs approve` / `runs
+deny` (also spelled `approve` / `deny`) record a person's decision on one step, named by its
+id, or on every step not decided yet (the first decision on a step holds); the process that
+holds the run, or one that takes it over, applies it when it resumes. An unknown run or step
+id is refused and changes nothing.]==],
+  approve = [==[
+usage: mcpclient approve <run id> [<step id>] [--json]
+
+The same as `mcpclient runs approve`: see `mcpclient help runs`.]==],
+  deny = [==[
+usage: mcpclient deny <run id> [<step id>] [--reason TEXT] [--json]
+
+The same as `mcpclient runs deny`: see `mcpclient help runs`. The reason reaches the model
+in the denied step's answer.]==],
   tasks = [==[
 usage: mcpclient tasks [<server>] [--json]
        mcpclient tasks cancel <task id> [--server NAME] [--run ID] [--json]

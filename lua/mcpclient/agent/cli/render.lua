@@ -185,13 +185,21 @@ local function fence_line(entry)
 end
 
 -- One step a waiting run waits on, as a person reads it (every part inert).
+-- Each starts with the step's id, what it waits for ("needs approval", or
+-- "behind <id>") and the decision on it, if any.
 local function step_line(step)
+  local waits = step.reason == "approval" and "needs approval"
+    or (step.reason or ""):match("^behind:") and ("behind " .. inert(step.reason:sub(8), 80)) or inert(step.reason, 80)
+  local head = string.format("%s (%s%s) ", inert(step.id, 80), waits,
+    step.decision and (", " .. step.decision .. (step.denial_reason and (": " .. inert(step.denial_reason, 200))
+      or "")) or "")
   if step.kind == "call" then
-    return string.format("call %s %s", inert(step.name, 64), inert(json.try_encode(step.arguments) or "{}", 300))
+    return head .. string.format("call %s %s", inert(step.name, 64),
+      inert(json.try_encode(step.arguments) or "{}", 300))
   elseif step.kind == "read" then
-    return string.format("read %s from %s", inert(step.uri, 200), inert(step.server, 64))
+    return head .. string.format("read %s from %s", inert(step.uri, 200), inert(step.server, 64))
   end
-  return string.format("prompt %s from %s %s", inert(step.name, 64), inert(step.server, 64),
+  return head .. string.format("prompt %s from %s %s", inert(step.name, 64), inert(step.server, 64),
     inert(json.try_encode(step.arguments) or "{}", 300))
 end
 
@@ -200,8 +208,10 @@ local function waiting_json(waiting)
   if not waiting then return json.null end
   local steps = {}
   for i, step in ipairs(waiting.steps) do
-    steps[i] = { kind = step.kind, name = step.name, server = step.server, uri = step.uri,
-      arguments = step.arguments and json.try_encode(step.arguments) and step.arguments or nil }
+    steps[i] = { id = step.id, kind = step.kind, name = step.name, server = step.server, uri = step.uri,
+      arguments = step.arguments and json.try_encode(step.arguments) and step.arguments or nil,
+      needs_approval = step.needs_approval, reason = step.reason, decision = maybe(step.decision),
+      denial_reason = step.denial_reason }
   end
   return { round = waiting.round, steps = render.list(steps), approval = maybe(waiting.approval) }
 end
@@ -224,7 +234,13 @@ function render.run(out, view)
   end
   if view.waiting then
     for i, step in ipairs(view.waiting.steps) do row(i == 1 and "Waiting" or "", step_line(step)) end
-    row("Decision", view.waiting.approval or "none yet")
+    local decided = view.waiting.approval
+    if not decided then
+      for _, step in ipairs(view.waiting.steps) do
+        if step.decision then decided = "step by step (above)" end
+      end
+    end
+    row("Decision", decided or "none yet")
   end
   row("Next", view.next)
 end

@@ -96,7 +96,7 @@ local function rebuild_turn(self, parsed)
   local records = {}
   for i, step in ipairs(parsed.steps) do
     if step.kind == "call" then
-      records[i] = { call = { name = step.name, arguments = step.arguments }, state = SUSPENDED }
+      records[i] = { call = { name = step.name, arguments = step.arguments, id = step.id }, state = SUSPENDED }
     else
       local kind = step.kind == "read" and "resource" or "prompt"
       local target = kind == "resource" and step.uri or step.name
@@ -106,6 +106,9 @@ local function rebuild_turn(self, parsed)
         tool = offer_entry(row, kind), offer = { kind = kind, server = step.server, target = target,
           arguments = step.arguments, fetch = offer_fetch(kind, target, step.arguments), row = row } }
     end
+    local rec = records[i]
+    rec.id, rec.needs_approval = step.id or tostring(i), step.needs_approval ~= false
+    rec.reason = type(step.reason) == "string" and step.reason or "approval"
   end
   return { round = parsed.round, records = records }
 end
@@ -119,7 +122,9 @@ local function waiting_again(self, row)
   local parsed = parse_steps(row.pending_steps)
   if parsed then
     self.status, self.waiting, self.pending_steps = lease.WAITING, rebuild_turn(self, parsed), row.pending_steps
-    if row.approval ~= "" then self.approval = row.approval == "approved" end
+    local ids = approval.ids_of_steps(parsed.steps)
+    self.decisions, self.reasons = approval.decisions_of(row.approval, ids)
+    self.approval_text = row.approval
     return true
   end
   self.status = lease.WAITING

@@ -133,9 +133,12 @@ local function record_offer(self, kind, fields, duration_ms)
 end
 
 -- The decision as the "approval" event records it.
-local function approval_event(round, approved, by)
+-- A decision's event: on one waiting step (`id`) or on the batch (no id),
+-- a denial with the reason the person gave, if any.
+local function approval_event(round, approved, by, id, reason)
   return { kind = "approval", round = round, payload = encode_payload({ kind = "approval", round = round,
-    approved = approved, by = core.repair_utf8(by) }) }
+    approved = approved, by = core.repair_utf8(by), id = id and core.repair_utf8(id) or nil,
+    reason = reason and core.repair_utf8(reason) or nil }) }
 end
 
 

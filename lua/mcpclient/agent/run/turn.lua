@@ -76,8 +76,19 @@ The results a caller sees are built from the records at the end of the turn.
 ]]
 local function new_turn(calls, round)
   local records = {}
-  for i, call in ipairs(calls) do records[i] = { call = call, state = ADMITTING } end
+  for i, call in ipairs(calls) do
+    -- the id the host passed (the model's tool-call id) names the call to a person deciding on it
+    records[i] = { call = call, state = ADMITTING, id = call.id or string.format("call-%d-%d", round, i) }
+  end
   return { round = round, records = records }
+end
+
+-- Does this record need a person before it is sent? A call by its tool (the
+-- registered one when it is not admitted yet), a read by its server's row.
+local function needs_person(self, rec)
+  if rec.offer then return rec.needs_approval == true end
+  local tool = rec.tool or self.registry.get(rec.call.name)
+  return tool ~= nil and policy.requires_approval(tool)
 end
 
 -- The call is answered and needs no step of its own (the run has ended).
@@ -166,21 +177,20 @@ local function admit(self, rec)
   rec.state, rec.tool = ADMITTED, tool
 end
 
+-- Admit the turn's calls in the model's order up to the first admitted one
+-- that needs a person and was not approved: the turn stops there (the calls
+-- after it are not admitted yet, so nothing of them is decided or recorded
+-- twice). → the index it stopped at, or nil
 local function admit_all(self, turn)
-  for _, rec in ipairs(turn.records) do
+  for i, rec in ipairs(turn.records) do
     if rec.state == ADMITTING then
       if self.status ~= lease.RUNNING then not_called(self, rec) else admit(self, rec) end
+      if rec.state == ADMITTED and not rec.approved and self.status == lease.RUNNING and needs_person(self, rec) then
+        return i
+      end
     end
   end
-end
-
--- Does an admitted call of the turn need the host's approval first?
-local function awaits_approval(self, turn)
-  if self.status ~= lease.RUNNING then return false end
-  for _, rec in ipairs(turn.records) do
-    if rec.state == ADMITTED and policy.requires_approval(rec.tool) then return true end
-  end
-  return false
+  return nil
 end
 
 -- A refusal's step: nothing ran, so a record that fails is only logged.
@@ -354,10 +364,15 @@ end
 
 local function check_calls(calls)
   if type(calls) ~= "table" then error("turn: calls must be a list of { name, arguments }", 3) end
+  local ids = {}
   for i, call in ipairs(calls) do
     if type(call) ~= "table" or type(call.name) ~= "string" then
       error(string.format("turn: call %d must be a table with a string name", i), 3)
     end
+    if call.id ~= nil and (type(call.id) ~= "string" or call.id == "" or ids[call.id]) then
+      error(string.format("turn: the id of call %d must be a non-empty string no other call of the turn has", i), 3)
+    end
+    if call.id then ids[call.id] = true end
     if call.arguments ~= nil and type(call.arguments) ~= "table" then
       error(string.format("turn: the arguments of call %d must be a table", i), 3)
     end
@@ -374,11 +389,11 @@ end
 local function results_of(turn)
   local out = {}
   for i, rec in ipairs(turn.records) do
-    if rec.state == SUSPENDED and rec.offer then
+    if (rec.state == SUSPENDED or rec.state == ADMITTING) and rec.offer then
       out[i] = { suspended = true, is_error = false, text = string.format('The run is waiting for approval; %s '
         .. '"%s" of "%s" has not been read yet.', rec.offer.kind, core.clip(rec.offer.target),
         rec.offer.row.identifier) }
-    elseif rec.state == SUSPENDED then
+    elseif rec.state == SUSPENDED or rec.state == ADMITTING then
       out[i] = { suspended = true, is_error = false,
         text = string.format('The run is waiting for approval; "%s" has not been called yet.', rec.call.name) }
     else
@@ -391,11 +406,20 @@ end
 
 -- A waiting record as a step: { kind = "call", name, arguments } | { kind =
 -- "read", server, uri } | { kind = "prompt", server, name, arguments }.
+-- Each step also carries the record's id, whether it needs a person
+-- (needs_approval) and why it waits (reason: "approval", or "behind:<id>"
+-- for a step that only waits behind the one that stopped the turn).
 local function step_of(rec)
-  local offer = rec.offer
-  if not offer then return { kind = "call", name = rec.call.name, arguments = rec.call.arguments } end
-  if offer.kind == "resource" then return { kind = "read", server = offer.row.identifier, uri = offer.target } end
-  return { kind = "prompt", server = offer.row.identifier, name = offer.target, arguments = offer.arguments }
+  local offer, step = rec.offer
+  if not offer then
+    step = { kind = "call", name = rec.call.name, arguments = rec.call.arguments }
+  elseif offer.kind == "resource" then
+    step = { kind = "read", server = offer.row.identifier, uri = offer.target }
+  else
+    step = { kind = "prompt", server = offer.row.identifier, name = offer.target, arguments = offer.arguments }
+  end
+  step.id, step.needs_approval, step.reason = rec.id, rec.needs_approval == true, rec.reason
+  return step
 end
 
 -- What a waiting run keeps on its row so that another process can take it
@@ -406,7 +430,7 @@ end
 local function steps_text(turn)
   local steps = {}
   for _, rec in ipairs(turn.records) do
-    if rec.state == ADMITTED then
+    if rec.state == SUSPENDED then
       local step = step_of(rec)
       if step.kind ~= "read" then step.arguments = step.arguments or {} end
       steps[#steps + 1] = step
@@ -415,35 +439,49 @@ local function steps_text(turn)
   return json.try_encode { round = turn.round, steps = json.array(steps) } or ""
 end
 
--- Hold the whole turn for approval: its refusals are recorded now, its
--- admitted calls wait (or, when the lease is gone, are not made at all).
--- The steps that wait are kept on the run's row with its status, in one
--- guarded write, and any earlier decision is cleared.
-local function suspend(self, turn)
-  for _, rec in ipairs(turn.records) do
-    if rec.state == REFUSED then settle_refusal(self, turn, rec) end
+-- Hold the turn from record `from` on (the first call that needs a person;
+-- the calls before it have run): it and every call after it wait, each with
+-- why (see step_of). The steps that wait are kept on the run's row with its
+-- status, in one guarded write, and any earlier decision is cleared. A run
+-- that ended meanwhile makes none of them.
+local function suspend(self, turn, from)
+  local stop_id = turn.records[from].id
+  for i = from, #turn.records do
+    local rec = turn.records[i]
+    if rec.state == ADMITTED or rec.state == ADMITTING then
+      if self.status ~= lease.RUNNING then
+        not_called(self, rec)
+      else
+        rec.needs_approval = needs_person(self, rec)
+        rec.reason = (i == from or rec.needs_approval) and "approval" or ("behind:" .. stop_id)
+        rec.state, rec.approved = SUSPENDED, nil
+      end
+    end
   end
+  if self.status ~= lease.RUNNING then return results_of(turn) end
   self.pending_steps = steps_text(turn)
   local ok, err = under_lease(self, { status = lease.WAITING, lease_expires = lease_until(self),
     pending_steps = self.pending_steps, approval = "" })
   if self.persisted and not ok then
     lease_trouble(self, nil, err)
     for _, rec in ipairs(turn.records) do
-      if rec.state == ADMITTED then not_called(self, rec) end
+      if rec.state == SUSPENDED then not_called(self, rec) end
     end
     return results_of(turn)
   end
-  self.status, self.waiting = lease.WAITING, turn
+  self.status, self.waiting, self.decisions, self.approval_text = lease.WAITING, turn, {}, ""
   local listed = {}
   for _, rec in ipairs(turn.records) do
-    if rec.state == ADMITTED then
-      rec.state = SUSPENDED
+    if rec.state == SUSPENDED then
+      local entry
       if rec.offer then
-        listed[#listed + 1] = { offerKind = rec.offer.kind, server = rec.offer.row.identifier,
+        entry = { offerKind = rec.offer.kind, server = rec.offer.row.identifier,
           target = core.repair_utf8(rec.offer.target) }
       else
-        listed[#listed + 1] = { toolName = core.repair_utf8(rec.call.name), toolArguments = rec.call.arguments or {} }
+        entry = { toolName = core.repair_utf8(rec.call.name), toolArguments = rec.call.arguments or {} }
       end
+      entry.id, entry.needsApproval, entry.reason = core.repair_utf8(rec.id), rec.needs_approval, rec.reason
+      listed[#listed + 1] = entry
     end
   end
   note(self, "approval_required", { round = turn.round, calls = listed })
@@ -455,9 +493,10 @@ end
 -- The turn's steps are recorded in the model's order after the calls (a
 -- refusal's and an executed call's; a call not made has none), so each call's
 -- audit sequence is known before it is sent.
-local function ready_all(self, turn)
+local function ready_all(self, turn, limit)
   local ready, last_write, sequence = {}, nil, self.sequence
-  for _, rec in ipairs(turn.records) do
+  for i, rec in ipairs(turn.records) do
+    if i >= limit then break end
     if rec.state == REFUSED then
       sequence = sequence + 1
     elseif rec.state == ADMITTED then
@@ -473,22 +512,25 @@ local function ready_all(self, turn)
   return ready, last_write
 end
 
--- Admit every call of the turn — or suspend the whole turn when one admitted
--- call needs an approval it does not have — then execute the admitted calls
--- at once and record every step in the model's order, whatever order the
--- calls finished in.
-local function play(self, turn, approved)
-  admit_all(self, turn)
-  if not approved and awaits_approval(self, turn) then return suspend(self, turn) end
-  local ready, last_write = ready_all(self, turn)
+-- Admit the turn's calls in the model's order up to the first one that
+-- needs a person (admit_all); execute the admitted calls before it at once
+-- and record their steps in the model's order, whatever order they finished
+-- in; then hold the rest of the turn for approval (suspend), or end it.
+local function play(self, turn)
+  local stop_at = admit_all(self, turn)
+  local limit = stop_at or (#turn.records + 1)
+  local ready, last_write = ready_all(self, turn, limit)
   execute_all(self, ready)
-  for _, rec in ipairs(turn.records) do
+  for i, rec in ipairs(turn.records) do
+    if i >= limit then break end
     if rec.state == REFUSED then
       settle_refusal(self, turn, rec)
-    elseif rec.result and rec.duration_ms then
+    elseif rec.result and rec.duration_ms and not rec.recorded then
+      rec.recorded = true
       record_call(self, turn, rec, rec == last_write)
     end
   end
+  if stop_at then return suspend(self, turn, stop_at) end
   return results_of(turn)
 end
 
@@ -505,7 +547,9 @@ local function gated_read(self, kind, identifier, target, arguments, fetch)
     return error_result(string.format("Error: run %s has ended (%s); nothing was read.", self.uuid, self.status),
       self.error)
   end
+  self.reads = (self.reads or 0) + 1
   local rec = { call = { name = string.format("mcp_%s:%s", identifier, kind) }, state = ADMITTING,
+    id = string.format("read-%d-%d", self.round, self.reads),
     offer = { kind = kind, server = identifier, target = target, arguments = arguments, fetch = fetch } }
   local started = self.clock()
   admit_offer(self, rec)
@@ -515,7 +559,7 @@ local function gated_read(self, kind, identifier, target, arguments, fetch)
     record_read(self, rec)
     return rec.result
   end
-  if rec.needs_approval then return suspend(self, { round = self.round, records = { rec } })[1] end
+  if rec.needs_approval then return suspend(self, { round = self.round, records = { rec } }, 1)[1] end
   if cancel_requested(self) then
     conclude(self, lease.CANCELLED)
     return error_result(string.format("Error: run %s was cancelled; nothing was read.", self.uuid))
@@ -528,6 +572,6 @@ end
 turn_module.gate_context, turn_module.new_turn, turn_module.stop, turn_module.refuse = gate_context, new_turn, stop,
   refuse
 turn_module.check_calls, turn_module.check_not_waiting, turn_module.step_of = check_calls, check_not_waiting, step_of
-turn_module.play, turn_module.gated_read = play, gated_read
+turn_module.play, turn_module.gated_read, turn_module.needs_person = play, gated_read, needs_person
 
 return turn_module

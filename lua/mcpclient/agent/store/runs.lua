@@ -183,26 +183,30 @@ function runs.claim_run(self, uid, owner, lease_expires, now)
 end
 
 --- Record a person's decision on what a waiting run waits for, from any
---- process: `approval` is "approved" or "denied"; `pending_steps` is the text
+--- process: `approval` is "approved" or "denied" (the whole batch) or a JSON
+--- object of decisions by step id; `expected` is the approval text the
+--- decider read (default "": nothing decided yet); `pending_steps` is the text
 --- the decider was shown (the row's), so a decision never lands on a later
 --- suspension. One compare-and-set (the first decision wins), and the
 --- `event` (an "approval" event) appended in the same transaction. With
 --- `owner`, only while that owner holds the run (the holder's own decision).
 --- → 1 recorded, 0 not (the run is not waiting on those steps, was decided
 --- already, or is held by another owner) | nil, message, err
-function runs.decide_run(self, uid, approval, pending_steps, event, owner)
+function runs.decide_run(self, uid, approval, pending_steps, event, owner, expected)
   check_uid(uid)
-  if approval ~= "approved" and approval ~= "denied" then
-    error('decide_run: approval must be "approved" or "denied"', 2)
+  if approval ~= "approved" and approval ~= "denied" and not (type(approval) == "string" and approval:sub(1, 1) == "{")
+  then
+    error('decide_run: approval must be "approved", "denied" or a JSON object of decisions by step id', 2)
   end
+  if expected ~= nil and type(expected) ~= "string" then error("decide_run: expected must be a string", 2) end
   if type(pending_steps) ~= "string" or pending_steps == "" then
     error("decide_run: pending_steps must be the waiting run's steps", 2)
   end
   if type(event) ~= "table" then error("decide_run: event must be a table", 2) end
   if owner ~= nil and type(owner) ~= "string" then error("decide_run: owner must be a string", 2) end
   local sql = "UPDATE agent_run SET approval = ?, updated_at = ? WHERE uid = ? AND status = 'waiting_approval' AND "
-    .. "approval = '' AND pending_steps = ?"
-  local params = { approval, os.time(), uid, pending_steps }
+    .. "approval = ? AND pending_steps = ?"
+  local params = { approval, os.time(), uid, expected or "", pending_steps }
   if owner then
     sql = sql .. " AND claimed_by = ?"
     params[#params + 1] = owner
