@@ -517,6 +517,37 @@ describe("approval", function()
   end)
 end)
 
+describe("run.take_over names the run", function()
+  it("by its uid as `mcpclient runs` prints it (an integer, or the same as text) and by its UUID", function()
+    local store = open_store()
+    server(store, { identifier = "gate", requires_approval = "1" })
+    local fake = Fake.new():will_handshake():will_return(text_answer("done"))
+    local r = start(store, Fake.new())
+    assert.is_true(r:turn { { id = "k", name = "mcp_gate_read_page", arguments = {} } }[1].suspended)
+    assert.is_true(r:release())
+    local function taker(owner)
+      return { user = ADMIN, configuration = CONFIG, providers = PROVIDERS, now = function() return NOW end,
+        provider = catalogue.provider(store, { transport = fake, clock = fake.clock }), log = function() end,
+        owner = owner, tasks = false }
+    end
+    local by_text = assert(run.take_over(store, tostring(r.uid), taker("a")))
+    assert.equal(r.uid, by_text.uid)
+    assert.equal("k", by_text:pending()[1].id)
+    assert.is_true(by_text:release())
+    local by_uuid = assert(run.take_over(store, r.uuid, taker("b")))
+    assert.equal(r.uid, by_uuid.uid)
+    assert.is_true(by_uuid:approve("k"))
+    assert.equal("done", by_uuid:resume()[1].text)
+    local none, message = run.take_over(store, "00000000-0000-4000-8000-000000000000", taker("c"))
+    assert.is_nil(none)
+    assert.truthy(message:find("no run has that UUID", 1, true))
+    assert.has_error(function() run.take_over(store, {}, taker("d")) end)
+    assert.has_error(function() run.take_over(store, "", taker("d")) end)
+    assert.has_error(function() run.take_over(store, 0, taker("d")) end)
+    store:close()
+  end)
+end)
+
 describe("the operator's commands on a waiting run", function()
   local cli = require "support.cli"
 

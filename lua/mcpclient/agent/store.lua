@@ -307,6 +307,11 @@ function Store:run(uid)
   return runs.run(self, uid)
 end
 
+--- A run's row by its uuid, or nil.
+function Store:run_by_uuid(uuid)
+  return runs.run_by_uuid(self, uuid)
+end
+
 --- Change a run's fields and stamp updated_at. → true
 function Store:update_run(uid, fields)
   return runs.update_run(self, uid, fields)

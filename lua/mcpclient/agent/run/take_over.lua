@@ -164,11 +164,40 @@ end
 
 -- run.take_over: claim the run, follow the tasks it left open, or rebuild its waiting turn
 -- (`Run`: the metatable of the Run it returns). → Run, results | nil, message, err
+-- The uid a take-over names: an integer, the same as text ("5", as `mcpclient runs` prints it), or the
+-- run's UUID (looked up). → uid | nil, message, err (no run has that UUID; the store failed)
+local function uid_of(store, run_uid)
+  if math.type(run_uid) == "integer" and run_uid > 0 then return run_uid end
+  if type(run_uid) ~= "string" then return nil end
+  local digits = run_uid:match("^%s*(%d+)%s*$")
+  if digits then
+    local n = math.tointeger(tonumber(digits))
+    return n and n > 0 and n or nil
+  end
+  if run_uid == "" or #run_uid > 64 then return nil end
+  local row, message, err = store:run_by_uuid(run_uid)
+  if not row then
+    if message then return false, message, err end
+    return errors.fail("run_lease_lost", { detail = string.format("run %s could not be taken over: no run has "
+      .. "that UUID", run_uid) })
+  end
+  return row.uid
+end
+
 function take_over.run(store, run_uid, options, Run)
   options = validate(store, check_options("run.take_over", options, option_types))
-  if math.type(run_uid) ~= "integer" or run_uid <= 0 then error("run.take_over: run_uid must be a run's uid", 2) end
+  local asked = run_uid
+  local uid, message, err = uid_of(store, run_uid)
+  if uid == nil and message then return nil, message, err end
+  if uid == false then return nil, message, err end
+  if not uid then
+    error("run.take_over: run_uid must be a run's uid (an integer, or as text) or its UUID, got "
+      .. core.clip(tostring(asked), 64), 2)
+  end
+  run_uid = uid
   local log = options.log or default_log
-  local tools, message, err = tools_of(store, options, log)
+  local tools
+  tools, message, err = tools_of(store, options, log)
   if not tools then return nil, message, err end
   local self = new_run(store, options, log, tools, { uid = run_uid, tasks = options.tasks ~= false }, Run)
   local owner = options.owner or lease.default_owner()

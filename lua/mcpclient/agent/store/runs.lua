@@ -62,6 +62,12 @@ function runs.run(self, uid)
   return select_one(self, "read run " .. uid, "SELECT * FROM agent_run WHERE uid = ?", { uid }, hydrate_run)
 end
 
+--- A run's row by its uuid, or nil.
+function runs.run_by_uuid(self, uuid)
+  if type(uuid) ~= "string" or uuid == "" then error("uuid must be a non-empty string", 2) end
+  return select_one(self, "read run " .. uuid, "SELECT * FROM agent_run WHERE uuid = ?", { uuid }, hydrate_run)
+end
+
 --- Change a run's fields and stamp updated_at. → true
 function runs.update_run(self, uid, fields)
   return update_by_uid(self, "run", "agent_run", run_fields, uid, fields)
