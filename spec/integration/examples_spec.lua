@@ -90,6 +90,23 @@ describe("the examples #integration", function()
     assert.is_true(r.ok, r.out .. r.err)
   end)
 
+  it("approval_worker.lua: a worker's run waits, a person approves one call, a second worker finishes it", function()
+    local dir = shell.tmpdir()
+    local r = run("lua5.4 examples/approval_worker.lua " .. shell.quote(peer.url) .. " "
+      .. shell.quote(dir .. "/approval.db"))
+    os.execute("rm -rf " .. shell.quote(dir))
+    assert.is_true(r.ok, r.out .. r.err)
+    -- the call before the one that needs a person ran; it and the one after it waited
+    assert.truthy(r.out:find("[worker1] toolu_first -> Echo: before the sum", 1, true), r.out)
+    assert.truthy(r.out:find("waits on toolu_sum (approval): mcp_ev_get-sum", 1, true), r.out)
+    assert.truthy(r.out:find("waits on toolu_after (behind:toolu_sum): mcp_mem_echo", 1, true), r.out)
+    assert.truthy(r.out:find("toolu_sum (needs approval) call mcp_ev_get-sum", 1, true), r.out)
+    assert.truthy(r.out:find("Run %d+ step toolu_sum is approved"), r.out)
+    assert.truthy(r.out:find("[worker2] toolu_sum -> The sum of 2 and 40 is 42", 1, true), r.out)
+    assert.truthy(r.out:find("[worker2] toolu_after -> Echo: after the sum", 1, true), r.out)
+    assert.truthy(r.out:find("ended completed", 1, true), r.out)
+  end)
+
   it("operator_setup.sh sets a server up from the command line", function()
     local dir = shell.tmpdir()
     local r = run("sh examples/operator_setup.sh " .. shell.quote(peer.url) .. " " .. shell.quote(dir .. "/ops.db"))
