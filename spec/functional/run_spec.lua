@@ -517,6 +517,43 @@ describe("approval", function()
   end)
 end)
 
+describe("a server's row as it is now", function()
+  it("holds at each step: a stricter class, a new approval requirement, no class, switched off", function()
+    local store = open_store()
+    local uid = server(store)
+    local fake = Fake.new():will_handshake():will_return(text_answer("before"))
+    local r = start(store, fake, { configuration = { identifier = "cfg-global", provider = "p-global" } })
+    assert.equal("before", r:invoke("mcp_audit_read_page", {}).text)
+
+    -- reclassified mid-run beyond the zone's ceiling: the next call is refused, recorded, not sent
+    assert(store:update_server(uid, { data_class = "secretAdjacent" }))
+    local refused = r:invoke("mcp_audit_read_page", {})
+    assert.equal('Error: tool "mcp_audit_read_page" not permitted', refused.text)
+    local rows = store:governance_events()
+    assert.same({ "trustZone", "zone=externalGlobal;ceiling=editorContent;observedOnly=0" },
+      { rows[1].reason, rows[1].detail })
+
+    -- back within the ceiling, and now every call needs a person
+    assert(store:update_server(uid, { data_class = "publicContent", requires_approval = "1" }))
+    assert.is_true(r:invoke("mcp_audit_read_page", {}).suspended)
+    assert.is_true(r:pending()[1].needs_approval)
+    assert(r:deny())
+    r:resume()
+
+    -- no data class: not usable, refused as its tools are never offered
+    assert(store:update_server(uid, { data_class = "", requires_approval = "0" }))
+    assert.is_true(r:invoke("mcp_audit_read_page", {}).is_error)
+    assert(store:update_server(uid, { data_class = "publicContent", enabled = false }))
+    assert.is_true(r:invoke("mcp_audit_read_page", {}).is_error)
+    local reasons = {}
+    for _, row in ipairs(store:governance_events()) do reasons[#reasons + 1] = row.reason end
+    assert.same({ "trustZone", "approvalDenied", "unclassified", "toolDisabled" }, reasons)
+    assert.equal(1, count(fake:methods(), "tools/call"))
+    r:finish()
+    store:close()
+  end)
+end)
+
 describe("run.take_over names the run", function()
   it("by its uid as `mcpclient runs` prints it (an integer, or the same as text) and by its UUID", function()
     local store = open_store()

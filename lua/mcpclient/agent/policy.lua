@@ -89,6 +89,8 @@ policy.REASONS = {
   TRUST_ZONE = "trustZone",
   STORE_UNAVAILABLE = "storeUnavailable",
   APPROVAL_DENIED = "approvalDenied",
+  -- a server whose operator has not declared its data class: nothing of it is offered, called or read
+  UNCLASSIFIED = "unclassified",
 }
 local R = copy(policy.REASONS)
 
@@ -189,6 +191,7 @@ local MESSAGES = {
   [R.CONFIGURATION_GROUP] = "%s is outside the tool groups this configuration allows.",
   [R.STORE_UNAVAILABLE] = "%s is unavailable for now: its switch could not be read from the store.",
   [R.APPROVAL_DENIED] = "%s was not approved by a human.",
+  [R.UNCLASSIFIED] = "%s is of a server whose data class the operator has not declared: it is not usable yet.",
 }
 
 --- The operator's sentence for a decision.
@@ -491,16 +494,25 @@ function Gate:decide_offer(entry, configuration, user, context)
   return report(self, evaluate(self, entry.name, configuration, user, entry), configuration, user, context)
 end
 
---- Record that a human denied the approval a read needed: a governance row
---- with reason "approvalDenied" for `entry` (as decide_offer takes it),
---- reported as decide reports a refusal (d.unrecorded when the row could not
---- be recorded). The zone and ceiling are the configuration's.
-function Gate:deny_offer(entry, configuration, user, context)
+--- Record a refusal decided outside the gate's own checks: by default that
+--- a human denied the approval a call or read needed (reason
+--- "approvalDenied"); `reason` names another (one of policy.REASONS: an
+--- unknown or switched-off server's read, a server with no data class). A
+--- governance row for `entry` (as decide_offer takes it), reported as decide
+--- reports a refusal (d.unrecorded when the row could not be recorded). The
+--- zone and ceiling are the configuration's.
+function Gate:deny_offer(entry, configuration, user, context, reason)
   if type(entry) ~= "table" or type(entry.name) ~= "string" then
     error("deny_offer: the entry must be a table with a string name", 2)
   end
+  reason = reason or R.APPROVAL_DENIED
+  local known = false
+  for _, r in pairs(R) do
+    if r == reason and r ~= R.NONE then known = true end
+  end
+  if not known then error("deny_offer: reason must be one of policy.REASONS (not none)", 2) end
   local zone = policy.effective_zone(configuration, self.providers)
-  local d = decision(entry.name, false, R.APPROVAL_DENIED, entry.data_class, zone, CEILINGS[zone])
+  local d = decision(entry.name, false, reason, policy.class_of(entry), zone, CEILINGS[zone])
   return report(self, d, configuration, user, context)
 end
 

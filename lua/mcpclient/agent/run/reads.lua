@@ -34,14 +34,19 @@ local function offer_fetch(kind, target, arguments)
   return function(conn, opts) return conn:get_prompt(target, arguments, opts) end
 end
 
--- The enabled server named `identifier`, or nil.
+-- The enabled server named `identifier` as its row is now, or nil, message,
+-- err (the store failed), or nil, nil, nil, "disabled" | "unknown".
 local function offer_server(self, identifier)
-  local rows, message, err = self.store:enabled_servers()
+  local rows, message, err = self.store:servers()
   if not rows then return nil, message, err end
+  local state = "unknown"
   for _, row in ipairs(rows) do
-    if row.identifier == identifier then return row end
+    if row.identifier == identifier then
+      if row.enabled == true then return row end
+      state = "disabled" -- (a twin of the same identifier may be the enabled one)
+    end
   end
-  return nil
+  return nil, nil, nil, state
 end
 
 -- The run's connection to `row`, opened on first use.
@@ -90,11 +95,11 @@ local function fetch_offer(self, rec)
 end
 
 -- A read's event (fail-soft: a read has no side effect to fence). A read
--- from no known server has none: there is nothing to name.
+-- of a server that is unknown or switched off names the server as asked.
 local function record_read(self, rec)
   local offer = rec.offer
-  if not offer.row then return end
-  trail.record_event(self, offer.kind, { server = offer.row.identifier, target = core.repair_utf8(offer.target),
+  local server = offer.row and offer.row.identifier or core.repair_utf8(core.clip(offer.server, 64))
+  trail.record_event(self, offer.kind, { server = server, target = core.repair_utf8(offer.target),
     result = rec.result.text, isError = rec.result.is_error }, rec.duration_ms)
 end
 

@@ -21,6 +21,7 @@
 -- the same kind (rec.offer; see reads.lua), a turn of its own (gated_read).
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
+local catalogue = require "mcpclient.agent.catalogue"
 local policy = require "mcpclient.agent.policy"
 local lease = require "mcpclient.agent.run.lease"
 local reads = require "mcpclient.agent.run.reads"
@@ -83,14 +84,6 @@ local function new_turn(calls, round)
   return { round = round, records = records }
 end
 
--- Does this record need a person before it is sent? A call by its tool (the
--- registered one when it is not admitted yet), a read by its server's row.
-local function needs_person(self, rec)
-  if rec.offer then return rec.needs_approval == true end
-  local tool = rec.tool or self.registry.get(rec.call.name)
-  return tool ~= nil and policy.requires_approval(tool)
-end
-
 -- The call is answered and needs no step of its own (the run has ended).
 local function stop(rec, result)
   rec.state, rec.result, rec.stopped = DONE, result, true
@@ -113,22 +106,61 @@ local function refuse_unfenced_write(self, rec)
   stop(rec, error_result(err.message, err))
 end
 
--- Decide one read, up to (not including) approval: the server's row (it
--- may have been disabled meanwhile), then the gate on its operator-set data
--- class. A refusal is REFUSED (its event recorded later); one whose
--- governance row could not be recorded stops the run closed.
+-- A refusal the gate's own checks do not make (a server unknown, switched
+-- off or without a data class; a denial) recorded as the gate records one: a
+-- governance row for `entry`. → true, or false when the row could not be
+-- recorded and the run stopped closed (`rec` answered)
+local function refusal_recorded(self, rec, entry, reason)
+  local d = self.gate.deny_offer and self.gate:deny_offer(entry, self.configuration, self.user, gate_context(self),
+    reason)
+  if d and d.unrecorded then
+    local err_value = unrecorded_refusal(self, entry.name, d.unrecorded)
+    stop(rec, error_result(err_value.message, err_value))
+    return false
+  end
+  return true
+end
+
+-- The remote-call budget: a read spends it as a call does.
+local function spend_budget(self, rec, what)
+  if self.remote_calls >= self.remote_budget then
+    refuse(rec, string.format('Error: this run has used its budget of %d calls to external tools; %s.',
+      self.remote_budget, what))
+    return false
+  end
+  self.remote_calls = self.remote_calls + 1
+  return true
+end
+
+-- Decide one read, up to (not including) approval: the server's row as it
+-- is now (it may have been switched off or reclassified meanwhile), then the
+-- gate on its operator-set data class, then the remote-call budget. A
+-- refusal is REFUSED (its event recorded later) with its governance row; one
+-- whose governance row could not be recorded stops the run closed.
 local function admit_offer(self, rec)
   local offer = rec.offer
-  local row, message, err = offer_server(self, offer.server)
+  local row, message, err, state = offer_server(self, offer.server)
   if not row then
     if err then
       rec.state, rec.result = REFUSED, error_result(message, err)
       return
     end
+    -- refused as a call of an unknown or switched-off tool is: a governance row, then its event
+    local entry = { name = core.repair_utf8(string.format("mcp_%s:%s", core.clip(offer.server, 64), offer.kind)),
+      remote = true }
+    rec.tool = entry
+    local reason = state == "disabled" and policy.REASONS.TOOL_DISABLED or policy.REASONS.NOT_REGISTERED
+    if not refusal_recorded(self, rec, entry, reason) then return end
     return refuse(rec, string.format('Error: no enabled MCP server is named "%s".', core.clip(offer.server)))
   end
   local entry = offer_entry(row, offer.kind)
   offer.row, rec.tool = row, entry
+  if not entry.data_class then
+    -- "not usable yet": none of its tools is offered, and nothing of it is read either
+    if not refusal_recorded(self, rec, entry, policy.REASONS.UNCLASSIFIED) then return end
+    return refuse(rec, string.format('Error: server "%s" has no declared data class yet; nothing was read.',
+      row.identifier))
+  end
   local decision = self.gate:decide_offer(entry, self.configuration, self.user, gate_context(self))
   if decision.unrecorded then  -- a refusal must not go unrecorded: the run stops closed
     local err_value = unrecorded_refusal(self, entry.name, decision.unrecorded)
@@ -143,21 +175,58 @@ local function admit_offer(self, rec)
   if not decision.allowed then
     return refuse(rec, string.format('Error: reading %s from "%s" is not permitted.', offer.kind, row.identifier))
   end
+  if not spend_budget(self, rec, string.format('%s "%s" of "%s" was not read', offer.kind,
+      core.clip(offer.target), row.identifier)) then
+    return
+  end
   rec.state = ADMITTED
   rec.needs_approval = tostring(row.requires_approval) ~= "0"  -- only the literal "0" waives it
 end
 
--- Decide one call, up to (not including) approval, which is decided for the
--- whole turn.
+-- A remote tool as its server's row says now: its data class and whether
+-- its calls need approval are the operator's current word, read at each
+-- step (a run keeps the tools it listed, not what their server was then).
+-- → the tool (a copy, when its server's row differs), or nil, message, err
+-- (the store failed), or nil, nil, nil, "disabled" | "unclassified"
+local function tool_now(self, tool)
+  if not (tool.remote and type(tool.server_identifier) == "string") then return tool end
+  local row, message, err, state = offer_server(self, tool.server_identifier)
+  -- a host's own remote tool of a server the store does not hold: its own declaration is all there is
+  if not row and state == "unknown" then return tool end
+  if not row then return nil, message, err, state end
+  local class = catalogue.data_class(row)
+  if not class then return nil, nil, nil, "unclassified" end
+  local approval = tostring(row.requires_approval) ~= "0"
+  if class == tool.data_class and approval == (tool.requires_approval == true) then return tool end
+  local now = setmetatable({}, getmetatable(tool))
+  for k, v in pairs(tool) do now[k] = v end
+  now.data_class, now.requires_approval = class, approval
+  return now
+end
+
+-- Decide one call, up to (not including) approval.
 local function admit(self, rec)
   if rec.offer then return admit_offer(self, rec) end
   local name = rec.call.name
   local tool = self.registry.get(name)
   if tool == nil then return refuse(rec, string.format('Error: unknown tool "%s"', name)) end
-  local decision = self.gate:decide(name, self.configuration, self.user, gate_context(self))
+  local now, _, err, state = tool_now(self, tool)
+  if not now and err then
+    rec.state, rec.result = REFUSED, error_result(string.format('Error: tool "%s" is unavailable for now (its '
+      .. "server could not be read from the store); it was not called.", name), err)
+    return
+  elseif not now then
+    -- its server was switched off, removed or unclassified since the run listed it
+    local reason = state == "unclassified" and policy.REASONS.UNCLASSIFIED or policy.REASONS.TOOL_DISABLED
+    if not refusal_recorded(self, rec, tool, reason) then return end
+    return refuse(rec, string.format('Error: tool "%s" not permitted', name))
+  end
+  rec.gated = now
+  local decision = now == tool and self.gate:decide(name, self.configuration, self.user, gate_context(self))
+    or self.gate:decide_offer(now, self.configuration, self.user, gate_context(self))
   if decision.unrecorded then
-    local err = unrecorded_refusal(self, name, decision.unrecorded)
-    return stop(rec, error_result(err.message, err))
+    local err_value = unrecorded_refusal(self, name, decision.unrecorded)
+    return stop(rec, error_result(err_value.message, err_value))
   end
   if decision.reason == policy.REASONS.STORE_UNAVAILABLE then
     -- not a verdict on the tool: the store that holds its switch could not be read
@@ -167,14 +236,17 @@ local function admit(self, rec)
   end
   if not decision.allowed then return refuse(rec, string.format('Error: tool "%s" not permitted', name)) end
   if is_write(tool) and not (self.persisted and self.owner) then return refuse_unfenced_write(self, rec) end
-  if tool.remote then
-    if self.remote_calls >= self.remote_budget then
-      return refuse(rec, string.format('Error: this run has used its budget of %d calls to external tools; '
-        .. '"%s" was not called.', self.remote_budget, name))
-    end
-    self.remote_calls = self.remote_calls + 1
-  end
+  if tool.remote and not spend_budget(self, rec, string.format('"%s" was not called', name)) then return end
   rec.state, rec.tool = ADMITTED, tool
+end
+
+-- Does this record need a person before it is sent? A call by its tool (the
+-- registered one when it is not admitted yet), a read by its server's row.
+local function needs_person(self, rec)
+  if rec.offer then return rec.needs_approval == true end
+  local tool = rec.gated or rec.tool or self.registry.get(rec.call.name)
+  if tool and not rec.gated then tool = tool_now(self, tool) end -- (not admitted yet: its server as it is now)
+  return tool ~= nil and policy.requires_approval(tool)
 end
 
 -- Admit the turn's calls in the model's order up to the first admitted one
