@@ -554,6 +554,37 @@ describe("a server's row as it is now", function()
   end)
 end)
 
+describe("a resource_link a tool returned", function()
+  it("is read from the server that returned it; another server only when the host names it", function()
+    local store = open_store()
+    server(store)
+    server(store, { identifier = "other" })
+    local fake = Fake.new():will_handshake():will_return { content = { { type = "text", text = "see the doc" },
+      { type = "resource_link", uri = "file:///doc", name = "doc" } } }
+    local asked = {}
+    local function reads_of(text)
+      return Fake.new():will_return({ protocolVersion = "2025-11-25", capabilities = { resources = {} },
+        serverInfo = { name = "Reads", version = "1" } }):will_return { contents = json.array {
+        { uri = "file:///doc", text = text } } }
+    end
+    local r = start(store, fake, { connect = function(row)
+      asked[#asked + 1] = row.identifier
+      local docs = reads_of("from " .. row.identifier)
+      return catalogue.connect(row, { transport = docs, clock = docs.clock })
+    end })
+    assert.truthy(r:invoke("mcp_audit_read_page", {}).text:find("file:///doc", 1, true))
+    assert.equal("from audit", r:read_resource(nil, "file:///doc").text)
+    local unknown = r:read_resource(nil, "file:///elsewhere")
+    assert.is_true(unknown.is_error)
+    assert.truthy(unknown.text:find("no tool of this run returned a link", 1, true))
+    assert.equal("from other", r:read_resource("other", "file:///doc").text) -- the host's explicit choice
+    assert.same({ "audit", "other" }, asked)
+    assert.has_error(function() r:read_resource(false, "file:///doc") end)
+    r:finish()
+    store:close()
+  end)
+end)
+
 describe("run.take_over names the run", function()
   it("by its uid as `mcpclient runs` prints it (an integer, or the same as text) and by its UUID", function()
     local store = open_store()

@@ -342,14 +342,26 @@ end
 --- run:pending() as { kind = "read", server, uri }) and run:resume() after
 --- approve() sends it once and returns its result (after deny(), a refusal
 --- in the governance log, nothing sent). A resource_link a tool returned is
---- read this way. Each read is an event of the run ("resource", its
---- latency); a refusal reaches the governance log.
+--- read this way: read_resource(nil, uri) reads it from the server whose
+--- tool returned it (the run keeps each link's server; a uri no tool of the
+--- run returned is refused, nothing read); naming a server reads from that
+--- one, and the gate judges that one. Reads spend the remote-call budget as
+--- calls do. Each read is an event of the run ("resource", its latency); a
+--- refusal reaches the governance log.
 -- @return { text (inert and bounded as a tool result), is_error [, err] [, suspended] }
 function Run:read_resource(identifier, uri)
-  if type(identifier) ~= "string" or type(uri) ~= "string" then
-    error("read_resource: the server identifier and the uri must be strings", 2)
+  if (identifier ~= nil and type(identifier) ~= "string") or type(uri) ~= "string" then
+    error("read_resource: the server identifier (or nil) and the uri must be strings", 2)
   end
   turn.check_not_waiting(self)
+  if identifier == nil then
+    -- a link is read from the server whose tool returned it; naming another is the host's explicit choice
+    identifier = self.links and self.links[uri]
+    if not identifier then
+      return require("mcpclient.agent.tool").error_result(string.format('Error: no tool of this run returned a '
+        .. 'link to "%s", so no server is known for it; nothing was read.', require("mcpclient.core").clip(uri)))
+    end
+  end
   return turn.gated_read(self, "resource", identifier, uri, nil, reads.fetch_with("resource", uri))
 end
 

@@ -38,6 +38,8 @@ function tool.error_result(text, err) return { text = text, is_error = true, err
 local Tool = {}
 Tool.__index = Tool
 
+local links_of
+
 -- At most `limit` bytes of clipped text, never splitting a UTF-8 sequence.
 -- clip counts code points, so clipping to `limit` of them already bounds the
 -- scan of a huge text; the byte cut is the second, exact bound.
@@ -105,6 +107,19 @@ local function named(self, arguments)
   return arguments
 end
 
+-- The URIs of the resource_link blocks a result holds (as the server wrote
+-- them: a run reads them back from this server only), or nil.
+function links_of(content)
+  if type(content) ~= "table" then return nil end
+  local out = {}
+  for _, block in ipairs(content) do
+    if type(block) == "table" and block.type == "resource_link" and type(block.uri) == "string" then
+      out[#out + 1] = block.uri
+    end
+  end
+  return #out > 0 and out or nil
+end
+
 --- Run the tool on its server under its remote name.
 -- A failure of the server or the network is returned as an error result that
 -- names the server and carries the failure value — never raised — so the
@@ -124,7 +139,9 @@ function Tool:execute(arguments, context)
   -- what the model reads passes the text rule here whatever the connection did (a no-op, uncopied, on inert text)
   if not outcome then return tool.error_result(type(message) == "string" and (core.inert(message)) or message, err) end
   if outcome.is_error then return tool.error_result((core.inert(outcome.text))) end
-  return tool.text_result((core.inert(outcome.text)))
+  local result = tool.text_result((core.inert(outcome.text)))
+  result.links = links_of(outcome.content)
+  return result
 end
 
 tool.Tool = Tool

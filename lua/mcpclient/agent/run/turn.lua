@@ -366,6 +366,13 @@ local function call_tool(self, rec)
     return error_result(string.format('Error: tool "%s" failed.', name)), duration_ms
   end
   local err = type(answer.err) == "table" and answer.err or nil
+  if type(answer.links) == "table" and type(tool.server_identifier) == "string" then
+    -- a resource_link is read back from the server that returned it (run:read_resource(nil, uri))
+    self.links = self.links or {}
+    for _, uri in ipairs(answer.links) do
+      if type(uri) == "string" and self.links[uri] == nil then self.links[uri] = tool.server_identifier end
+    end
+  end
   return { text = core.bound(answer.text), is_error = answer.is_error == true or err ~= nil, err = err }, duration_ms
 end
 
