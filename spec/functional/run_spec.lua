@@ -301,6 +301,11 @@ describe("the call path", function()
       .. "run's user is not one.", why)
     local _, admin_why = r:tools()
     assert.is_nil(admin_why)
+    -- nothing offered at all, for an administrator: the run still says why
+    assert(store:set_tool_enabled("mcp_audit_read_page", false))
+    local none, none_why = start(store, Fake.new()):tools()
+    assert.same({}, none)
+    assert.truthy(none_why:find("No tool is offered", 1, true))
   end)
 
   it("bounds a long answer at 50 000 bytes with the note first, in the result and the trail", function()

@@ -219,8 +219,8 @@ end
 --- This is the run's safe point: first, the catalogues due a re-import are
 --- imported again and the run's tools listed again from its provider (see
 --- safe_point below).
--- @return specs, why (a sentence when remote tools were withheld because the
---   run's user is not an administrator, or when the run stopped; nil otherwise)
+-- @return specs, why (a sentence the host can show: remote tools are for administrators only, so a run whose
+--   user is not one is offered none of them; nothing is offered at all; or the run stopped. nil otherwise)
 function Run:tools()
   return safe_point.tools(self)
 end

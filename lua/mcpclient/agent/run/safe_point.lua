@@ -119,7 +119,13 @@ function safe_point.tools(self)
         or { name = t.name, description = t.description, parameters = t.parameters }
     end
   end
-  return offered, remote_withheld(self, offered)
+  local why = remote_withheld(self, offered)
+  if not why and #offered == 0 then
+    -- an empty offer is never silent: the host can show the person why the model has no tool
+    why = "No tool is offered: none is switched on for this run, or the gate refused each (the governance log "
+      .. "says why for each refusal)."
+  end
+  return offered, why
 end
 
 return safe_point
