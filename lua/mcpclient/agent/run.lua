@@ -99,8 +99,10 @@ Run.__index = Run
 -- A run whose row could not be inserted is still returned, with
 -- persisted = false and no lease: it can call tools without a side effect,
 -- and the fence refuses every write.
+-- @param store the store the run is kept in (mcpclient.agent.store)
 -- @param options {
---   user          = { name, uid, admin } (nil: nobody, which is not an administrator),
+--   user          = { name, uid, admin } (nil: nobody, which is not an administrator; remote tools are
+--                   offered to administrators only by default, see Run:tools),
 --   configuration = the policy configuration (see mcpclient.agent.policy),
 --   gate          = a policy Gate (default: the store's switches, refusals recorded as governance events),
 --   providers, mode = for the default gate (provider zones; the dataClassEnforcement setting),
@@ -154,8 +156,11 @@ function run.fence(text)
 end
 
 --- A waiting run's row as a person decides on it: { round, steps (as
---- run:pending() lists them, under the text rule), approval ("approved",
---- "denied" or nil) } | nil when the row does not wait on steps it keeps.
+--- run:pending() lists them, under the text rule, each with its id,
+--- needs_approval, reason, and the decision on it so far: decision
+--- ("approved" | "denied" | nil), denial_reason), approval ("approved" or
+--- "denied" when every step was decided alike at once, else nil) } | nil
+--- when the row does not wait on steps it keeps.
 function run.waiting(row)
   return approval.waiting(row)
 end
@@ -163,12 +168,21 @@ end
 --- A person's decision on a waiting run, from any process (the one that
 --- holds the run, another, the operator's `mcpclient runs approve|deny`):
 --- recorded on the run's row and as an "approval" event of its trail (`by`
---- names who decided). The first decision wins. The run's holder applies it
+--- names who decided). The first decision on a step wins. The run's holder applies it
 --- on resume(); a process that takes the run over finds it there.
--- @param options { by = who decided (default "operator"; under the text rule, clipped to 64), steps = the
---   pending_steps text the person was shown (default: the row's now) }
--- @return true | nil, message, err (kind "invalid": the run is not waiting on steps it keeps, or it
---   was decided already; "store")
+--- Options: by = who decided (default "operator"; under the text rule,
+--- clipped to 64); id = the one waiting step decided (as run:pending() and
+--- run.waiting list it; default: every step not decided yet); reason = why
+--- a step was denied (it reaches the model in the step's answer); steps =
+--- the pending_steps text the person was shown (default: the row's now).
+--- A refusal (kind "invalid"): the run is not waiting on steps it keeps, it
+--- waits on no step with that id, that step (or every step) was decided
+--- already, or the run changed meanwhile; nothing is recorded.
+-- @param store the store the run is on
+-- @param run_uid the run's uid
+-- @param approved true to approve, false to deny
+-- @param options { by, id, reason, steps }
+-- @return true | nil, message, err (kind "invalid" as above; "store")
 function run.decide(store, run_uid, approved, options)
   return approval.decide(store, run_uid, approved, options)
 end
@@ -190,10 +204,15 @@ end
 --- the decision a person recorded meanwhile (run.decide) if there is one;
 --- then approve() or deny() as needed, and resume() sends the approved steps
 --- once (admitted by this process's gate again) under this process's lease.
--- @param options as run.start's (the tools the run's tasks were called
---   through must be among them; task_budget bounds the wait for each task)
--- @return Run, results (one per followed task: { text, is_error, err, open },
---   open = still open, its fence kept) | nil, message, err
+---
+--- The options are run.start's: the tools the run's tasks were called
+--- through must be among them, and task_budget bounds the wait for each
+--- task. The results are one per followed task, { text, is_error, err, open }
+--- (open: still open, its fence kept).
+-- @param store the store the run is on (mcpclient.agent.store)
+-- @param run_uid the run's uid, an integer or as text ("5", as `mcpclient runs` prints it), or its UUID
+-- @param options as run.start's
+-- @return Run, results | nil, message, err (kind "run_lease_lost": another process holds it, no run has that UUID)
 function run.take_over(store, run_uid, options)
   return take_over.run(store, run_uid, options, Run)
 end
@@ -206,6 +225,7 @@ function Run:cancel()
   return true
 end
 
+--- The run's trail, in order: one entry per event, { sequence, kind, round, duration_ms, payload
 --- (JSON text), data (payload decoded) }. A persisted run reads the store; an
 --- unpersisted one answers with what it kept in memory (nothing else keeps it).
 -- @return list | nil, message, err
@@ -219,16 +239,20 @@ end
 --- This is the run's safe point: first, the catalogues due a re-import are
 --- imported again and the run's tools listed again from its provider (see
 --- safe_point below).
--- @return specs, why (a sentence the host can show: remote tools are for administrators only, so a run whose
---   user is not one is offered none of them; nothing is offered at all; or the run stopped. nil otherwise)
+--- `why` is a sentence the host can show the person beside the specs:
+--- remote tools are for administrators only by default, so a run whose user
+--- is not one is offered none of them and says so; nothing is offered at
+--- all; or the run stopped. nil otherwise.
+-- @return specs, why (a sentence when the run offers no remote tool or nothing at all, or stopped; else nil)
 function Run:tools()
   return safe_point.tools(self)
 end
 
 --- One model turn: its tool calls in the model's order, admitted one by one up to the first that needs a
 --- person; those before it executed at once (the trail keeps their order), it and the rest held (pending()).
--- @param calls { { id = "&lt;the model's tool-call id&gt;" (optional, unique in the turn), name = "&lt;tool&gt;",
---   arguments = { ... } }, ... }
+--- Each call is { id = "&lt;the model's tool-call id&gt;" (optional, unique in
+--- the turn), name = "&lt;tool&gt;", arguments = { ... } }.
+-- @param calls a list of calls
 -- @return results, one per call: { text, is_error [, err] [, suspended] [, stopped] }
 function Run:turn(calls)
   turn.check_calls(calls)
@@ -263,9 +287,10 @@ end
 --- with no id, every step not decided yet (then resume()). A persisted run
 --- records the decision on its row (an "approval" event in its trail).
 --- An id no step of the waiting turn has is misuse: it raises.
--- @return true | nil, message, err (kind "invalid": a person decided that step first, from another
---   process — that decision holds and resume() applies it; kind "run_lease_lost": another process
---   holds the run now)
+--- A refusal of kind "invalid": a person decided that step first, from
+--- another process — that decision holds and resume() applies it; of kind
+--- "run_lease_lost": another process holds the run now.
+-- @return true | nil, message, err
 function Run:approve(id) return approval.decide_approval(self, true, id) end
 
 --- The host refuses one waiting step, or with no id every step not decided
@@ -289,8 +314,9 @@ end
 --- Renew the run's lease for another lease_seconds, as each call does: for
 --- a holder that waits for a person longer than its lease and means to keep
 --- the run (once the lease has expired, another process may take it over).
--- @return true | nil, message, err (kind "run_lease_lost": another process holds it now, and this
---   object stops; "store": the row could not be written)
+--- A refusal of kind "run_lease_lost": another process holds it now, and
+--- this object stops; "store": the row could not be written.
+-- @return true | nil, message, err
 function Run:renew()
   return approval.renew(self)
 end
@@ -300,8 +326,9 @@ end
 --- this object lets go of it (status "released": no more turns, reads or
 --- resume here). Only a persisted run waiting for approval whose steps are on
 --- its row can be released.
--- @return true | nil, message, err (kind "run_lease_lost": it was not this process's any more;
---   "store": the row could not be written, and the run stays this process's)
+--- A refusal of kind "run_lease_lost": it was not this process's any more;
+--- "store": the row could not be written, and the run stays this process's.
+-- @return true | nil, message, err
 function Run:release()
   return approval.release(self)
 end
@@ -367,8 +394,9 @@ end
 
 --- Get a prompt of server `identifier` through the gate, as read_resource
 --- (pending as { kind = "prompt", server, name, arguments }).
--- @return { text (the messages as a model reads them, inert, bounded), turns ({ role, text, note } each,
---   inert: the roles kept as structure), is_error [, err] [, suspended] }
+--- text is the messages as a model reads them (inert, bounded); turns are
+--- { role, text, note } each (inert: the roles kept as structure).
+-- @return { text, turns, is_error [, err] [, suspended] }
 function Run:get_prompt(identifier, name, arguments)
   if type(identifier) ~= "string" or type(name) ~= "string" then
     error("get_prompt: the server identifier and the prompt name must be strings", 2)

@@ -1,7 +1,7 @@
 --- A run's lease and its write fence (mcpclient.agent.run).
 --
 -- Identity: a run has a uuid, and the process that holds it a lease owner
--- ("interactive:<hostname>:<pid>"). The run's row is claimed RUNNING by that
+-- ("interactive:&lt;hostname&gt;:&lt;pid&gt;"). The run's row is claimed RUNNING by that
 -- owner for lease_seconds, and every write of the row afterwards is one
 -- compare-and-set on the status and the owner (under_lease), so a worker that
 -- lost its lease changes nothing and stops (run_lease_lost).

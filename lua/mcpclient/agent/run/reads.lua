@@ -3,7 +3,7 @@
 -- its event.
 --
 -- Rules: a read is a remote tool of its server to the gate, named for the
--- governance log ("mcp_<server>:resource" | ":prompt"), carrying the
+-- governance log ("mcp_&lt;server&gt;:resource" | ":prompt"), carrying the
 -- server's operator-set data class (nothing the server says) and its group
 -- switch; it is not a write. It is sent once, through the run's own
 -- connection to the server (opened on first use), with the run's cancel
