@@ -195,4 +195,50 @@ describe("a run waiting for approval, taken over by another process (" .. backen
     assert.equal(0, calls())
     store:close()
   end)
+
+  it("decided step by step from the operator's command, an unknown id refused; another process finishes it",
+    function()
+    local location, store = prepared()
+    local out = tmp()
+    gone(worker(location, "suspend_two mcp_lab_echo 900", out))
+    local said = read_all(out)
+    local run_uid = math.tointeger(tonumber(said:match("suspended (%d+) true")))
+    assert.truthy(run_uid, said .. read_all(out .. ".err"))
+    assert.truthy(said:find("released true", 1, true), said)
+
+    local listed = cli(location, "runs --waiting")
+    assert.equal(1, #listed)
+    local steps = listed[1].waiting.steps
+    assert.same({ "first", true, "approval" }, { steps[1].id, steps[1].needs_approval, steps[1].reason })
+    assert.same({ "second", true, "approval" }, { steps[2].id, steps[2].needs_approval, steps[2].reason })
+    local refused = cli(location, "approve " .. run_uid .. " third")
+    assert.equal("invalid", refused.kind)
+    assert.equal("", assert(store:run(run_uid)).approval) -- nothing changed
+    cli(location, "approve " .. run_uid .. " first")
+    local decided, text = cli(location, "runs deny " .. run_uid .. " second --reason " .. quote("not twice"))
+    assert.same({ "approved", "denied" }, { decided.waiting.steps[1].decision, decided.waiting.steps[2].decision },
+      text)
+    assert.equal(0, calls())
+
+    local out2 = tmp()
+    gone(worker(location, "take " .. run_uid, out2))
+    said = read_all(out2)
+    assert.truthy(said:find("result first Echo: one", 1, true), said .. read_all(out2 .. ".err"))
+    assert.truthy(said:find('result second Error: the call to "mcp_lab_echo" was not approved: not twice.', 1, true),
+      said)
+    assert.truthy(said:find("finished completed", 1, true), said)
+    assert.equal(1, calls()) -- the approved call once, the denied one never
+    local rows = store:governance_events()
+    assert.equal(1, #rows)
+    assert.equal("approvalDenied", rows[1].reason)
+    local decisions = {}
+    for _, e in ipairs(assert(store:events(run_uid))) do
+      if e.kind == "approval" then
+        local payload = json.decode(e.payload)
+        decisions[#decisions + 1] = payload.id .. "=" .. tostring(payload.approved)
+      end
+    end
+    assert.same({ "first=true", "second=false" }, decisions)
+    store:close()
+  end)
 end)
