@@ -554,6 +554,25 @@ describe("a server's row as it is now", function()
     for _, row in ipairs(store:governance_events()) do reasons[#reasons + 1] = row.reason end
     assert.same({ "trustZone", "approvalDenied", "unclassified", "toolDisabled" }, reasons)
     assert.equal(1, count(fake:methods(), "tools/call"))
+
+    -- what the next turn is offered follows the row too, each withheld tool a governance row
+    local function offered()
+      local names = {}
+      for _, spec in ipairs(r:tools()) do names[#names + 1] = spec.name end
+      return names
+    end
+    assert(store:update_server(uid, { enabled = true }))
+    assert.same({ "mcp_audit_read_page" }, offered())
+    assert(store:update_server(uid, { data_class = "secretAdjacent" }))
+    assert.same({}, offered())
+    assert(store:update_server(uid, { data_class = "" }))
+    assert.same({}, offered())
+    assert(store:update_server(uid, { data_class = "publicContent", enabled = false }))
+    assert.same({}, offered())
+    reasons = {}
+    for _, row in ipairs(store:governance_events()) do reasons[#reasons + 1] = row.reason end
+    assert.same({ "trustZone", "approvalDenied", "unclassified", "toolDisabled", "trustZone", "unclassified",
+      "toolDisabled" }, reasons)
     r:finish()
     store:close()
   end)

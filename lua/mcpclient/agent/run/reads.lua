@@ -35,9 +35,11 @@ local function offer_fetch(kind, target, arguments)
 end
 
 -- The enabled server named `identifier` as its row is now, or nil, message,
--- err (the store failed), or nil, nil, nil, "disabled" | "unknown".
-local function offer_server(self, identifier)
-  local rows, message, err = self.store:servers()
+-- err (the store failed), or nil, nil, nil, "disabled" | "unknown". `rows`:
+-- the servers' rows read once for several tools (store:servers()).
+local function offer_server(self, identifier, rows)
+  local message, err
+  if not rows then rows, message, err = self.store:servers() end
   if not rows then return nil, message, err end
   local state = "unknown"
   for _, row in ipairs(rows) do

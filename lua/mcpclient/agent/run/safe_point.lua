@@ -11,6 +11,7 @@
 local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
 local lease = require "mcpclient.agent.run.lease"
+local policy = require "mcpclient.agent.policy"
 local reads = require "mcpclient.agent.run.reads"
 local trail = require "mcpclient.agent.run.trail"
 local turn = require "mcpclient.agent.run.turn"
@@ -104,6 +105,29 @@ local function reimport(self)
   if changed then refresh_tools(self) end
 end
 
+-- May a tool the gate allowed by the class the run listed still be offered
+-- by its server's row as it is now? A server switched off or left without a
+-- data class offers nothing; a class changed since is decided again. Each
+-- refusal is a governance row, as the gate's own (one that cannot be
+-- recorded stops the run closed). → true | false
+local function current(self, t, rows)
+  local now, _, err, state = turn.tool_now(self, t, rows)
+  if now == t or err then return true end -- unchanged (a store failure is the call's to meet)
+  local context = gate_context(self)
+  local d
+  if now then
+    d = self.gate:decide_offer(now, self.configuration, self.user, context)
+  else
+    d = self.gate:deny_offer(t, self.configuration, self.user, context,
+      state == "unclassified" and policy.REASONS.UNCLASSIFIED or policy.REASONS.TOOL_DISABLED)
+  end
+  if d.unrecorded then
+    lease.unrecorded_refusal(self, t.name, d.unrecorded)
+    return false
+  end
+  return d.allowed == true
+end
+
 --- The tools the gate offers to the model now (Run:tools), after the safe point.
 function safe_point.tools(self)
   local offered = {}
@@ -112,8 +136,11 @@ function safe_point.tools(self)
   if self.status == lease.FAILED then return offered, self.error.message end
   local names, unrecorded = self.gate:filter_offerable(nil, self.configuration, self.user, gate_context(self))
   if unrecorded then return offered, lease.unrecorded_refusal(self, nil, unrecorded).message end
+  local rows = self.store:servers() -- once for every tool: each remote tool as its server's row is now
   for _, name in ipairs(names) do
     local t = self.registry.get(name)
+    if t and rows and current(self, t, rows) == false then t = nil end
+    if self.status == lease.FAILED then return {}, self.error.message end
     if t then
       offered[#offered + 1] = t.spec and t:spec()
         or { name = t.name, description = t.description, parameters = t.parameters }

@@ -188,9 +188,9 @@ end
 -- step (a run keeps the tools it listed, not what their server was then).
 -- → the tool (a copy, when its server's row differs), or nil, message, err
 -- (the store failed), or nil, nil, nil, "disabled" | "unclassified"
-local function tool_now(self, tool)
+local function tool_now(self, tool, rows)
   if not (tool.remote and type(tool.server_identifier) == "string") then return tool end
-  local row, message, err, state = offer_server(self, tool.server_identifier)
+  local row, message, err, state = offer_server(self, tool.server_identifier, rows)
   -- a host's own remote tool of a server the store does not hold: its own declaration is all there is
   if not row and state == "unknown" then return tool end
   if not row then return nil, message, err, state end
@@ -652,5 +652,6 @@ turn_module.gate_context, turn_module.new_turn, turn_module.stop, turn_module.re
   refuse
 turn_module.check_calls, turn_module.check_not_waiting, turn_module.step_of = check_calls, check_not_waiting, step_of
 turn_module.play, turn_module.gated_read, turn_module.needs_person = play, gated_read, needs_person
+turn_module.tool_now = tool_now
 
 return turn_module
