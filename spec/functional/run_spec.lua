@@ -658,7 +658,7 @@ describe("the operator's commands on a waiting run", function()
     local code, out = main { "runs", "--waiting" }
     assert.equal(0, code)
     assert.truthy(out:find("t1 (needs approval) call mcp_ev_get-sum", 1, true), out)
-    assert.truthy(out:find("t2 (behind t1) call mcp_audit_read_page", 1, true), out)
+    assert.truthy(out:find("\n            t2 (behind t1) call mcp_audit_read_page", 1, true), out)
     code, out = main { "--json", "runs", "--waiting" }
     assert.equal(0, code)
     local listed = json.decode(out)

@@ -220,7 +220,8 @@ end
 function render.run(out, view)
   out:line(string.format("run %d  %s  [%s]", view.uid, inert(view.uuid, 64), inert(view.status, 32)))
   local function row(label, value)
-    out:line(string.format("  %-10s%s", label .. ":", value))
+    -- a row that goes on the one above (a second fenced call, a second waiting step) has no label
+    out:line(string.format("  %-10s%s", label == "" and "" or (label .. ":"), value))
   end
   row("Owner", view.owner ~= "" and inert(view.owner, 64) or "(none)")
   local lease = render.iso(view.lease_expires) ~= json.null and render.stamp(view.lease_expires) or nil
