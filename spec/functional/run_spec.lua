@@ -601,6 +601,14 @@ describe("a resource_link a tool returned", function()
     local unknown = r:read_resource(nil, "file:///elsewhere")
     assert.is_true(unknown.is_error)
     assert.truthy(unknown.text:find("no tool of this run returned a link", 1, true))
+    -- refused as a read of an unknown server is: a governance row, an event
+    assert.same({ "notRegistered", "mcp_?:resource" }, { store:governance_events()[1].reason,
+      store:governance_events()[1].tool_name })
+    local resources = {}
+    for _, e in ipairs(r:events()) do
+      if e.kind == "resource" then resources[#resources + 1] = e.data.target .. " " .. tostring(e.data.isError) end
+    end
+    assert.same({ "file:///doc false", "file:///elsewhere true" }, resources)
     assert.equal("from other", r:read_resource("other", "file:///doc").text) -- the host's explicit choice
     assert.same({ "audit", "other" }, asked)
     assert.has_error(function() r:read_resource(false, "file:///doc") end)

@@ -371,7 +371,7 @@ end
 --- in the governance log, nothing sent). A resource_link a tool returned is
 --- read this way: read_resource(nil, uri) reads it from the server whose
 --- tool returned it (the run keeps each link's server; a uri no tool of the
---- run returned is refused, nothing read); naming a server reads from that
+--- run returned is refused as a read of an unknown server is, nothing read); naming a server reads from that
 --- one, and the gate judges that one. Reads spend the remote-call budget as
 --- calls do. Each read is an event of the run ("resource", its latency); a
 --- refusal reaches the governance log.
@@ -384,10 +384,7 @@ function Run:read_resource(identifier, uri)
   if identifier == nil then
     -- a link is read from the server whose tool returned it; naming another is the host's explicit choice
     identifier = self.links and self.links[uri]
-    if not identifier then
-      return require("mcpclient.agent.tool").error_result(string.format('Error: no tool of this run returned a '
-        .. 'link to "%s", so no server is known for it; nothing was read.', require("mcpclient.core").clip(uri)))
-    end
+    if not identifier then return turn.unlinked_read(self, uri) end
   end
   return turn.gated_read(self, "resource", identifier, uri, nil, reads.fetch_with("resource", uri))
 end

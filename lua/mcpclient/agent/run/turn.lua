@@ -648,6 +648,26 @@ local function gated_read(self, kind, identifier, target, arguments, fetch)
   return rec.result
 end
 
+-- A resource_link read whose uri no tool of the run returned: no server is
+-- known for it, so nothing is read; refused as a read of an unknown server
+-- is (a governance row naming no server, "mcp_?:resource", and an event).
+local function unlinked_read(self, uri)
+  if self.status ~= lease.RUNNING then
+    return error_result(string.format("Error: run %s has ended (%s); nothing was read.", self.uuid, self.status),
+      self.error)
+  end
+  local entry = { name = "mcp_?:resource", remote = true }
+  local rec = { call = { name = entry.name }, state = ADMITTING, tool = entry,
+    offer = { kind = "resource", server = "", target = uri } }
+  if not refusal_recorded(self, rec, entry, policy.REASONS.NOT_REGISTERED) then return rec.result end
+  refuse(rec, string.format('Error: no tool of this run returned a link to "%s", so no server is known for it; '
+    .. "nothing was read.", core.clip(uri)))
+  rec.duration_ms = 0
+  record_read(self, rec)
+  return rec.result
+end
+
+turn_module.unlinked_read = unlinked_read
 turn_module.gate_context, turn_module.new_turn, turn_module.stop, turn_module.refuse = gate_context, new_turn, stop,
   refuse
 turn_module.check_calls, turn_module.check_not_waiting, turn_module.step_of = check_calls, check_not_waiting, step_of
