@@ -12,11 +12,11 @@ local command = require "mcpclient.command"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
+local era = require "mcpclient.era"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local http = require "mcpclient.channel.http"
 local log = require "mcpclient.log"
-local modern = require "mcpclient.modern"
 local offers = require "mcpclient.offers"
 local session = require "mcpclient.session"
 local skills = require "mcpclient.skills"
@@ -32,9 +32,9 @@ local client = {}
 
 client.PROTOCOL_VERSION = session.PROTOCOL_VERSION
 client.SUPPORTED_VERSIONS = session.SUPPORTED_VERSIONS
--- The `protocol` option: find the era (server/discover, then initialize if
--- the server is not modern), or pin one of them.
-client.PROTOCOLS = { auto = true, [modern.VERSION] = true, [client.PROTOCOL_VERSION] = true }
+-- The `protocol` option: find the era (era.negotiate), or pin the revision of one of them.
+client.PROTOCOLS = { auto = true }
+for _, revision in ipairs(era.revisions()) do client.PROTOCOLS[revision] = true end
 client.MAX_PAGES = 50
 -- The whole tools/list walk, all pages together: entries as the server sent
 -- them, response bytes, and objects and arrays decoded (each a Lua table).
@@ -115,7 +115,9 @@ local function validate(options)
     error("connect: health is required (a recorder, or mcp.health.discard to say none)", 3)
   end
   if options.protocol ~= nil and not client.PROTOCOLS[options.protocol] then
-    error(string.format('connect: protocol must be "auto", "%s" or "%s"', modern.VERSION, client.PROTOCOL_VERSION), 3)
+    local revisions = era.revisions()
+    error(string.format('connect: protocol must be "auto", "%s" or "%s"',
+      table.concat(revisions, '", "', 1, #revisions - 1), revisions[#revisions]), 3)
   end
   local rounds = options.max_input_rounds
   if rounds ~= nil and (math.type(rounds) ~= "integer" or rounds < 0 or rounds > 64) then
@@ -148,12 +150,13 @@ end
 ---------------------------------------------------------------------------
 
 -- The revisions a connection may name to a server that refuses its own:
--- the modern ones, and the 2025 ones unless the modern era is pinned.
+-- those of every era, newest first, or of the pinned era alone when it is
+-- opened by discovery (a pinned handshake may still be told of the others).
 local function versions_for(protocol)
+  local pinned = era.speaking(protocol)
   local list = {}
-  for _, v in ipairs(modern.VERSIONS) do list[#list + 1] = v end
-  if protocol ~= modern.VERSION then
-    for _, v in ipairs(client.SUPPORTED_VERSIONS) do list[#list + 1] = v end
+  for _, e in ipairs(pinned and pinned.discovered and { pinned } or era.ERAS) do
+    for _, v in ipairs(e.versions) do list[#list + 1] = v end
   end
   return list
 end
@@ -221,6 +224,7 @@ function client.connect(options)
     if options.channel then error("connect: oauth is for the HTTP channel, not an injected one", 2) end
     channel.oauth = require("mcpclient.oauth").provider(options.oauth, channel.config, 2)
   end
+  local subscribed = {}  -- uri -> true, the resources this connection subscribed to
   local self
   self = setmetatable({
     identifier = options.identifier,
@@ -239,7 +243,11 @@ function client.connect(options)
       on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
       on_log = options.on_log,
       on_notice = function(kind, uri) self.hooks.notice(kind, uri) end,
-      listening = function() return self.hooks.listening() end,
+      -- Notices are listened for while the host has a handler, a cache or a subscription, unless
+      -- the host said listen = false (then only the notices on the response streams are seen):
+      -- handed over as data, read by the session as it is when it asks
+      listening = { off = options.listen == false, always = options.on_change ~= nil or cache ~= nil,
+        subscribed = subscribed },
       -- the HTTP channel over a pool carries several requests at once (an injected one says nothing)
       -- (a child's pipes carry one request at a time here)
       concurrent = not over_stdio and options.channel == nil and options.transport == nil,
@@ -253,7 +261,7 @@ function client.connect(options)
     validate_output = options.validate_output ~= false,  -- check structuredContent against outputSchema
     output_schemas = {},  -- tool name -> { schema, text }, its outputSchema from the last listing
     cache = cache,  -- listing name -> { items, listing, expires }, with the cache option
-    subscribed = {}, -- uri -> true, the resources this connection subscribed to
+    subscribed = subscribed, -- uri -> true, the resources this connection subscribed to
   }, Connection)
   -- A change notice drops the listings it makes stale, then reaches the host's
   -- handler; a handler that raises is logged, never fails the operation that
@@ -266,16 +274,6 @@ function client.connect(options)
       pcall(self.hooks.log, "warning", string.format('The on_change handler of "%s" raised: %s', self.identifier,
         core.clip(tostring(why))))
     end
-  end
-  -- Notices are listened for while the host has a handler, a cache or a subscription, unless
-  -- the host said listen = false (then only the notices on the response streams are seen).
-  self.hooks.listening = function()
-    if options.listen == false then return nil end
-    if not (self.hooks.on_change or self.cache or next(self.subscribed)) then return nil end
-    local uris = {}
-    for uri in pairs(self.subscribed) do uris[#uris + 1] = uri end
-    table.sort(uris)
-    return { uris = uris }
   end
   return self
 end
@@ -340,8 +338,7 @@ end
 
 -- The freshness of a walk is that of its stalest page: the smallest ttlMs,
 -- and "private" if any page is private.
-local function merge_hint(walk, result)
-  local hint = modern.cache_hint(result)
+local function merge_hint(walk, hint)
   local seen = walk.listing
   seen.ttl_ms = seen.ttl_ms and math.min(seen.ttl_ms, hint.ttl_ms) or hint.ttl_ms
   if seen.cache_scope ~= "private" then seen.cache_scope = hint.cache_scope or seen.cache_scope end
@@ -351,7 +348,7 @@ end
 -- how a page is read for each (rpc_classify's decoding). Tables are read
 -- as text too and handed over lazy (core.lazy_schemas): each schema is
 -- built as a table only when it is first read. A kept listing of the
--- 2026-07-28 era is read as text: its rule is applied by keep_modern.
+-- 2026-07-28 era is read as text: its rule is applied by the era's keep_page.
 local DECODING = { tables = "text", text = "text", kept = "kept" }
 
 -- A listing's options: the operation's, and the schema form.
@@ -420,13 +417,13 @@ local function learn_headers(map, page)
   end
 end
 
--- A listed tool's markings, read once: { params } or { refused = reason }.
+-- A listed tool's markings under era `e`, read once: { params } or { refused = reason }.
 -- A schema listed as text is decoded here, for the tools that are called.
-local function markings(entry)
+local function markings(entry, e)
   if entry and entry.schema ~= nil then
     local schema = entry.schema
     if type(schema) == "string" then schema = json.decode(schema, true) end
-    entry.params, entry.refused = modern.header_params(schema)
+    entry.params, entry.refused = e.header_params(schema)
     entry.schema = nil
   end
   return entry
@@ -476,38 +473,19 @@ local function checked_output(self, name, outcome, ...)
   return fail("invalid_output", fields)
 end
 
--- In the 2026-07-28 era the kept form is the modern rule's, applied here
--- to the text the page was read in (the C decoder judges by the 2025 rule).
-local function keep_modern(page)
-  for _, tool in ipairs(page) do
-    if tool.inputSchema ~= nil then
-      local kept, why = modern.normalise_schema_text(tool.inputSchema)
-      tool.inputSchema = kept or { refused = why }
-    end
-  end
-end
-
--- How a page of a walk in `form` is read in the session's era.
-local function decoding_of(form, modern_era)
-  if form == "kept" and modern_era then return "text" end
-  return DECODING[form]
-end
-
 -- One page read with `decoding`: its entries, after the era's bookkeeping
--- (the freshness hint, the header markings, the modern kept rule).
+-- (the freshness hint, the header markings, the era's kept rule on a page
+-- read as text: e.keep_page).
 -- @return entries | nil, message, err
 local function read_page(self, walk, form, decoding, reply)
   local page, message, err = take_page(self, walk, reply)
-  if not page or not self.session.state.modern then return page, message, err end
-  merge_hint(walk, reply.result)
-  learn_headers(walk.headers, page)
-  if form == "kept" then
-    if decoding ~= "text" then -- read by the 2025 rule: the session's era changed under the walk
-      return fail("malformed",
-        { server = self.identifier, detail = "the server changed protocol era during the tool listing" })
-    end
-    keep_modern(page)
-  end
+  if not page then return nil, message, err end
+  local e = era.of(self.session.state)
+  local hint = e.freshness(reply.result)
+  if hint then merge_hint(walk, hint) end
+  if e.mirrors then learn_headers(walk.headers, page) end
+  local kept, why = e.keep_page(page, form, decoding)
+  if not kept then return fail("malformed", { server = self.identifier, detail = why }) end
   return page
 end
 
@@ -523,7 +501,7 @@ function walk_tools(self, op, form, on_page)
   if not ok then return nil, message, err end
   for _ = 1, client.MAX_PAGES do
     local state = self.session.state
-    local decoding = decoding_of(form, state and state.modern)
+    local decoding = state and era.of(state).listing_decoding(form) or DECODING[form]
     local reply, page
     reply, message, err = self.session:request(op, "tools/list", params, { decoding = decoding })
     if not reply then return nil, message, err end
@@ -536,10 +514,10 @@ function walk_tools(self, op, form, on_page)
     local cursor = reply.result.nextCursor
     if type(cursor) ~= "string" or cursor == "" then
       contact(self, reply.duration_ms)
-      local is_modern = self.session.state.modern
-      walk.listing.era = is_modern and "modern" or "legacy"
+      local e = era.of(self.session.state)
+      walk.listing.era = e.name
       walk.listing.schemas = form
-      if is_modern then self.mirrored = walk.headers end
+      if e.mirrors then self.mirrored = walk.headers end
       self.task_support = walk.task_support
       self.output_schemas = walk.output_schemas
       self.listed = true
@@ -577,8 +555,8 @@ local function outcome_of(result, latency_ms)
 end
 
 -- The parameters a tool mirrors, as a comparable text ("" when none).
-local function mirror_key(entry)
-  entry = markings(entry)
+local function mirror_key(entry, e)
+  entry = markings(entry, e)
   if not entry then return "" end
   if entry.refused then return "!" .. entry.refused end
   local parts = {}
@@ -601,40 +579,32 @@ local function as_task(self, op, name)
   if support == "forbidden" then return false end
   if support ~= "required" and not op.task then return false end
   local state = self.session.state
-  if state.modern then return true end
-  local caps = state.capabilities.tasks
-  local requests = type(caps) == "table" and caps.requests
-  local tools = type(requests) == "table" and requests.tools
-  return type(tools) == "table" and tools.call ~= nil
+  return era.of(state).task_offered(state.capabilities)
 end
 
 local function send_call(self, op, params)
-  local ok, message, err = self.session:open(op)
-  if not ok then return nil, message, err end
+  if not self.session.state then
+    -- the one opening of the operation: the session's request finds the era open
+    local ok, message, err = self.session:open(op)
+    if not ok then return nil, message, err end
+  end
   local how = {}
-  if (self.tasks or op.task) and not self.session.state.modern and self.task_support[params.name] == nil
+  local e = self.session.state.era
+  if (self.tasks or op.task) and e.task_listed_first and self.task_support[params.name] == nil
     and not self.listed then
-    -- a 2025 task is asked for only for a tool the listing allows: learn it once
+    -- a task is asked for only for a tool the listing allows: learn it once
     walk_tools(self, op, "text", function() end)
   end
-  op.as_task = as_task(self, op, params.name)
-  if self.session.state.modern then
-    local marked = markings(self.mirrored[params.name])
+  op.as_task = (self.tasks or op.task) and as_task(self, op, params.name) or false
+  if e.mirrors then
+    local marked = markings(self.mirrored[params.name], e)
     if marked and marked.refused then
       return fail("malformed", { server = self.identifier,
         detail = "the tool call was not sent: the server's definition of the tool is refused: " .. marked.refused })
     end
     how.mirror = marked and marked.params
-    if op.as_task then
-      how.capabilities = { extensions = { [modern.TASKS] = {} } }
-      how.task = true
-    end
-  elseif op.as_task then
-    local copy = {}
-    for k, v in pairs(params) do copy[k] = v end
-    copy.task = {}  -- the server keeps the task for its own time to live
-    params = copy
   end
+  if op.as_task then params = e.ask_task(params, how) end
   return self.session:request(op, "tools/call", params, how)
 end
 
@@ -645,14 +615,14 @@ end
 -- call may go out once more. Otherwise the refusal stands.
 local function relist_for(self, op, err, name)
   local state = self.session.state
-  if op.relisted or err.kind ~= "http_status" or err.rpc_code ~= modern.HEADER_MISMATCH
-    or not (state and state.modern) then
+  local e = state and era.of(state)
+  if op.relisted or err.kind ~= "http_status" or err.rpc_code ~= era.HEADER_MISMATCH or not (e and e.mirrors) then
     return false
   end
   op.relisted = true
-  local before = mirror_key(self.mirrored[name])
+  local before = mirror_key(self.mirrored[name], e)
   if not walk_tools(self, op, "text", function() end) then return false end
-  return mirror_key(self.mirrored[name]) ~= before
+  return mirror_key(self.mirrored[name], era.of(self.session.state)) ~= before
 end
 
 -- What a task's follower needs of its connection (no method of it).
@@ -676,10 +646,9 @@ end
 -- | nil, message, err (a task answer of the wrong shape)
 local function started_task(self, op, result)
   local state = self.session.state
-  local era = state.modern and "modern" or "legacy"
-  local none = era == "legacy" and result.task == nil or era == "modern" and result.resultType ~= "task"
-  if not op.as_task or none then return nil end
-  local handle, why, named = task.created(result, era, { now = os.time(), server = self.identifier,
+  local e = state.era
+  if e.task_of(result) == nil then return nil end
+  local handle, why, named = task.created(result, e, { now = os.time(), server = self.identifier,
     session = state.id, version = state.version })
   if not handle then
     -- a task the server started and named is refused by its id, and asked to be cancelled
@@ -728,8 +697,8 @@ function Connection:call_tool(name, arguments, opts)
   if not reply and relist_for(self, op, err, name) then reply, message, err = send_call(self, op, params) end
   if not reply then
     -- a refusal naming another capability (elicitation) stays what it is: missing_capability
-    local for_tasks = err.capability == nil or (err.capabilities or ""):find(modern.TASKS, 1, true) ~= nil
-    if err.rpc_code == modern.MISSING_CAPABILITY and not op.as_task and for_tasks then
+    local for_tasks = err.capability == nil or (err.capabilities or ""):find(era.TASKS, 1, true) ~= nil
+    if err.rpc_code == era.MISSING_CAPABILITY and not op.as_task and for_tasks then
       return fail("rpc_error", { server = self.identifier, rpc_code = err.rpc_code, detail = "the server runs "
         .. "this tool only as a task, and the call did not ask for one (task = true, or tasks = true on connect)" })
     end
@@ -744,8 +713,10 @@ function Connection:call_tool(name, arguments, opts)
   end
   contact(self, reply.duration_ms)
   local handle
-  handle, message, err = started_task(self, op, reply.result)
-  if err then return nil, message, err end
+  if op.as_task then
+    handle, message, err = started_task(self, op, reply.result)
+    if err then return nil, message, err end
+  end
   if not handle then return checked_output(self, name, outcome_of(reply.result, reply.duration_ms)) end
   if op.detach then return task.copy(handle) end
   return checked_output(self, name, task.follow(task.new(task_host(self), handle), op))
@@ -863,7 +834,7 @@ function Connection:ping(opts)
   return {
     reachable = true,
     latency_ms = reply.duration_ms,
-    era = state.modern and "modern" or "legacy",
+    era = era.of(state).name,
     protocol_version = core.label(state.version),
     server_name = core.label(server.name),
     server_version = core.label(server.version),
@@ -878,7 +849,7 @@ function Connection:server()
   local s = self.session.state
   if not s then return nil end
   local over_stdio = self.command ~= nil
-  return { era = s.modern and "modern" or "legacy", protocol_version = s.version, server_info = s.server_info,
+  return { era = era.of(s).name, protocol_version = s.version, server_info = s.server_info,
     capabilities = s.capabilities, instructions = s.instructions, transport = over_stdio and "stdio" or "http",
     pid = over_stdio and self.session.channel.pid or nil }
 end

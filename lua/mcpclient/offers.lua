@@ -10,7 +10,7 @@
 -- not advertised (its capability) is not sent: it fails "not_offered".
 local core = require "mcpclient.core"
 local errors = require "mcpclient.errors"
-local modern = require "mcpclient.modern"
+local era = require "mcpclient.era"
 
 local json = core.json
 local fail = errors.fail
@@ -109,8 +109,7 @@ end
 ---------------------------------------------------------------------------
 
 -- The freshness of a walk is that of its stalest page.
-local function merge_hint(listing, result)
-  local hint = modern.cache_hint(result)
+local function merge_hint(listing, hint)
   listing.ttl_ms = listing.ttl_ms and math.min(listing.ttl_ms, hint.ttl_ms) or hint.ttl_ms
   if listing.cache_scope ~= "private" then listing.cache_scope = hint.cache_scope or listing.cache_scope end
 end
@@ -154,11 +153,12 @@ local function walk(conn, op, spec, items, on_page)
     local last = core.clip_listed(page, into, spec.id, spec.display)
     if spec.arguments then clean_arguments(into, first, last) end
     if on_page then on_page(into) end
-    if conn.session.state.modern then merge_hint(listing, reply.result) end
+    local hint = era.of(conn.session.state).freshness(reply.result)
+    if hint then merge_hint(listing, hint) end
     local cursor = reply.result.nextCursor
     if type(cursor) ~= "string" then
       conn.contact(reply.duration_ms)
-      listing.era = conn.session.state.modern and "modern" or "legacy"
+      listing.era = era.of(conn.session.state).name
       return listing
     end
     params = { cursor = cursor }
@@ -173,7 +173,8 @@ end
 -- kind removes the entry (offers.notice).
 local function fresh(conn, name, entry)
   if not entry then return false end
-  if entry.listing.era == "modern" then return conn.clock() < entry.expires end
+  local e = era.named(entry.listing.era)
+  if e and e.cache_by == "ttl" then return conn.clock() < entry.expires end
   local state = conn.session.state
   local cap = state and state.capabilities and state.capabilities[LISTINGS[name].capability]
   return type(cap) == "table" and cap.listChanged == true
@@ -378,7 +379,7 @@ end
 -- @return true | nil, message, err
 function offers.subscription(conn, op, method, uri)
   local ok, message, err = offered(conn, op, method, "resources", "subscribe")
-  if not ok or conn.session.state.modern then return ok, message, err end
+  if not ok or era.of(conn.session.state).listens == "listen" then return ok, message, err end
   local reply
   reply, message, err = conn.session:request(op, method, { uri = uri })
   if not reply then return nil, message, err end

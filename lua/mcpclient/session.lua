@@ -1,20 +1,20 @@
 --- The protocol session: MCP over one channel, whatever moves the bytes.
 --
 -- The session owns what the protocol says and nothing of how messages
--- travel: the request ids, the era (found once per connection: with protocol
--- "auto" a 2026-07-28 server/discover first; a result or a recognised modern
--- error means the modern era, with no handshake and no session, every request
--- carrying its own metadata; any other refusal means a 2025-era server, which
--- gets initialize), the opening, the answers to server requests, progress,
--- cancellation, and the rule that nothing is sent twice once the server may
--- have acted on it. The channel (channel/http.lua; the contract is in
+-- travel: the request ids, the era (found once per connection by
+-- era.negotiate and kept as the object its state names, `state.era`: what a
+-- request carries, how an answer reads, whether server requests are answered
+-- and how notices are listened for are that object's, never a branch here),
+-- the opening, the answers to server requests, progress, cancellation, and
+-- the rule that nothing is sent twice once the server may have acted on it.
+-- The channel (channel/http.lua, channel/stdio.lua; the contract is in
 -- docs/ARCHITECTURE.md) moves the messages and says whether a request was
 -- written. A failure of any leg arrives as `nil, message, err` and is handed
 -- on unchanged.
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
-local modern = require "mcpclient.modern"
+local era = require "mcpclient.era"
 
 local json = core.json
 local fail = errors.fail
@@ -23,9 +23,6 @@ local session = {}
 
 session.PROTOCOL_VERSION = "2025-11-25"
 session.SUPPORTED_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
-
-local supported = {}
-for _, v in ipairs(session.SUPPORTED_VERSIONS) do supported[v] = true end
 
 local METHOD_NOT_FOUND = -32601
 -- The requests that open an era: they cannot act on anything, so abandoning
@@ -43,10 +40,13 @@ local Session = {}
 Session.__index = Session
 
 --- A session over `channel`.
--- @param options { identifier, protocol ("auto" | "2026-07-28" | "2025-11-25"), on_elicitation,
+-- @param options { identifier, protocol ("auto" | a revision of era.ERAS), on_elicitation,
 --   max_input_rounds (default session.MAX_INPUT_ROUNDS), on_log, on_notice = function(kind, uri) (a
---   change notice arrived: "tools", "resources", "prompts" or "resource"), listening = function() ->
---   { uris } | nil (notices are listened for now, and the resources subscribed to; nil: none),
+--   change notice arrived: "tools", "resources", "prompts" or "resource"), listening = { off (the
+--   host said listen = false), always (notices are listened for while the connection lives: a
+--   handler or a cache), subscribed (the host's own set: uri -> true, the resources subscribed to,
+--   read as it is now) } (data, never a function: the session calls nothing of its host to learn
+--   it; nil: nothing is listened for),
 --   concurrent (the channel carries several requests at once: in the 2026-07-28 era a
 --   subscriptions/listen request then runs beside each request while notices are listened for),
 --   standing (the channel is one long-lived pipe both ways and can leave a request open, as stdio
@@ -60,11 +60,13 @@ function session.new(channel, options)
     on_elicitation = options.on_elicitation,
     max_input_rounds = options.max_input_rounds or session.MAX_INPUT_ROUNDS,
     -- the host's functions, kept apart so none reads as a method of the session
-    host = { on_notice = options.on_notice, listening = options.listening },
+    host = { on_notice = options.on_notice },
+    listening = options.listening,
     concurrent = options.concurrent == true,
     standing = options.standing == true,
     last_id = 0,
-    -- the era's state once open: { version, modern, id, server_info, capabilities, instructions, hint }
+    -- the era's state once open: { era (its object), version, id, server_info, capabilities, instructions,
+    -- hint }
     state = nil,
 
     on_log = options.on_log,
@@ -72,6 +74,20 @@ function session.new(channel, options)
     -- on_progress, so a notice reaches the request it names on whichever stream it arrives
     progress_to = {},
   }, Session)
+end
+
+-- Is anything listened for now (`l`: the host's listening data)?
+local function listens(l)
+  return l ~= nil and not l.off and (l.always or next(l.subscribed) ~= nil)
+end
+
+-- What is listened for now: nil, or { uris } (the resources subscribed to, sorted).
+local function listened_for(self)
+  if not listens(self.listening) then return nil end
+  local uris = {}
+  for uri in pairs(self.listening.subscribed) do uris[#uris + 1] = uri end
+  table.sort(uris)
+  return { uris = uris }
 end
 
 ---------------------------------------------------------------------------
@@ -202,8 +218,9 @@ local function notice(self, message)
 end
 
 -- A message of the server that is not the answer to `call`: a server request
--- is answered at once (in the 2025 era; a modern server sends none of its own
--- on a response stream, and one that does gets no answer), a progress
+-- is answered at once (where the era answers them: answers_server_requests;
+-- a 2026-07-28 server sends none of its own on a response stream, and one
+-- that does gets no answer), a progress
 -- notification goes to the operation its token names, a log notice to the
 -- host's on_log, anything else is passed over. The answer's write may take
 -- what is left of the operation's budget, since a server may wait for it
@@ -212,7 +229,9 @@ local function on_message(self, op, call, message)
   local id = message.id
   if math.type(id) == "integer" or type(id) == "string" then
     -- no answer once the budget is spent: the call itself is over
-    if (call.state and call.state.modern) or op.deadline:remaining() <= 0 then return end
+    if (call.state and not era.of(call.state).answers_server_requests) or op.deadline:remaining() <= 0 then
+      return
+    end
     local reply = reply_to(self, message.method, message.params)
     local body = '{"jsonrpc":"2.0","id":' .. json.encode(id) .. ',' .. reply .. '}'
     self.channel:notify({ deadline = op.deadline }, call.state, { body = body })
@@ -254,21 +273,10 @@ local function cancel_notice(call)
     body = '{"jsonrpc":"2.0","method":"notifications/cancelled","params":' .. params .. '}' }
 end
 
--- What this client can answer in the 2026-07-28 era, declared in every
--- request's envelope: elicitation in both modes, only when the host gave a
--- handler (a URL request reaches it as { mode = "url", message, url }), and
--- what the request itself asks to declare (the tasks extension, when the host
--- asked for tasks).
-local function modern_capabilities(self, asked)
-  local declared = self.on_elicitation and { elicitation = { form = {}, url = {} } } or nil
-  if asked then
-    declared = declared or {}
-    for name, value in pairs(asked) do declared[name] = value end
-  end
-  return declared
-end
-
--- One request on the channel under `state` (nil before the opening). A
+-- One request on the channel under `state` (nil before the opening), with
+-- what its era has every request carry (the 2026-07-28 envelope: what the
+-- client can answer, elicitation only when the host gave a handler, and what
+-- the request itself asks to declare; nothing in the 2025 era). A
 -- written request abandoned by the cancel hook or the budget is cancelled on
 -- the wire at once, before the failure is returned.
 -- @return reply | nil, message, err
@@ -276,20 +284,23 @@ local function send(self, op, state, method, params, how)
   local id = self.last_id + 1
   self.last_id = id
   if op.on_progress then params = with_progress_token(params, id) end
-  if state and state.modern then
-    params = modern.envelope(params, state.version, modern_capabilities(self, how and how.capabilities))
+  if state then
+    params = (state.era or era.of(state)).envelope(params, state.version, self.on_elicitation,
+      how and how.capabilities)
   end
   local body, why = core.rpc_request(id, method, params)
   if not body then
     return fail("malformed", { server = self.identifier, detail = "the request could not be encoded: " .. why })
   end
-  -- the GET stream is held while something listens for what may arrive there
+  -- the GET stream is held while something listens for what may arrive there (listens, inline)
+  local listening = self.listening
   local listen = self.on_elicitation ~= nil or self.on_log ~= nil or op.on_progress ~= nil
   local call = { id = id, method = method, params = params, body = body, state = state,
     decoding = how and how.decoding, mirror = how and how.mirror,
     standing = how and how.standing, settle_seconds = how and how.settle_seconds,
     -- also for the change notices the host listens to (the GET stream is where a server sends them)
-    listen = listen or (self.host.listening ~= nil and self.host.listening() ~= nil) }
+    listen = listen or listening ~= nil and not listening.off
+      and (listening.always or next(listening.subscribed) ~= nil) }
   call.on_message = function(message) on_message(self, op, call, message) end
   if how and how.standing then how.call = call end
   local reply, message, err
@@ -308,166 +319,50 @@ local function send(self, op, state, method, params, how)
 end
 
 ---------------------------------------------------------------------------
--- The 2025 opening: initialize, then initialized
+-- The era: found once per connection (era.negotiate)
 ---------------------------------------------------------------------------
 
--- A session id goes back to the server in a header on every request, so it
--- may hold only visible ASCII (0x21-0x7E), as the protocol requires; anything
--- else is refused here rather than break every later request.
-local function valid_session_id(id)
-  return id == nil or not id:find("[^\33-\126]")
+-- What negotiation and an era's opening may use of the session: its send
+-- and notify, and what the host gave (made once per session).
+local function opener(self)
+  local host = self.opener
+  if host then return host end
+  host = {
+    identifier = self.identifier,
+    protocol = self.protocol,
+    on_elicitation = self.on_elicitation,
+    send = function(op, state, method, params) return send(self, op, state, method, params) end,
+    notify = function(op, state, message) return self.channel:notify(op, state, message) end,
+  }
+  self.opener = host
+  return host
 end
 
--- The 2025 state an initialize answer opens: it must name a revision this
--- client speaks, and a session id it can send back.
--- @return state | nil, message, err
-local function opened_by(self, reply)
-  local result, server = reply.result, self.identifier
-  local version = result.protocolVersion
-  if type(version) ~= "string" then
-    return fail("malformed", { server = server, detail = "the initialize result names no protocol version" })
+-- Open the era: negotiated (era.negotiate), or, when `known` is an era
+-- opened by a handshake whose session was lost, that handshake again.
+-- @return reply (of the opening) | nil, message, err
+local function establish(self, op, known)
+  local reply, state, err
+  if known and not known.discovered then
+    reply, state, err = known.open(opener(self), op)
+  else
+    reply, state, err = era.negotiate(opener(self), op)
   end
-  if not supported[version] then
-    return fail("protocol_version",
-      { server = server, version = version, supported = table.concat(session.SUPPORTED_VERSIONS, ", ") })
-  end
-  if not valid_session_id(reply.session_id) then
-    return fail("malformed", { server = server, detail = "the session id holds characters other than visible ASCII" })
-  end
-  return {
-    id = reply.session_id,
-    version = version,
-    server_info = type(result.serverInfo) == "table" and result.serverInfo or {},
-    capabilities = type(result.capabilities) == "table" and result.capabilities or {},
-    instructions = type(result.instructions) == "string" and result.instructions or nil,
-  }
-end
-
-local INITIALIZED = { method = "notifications/initialized",
-  body = '{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}' }
-
--- The handshake: initialize, check the answer, initialized.
--- @return reply (of initialize) | nil, message, err
-local function handshake(self, op)
-  local params = {
-    protocolVersion = session.PROTOCOL_VERSION,
-    -- a capability only for a handler the host gave
-    capabilities = self.on_elicitation and { elicitation = {} } or {},
-    clientInfo = { name = "mcpclient", version = core.version },
-  }
-  local reply, message, err = send(self, op, nil, "initialize", params)
-  if not reply then return nil, message, err end
-  local state, ok
-  state, message, err = opened_by(self, reply)
-  if not state then return nil, message, err end
-  ok, message, err = self.channel:notify(op, state, INITIALIZED)
-  if not ok then return nil, message, err end
+  if not reply then return nil, state, err end
   self.state = state
   return reply
 end
 
----------------------------------------------------------------------------
--- The era: found once per connection
----------------------------------------------------------------------------
-
--- Does this failure of the server/discover probe say the server is of the
--- 2025 era? A refusal with a 4xx status whose body is no recognised modern
--- error, or a JSON-RPC error that is none, says so. A credential refusal
--- (401, 403), a rate limit and every failure of the network, the budget or
--- the cancel hook says nothing about the era: it is returned as it is.
-local NOT_ERA_EVIDENCE = { [401] = true, [403] = true, [407] = true, [408] = true, [429] = true }
-local function legacy_evidence(err)
-  if modern.recognised(err.rpc_code) then return false end
-  if err.kind == "rpc_error" then return true end
-  return err.kind == "http_status" and err.status >= 400 and err.status < 500 and not NOT_ERA_EVIDENCE[err.status]
-end
-
-local NO_VERSIONS = "the server/discover result names no supportedVersions"
-
--- The modern state: no id, no handshake, only what discovery learned.
-local function modern_state(version, found)
-  return { modern = true, version = version, server_info = found.server_info, capabilities = found.capabilities,
-    instructions = found.instructions, hint = found.hint }
-end
-
--- server/discover with `version` in the envelope.
--- @return probed { found (modern.discovery, nil when the answer is no discover result), reply }
---   | nil, message, err
-local function probe(self, op, version)
-  local reply, message, err = send(self, op, { modern = true, version = version }, "server/discover", {})
-  if not reply then return nil, message, err end
-  local ok
-  ok, message, err = modern.complete(reply.result, self.identifier, "server/discover")
-  if not ok then return nil, message, err end
-  return { found = modern.discovery(reply.result), reply = reply }
-end
-
--- Discovery: the modern probe, its one retry with a version the server
--- names, and the verdict.
--- @return verdict { era = "modern", state, reply } | { era = "legacy", evidence (the failure that
---   said so, or nil) } | nil, message, err
-local function discover(self, op)
-  local version = modern.VERSION
-  for _ = 1, 2 do
-    local probed, message, err = probe(self, op, version)
-    local found = probed and probed.found
-    if found and modern.common({ version }, found.supported) then
-      return { era = "modern", state = modern_state(version, found), reply = probed.reply }
-    end
-    if probed and not found then return { era = "legacy" } end
-    local offered = found and found.supported or (err.kind == "protocol_version" and err.offered_list)
-    if not offered then
-      if legacy_evidence(err) then return { era = "legacy", evidence = err } end
-      return nil, message, err
-    end
-    if found then
-      _, message, err = fail("protocol_version", { server = self.identifier, requested = version,
-        offered = table.concat(offered, ", "), offered_list = offered,
-        supported = table.concat(modern.VERSIONS, ", ") })
-    end
-    -- what the server names in common with this client: a modern revision
-    -- (discover again with it) or a 2025 one (initialize, when allowed)
-    local next_version = modern.common(modern.VERSIONS, offered)
-    if not next_version and self.protocol == "auto" and modern.common(session.SUPPORTED_VERSIONS, offered) then
-      return { era = "legacy", evidence = err }
-    end
-    -- even the revision just refused, when the server's list names it: the
-    -- refusal may have been a passing one, and a discovery acts on nothing
-    if not next_version then return nil, message, err end
-    version = next_version
-  end
-  return fail("malformed", { server = self.identifier, detail = "server/discover named a revision, then refused it" })
-end
-
--- Find the era and open it: the modern probe first (unless the 2025 era is
--- pinned), initialize when the server turned out to be of the 2025 era.
--- @return reply (of the opening) | nil, message, err
-local function establish(self, op)
-  if self.protocol == session.PROTOCOL_VERSION then return handshake(self, op) end
-  local verdict, message, err = discover(self, op)
-  if not verdict then return nil, message, err end
-  if verdict.era == "modern" then
-    self.state = verdict.state
-    return verdict.reply
-  end
-  if self.protocol == modern.VERSION then
-    if verdict.evidence then return errors.pass(verdict.evidence) end
-    return fail("malformed", { server = self.identifier, detail = NO_VERSIONS })
-  end
-  return handshake(self, op)
-end
-
 -- The era and its state, found once per connection even when several tasks
 -- of gather need it at once: the first opens it, the others wait for it and
--- use its state (or, if it failed, try their own). `open` is how: establish
--- (find the era) by default, or handshake when the era is known and only the
--- 2025 session was lost.
+-- use its state (or, if it failed, try their own). `known`: the era of a
+-- state that was lost (see establish).
 -- @return opened { reply (of the opening, when this call ran it) } | nil, message, err
-local function ensure(self, op, open)
+local function ensure(self, op, known)
   engine.wait_until(function() return not self.opening end)
   if self.state then return {} end
   self.opening = true
-  local ok, reply, message, err = pcall(open or establish, self, op)
+  local ok, reply, message, err = pcall(establish, self, op, known)
   self.opening = nil
   if not ok then error(reply, 0) end
   if not reply then return nil, message, err end
@@ -516,7 +411,7 @@ exactly when the server sent one (never otherwise). The server ran nothing it
 has not asked about: a retry is the same request completed, not a second
 execution. At most max_input_rounds rounds, inside the operation's budget.
 @return reply (whose result is the last one: complete, or an input request
-left for modern.complete to refuse) | nil, message, err
+left for the era's complete to refuse) | nil, message, err
 ]]
 local function answer_input(self, op, state, method, params, how, reply)
   local rounds = 0
@@ -640,8 +535,8 @@ for its filter on the state, so it is not asked again request after request.
   listen for, or listened for already in this operation) | nil, message, err
 ]]
 local function settle_listen(self, op, state)
-  local wanted = self.host.listening and self.host.listening()
-  local asked = wanted and listen_params(state, wanted)
+  local listened = listened_for(self)
+  local asked = listened and listen_params(state, listened)
   local key = asked and filter_key(asked.notifications)
   local standing = state.standing
   -- (another task of gather may be opening it right now: it has no call yet)
@@ -682,13 +577,13 @@ end
 -- that leaves one open (a listen that fails holds the request back no
 -- longer: the request goes all the same).
 local function send_listening(self, op, state, method, params, how)
-  if self.standing and state.modern and not (how and how.state) then
+  if (state.era or era.of(state)).listens ~= "listen" then return send(self, op, state, method, params, how) end
+  if self.standing and not (how and how.state) then
     settle_listen(self, op, state)
     return send(self, op, state, method, params, how)
   end
-  local wanted = state.modern and self.concurrent and not op.listening and self.host.listening
-    and self.host.listening()
-  local asked = wanted and listen_params(state, wanted)
+  local listened = self.concurrent and not op.listening and listened_for(self)
+  local asked = listened and listen_params(state, listened)
   if not asked then return send(self, op, state, method, params, how) end
   op.listening = true
   local ok, reply, message, err = pcall(beside_listen, self, op, asked,
@@ -713,15 +608,21 @@ end
 -- @return reply { result, duration_ms, bytes, containers } | nil, message, err
 function Session:request(op, method, params, how)
   local ok, message, err = true, nil, nil
-  if not (how and how.state) then ok, message, err = self:open(op) end
+  -- (an operation that opened the era already goes straight on)
+  if not (how and how.state) and not self.state then ok, message, err = self:open(op) end
   if not ok then return nil, message, err end
   local state = how and how.state or self.state
+  local e = state.era or era.of(state)
   local reply
-  reply, message, err = send_listening(self, op, state, method, params, how)
-  if reply and state.modern then
+  if e.listens == "listen" then
+    reply, message, err = send_listening(self, op, state, method, params, how)
+  else
+    reply, message, err = send(self, op, state, method, params, how)
+  end
+  if reply and e.asks_input then
     reply, message, err = answer_input(self, op, state, method, params, how, reply)
     if not reply then return nil, message, err end
-    ok, message, err = modern.complete(reply.result, self.identifier, method, how and how.task)
+    ok, message, err = e.complete(reply.result, self.identifier, method, how and how.task)
     if not ok then return nil, message, err end
   end
   if not reply and how and how.state then return nil, message, err end
@@ -729,7 +630,7 @@ function Session:request(op, method, params, how)
     op.reinitialized = true
     if self.state == state then self.state = nil end  -- another task may have renewed it already
     local opened
-    opened, message, err = ensure(self, op, state.modern and establish or handshake)
+    opened, message, err = ensure(self, op, e)
     if not opened then return nil, message, err end
     -- a new server: in the 2026-07-28 era its listen is opened again first
     return send_listening(self, op, self.state, method, params, how)
@@ -751,7 +652,7 @@ function Session:listen(op)
     local ok, message, err = self:open(op)
     if not ok then return nil, message, err end
     local state = self.state
-    if not state.modern then return true end
+    if (state.era or era.of(state)).listens ~= "listen" then return true end
     ok, message, err = settle_listen(self, op, state)
     if ok then return true end
     if not err.session_lost or op.reinitialized then return nil, message, err end
@@ -761,10 +662,10 @@ function Session:listen(op)
   return fail("transport", { server = self.identifier, detail = "the server process was replaced twice" })
 end
 
---- Is the server there? The opening when the era is not open yet, else an
---- MCP ping (2025 era) or server/discover (the 2026-07-28 era has no ping:
---- discovery is the cheapest request a modern server must answer, and it
---- refreshes what the session knows).
+--- Is the server there? The opening when the era is not open yet, else the
+--- era's ping_method: an MCP ping (2025 era) or server/discover (the
+--- 2026-07-28 era has no ping: discovery is the cheapest request a modern
+--- server must answer, and the era's `refreshed` reads what it learned).
 -- @return reply | nil, message, err
 function Session:ping(op)
   if not self.state then
@@ -772,12 +673,12 @@ function Session:ping(op)
     if not opened then return nil, message, err end
     if opened.reply then return opened.reply end
   end
-  if not self.state.modern then return self:request(op, "ping", {}) end
-  local reply, message, err = self:request(op, "server/discover", {})
+  local e = era.of(self.state)
+  local reply, message, err = self:request(op, e.ping_method, {})
   if not reply then return nil, message, err end
-  local found = modern.discovery(reply.result)
-  if not found then return fail("malformed", { server = self.identifier, detail = NO_VERSIONS }) end
-  self.state = modern_state(self.state.version, found)
+  local state = e.refreshed(self.state, reply.result)
+  if not state then return fail("malformed", { server = self.identifier, detail = era.NO_VERSIONS }) end
+  self.state = state
   return reply
 end
 

@@ -23,7 +23,7 @@
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
-local modern = require "mcpclient.modern"
+local era = require "mcpclient.era"
 local session = require "mcpclient.session"
 
 local json = core.json
@@ -71,7 +71,7 @@ end
 
 -- A task as the server describes it, read into `handle` (a new one when nil),
 -- in the era's keys. → handle | nil, detail (what is wrong with it)
-local function read_task(t, era, handle, now, creating)
+local function read_task(t, e, handle, now, creating)
   if type(t) ~= "table" or json.is_array(t) then return nil, "the task is not an object" end
   if type(t.taskId) ~= "string" or t.taskId == "" or #t.taskId > 1024 then
     return nil, "the task carries no usable taskId"
@@ -80,8 +80,7 @@ local function read_task(t, era, handle, now, creating)
     return nil, string.format('the task\'s status "%s" is none of working, input_required, completed, failed, '
       .. "cancelled", core.clip(tostring(t.status), 40))
   end
-  local interval = era == "modern" and t.pollIntervalMs or t.pollInterval
-  local ttl = era == "modern" and t.ttlMs or t.ttl
+  local interval, ttl = e.task_times(t)
   if interval ~= nil and not non_negative(interval) then
     return nil, "the task's poll interval is not a number of ms"
   end
@@ -147,17 +146,23 @@ end
 -- the task (2025), or the connection's own.
 local function how_of(self, extra)
   local h = self.handle
-  local how = { capabilities = { extensions = { [modern.TASKS] = {} } } }
+  local how = { capabilities = { extensions = { [era.TASKS] = {} } } }
   if h.session then how.state = { id = h.session, version = h.version } end
   for k, v in pairs(extra or {}) do how[k] = v end
   return how
 end
 
+-- The era object of the task: the one its handle names, else the
+-- connection's (the era that has sessions before any is open).
 local function era_of(self)
   local h = self.handle
-  if h.era then return h.era end
-  local state = self.host.session.state
-  return state and state.modern and "modern" or "legacy"
+  if h.era then return era.named(h.era) or era.of({}) end
+  return era.of(self.host.session.state or {})
+end
+
+-- The era the handle names (one it does not name: the era that has sessions).
+local function handle_era(h)
+  return era.named(h.era) or era.of({})
 end
 
 -- A failure of the task itself.
@@ -186,7 +191,7 @@ local function ask(self, op, method, params, extra)
       return task_failure(self, "unknown", "the server said: " .. tostring(err.detail),
         err.rpc_code)
     end
-    if err.rpc_code == modern.MISSING_CAPABILITY then
+    if err.rpc_code == era.MISSING_CAPABILITY then
       return fail("rpc_error", { server = self.host.identifier, rpc_code = err.rpc_code,
         detail = "the server does not offer the tasks extension" })
     end
@@ -233,7 +238,7 @@ local function take(self, described, op)
   local before = h.status
   local _, detail = read_task(described, era_of(self), h, self.host.wall())
   if detail then return fail("malformed", { server = self.host.identifier, detail = detail }) end
-  h.era = h.era or era_of(self)
+  h.era = h.era or era_of(self).name
   if before and TERMINAL[before] and h.status ~= before then
     local now_status = h.status
     h.status = before
@@ -295,7 +300,7 @@ end
 -- tasks/result (2025). → outcome | nil, message, err
 local function ended(self, op, detail)
   local h, server = self.handle, self.host.identifier
-  if h.era == "modern" then
+  if handle_era(h).task_outcome == "tasks/get" then
     if h.status == "completed" then
       local result, message, err = tool_result(server, detail.result, "the completed task")
       if not result then return nil, message, err end
@@ -360,8 +365,10 @@ local function follow(self, op, detail)
   while true do
     local status = h.status
     local message, err
-    if TERMINAL[status] or (status == "input_required" and h.era ~= "modern") then
-      local known = h.era ~= "modern" or status == "cancelled" or detail.result ~= nil or detail.error ~= nil
+    local e = handle_era(h)
+    if TERMINAL[status] or (status == "input_required" and e.task_input == "tasks/result") then
+      local known = e.task_outcome ~= "tasks/get" or status == "cancelled" or detail.result ~= nil
+        or detail.error ~= nil
       if not known then
         -- a modern end learned without its outcome (a notice): ask for it
         detail, message, err = get(self, op)
@@ -417,7 +424,7 @@ function Task:cancel(opts)
   local op = self.host.open(opts)
   local reply, message, err = ask(self, op, "tasks/cancel", {})
   if not reply then return named(self.handle.id, message, err) end
-  if era_of(self) ~= "modern" and type(reply.result) == "table" and reply.result.taskId ~= nil then
+  if era_of(self).cancel_reads_task and type(reply.result) == "table" and reply.result.taskId ~= nil then
     local ok
     ok, message, err = take(self, reply.result, nil)
     if not ok then return named(self.handle.id, message, err) end
@@ -437,7 +444,7 @@ function Task:update(input_responses, opts)
     local ok, message, err = self.host.session:open(op)
     if not ok then return named(self.handle.id, message, err) end
   end
-  if era_of(self) ~= "modern" then
+  if era_of(self).task_input ~= "tasks/update" then
     error("update: tasks/update is of the 2026-07-28 era; a 2025 task takes its input through tasks/result", 2)
   end
   local reply, message, err = ask(self, op, "tasks/update", { inputResponses = input_responses })
@@ -449,10 +456,10 @@ end
 --- server answered at once. → handle | nil | nil, detail (what is wrong with
 --- the task), handle (what of it can be named: its id, when it has a usable
 --- one; no status unless one of the known ones)
-function task.created(result, era, host_info)
-  local described = era == "modern" and (result.resultType == "task" and result or nil) or result.task
+function task.created(result, e, host_info)
+  local described = e.task_of(result)
   if described == nil then return nil end
-  local handle, detail = read_task(described, era, nil, host_info.now, true)
+  local handle, detail = read_task(described, e, nil, host_info.now, true)
   local named_only
   if not handle then
     local id = type(described) == "table" and described.taskId or nil
@@ -460,7 +467,7 @@ function task.created(result, era, host_info)
     handle = { id = id, status = task.STATUSES[described.status] and described.status or nil }
     named_only = detail
   end
-  handle.era = era
+  handle.era = e.name
   handle.server = host_info.server
   handle.session = host_info.session
   handle.version = host_info.version

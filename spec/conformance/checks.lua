@@ -24,7 +24,8 @@ local Fake = require "support.fake_server"
 local FakeChannel = require "support.fake_channel"
 local FakeProcess = require "support.fake_process"
 local profiles = require "conformance.profiles"
-local modern = require "mcpclient.modern"
+local eras = require "mcpclient.era"
+local modern = require("mcpclient.era.2026_07_28").wire
 
 local json = core.json
 
@@ -485,7 +486,7 @@ end
 -- what the era's rule makes of the value list_tools gave: its text, or the same refusal.
 local function kept_alike(conn, value)
   local kept, listing = assert(conn:list_tools { schemas = "kept" })
-  local schema, why = modern.schema_for(listing.era)(value)
+  local schema, why = eras.schema_for(listing.era)(value)
   if schema then
     assert.equal(json.encode(schema), kept[1].inputSchema)
   else

@@ -6,7 +6,7 @@
 -- operator command's import and check.
 local mcp = require "mcpclient"
 local core = require "mcpclient.core"
-local modern = require "mcpclient.modern"
+local modern = require("mcpclient.era.2026_07_28").wire
 local cli = require "support.cli"
 local peers = require "support.peers"
 local wait_for = require("support.wait").for_value

@@ -200,10 +200,10 @@ describe("a listed schema built on first read", function()
 
     it("imports as an eager listing does (the store keeps the same text)", function()
       local s = fresh()
-      local modern = require "mcpclient.modern"
-      local legacy_kept = modern.schema_for("legacy")(s)
+      local era = require "mcpclient.era"
+      local legacy_kept = era.schema_for("legacy")(s)
       assert.equal(json.encode(core.normalise_schema(json.decode(TEXT, true))), json.encode(legacy_kept))
-      local modern_kept = modern.schema_for("modern")(fresh())
+      local modern_kept = era.schema_for("modern")(fresh())
       assert.equal(json.encode(json.decode(TEXT, true)), json.encode(modern_kept))
     end)
 

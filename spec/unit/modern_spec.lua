@@ -3,7 +3,8 @@
 -- error bodies, ping in both eras, cancellation without a notice, no resumption.
 local mcp = require "mcpclient"
 local Fake = require "support.fake_server"
-local modern = require "mcpclient.modern"
+local modern = require("mcpclient.era.2026_07_28").wire
+local era = require "mcpclient.era"
 local core = require "mcpclient.core"
 
 local function connect(fake, extra)
@@ -591,8 +592,8 @@ describe("2026-07-28 schema rules", function()
   end)
 
   it("picks the rule by the listing's era", function()
-    assert.equal(modern.normalise_schema, modern.schema_for("modern"))
-    assert.equal(core.normalise_schema, modern.schema_for("legacy"))
+    assert.equal(modern.normalise_schema, era.schema_for("modern"))
+    assert.equal(core.normalise_schema, era.schema_for("legacy"))
   end)
 end)
 

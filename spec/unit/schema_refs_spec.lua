@@ -13,7 +13,7 @@
 -- returns to itself through references and in-place keywords alone.
 local mcp = require "mcpclient"
 local core = require "mcpclient.core"
-local modern = require "mcpclient.modern"
+local modern = require("mcpclient.era.2026_07_28").wire
 local Fake = require "support.fake_server"
 
 local json = core.json

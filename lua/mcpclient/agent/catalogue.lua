@@ -14,7 +14,7 @@
 -- The provider turns stored rows into tools without touching the network.
 local client = require "mcpclient.connection"
 local core = require "mcpclient.core"
-local modern = require "mcpclient.modern"
+local era = require "mcpclient.era"
 local credentials = require "mcpclient.credentials"
 local grants = require "mcpclient.agent.grants"
 local errors = require "mcpclient.errors"
@@ -216,7 +216,7 @@ end
 local function kept_schema(entry, listing)
   local schema = entry.inputSchema
   -- an absent schema is never judged while the page is read: the rule words its refusal
-  if listing.schemas ~= "kept" or schema == nil then return modern.schema_for(listing.era)(schema) end
+  if listing.schemas ~= "kept" or schema == nil then return era.schema_for(listing.era)(schema) end
   if type(schema) == "string" then return schema end
   return nil, schema.refused
 end

@@ -28,6 +28,7 @@
 -- a scripted server can provoke (lost sessions, hostile bytes, exact budgets);
 -- spec/conformance/live_spec.lua runs this list against a live URL.
 local core = require "mcpclient.core"
+local era = require "mcpclient.era"
 local health = require "mcpclient.health"
 
 local check = {}
@@ -95,7 +96,7 @@ add("handshake", "the opening: initialize, a revision this client speaks and not
       local s = conn:server()
       ctx.server = s
       return passed(string.format("%sprotocol %s, %s %s, %d ms",
-        report.era == "modern" and "server/discover, no initialize: " or "",
+        era.named(report.era).discovered and "server/discover, no initialize: " or "",
         report.protocol_version, report.server_name ~= "" and report.server_name or "(unnamed server)",
         report.server_version, report.latency_ms))
     end, true)
@@ -111,10 +112,10 @@ add("session", "the session is carried: a second operation is an MCP ping on it,
       if not first then return failed(message) end
       local second
       second, message = conn:ping()
-      if first.era == "modern" then
+      if era.named(first.era).discovered then
         if not second then return failed("the second server/discover failed: " .. message) end
-        return passed(string.format("no session in the 2026-07-28 era: a second server/discover answered in %d ms",
-          second.latency_ms))
+        return passed(string.format("no session in the %s era: a second server/discover answered in %d ms",
+          first.protocol_version, second.latency_ms))
       end
       if not second then return failed("the ping on the session failed: " .. message) end
       return passed(string.format("ping on the session in %d ms", second.latency_ms))

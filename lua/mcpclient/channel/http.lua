@@ -39,10 +39,10 @@ local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
 local engine = require "mcpclient.engine"
+local era = require "mcpclient.era"
 local errors = require "mcpclient.errors"
 local event_stream = require "mcpclient.channel.event_stream"
 local hostgate = require "mcpclient.hostgate"
-local modern = require "mcpclient.modern"
 
 local json = core.json
 local fail = errors.fail
@@ -374,7 +374,7 @@ local function error_body(response)
   if type(e) ~= "table" or math.type(e.code) ~= "integer" then return nil end
   local data = type(e.data) == "table" and e.data or {}
   return { code = e.code, message = type(e.message) == "string" and e.message or nil,
-    offered = modern.versions_of(data.supported),
+    offered = era.versions_of(data.supported),
     requested = type(data.requested) == "string" and data.requested or nil,
     required = data.requiredCapabilities }
 end
@@ -422,15 +422,15 @@ end
 local function refused(self, response, state)
   local server = self.config.identifier
   local body = error_body(response)
-  if body and body.code == modern.MISSING_CAPABILITY then
+  if body and body.code == era.MISSING_CAPABILITY then
     return missing_capability(self, body.code, body.message, body.required, response.status)
   end
-  if body and body.code == modern.UNSUPPORTED_VERSION then
+  if body and body.code == era.UNSUPPORTED_VERSION then
     local offered = body.offered
     return fail("protocol_version", { server = server, status = response.status, rpc_code = body.code,
       requested = core.label(body.requested or (state and state.version) or "?"),
       offered = table.concat(offered, ", "), offered_list = offered,
-      supported = table.concat(self.config.versions or modern.VERSIONS, ", ") })
+      supported = table.concat(self.config.versions or era.ERAS[1].versions, ", ") })
   end
   local _, message, err = fail("http_status", { server = server, status = response.status,
     rpc_code = body and body.code, detail = body and (body.message or "no message") or nil })
@@ -454,7 +454,7 @@ end
 local function answer_of(self, kind, a, b, raw)
   local server = self.config.identifier
   if kind == "result" then return a end
-  if kind == "error" and a == modern.MISSING_CAPABILITY then return missing_capability(self, a, b, required_of(raw)) end
+  if kind == "error" and a == era.MISSING_CAPABILITY then return missing_capability(self, a, b, required_of(raw)) end
   if kind == "error" then return fail("rpc_error", { server = server, rpc_code = a, detail = b }) end
   if kind == "other" then return fail("malformed", { server = server, detail = "the body is " .. a }) end
   return fail("malformed", { server = server, detail = a })
@@ -520,7 +520,7 @@ local function resumable(self, call, response)
       or "the event stream carried no response to the request"
     return fail("malformed", { server = server, detail = detail })
   end
-  if call.state and call.state.modern then
+  if call.state and not era.of(call.state).resumable then
     return fail("interrupted", { server = server,
       detail = "the event stream ended before the response, and streams of this revision cannot be resumed" })
   end
@@ -597,19 +597,21 @@ end
 -- A JSON-RPC request
 ---------------------------------------------------------------------------
 
--- The header lines of a request's POST. A 2025-era session sends the same
--- lines with every request, so they are made once per state and kept
--- (nothing edits a list once made); a modern request names its method (and
--- tool) in its own, and mirrors the arguments its tool marks.
+-- The header lines of a request's POST. A session of an era without
+-- headers of its own per request (2025) sends the same lines with every
+-- request, so they are made once per state and kept (nothing edits a list
+-- once made); in an era with them (2026-07-28: the method, the tool, the
+-- arguments its tool marks) its request_headers adds them to each request's.
 -- @return lines | nil, message, err (an argument no header can carry: nothing is sent)
 local function post_headers(self, call)
   local state = call.state
-  if state and state.modern then
-    local mirrored, why = modern.param_headers({}, call.mirror, call.params and call.params.arguments)
-    if not mirrored then
+  local e = state and (state.era or era.of(state))
+  if e and e.headers_per_request then
+    local lines, why = e.request_headers(state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state), call)
+    if not lines then
       return fail("malformed", { server = self.config.identifier, detail = "the tool call was not sent: " .. why })
     end
-    return modern.headers(state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state), call.method, call.params, mirrored)
+    return lines
   end
   if self.headers_of ~= state then
     self.post_lines = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state)
@@ -741,7 +743,7 @@ end
 --- response stream the leg closed when it stopped is the signal, and nothing
 --- more is written; in the 2025 era the notice is POSTed, bounded by 0.25 s.
 function Channel:cancel(call, notice)
-  if call.state and call.state.modern then return end
+  if call.state and not era.of(call.state).cancel_notice then return end
   pcall(exchange, self, { deadline = Deadline.open(NOTICE_SECONDS, self.config.clock) }, {
     method = "POST", send_only = true, body = notice.body,
     headers = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, call.state),

@@ -1,19 +1,29 @@
---- The 2026-07-28 era of MCP: what a request carries and what a result must hold.
+--- The 2026-07-28 revision of MCP: everything of its era in one place.
 --
 -- In this revision there is no handshake and no session. Every request names
 -- its revision, the client's identity and capabilities in `params._meta` (the
 -- envelope) and mirrors the revision, the method and the target's name into
 -- headers, so intermediaries can route without reading the body. Every result
 -- says whether it is complete (`resultType`); list results carry a freshness
--- hint (`ttlMs`, `cacheScope`). Everything that differs between the eras lives
--- here; the 2025 handshake stays in the connection.
+-- hint (`ttlMs`, `cacheScope`); a kept schema is held to the 2020-12 rule;
+-- a task is a result of its own (`resultType: "task"`) followed by
+-- tasks/get alone. The contract every era file fills is era/init.lua's
+-- CONTRACT; the 2025 one is era/2025_11_25.lua.
 local core = require "mcpclient.core"
 local errors = require "mcpclient.errors"
 
 local json = core.json
 local fail = errors.fail
 
+-- The revision's own helpers (the envelope, header encodings, discovery,
+-- the schema rule): the era object's `wire`.
 local modern = {}
+-- The era object: the slots of era/init.lua's CONTRACT.
+local this = { wire = modern }
+
+-- the era's name in reports, and its revision
+this.name = "modern"
+this.revision = "2026-07-28"
 
 modern.VERSION = "2026-07-28"
 -- The modern revisions this client speaks, best first.
@@ -531,10 +541,158 @@ function modern.normalise_schema_text(text)
   return stored_schema(schema)
 end
 
---- The schema rule of the era a listing came from (list_tools' second value):
---- the 2026-07-28 rules for "modern", the 2025 normaliser otherwise.
-function modern.schema_for(era)
-  return era == "modern" and modern.normalise_schema or core.normalise_schema
+---------------------------------------------------------------------------
+-- The era's contract (era/init.lua's CONTRACT)
+---------------------------------------------------------------------------
+
+this.versions = modern.VERSIONS
+this.complete = modern.complete
+this.header_params = modern.header_params
+-- opened by server/discover alone: no handshake, no session, nothing to end
+this.discovered = true
+-- a server request on a response stream gets no answer in this revision
+this.answers_server_requests = false
+-- a response stream of this revision cannot be resumed (Last-Event-ID)
+this.resumable = false
+-- abandoning a written request over HTTP: the closed response stream is the signal
+this.cancel_notice = false
+-- change notices: subscriptions/listen, beside a request or standing
+this.listens = "listen"
+
+--- What the client declares in each request's envelope: elicitation in both
+--- modes, only when the host gave a handler, and what the request itself asks
+--- to declare (the tasks extension, when the host asked for tasks).
+function this.capabilities(on_elicitation, asked)
+  local declared = on_elicitation and { elicitation = { form = {}, url = {} } } or nil
+  if asked then
+    declared = declared or {}
+    for name, value in pairs(asked) do declared[name] = value end
+  end
+  return declared
 end
 
-return modern
+--- What a request carries in this revision: the envelope, declaring what the
+--- client can answer (this.capabilities).
+function this.envelope(params, version, on_elicitation, asked)
+  return modern.envelope(params, version, this.capabilities(on_elicitation, asked))
+end
+
+-- a tools/call, prompts/get or resources/read may be answered input_required,
+-- answered through the host's handler and sent again (the session's rounds)
+this.asks_input = true
+
+-- no ping in this revision: discovery is the cheapest request a server must answer
+this.ping_method = "server/discover"
+
+--- The state a discovery answered on an open state leaves (what it learned,
+--- the revision kept) | nil when the answer is no discovery result.
+function this.refreshed(state, result)
+  local found = modern.discovery(result)
+  if not found then return nil end
+  return this.state(state.version, found)
+end
+
+--- The state an opening leaves: no id, no handshake, what discovery learned.
+function this.state(version, found)
+  return { era = this, version = version, server_info = found.server_info,
+    capabilities = found.capabilities, instructions = found.instructions, hint = found.hint }
+end
+
+--- The opening of this revision: server/discover with `version` in the
+--- envelope (era.negotiate runs it, and reads the verdict).
+-- @return probed { found (modern.discovery, nil when the answer is no discover result), reply }
+--   | nil, message, err
+function this.open(host, op, version)
+  local reply, message, err = host.send(op, { version = version, era = this }, "server/discover", {})
+  if not reply then return nil, message, err end
+  local ok
+  ok, message, err = modern.complete(reply.result, host.identifier, "server/discover")
+  if not ok then return nil, message, err end
+  return { found = modern.discovery(reply.result), reply = reply }
+end
+
+-- each request has header lines of its own (its method, name and mirrored arguments)
+this.headers_per_request = true
+
+--- The request metadata headers of `call` under this revision, appended to
+--- `list` (the revision header is the channel's, every era sends it).
+-- @return list | nil, why (an argument no header can carry: nothing is sent)
+function this.request_headers(list, call)
+  local mirrored, why = modern.param_headers({}, call.mirror, call.params and call.params.arguments)
+  if not mirrored then return nil, why end
+  return modern.headers(list, call.method, call.params, mirrored)
+end
+
+--- A listing's freshness hint.
+this.freshness = modern.cache_hint
+
+--- The rule a kept schema is held to (the table form; the text form is keep_page's).
+this.schema_rule = modern.normalise_schema
+
+-- A kept listing of this revision is read as text and judged here: the C
+-- decoder's kept form judges by the 2025 rule.
+local DECODING = { tables = "text", text = "text", kept = "text" }
+
+--- How a page of a tool listing in `form` is read (rpc_classify's decoding).
+function this.listing_decoding(form)
+  return DECODING[form]
+end
+
+--- A page read with `decoding`, after this revision's rule: a kept page's
+--- schemas judged by the 2020-12 rule (a refused one as { refused = reason }).
+-- @return true | nil, why (the page was not read as this revision reads it)
+function this.keep_page(page, form, decoding)
+  if form ~= "kept" then return true end
+  if decoding ~= "text" then return nil, "the server changed protocol era during the tool listing" end
+  for _, tool in ipairs(page) do
+    if tool.inputSchema ~= nil then
+      local kept, why = modern.normalise_schema_text(tool.inputSchema)
+      tool.inputSchema = kept or { refused = why }
+    end
+  end
+  return true
+end
+
+-- a cached listing is fresh while its ttlMs lasts
+this.cache_by = "ttl"
+
+--- Whether a listing's x-mcp-header markings are learned (and mirrored on a call).
+this.mirrors = true
+
+---------------------------------------------------------------------------
+-- Tasks: a result of its own, followed by tasks/get alone
+---------------------------------------------------------------------------
+
+--- The task a tools/call answer describes, or nil when it answered at once.
+function this.task_of(result)
+  return result.resultType == "task" and result or nil
+end
+
+--- A task's poll interval and time to live, in ms, under this revision's keys.
+function this.task_times(t)
+  return t.pollIntervalMs, t.ttlMs
+end
+
+--- Is a task offered for a tools/call? Here: declaring the extension asks for it.
+function this.task_offered()
+  return true
+end
+
+--- A tools/call asked as a task: the params as they are, the tasks extension
+--- declared in the envelope, and a task answer taken as final.
+function this.ask_task(params, how)
+  how.capabilities = { extensions = { [modern.TASKS] = {} } }
+  how.task = true
+  return params
+end
+
+-- an ended task's outcome is in its tasks/get answer
+this.task_outcome = "tasks/get"
+-- input a task waits for is read from tasks/get (inputRequests) and answered with tasks/update
+this.task_input = "tasks/update"
+-- a tasks/cancel answer is not read as the task
+this.cancel_reads_task = false
+-- the server decides which calls run as tasks: nothing is listed first
+this.task_listed_first = false
+
+return this
