@@ -574,7 +574,9 @@ end
 --- What a request carries in this revision: the envelope, declaring what the
 --- client can answer (this.capabilities).
 function this.envelope(params, version, on_elicitation, asked)
-  return modern.envelope(params, version, this.capabilities(on_elicitation, asked))
+  -- (nothing to declare, the common case, needs no call)
+  local declared = (on_elicitation or asked) and this.capabilities(on_elicitation, asked) or nil
+  return modern.envelope(params, version, declared)
 end
 
 -- a tools/call, prompts/get or resources/read may be answered input_required,
