@@ -27,7 +27,8 @@ if how == "modern" then
   end
   options = { url = "https://mcp.example.com/rpc", transport = fake, clock = fake.clock, protocol = "auto" }
 elseif how == "http" then
-  server = io.popen("bench/echo_server --port 0 --session --exit-with-parent", "r")
+  -- exec: the server is this process's child, and ends with it (--exit-with-parent)
+  server = io.popen("exec bench/echo_server --port 0 --session --exit-with-parent", "r")
   local port = server:read("l"):match("listening (%d+)")
   options = { url = "http://127.0.0.1:" .. port .. "/mcp" }
 else
