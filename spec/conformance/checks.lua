@@ -1543,7 +1543,13 @@ check("O12 a run reads only through the gate: the data class against the zone, a
     assert.is_true(read.suspended)
     assert.equal("waiting_approval", r.status)
     assert.equal(before, #h:requests())
-    assert.same({ { kind = "read", server = h.id, uri = "file:///a" } }, r:pending())
+    -- one waiting step, the read, with its own id and why it waits
+    local waiting = r:pending()
+    assert.equal(1, #waiting)
+    assert.same({ kind = "read", server = h.id, uri = "file:///a", needs_approval = true, reason = "approval" },
+      { kind = waiting[1].kind, server = waiting[1].server, uri = waiting[1].uri,
+        needs_approval = waiting[1].needs_approval, reason = waiting[1].reason })
+    assert.is_string(waiting[1].id)
     r:approve()
     local results = r:resume()
     assert.is_false(results[1].is_error, results[1].text)
