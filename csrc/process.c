@@ -546,12 +546,23 @@ static void compact(Proc *p) {
 }
 
 /*
+** Is the line buffer past the read cap? A line not yet ended may hold one
+** byte more than the cap when that byte is a CR: its LF may still be on its
+** way, and a CR before the LF is no part of the message. Whether a message
+** is read must not depend on where the pipe cut its bytes.
+*/
+static int past_cap(const Proc *p) {
+  if (p->line_len <= LINE_CAP) return 0;
+  return !(p->line_len - p->line_at == LINE_CAP + 1 && p->line[p->line_len - 1] == '\r');
+}
+
+/*
 ** Read what stdout holds now onto the line buffer, at most one chunk past the
 ** cap (a line longer than that is refused anyway). 0 when memory ran out.
 */
 static int drain_out(Proc *p) {
   compact(p);
-  while (p->out >= 0 && p->line_len <= LINE_CAP) {
+  while (p->out >= 0 && !past_cap(p)) {
     ssize_t n;
     if (p->line_size - p->line_len < READ_CHUNK) {
       size_t size = p->line_size ? p->line_size * 2 : READ_CHUNK * 2;
@@ -589,7 +600,7 @@ static void proc_ready(void *owner, int fd, unsigned events) {
   if (fd == p->err) {
     drain_err(p);
   } else if (fd == p->out) {
-    if ((!drain_out(p) || p->line_len > LINE_CAP) && p->out >= 0) {
+    if ((!drain_out(p) || past_cap(p)) && p->out >= 0) {
       mcp_engine_disown(p->engine, p->out);
       p->out_owned = 0;
     }
@@ -602,7 +613,7 @@ static void proc_ready(void *owner, int fd, unsigned events) {
 ** the process that started the child touches the engine.
 */
 static void own_out(Proc *p) {
-  if (p->out >= 0 && !p->broken && p->line_len <= LINE_CAP && p->engine != NULL && p->owner == getpid() &&
+  if (p->out >= 0 && !p->broken && !past_cap(p) && p->engine != NULL && p->owner == getpid() &&
       mcp_engine_own(p->engine, p->out, EPOLLIN, proc_ready, p) == 0)
     p->out_owned = 1;
 }
@@ -615,7 +626,7 @@ static int wait_fds(Proc *p, int ms, int want_in) {
   struct pollfd fds[3];
   int n = 0, r;
   compact(p);
-  if (p->out >= 0 && p->line_len <= LINE_CAP) fds[n++] = (struct pollfd){p->out, POLLIN, 0};
+  if (p->out >= 0 && !past_cap(p)) fds[n++] = (struct pollfd){p->out, POLLIN, 0};
   if (p->err >= 0) fds[n++] = (struct pollfd){p->err, POLLIN, 0};
   if (want_in && p->in >= 0) fds[n++] = (struct pollfd){p->in, POLLOUT, 0};
   if (n == 0) {
@@ -1145,7 +1156,7 @@ static int l_read_line(lua_State *L) {
     int got = p->broken ? 0 : take_line(L, p);
     if (got == 1) return 1;
     compact(p);
-    if (got < 0 || (!p->broken && p->line_len > LINE_CAP)) {
+    if (got < 0 || (!p->broken && past_cap(p)) || (p->out < 0 && p->line_len > LINE_CAP)) {
       p->broken = 1;
       lua_pushnil(L);
       lua_pushliteral(L, "malformed");
@@ -1169,7 +1180,7 @@ static int l_read_line(lua_State *L) {
     }
     drain_err(p);
     if (!drain_out(p)) luaL_error(L, "not enough memory for the child's output");
-    if (memchr(p->line, '\n', p->line_len) || p->out < 0 || p->line_len > LINE_CAP) continue;
+    if (memchr(p->line, '\n', p->line_len) || p->out < 0 || past_cap(p)) continue;
     {
       int64_t left = ms > 0 ? until - now_ms() : 0;
       if (left <= 0) {
