@@ -12,7 +12,7 @@ CWARNS    = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Wstrict-prot
             -Wwrite-strings -Wredundant-decls -Wnested-externs -Wvla
 OPT      ?= -O2
 # What every build of csrc/ shares (the module, the ASan tree, the fuzz harnesses).
-BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(CWARNS) $(shell pkg-config --cflags $(PKGS))
+BASE_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Icsrc/include $(CWARNS) $(shell pkg-config --cflags $(PKGS))
 CFLAGS   += -fPIC $(OPT) -Werror $(BASE_CFLAGS)
 # Three modules, each linking only its own libraries; the lua5.4 interpreter loads them:
 # never link any against liblua. mcpclient.core is the protocol client's (jansson: the
@@ -25,12 +25,14 @@ NET_LDLIBS  = $(shell pkg-config --libs libcurl libcrypto libidn2)
 DB_LDLIBS   = $(shell pkg-config --libs sqlite3 libpq)
 
 BUILD    ?= build
-SOURCES   = $(wildcard csrc/*.c)
-DB_SOURCES   = csrc/db.c csrc/sqlite.c csrc/pg.c
-# body.c and utf8.c go into both core and net: neither module can call into the other.
-SHARED_SOURCES = csrc/body.c csrc/utf8.c
-NET_SOURCES  = csrc/net.c csrc/http.c csrc/address.c csrc/crypto.c csrc/loopback.c $(SHARED_SOURCES)
-CORE_SOURCES = $(filter-out $(DB_SOURCES) $(NET_SOURCES),$(SOURCES)) $(SHARED_SOURCES)
+# csrc/ holds one folder per module (core/, net/, db/), the files compiled into both core and
+# net (shared/: neither module can call into the other) and the headers every module includes
+# (include/: the helpers one file offers another, the engine the HTTP leg drives, the clock).
+SHARED_SOURCES = $(wildcard csrc/shared/*.c)
+CORE_SOURCES = $(wildcard csrc/core/*.c) $(SHARED_SOURCES)
+NET_SOURCES  = $(wildcard csrc/net/*.c) $(SHARED_SOURCES)
+DB_SOURCES   = $(wildcard csrc/db/*.c)
+HEADERS      = $(wildcard csrc/*/*.h)
 CORE_OBJECTS = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(CORE_SOURCES))
 NET_OBJECTS  = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(NET_SOURCES))
 DB_OBJECTS   = $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(DB_SOURCES))
@@ -43,7 +45,7 @@ DB_MODULE = $(BUILD)/mcpclient/db.so
 
 all: $(MODULE) $(NET_MODULE) $(DB_MODULE)
 
-$(BUILD)/obj/%.o: csrc/%.c csrc/*.h
+$(BUILD)/obj/%.o: csrc/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -87,7 +89,7 @@ lint:
 
 # The C style of .clang-format, held: any file that clang-format would change fails
 # the check, named with the first lines that differ. `make format` rewrites them.
-C_STYLED = csrc/*.c csrc/*.h bench/*.c fuzz/*.c
+C_STYLED = csrc/*/*.c csrc/*/*.h bench/*.c fuzz/*.c
 format-check:
 	@bad=0; for f in $(C_STYLED); do \
 	  if ! clang-format "$$f" | diff -u "$$f" - > /tmp/format-check.$$$$ 2>&1; then \
@@ -167,8 +169,8 @@ soak: all
 # Fuzzing: a libFuzzer harness per parser of far-side bytes (fuzz/*_fuzz.c), built
 # with clang under ASan+UBSan into $(FUZZ_BUILD)/, each run for FUZZ_SECONDS from the seed corpus
 # fuzz/corpus/<name>/ (new inputs go to $(FUZZ_CORPUS)/<name>/, $(FUZZ_BUILD)/corpus/<name>/ by
-# default, crashes to $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/http.c itself, the stdio
-# harness csrc/process.c. One harness:
+# default, crashes to $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/net/http.c itself, the stdio
+# harness csrc/core/process.c. One harness:
 # `make fuzz-json`; the long runs of fuzz/README.md: `make -j2 -O fuzz FUZZ_SECONDS=1800`.
 # `make fuzz-coverage` rebuilds the harnesses with source-based coverage instead of the
 # sanitizers and reports which lines of the parsers the corpora reach.
@@ -177,8 +179,8 @@ FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 30
 FUZZ_HARNESSES ?= sse json schema text response decode listing stdio validate uri_template
 # A harness that includes a C file itself (to reach its static functions) links every other object.
-FUZZ_INCLUDES_response = http
-FUZZ_INCLUDES_stdio    = process
+FUZZ_INCLUDES_response = net/http
+FUZZ_INCLUDES_stdio    = core/process
 FUZZ_CORPUS    ?= $(FUZZ_BUILD)/corpus
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_INSTRUMENT ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -193,7 +195,7 @@ FUZZ_ENV        = ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 fuzz-deps:
 	@scripts/install-deps fuzz
 
-$(FUZZ_BUILD)/obj/%.o: csrc/%.c csrc/*.h | fuzz-deps
+$(FUZZ_BUILD)/obj/%.o: csrc/%.c $(HEADERS) | fuzz-deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
@@ -253,4 +255,4 @@ rock:
 	cd build/rock && luarocks pack mcpclient-scm-1.rockspec
 
 clean:
-	rm -rf build build-asan csrc/*.o mcpclient
+	rm -rf build build-asan csrc/*/*.o mcpclient

@@ -25,14 +25,14 @@ build = {
     -- The protocol client's C half: the engine, JSON, event streams, schemas, the text rule.
     ["mcpclient.core"] = {
       sources = {
-        "csrc/core.c", "csrc/json.c", "csrc/sse.c", "csrc/engine.c", "csrc/pipe.c",
-        "csrc/clock.c", "csrc/text.c", "csrc/utf8.c", "csrc/schema.c",
-        "csrc/decode.c", "csrc/measure.c", "csrc/body.c",
-        "csrc/lazy.c", "csrc/refs.c", "csrc/process.c", "csrc/validate.c",
-        "csrc/json_reference.c", "csrc/json_text.c", "csrc/listing.c", "csrc/rpc.c",
+        "csrc/core/core.c", "csrc/core/json.c", "csrc/core/sse.c", "csrc/core/engine.c", "csrc/core/pipe.c",
+        "csrc/core/clock.c", "csrc/core/text.c", "csrc/shared/utf8.c", "csrc/core/schema.c",
+        "csrc/core/decode.c", "csrc/core/measure.c", "csrc/shared/body.c",
+        "csrc/core/lazy.c", "csrc/core/refs.c", "csrc/core/process.c", "csrc/core/validate.c",
+        "csrc/core/json_reference.c", "csrc/core/json_text.c", "csrc/core/listing.c", "csrc/core/rpc.c",
       },
       libraries = { "jansson" },
-      incdirs = { "$(JANSSON_INCDIR)" },
+      incdirs = { "csrc/include", "$(JANSSON_INCDIR)" },
       libdirs = { "$(JANSSON_LIBDIR)" },
       defines = { "_POSIX_C_SOURCE=200809L" },
     },
@@ -41,20 +41,20 @@ build = {
     -- first HTTP connection). body.c and utf8.c are in both: neither module calls the other.
     ["mcpclient.net"] = {
       sources = {
-        "csrc/net.c", "csrc/http.c", "csrc/address.c", "csrc/crypto.c", "csrc/loopback.c",
-        "csrc/body.c", "csrc/utf8.c",
+        "csrc/net/net.c", "csrc/net/http.c", "csrc/net/address.c", "csrc/net/crypto.c", "csrc/net/loopback.c",
+        "csrc/shared/body.c", "csrc/shared/utf8.c",
       },
       libraries = { "curl", "crypto", "idn2" },
-      incdirs = { "$(CURL_INCDIR)", "$(CRYPTO_INCDIR)", "$(IDN2_INCDIR)" },
+      incdirs = { "csrc/include", "$(CURL_INCDIR)", "$(CRYPTO_INCDIR)", "$(IDN2_INCDIR)" },
       libdirs = { "$(CURL_LIBDIR)", "$(CRYPTO_LIBDIR)", "$(IDN2_LIBDIR)" },
       defines = { "_POSIX_C_SOURCE=200809L" },
     },
     -- The store's database drivers, apart so a program that only speaks MCP never maps
     -- libsqlite3 and libpq (the agent host's store requires this on its first open).
     ["mcpclient.db"] = {
-      sources = { "csrc/db.c", "csrc/sqlite.c", "csrc/pg.c" },
+      sources = { "csrc/db/db.c", "csrc/db/sqlite.c", "csrc/db/pg.c" },
       libraries = { "sqlite3", "pq" },
-      incdirs = { "$(SQLITE_INCDIR)", "$(PQ_INCDIR)/postgresql" },
+      incdirs = { "csrc/include", "$(SQLITE_INCDIR)", "$(PQ_INCDIR)/postgresql" },
       libdirs = { "$(SQLITE_LIBDIR)", "$(PQ_LIBDIR)" },
       defines = { "_POSIX_C_SOURCE=200809L" },
     },

@@ -92,14 +92,16 @@ static void answer(const char *line, Buf *out) {
   add_str(out, "{\"jsonrpc\":\"2.0\",\"id\":");
   add(out, id, id_n);
   if (method_is(m, m_n, "initialize")) {
-    add_str(out, ",\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{\"tools\":{}},"
-                 "\"serverInfo\":{\"name\":\"stdio-echo\",\"version\":\"1\"}}}\n");
+    add_str(out,
+            ",\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{\"tools\":{}},"
+            "\"serverInfo\":{\"name\":\"stdio-echo\",\"version\":\"1\"}}}\n");
   } else if (method_is(m, m_n, "ping")) {
     add_str(out, ",\"result\":{}}\n");
   } else if (method_is(m, m_n, "tools/list")) {
-    add_str(out, ",\"result\":{\"tools\":[{\"name\":\"echo\",\"description\":\"Echo a message.\","
-                 "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\"}},"
-                 "\"required\":[\"message\"]}}]}}\n");
+    add_str(out,
+            ",\"result\":{\"tools\":[{\"name\":\"echo\",\"description\":\"Echo a message.\","
+            "\"inputSchema\":{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\"}},"
+            "\"required\":[\"message\"]}}]}}\n");
   } else if (method_is(m, m_n, "tools/call") && (msg = value_of(line, "message", &msg_n)) && *msg == '"') {
     add_str(out, ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"Echo: ");
     add(out, msg + 1, msg_n - 2);

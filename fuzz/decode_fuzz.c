@@ -1,10 +1,10 @@
 /*
 ** decode_fuzz.c: differential libFuzzer harness for the single-pass decoder
-** (csrc/decode.c) against jansson (csrc/json_reference.c, the oracle). Input: one body as a server
+** (csrc/core/decode.c) against jansson (csrc/core/json_reference.c, the oracle). Input: one body as a server
 ** might send it. The checker (fuzz/lua/decode_check.lua) requires the same
 ** verdict and the same value from both, plain and key-ordered, and the same
 ** answer from both JSON-RPC classifiers; and of the schema measure
-** (csrc/measure.c) on every table decoded: clean exactly when a model says
+** (csrc/core/measure.c) on every table decoded: clean exactly when a model says
 ** so, and then the length of the encoder's ASCII form.
 */
 #include "fuzz_common.h"
@@ -34,7 +34,7 @@ static int fz_slow_decode(lua_State *L) {
   return 2;
 }
 
-/* The normaliser's refused keywords (csrc/schema.c), as the checker's model lists them too. */
+/* The normaliser's refused keywords (csrc/core/schema.c), as the checker's model lists them too. */
 static int refused(const char *s, size_t n) {
   static const char *const names[] = {
     "$ref",

@@ -29,7 +29,7 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "../csrc/core.h"
+#include "../csrc/include/core.h"
 
 #ifndef FUZZ_DIR
 #error "compile with -DFUZZ_DIR=\"/path/to/fuzz\""

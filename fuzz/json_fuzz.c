@@ -1,6 +1,6 @@
 /*
 ** json_fuzz.c: libFuzzer harness for the JSON codec and the JSON-RPC
-** classifier (csrc/json.c). Input: one body as a server might send it. The
+** classifier (csrc/core/json.c). Input: one body as a server might send it. The
 ** checker (fuzz/lua/json_check.lua) decodes it (plain and key-ordered), and
 ** for anything that decodes requires encode -> decode -> encode to be
 ** byte-stable in both encodings; rpc_classify must give one of its four

@@ -1,8 +1,8 @@
 /*
 ** listing_fuzz.c: differential libFuzzer harness for the text builder
-** (csrc/decode.c), which writes a listed tool's schemas as JSON text in the
+** (csrc/core/decode.c), which writes a listed tool's schemas as JSON text in the
 ** pass that reads a tools/list page, and for the normaliser's text form
-** (csrc/schema.c, normalise_schema_text), which reads the kept schema off
+** (csrc/core/schema.c, normalise_schema_text), which reads the kept schema off
 ** that text. Input: one body as a server might send it, also placed as a
 ** schema inside a tools/list answer. The checker
 ** (fuzz/lua/listing_check.lua) holds both to the table paths they replace:

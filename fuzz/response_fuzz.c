@@ -9,7 +9,7 @@
 ** request), each a status byte, a flags byte, header
 ** lines up to a blank line, and the body; see fuzz/lua/response_check.lua.
 ** The header lines go through the real libcurl header callback and header
-** table of csrc/http.c (included here, so its static functions are reachable;
+** table of csrc/net/http.c (included here, so its static functions are reachable;
 ** the harness links every other csrc object), so the media-type decision the
 ** C leg makes and the header table Lua reads are the production ones. A fake
 ** leg then hands the body over as the C leg would (streamed in chunks when
@@ -18,7 +18,7 @@
 */
 #include "fuzz_common.h"
 
-#include "../csrc/http.c"
+#include "../csrc/net/http.c"
 
 #define FZ_LEG_MT "mcpclient.fuzz.header_leg"
 

@@ -1,5 +1,5 @@
 /*
-** schema_fuzz.c: libFuzzer harness for the schema normaliser (csrc/schema.c).
+** schema_fuzz.c: libFuzzer harness for the schema normaliser (csrc/core/schema.c).
 ** Input: JSON text, decoded with key order as the catalogue decodes a tools/
 ** list answer. The checker (fuzz/lua/schema_check.lua) runs normalise_schema
 ** on it (and on its inputSchema, if any), and for every

@@ -1,5 +1,5 @@
 /*
-** sse_fuzz.c: libFuzzer harness for the event-stream decoder (csrc/sse.c).
+** sse_fuzz.c: libFuzzer harness for the event-stream decoder (csrc/core/sse.c).
 ** Input: 4 bytes seeding the chunk sizes, then the stream. The checker
 ** (fuzz/lua/sse_check.lua) decodes it in one feed, in pseudo-random chunks
 ** (empty ones included) and with a Lua transcription of the WHATWG rules, and

@@ -1,6 +1,6 @@
 /*
 ** stdio_fuzz.c: libFuzzer harness for the stdio channel's line reader: a
-** child's stdout read into lines under the 2 MiB read cap (csrc/process.c).
+** child's stdout read into lines under the 2 MiB read cap (csrc/core/process.c).
 **
 ** The reader is not callable apart from a child's handle, so process.c is
 ** included here (its static functions become reachable; the harness links
@@ -16,7 +16,7 @@
 #define _GNU_SOURCE /* as process.c asks, before any system header fixes the feature set */
 #include "fuzz_common.h"
 
-#include "../csrc/process.c"
+#include "../csrc/core/process.c"
 
 /*
 ** fuzz_reader(fd) -> handle: a child's handle without a child, reading fd

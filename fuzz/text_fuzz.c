@@ -1,5 +1,5 @@
 /*
-** text_fuzz.c: libFuzzer harness for the text functions (csrc/text.c):
+** text_fuzz.c: libFuzzer harness for the text functions (csrc/core/text.c):
 ** clip, label, flatten, bound, repair_utf8. Input: raw bytes, used both as
 ** remote text as it is and, when it is JSON, as a content array to flatten.
 ** The checker (fuzz/lua/text_check.lua) requires valid UTF-8 out of every

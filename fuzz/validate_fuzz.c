@@ -1,5 +1,5 @@
 /*
-** validate_fuzz.c: libFuzzer harness for the output validator (csrc/validate.c).
+** validate_fuzz.c: libFuzzer harness for the output validator (csrc/core/validate.c).
 ** Input: a schema's JSON text and a value's JSON text, split at the first NUL
 ** byte (no NUL: the one text is both). The checker (fuzz/lua/validate_check.lua)
 ** requires validate_output never to raise, to answer in its documented shape,

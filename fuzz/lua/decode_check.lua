@@ -1,5 +1,5 @@
---- Checker of fuzz/decode_fuzz.c: the single-pass decoder (csrc/decode.c)
---- against jansson (csrc/json_reference.c), the reference.
+--- Checker of fuzz/decode_fuzz.c: the single-pass decoder (csrc/core/decode.c)
+--- against jansson (csrc/core/json_reference.c), the reference.
 --
 -- Both must accept or both refuse, plain and key-ordered; what they accept
 -- must be the same value: the same Lua types, integers as integers with the

@@ -1,4 +1,4 @@
---- Checker of fuzz/json_fuzz.c: the JSON codec and rpc_classify (csrc/json.c).
+--- Checker of fuzz/json_fuzz.c: the JSON codec and rpc_classify (csrc/core/json.c).
 --
 -- For a body that decodes: the value re-encodes (it came from JSON, so JSON
 -- has a form for it), and encode -> decode -> encode is byte-stable, sorted

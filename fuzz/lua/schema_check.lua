@@ -1,4 +1,4 @@
---- Checker of fuzz/schema_fuzz.c: the schema normaliser (csrc/schema.c).
+--- Checker of fuzz/schema_fuzz.c: the schema normaliser (csrc/core/schema.c).
 --
 -- The input is decoded with key order (as the catalogue decodes tools/list);
 -- the value itself and, when it is an object, its inputSchema member are

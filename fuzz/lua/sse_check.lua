@@ -1,4 +1,4 @@
---- Checker of fuzz/sse_fuzz.c: the event-stream decoder (csrc/sse.c).
+--- Checker of fuzz/sse_fuzz.c: the event-stream decoder (csrc/core/sse.c).
 --
 -- Input: 4 bytes that seed the chunking, then the stream. The same stream is
 -- decoded three ways that must agree exactly (events, last event id, retry):

@@ -1,4 +1,4 @@
---- Checker of fuzz/stdio_fuzz.c: the stdio channel's line reader (csrc/process.c),
+--- Checker of fuzz/stdio_fuzz.c: the stdio channel's line reader (csrc/core/process.c),
 --- a child's stdout read into lines under the read cap.
 --
 -- Input: byte 1 seeds the chunking; the rest is the stream, where 0xFF is an

@@ -1,4 +1,4 @@
---- Checker of fuzz/text_fuzz.c: clip, label, flatten, bound, inert, repair_utf8 (csrc/text.c).
+--- Checker of fuzz/text_fuzz.c: clip, label, flatten, bound, inert, repair_utf8 (csrc/core/text.c).
 --
 -- The raw input is remote text as it is (any bytes). When it decodes as JSON
 -- it is also a content array (or a result holding one): flatten must join

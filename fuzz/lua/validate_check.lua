@@ -1,4 +1,4 @@
---- Checker of fuzz/validate_fuzz.c: the output validator (csrc/validate.c).
+--- Checker of fuzz/validate_fuzz.c: the output validator (csrc/core/validate.c).
 --
 -- The input is a schema's JSON text and a value's, split at the first NUL
 -- byte (without one, the text is both). validate_output must never raise

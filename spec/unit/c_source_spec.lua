@@ -10,8 +10,8 @@ local function read(path)
   return text
 end
 
-describe("csrc/core.h", function()
-  local header = read("csrc/core.h")
+describe("csrc/include/core.h", function()
+  local header = read("csrc/include/core.h")
   -- the declarations of the Registrars section (from the first one to the next banner)
   local section = assert(header:match("/%* Registrars[^\n]*\n.-\n(void mcp_register.-)/%* ====="),
     "no Registrars section")
@@ -53,7 +53,7 @@ describe("csrc/core.h", function()
   end)
 
   it("lists the registrars in the order core.c and net.c call them", function()
-    for _, part in ipairs { { core_part, "csrc/core.c" }, { net_part, "csrc/net.c" } } do
+    for _, part in ipairs { { core_part, "csrc/core/core.c" }, { net_part, "csrc/net/net.c" } } do
       local declared, called = {}, {}
       for name in part[1]:gmatch("void (mcp_register_[%w_]+)%(") do declared[#declared + 1] = name end
       for name in read(part[2]):gmatch("\n%s+(mcp_register_[%w_]+)%(L%);") do called[#called + 1] = name end
@@ -67,7 +67,7 @@ describe("C section banners", function()
   local RULE = "/* " .. string.rep("=", 68) .. " */"
 
   it("have one form in every file: a title between two rule lines of 74 columns", function()
-    local pipe = assert(io.popen("ls csrc/*.c csrc/*.h"))
+    local pipe = assert(io.popen("ls csrc/*/*.c csrc/*/*.h"))
     local bad = {}
     for path in pipe:lines() do
       local lines = {}

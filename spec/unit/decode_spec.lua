@@ -1,4 +1,4 @@
--- The single-pass decoder (csrc/decode.c) behind core.json.decode and core.rpc_classify (csrc/rpc.c):
+-- The single-pass decoder (csrc/core/decode.c) behind core.json.decode and core.rpc_classify (csrc/core/rpc.c):
 -- jansson's verdict and value on every input (fuzz/decode_fuzz.c checks that at scale against the
 -- oracle, core.json_reference; these are the edges named in its promise), and its own message, with
 -- the place, on every refusal.

@@ -30,7 +30,7 @@ describe("the rockspec", function()
   end)
 
   -- body.c and utf8.c are compiled into both core and net: neither module can call the other.
-  local SHARED = { ["csrc/body.c"] = true, ["csrc/utf8.c"] = true }
+  local SHARED = { ["csrc/shared/body.c"] = true, ["csrc/shared/utf8.c"] = true }
 
   it("compiles every C file under csrc/ into exactly one of the three C modules (or core and net)", function()
     local modules, sources, seen = rockspec().build.modules, {}, {}
@@ -47,8 +47,19 @@ describe("the rockspec", function()
     end
     for source in pairs(SHARED) do assert.equal(2, seen[source], source) end
     table.sort(sources)
-    assert.same(lines("ls csrc/*.c"), sources)
+    assert.same(lines("ls csrc/*/*.c"), sources)
   end)
+
+  it("takes each module's sources from its own folder of csrc/ (and shared/, which core and net both compile)",
+    function()
+      local modules = rockspec().build.modules
+      for name, folder in pairs { ["mcpclient.core"] = "core", ["mcpclient.net"] = "net", ["mcpclient.db"] = "db" } do
+        for _, source in ipairs(modules[name].sources) do
+          local where = source:match("^csrc/([%w_]+)/[%w_]+%.c$")
+          assert.is_true(where == folder or (where == "shared" and name ~= "mcpclient.db"), name .. ": " .. source)
+        end
+      end
+    end)
 
   it("links each module's libraries into it only: core needs jansson alone", function()
     local modules = rockspec().build.modules

@@ -1,4 +1,4 @@
--- core.spawn: a child process on pipes (csrc/process.c). Each rule of the
+-- core.spawn: a child process on pipes (csrc/core/process.c). Each rule of the
 -- spawn, the framing and the shutdown, against real programs.
 --
 -- A `sleep N` inside a child's script keeps the child running while the spec looks at it (or

@@ -1,4 +1,4 @@
--- The normaliser's one-pass size measure (csrc/measure.c) against the encoder: a schema of every
+-- The normaliser's one-pass size measure (csrc/core/measure.c) against the encoder: a schema of every
 -- value kind lands exactly on the 16384-byte bound, so a measure one byte off in any kind flips a
 -- verdict here. The content avoids '/' and non-ASCII, where the stored-size form and json.encode
 -- spell a value alike (schema_spec.lua covers those two escapes at the bound).

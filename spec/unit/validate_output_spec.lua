@@ -1,4 +1,4 @@
--- core.validate_output (csrc/validate.c): a tool's structuredContent against its outputSchema,
+-- core.validate_output (csrc/core/validate.c): a tool's structuredContent against its outputSchema,
 -- keyword by keyword, the bounds (depth, steps, references), hostile inputs, and the check as
 -- call_tool applies it (invalid, missing, opted out) over the fake server.
 local mcp = require "mcpclient"

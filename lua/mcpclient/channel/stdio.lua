@@ -2,7 +2,7 @@
 --
 -- The server is a program the operator (or the host's code) named by its
 -- argv: started without a shell, in a process group of its own, with an
--- allow-listed environment (csrc/process.c). Each JSON-RPC message is one
+-- allow-listed environment (csrc/core/process.c). Each JSON-RPC message is one
 -- line on its stdin or stdout; its stderr is kept (the last 64 KiB) and
 -- reaches a log line or a failure message only through the text rule.
 --
