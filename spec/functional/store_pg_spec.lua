@@ -13,7 +13,7 @@ local postgres = require "mcpclient.agent.store.postgres"
 local store_module = require "mcpclient.agent.store"
 
 if not backends.postgres then
-  describe("the store on PostgreSQL", function()
+  describe("the store on PostgreSQL #postgres", function()
     pending("runs with MCPCLIENT_TEST_PG set (scripts/test starts a throwaway cluster)")
   end)
   return

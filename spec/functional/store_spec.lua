@@ -33,7 +33,7 @@ end
 
 -- A test of SQLite itself (its files, its lock, its result codes).
 local function sqlite_it(name, fn)
-  if backends.postgres then return pending(name .. " (SQLite only)") end
+  if backends.postgres then return pending(name .. " (SQLite only) #sqlite") end
   return it(name, fn)
 end
 

@@ -136,7 +136,7 @@ describe("a run's faults against a real server #integration", function()
 
   it("a database full when the step is written: the run fails closed; every execution accounted for", function()
     if backends.postgres then
-      pending("a full disk is SQLite's case here")
+      pending("a full disk is SQLite's case here #sqlite")
       return
     end
     local location = tmp()

@@ -10,7 +10,7 @@ local core = require "mcpclient.core"
 local drivers = require "mcpclient.db"
 
 if not backends.postgres then
-  describe("db.pg_connect's cancel", function()
+  describe("db.pg_connect's cancel #postgres", function()
     pending("runs with MCPCLIENT_TEST_PG set (scripts/test starts a throwaway cluster)")
   end)
   return

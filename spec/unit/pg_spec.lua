@@ -7,7 +7,7 @@ local core = require "mcpclient.core"
 local drivers = require "mcpclient.db"
 
 if not backends.postgres then
-  describe("db.pg_connect", function()
+  describe("db.pg_connect #postgres", function()
     pending("runs with MCPCLIENT_TEST_PG set (scripts/test starts a throwaway cluster)")
   end)
   return
