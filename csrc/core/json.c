@@ -235,7 +235,7 @@ static const char *put_string(Enc *e, const char *str, size_t len) {
         cp = u;
       }
         /* hidden code points are escaped even in UTF-8 mode: a terminal showing --json obeys them raw */
-        if (!e->ascii && !mcp_text_hidden((uint32_t)cp)) {
+        if (!e->ascii && !mcp_utf8_hidden((uint32_t)cp)) {
           p += m;
           continue;
         }

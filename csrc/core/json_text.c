@@ -159,7 +159,7 @@ static unsigned char *put_code_point(unsigned char *o, unsigned long cp) {
     *o++ = (unsigned char)cp;
     return o;
   }
-  if (mcp_text_hidden((uint32_t)cp)) return put_u(o, cp); /* all of them lie below U+10000 */
+  if (mcp_utf8_hidden((uint32_t)cp)) return put_u(o, cp); /* all of them lie below U+10000 */
   return o + mcp_put_utf8(o, cp);
 }
 

@@ -62,23 +62,9 @@ static const char *check_text(lua_State *L, int arg, size_t *len) {
 /* clip and label                                                       */
 /* ==================================================================== */
 
-/*
-** Code points that change how a terminal or a reader shows the text around
-** them without being visible themselves: C1 controls (U+009B is a CSI that
-** terminals obey like ESC [), the bidi embeddings, overrides and isolates
-** (a name can be made to read backwards), the Arabic letter mark, the zero
-** width characters and the byte order mark. Far-side text never carries them
-** to a person or a model, and the JSON encoder escapes them.
-*/
-int mcp_text_hidden(uint32_t cp) {
-  if (cp < 0x80) return 0;
-  return cp <= 0x9F || cp == 0x061C || (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x202A && cp <= 0x202E) ||
-         (cp >= 0x2060 && cp <= 0x2069) || cp == 0xFEFF;
-}
-
 /* Control characters in the text rule's sense: C0, DEL and every hidden code point. */
 static int is_control(uint32_t cp) {
-  return cp < 0x20 || cp == 0x7F || mcp_text_hidden(cp);
+  return cp < 0x20 || cp == 0x7F || mcp_utf8_hidden(cp);
 }
 
 /*
@@ -539,7 +525,7 @@ static int l_repair_utf8(lua_State *L) {
 
 /* 1 when the code point at this place is kept as it is. */
 static int body_keeps(uint32_t cp) {
-  return !mcp_text_hidden(cp) && cp != 0x2028 && cp != 0x2029;
+  return !mcp_utf8_hidden(cp) && cp != 0x2028 && cp != 0x2029;
 }
 
 /*

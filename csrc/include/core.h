@@ -55,7 +55,7 @@ void mcp_register_json_reference(lua_State *L);
 void mcp_register_validate(lua_State *L); /* validate.c: core.validate_output */
 
 /* mcpclient.net (its names are reached through core's table too) */
-void mcp_register_http(lua_State *L);     /* http.c:     net.http_leg, net.http_pool */
+void mcp_register_http(lua_State *L);     /* http_leg.c: net.http_leg, net.http_pool */
 void mcp_register_address(lua_State *L);  /* address.c:  net.address_bytes, net.idna, net.url_host,
                                                           net.lookup */
 void mcp_register_crypto(lua_State *L);   /* crypto.c:   net.crypto.{sha256, random_bytes, base64,
@@ -226,8 +226,8 @@ int mcp_schema_inline_refs(lua_State *L, int s);
 size_t mcp_utf8_unit(const unsigned char *s, size_t n, int *ok, uint32_t *cp);
 /* 1 when all n bytes are well-formed UTF-8. */
 int mcp_utf8_valid(const unsigned char *s, size_t n);
-/* text.c: 1 for C1 controls and the bidi/invisible formatting characters the text rule removes. */
-int mcp_text_hidden(uint32_t cp);
+/* utf8.c: 1 for C1 controls and the bidi/invisible characters the text rule removes and the encoder escapes. */
+int mcp_utf8_hidden(uint32_t cp);
 /* Push the text rule's clip of s: control runs one space, ends trimmed, at most limit code points. */
 void mcp_text_clip(lua_State *L, const char *s, size_t n, lua_Integer limit);
 

@@ -1,7 +1,9 @@
 /*
 ** utf8.c: the strict UTF-8 reader (no overlongs, surrogates or code points
 ** past U+10FFFF) the text rule, the encoder, the schema check and the host
-** gate's name check share. It is a file of its own because both C modules
+** gate's name check share, and the code points the text rule removes and
+** the encoder escapes (mcp_utf8_hidden): here, so that neither text.c nor
+** json.c needs the other. It is a file of its own because both C modules
 ** need it: mcpclient.core (text, JSON) and mcpclient.net (host names), and
 ** neither can call into the other.
 */
@@ -80,4 +82,18 @@ int mcp_utf8_valid(const unsigned char *s, size_t n) {
     if (!ok) return 0;
   }
   return 1;
+}
+
+/*
+** Code points that change how a terminal or a reader shows the text around
+** them without being visible themselves: C1 controls (U+009B is a CSI that
+** terminals obey like ESC [), the bidi embeddings, overrides and isolates
+** (a name can be made to read backwards), the Arabic letter mark, the zero
+** width characters and the byte order mark. Far-side text never carries them
+** to a person or a model, and the JSON encoder escapes them.
+*/
+int mcp_utf8_hidden(uint32_t cp) {
+  if (cp < 0x80) return 0;
+  return cp <= 0x9F || cp == 0x061C || (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2060 && cp <= 0x2069) || cp == 0xFEFF;
 }
