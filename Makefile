@@ -169,7 +169,7 @@ soak: all
 # Fuzzing: a libFuzzer harness per parser of far-side bytes (fuzz/*_fuzz.c), built
 # with clang under ASan+UBSan into $(FUZZ_BUILD)/, each run for FUZZ_SECONDS from the seed corpus
 # fuzz/corpus/<name>/ (new inputs go to $(FUZZ_CORPUS)/<name>/, $(FUZZ_BUILD)/corpus/<name>/ by
-# default, crashes to $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/net/http.c itself, the stdio
+# default, crashes to $(FUZZ_BUILD)/artifacts/). The response harness includes csrc/net/http_headers.c itself, the stdio
 # harness csrc/core/process.c. One harness:
 # `make fuzz-json`; the long runs of fuzz/README.md: `make -j2 -O fuzz FUZZ_SECONDS=1800`.
 # `make fuzz-coverage` rebuilds the harnesses with source-based coverage instead of the
@@ -179,7 +179,7 @@ FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 30
 FUZZ_HARNESSES ?= sse json schema text response decode listing stdio validate uri_template
 # A harness that includes a C file itself (to reach its static functions) links every other object.
-FUZZ_INCLUDES_response = net/http
+FUZZ_INCLUDES_response = net/http_headers
 FUZZ_INCLUDES_stdio    = core/process
 FUZZ_CORPUS    ?= $(FUZZ_BUILD)/corpus
 FUZZ_SMOKE_SECONDS ?= 10

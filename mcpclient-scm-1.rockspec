@@ -41,7 +41,9 @@ build = {
     -- first HTTP connection). body.c and utf8.c are in both: neither module calls the other.
     ["mcpclient.net"] = {
       sources = {
-        "csrc/net/net.c", "csrc/net/http.c", "csrc/net/address.c", "csrc/net/crypto.c", "csrc/net/loopback.c",
+        "csrc/net/net.c", "csrc/net/http_leg.c", "csrc/net/http_buffer.c", "csrc/net/http_headers.c",
+        "csrc/net/http_pool.c", "csrc/net/http_multi.c", "csrc/net/address.c", "csrc/net/crypto.c",
+        "csrc/net/loopback.c",
         "csrc/shared/body.c", "csrc/shared/utf8.c",
       },
       libraries = { "curl", "crypto", "idn2" },

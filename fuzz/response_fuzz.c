@@ -9,8 +9,8 @@
 ** request), each a status byte, a flags byte, header
 ** lines up to a blank line, and the body; see fuzz/lua/response_check.lua.
 ** The header lines go through the real libcurl header callback and header
-** table of csrc/net/http.c (included here, so its static functions are reachable;
-** the harness links every other csrc object), so the media-type decision the
+** table of csrc/net/http_headers.c (included here, so its static functions are
+** reachable; the harness links every other csrc object), so the media-type decision the
 ** C leg makes and the header table Lua reads are the production ones. A fake
 ** leg then hands the body over as the C leg would (streamed in chunks when
 ** the C side saw text/event-stream, kept otherwise) and the checker requires
@@ -18,14 +18,14 @@
 */
 #include "fuzz_common.h"
 
-#include "../csrc/net/http.c"
+#include "../csrc/net/http_headers.c"
 
 #define FZ_LEG_MT "mcpclient.fuzz.header_leg"
 
-/* __gc of the boxed Leg: the header buffer is malloc'd by http.c's buf_append. */
+/* __gc of the boxed Leg: the header buffer is malloc'd by http_buffer.c's mcp_http_buf_append. */
 static int fz_leg_gc(lua_State *L) {
   Leg *leg = (Leg *)lua_touserdata(L, 1);
-  if (leg != NULL) buf_free(&leg->head);
+  if (leg != NULL) mcp_http_buf_free(&leg->head);
   return 0;
 }
 
@@ -36,7 +36,7 @@ static int fz_line(Leg *leg, const char *s, size_t n) {
   int ok;
   if (p == NULL) return 0;
   memcpy(p, s, n);
-  ok = on_header(p, 1, n, leg) == n;
+  ok = mcp_http_on_header(p, 1, n, leg) == n;
   if (p != copy) free(p);
   return ok;
 }
@@ -76,7 +76,7 @@ static int fz_headers(lua_State *L) {
     at += len;
   }
   if (ok) ok = fz_line(leg, blank, sizeof blank - 1);
-  push_headers(L, leg);
+  mcp_http_push_headers(L, leg);
   lua_pushboolean(L, leg->event_stream);
   lua_pushboolean(L, ok);
   lua_pushstring(L, leg->media);

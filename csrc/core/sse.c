@@ -21,7 +21,7 @@
 
 /*
 ** A growable byte buffer; capacity doubles, so appending n bytes costs O(n)
-** amortised. Not the Buf of http.c, on purpose: that one is filled from
+** amortised. Not the Buf of net/http.h, on purpose: that one is filled from
 ** libcurl callbacks, so it uses malloc and reports failure instead of
 ** raising. This one is filled from Lua calls, so it uses the state's
 ** allocator (memory limits apply) and raises, which is safe because the

@@ -1,6 +1,6 @@
 /*
 ** luaopen_mcpclient_net: the module of everything that needs libcurl,
-** libcrypto or libidn2: the HTTP legs (http.c), host names and lookups
+** libcrypto or libidn2: the HTTP legs (http_*.c), host names and lookups
 ** (address.c), OAuth's crypto (crypto.c) and the login redirect listener
 ** (loopback.c). It is apart from mcpclient.core so a program that speaks MCP
 ** only over stdio (or only uses JSON) never maps those libraries: the core

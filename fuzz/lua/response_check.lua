@@ -12,11 +12,11 @@
 --           bit 5 the leg fails instead (see below),
 --           bit 6 (first segment) a session is open, bit 7 (first) ordered
 --   then header lines up to the first blank line, then the body.
--- A failing leg (bit 5) answers as csrc/net/http.c's does: with bit 4, "timeout"
+-- A failing leg (bit 5) answers as csrc/net/http_leg.c's does: with bit 4, "timeout"
 -- (the request left when bit 1 of byte 1 is set); without it, "transport"
 -- with the request never sent (bit 0 of byte 1 clear) or "interrupted" after
 -- it left (set).
--- The header lines pass through csrc/net/http.c's header callback (fuzz_headers),
+-- The header lines pass through csrc/net/http_headers.c's header callback (fuzz_headers),
 -- which decides streaming as the C leg does; streamed bodies are handed to
 -- on_stream in chunks until it asks to stop. Notifications (the reply to a
 -- server request, notifications/initialized, notifications/cancelled) are
@@ -104,7 +104,7 @@ end
 local NOTIFIED = { status = 202, headers = {}, body = "", media_type = "", duration_ms = 0.5,
   streamed = false, stopped = false, truncated = false }
 
--- The leg: what csrc/net/http.c's send returns for these bytes. `sent` lists what
+-- The leg: what csrc/net/http_leg.c's send returns for these bytes. `sent` lists what
 -- took a segment (the method, or "GET"), `notices` the notifications/cancelled.
 local function fake_leg(segments)
   local leg = { sent = {}, notices = 0 }

@@ -159,7 +159,7 @@ describe("a hostile server #integration", function()
     -- With the forgeries arriving later, Debian's libcurl 7.88 reuses the idle
     -- connection although bytes are waiting on it, and reads them as the answer
     -- to the next request (newer libcurl refuses such a connection). This case
-    -- fails until the leg (csrc/net/http.c) stops reusing a connection with input
+    -- fails until the leg (csrc/net/http_pool.c) stops reusing a connection with input
     -- pending (the mend: poll the last socket before a send; FRESH_CONNECT).
     for _, late in ipairs { false, true } do
       local how = late and "later, into the idle connection" or "with the answer"

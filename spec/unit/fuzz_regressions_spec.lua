@@ -136,7 +136,7 @@ local function with_raw_server(fn)
 end
 
 describe("fuzz finding: the C leg and the HTTP channel read the media type differently", function()
-  -- Found while building response_fuzz, which runs the header block through csrc/net/http.c's own
+  -- Found while building response_fuzz, which runs the header block through csrc/net/http_headers.c's own
   -- header callback: the leg streams a body when ANY Content-Type line is text/event-stream
   -- (trimming only spaces and tabs), while the Lua side (then transport.lua) read the header
   -- table, where the LAST Content-Type wins and Lua's %s (also \v, \f) is trimmed. When they disagree, a valid

@@ -1,4 +1,4 @@
--- The C HTTP leg (csrc/net/http.c) against a tiny node server on 127.0.0.1
+-- The C HTTP leg (csrc/net/http_leg.c) against a tiny node server on 127.0.0.1
 -- (spec/support/tiny_http_server.mjs), started and killed by this file.
 local core = require "mcpclient.core"
 
