@@ -134,7 +134,7 @@ describe("a run's faults against a real server #integration", function()
       recorded = false }, listed[1].fence[1])
   end)
 
-  it("a database full when the step is written: the run fails closed; every execution accounted for", function()
+  it("a database full when the step is written: the run fails closed; every execution accounted for #sqlite", function()
     if backends.postgres then
       pending("a full disk is SQLite's case here #sqlite")
       return
