@@ -137,11 +137,15 @@ describe("cancel notices, measured at the server #integration", function()
         assert_stopped_in_time(path, era, t0 + 600000000)
       end)
 
-      it("a run's turn: run:cancel stops the call in flight", function()
-        local path = "/" .. mode .. "/turn"
+      local function cancel_a_turn(path, slow_store)
         local db = os.tmpname()
         os.remove(db)
         local store <close> = assert(store_module.open(db))
+        if slow_store then
+          -- a store whose commit waits a second (a disk busy with other writes)
+          local request_cancel = store.request_cancel
+          store.request_cancel = function(...) core.sleep(1) return request_cancel(...) end
+        end
         local uid = assert(store:add_server { identifier = "h", name = "hostile", url = url(path),
           data_class = "publicContent", requires_approval = "0", enabled = true })
         local report = catalogue.import(store, assert(store:server(uid)), { log = function() end })
@@ -175,8 +179,17 @@ describe("cancel notices, measured at the server #integration", function()
         assert.equal("cancelled", turn[1].err.kind)
         assert.equal("cancelled", r.status)
         assert_stopped_in_time(path, era, fired)
+        assert.is_true(assert(store:run(r.uid)).cancel_requested, "the cancel was never written down")
         r:finish()
         for _, p in ipairs { db, db .. "-wal", db .. "-shm" } do os.remove(p) end
+      end
+
+      it("a run's turn: run:cancel stops the call in flight", function()
+        cancel_a_turn("/" .. mode .. "/turn")
+      end)
+
+      it("a run's turn: the server is told before a slow store has written the cancel down", function()
+        cancel_a_turn("/" .. mode .. "/turn-slow-store", true)
       end)
     end)
   end

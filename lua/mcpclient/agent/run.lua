@@ -217,12 +217,11 @@ function run.take_over(store, run_uid, options)
   return take_over.run(store, run_uid, options, Run)
 end
 
---- Stop this run: the persisted flag when the run has a row, and this
---- object's own flag (an unpersisted run has only that one).
+--- Stop this run: this object's own flag at once (an unpersisted run has
+--- only that one), and the persisted flag when the run has a row — written
+--- once this process's calls of the run in flight have told their servers.
 function Run:cancel()
-  self.cancel_seen = true
-  if self.persisted then return self.store:request_cancel(self.uid) end
-  return true
+  return lease.request_cancel(self)
 end
 
 --- The run's trail, in order: one entry per event, { sequence, kind, round, duration_ms, payload

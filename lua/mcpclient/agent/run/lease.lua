@@ -263,9 +263,44 @@ local function cancel_requested(self)
   return self.cancel_seen == true
 end
 
+-- A person's cancel reaches the servers before it is written down. Calls of
+-- this run on the wire in this process see the flag at their next poll and
+-- tell their servers at once; a store write holds this thread for as long as
+-- the disk takes (a commit waits for fsync), and no notice could leave
+-- meanwhile. So while calls are on the wire the flag is written when the
+-- last of them returns; otherwise at once. → true | nil, message, err
+local function request_cancel(self)
+  self.cancel_seen = true
+  if not self.persisted then return true end
+  if (self.on_the_wire or 0) > 0 then
+    self.cancel_unsaved = true
+    return true
+  end
+  return self.store:request_cancel(self.uid)
+end
+
+local wire_guard = { __close = function(guard)
+  local self = guard.run
+  self.on_the_wire = self.on_the_wire - 1
+  if self.on_the_wire > 0 or not self.cancel_unsaved then return end
+  self.cancel_unsaved = nil
+  local ok, message = self.store:request_cancel(self.uid)
+  if not ok then
+    warn_to(self.log, string.format("Run %s was cancelled but its row could not say so: %s", self.uuid,
+      tostring(message)))
+  end
+end }
+
+-- Held (as a to-be-closed value) while a call or read of the run is on the wire.
+local function on_the_wire(self)
+  self.on_the_wire = (self.on_the_wire or 0) + 1
+  return setmetatable({ run = self }, wire_guard)
+end
+
 lease.new_uuid, lease.default_owner, lease.lease_until, lease.claim = new_uuid, default_owner, lease_until, claim
 lease.under_lease, lease.fail, lease.store_failed, lease.lease_trouble = under_lease, fail, store_failed, lease_trouble
 lease.unrecorded_refusal, lease.conclude, lease.cancel_requested = unrecorded_refusal, conclude, cancel_requested
 lease.fence_entry = fence_entry
+lease.request_cancel, lease.on_the_wire = request_cancel, on_the_wire
 
 return lease

@@ -32,6 +32,7 @@ local error_result = require("mcpclient.agent.tool").error_result
 local warn_to = lease.warn
 local under_lease, fail, lease_trouble = lease.under_lease, lease.fail, lease.lease_trouble
 local unrecorded_refusal, conclude, cancel_requested = lease.unrecorded_refusal, lease.conclude, lease.cancel_requested
+local on_the_wire = lease.on_the_wire
 local lease_until, fence_entry = lease.lease_until, lease.fence_entry
 local record_step, note = trail.record_step, trail.note
 local offer_entry, offer_server, fetch_offer, record_read = reads.entry, reads.server, reads.send, reads.record
@@ -341,6 +342,7 @@ end
 -- answers with something else is an error result (and a log line), and an
 -- err it carries is passed on unchanged. → result, duration in ms
 local function call_tool(self, rec)
+  local _ <close> = on_the_wire(self)
   if rec.offer then return fetch_offer(self, rec) end
   local name, tool = rec.call.name, rec.tool
   local started = self.clock()
@@ -643,7 +645,10 @@ local function gated_read(self, kind, identifier, target, arguments, fetch)
     conclude(self, lease.CANCELLED)
     return error_result(string.format("Error: run %s was cancelled; nothing was read.", self.uuid))
   end
-  rec.result, rec.duration_ms = fetch_offer(self, rec)
+  do
+    local _ <close> = on_the_wire(self)
+    rec.result, rec.duration_ms = fetch_offer(self, rec)
+  end
   record_read(self, rec)
   return rec.result
 end
