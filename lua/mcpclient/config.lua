@@ -176,6 +176,12 @@ local function looks_secret(name, value)
   return (name ~= nil and secret_name(name)) or token_shaped(value)
 end
 
+--- Whether a literal value under `name` (an env variable's or a header's
+--- name; nil for none) looks like a secret that belongs in a reference: the
+--- judgement the reader flags `secrets_inline` by, for callers that take
+--- such values from elsewhere (the operator command's --header).
+config.looks_secret = looks_secret
+
 ---------------------------------------------------------------------------
 -- Variables: ${env:VAR}, ${VAR}, ${input:ID}, {placeholder}
 ---------------------------------------------------------------------------

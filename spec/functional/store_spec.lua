@@ -198,6 +198,7 @@ describe("mcpclient.agent.store", function()
         last_imported = 0, tool_count = 0, last_contact = 0, last_latency_ms = 0, deleted = false,
         catalogue_stale = false, reimport = "manual", reimport_pending = 0,
         env = {}, cwd = "",
+        proxy = "", ca_file = "", client_cert = "", client_key = "", headers = {}, roots = {},
       }, row)
     end)
 

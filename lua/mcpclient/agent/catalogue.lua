@@ -22,6 +22,7 @@ local health_recorders = require "mcpclient.health"
 local default_log = require("mcpclient.log").default
 local names = require "mcpclient.agent.names"
 local policy = require "mcpclient.agent.policy"
+local server_options = require "mcpclient.agent.server_options"
 local tool = require "mcpclient.agent.tool"
 
 local json = core.json
@@ -116,6 +117,7 @@ local function connect_stdio(row, options, importing)
     -- server that tells its subscribers only is heard too
     on_change = on_change_of(row, options, importing),
   }
+  server_options.apply(row, spec, options.resolver) -- (a stdio row: only its roots)
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end
   return errors.fail("configuration", { server = row.identifier, detail = raised(conn) })
@@ -164,6 +166,9 @@ local function connect_row(row, options, importing)
     on_change = on_change_of(row, options, importing),
     listen = false,
   }
+  -- the row's proxy, TLS files, plain headers and roots
+  local applied, message, err = server_options.apply(row, spec, options.resolver)
+  if not applied then return nil, message, err end
   local ok, conn = pcall(client.connect, spec)
   if ok then return conn end
   return errors.fail("configuration", { server = row.identifier, detail = raised(conn) })

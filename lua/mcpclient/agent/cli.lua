@@ -47,6 +47,8 @@ local SERVER_FLAGS = {
   ["--credential"] = "value", ["--placement"] = "value", ["--header-name"] = "value",
   ["--data-class"] = "value", ["--approval"] = "value", ["--enabled"] = "flag", ["--disabled"] = "flag",
   ["--env"] = "list", ["--cwd"] = "value", ["--reimport"] = "value",
+  ["--proxy"] = "value", ["--ca-file"] = "value", ["--client-cert"] = "value", ["--client-key"] = "value",
+  ["--header"] = "list", ["--root"] = "list",
 }
 
 local COMMAND_FLAGS = {
@@ -246,9 +248,39 @@ local function no_more_than(parsed, count)
   end
 end
 
+-- The plain headers --header NAME=VALUE gives (each repeatable; one empty
+-- --header "" is none, to clear them at edit).
+local function headers_of(items)
+  local headers = {}
+  if #items == 1 and items[1] == "" then return headers end
+  for _, item in ipairs(items) do
+    local name, value = item:match("^([^=]*)=(.*)$")
+    if not name or name == "" then usage("--header takes NAME=VALUE.") end
+    for other in pairs(headers) do
+      if other:lower() == name:lower() then usage(string.format("--header names %s twice.", inert(name, 64))) end
+    end
+    headers[name] = value
+  end
+  return headers
+end
+
+-- The roots --root URI[=NAME] gives, in order (the URI ends at the first "=";
+-- one empty --root "" is none, to clear them at edit).
+local function roots_of(items)
+  local roots = {}
+  if #items == 1 and items[1] == "" then return roots end
+  for _, item in ipairs(items) do
+    local uri, name = item:match("^([^=]*)=(.*)$")
+    roots[#roots + 1] = { uri = uri or item, name = (name ~= nil and name ~= "") and name or nil }
+  end
+  return roots
+end
+
 -- The server fields the flags (and a command after --) set.
 local function server_fields(flags, argv)
   local fields = {}
+  if flags["--header"] then fields.headers = headers_of(flags["--header"]) end
+  if flags["--root"] then fields.roots = roots_of(flags["--root"]) end
   if argv then
     if #argv == 0 then usage("Give the program and its arguments after --.") end
     fields.command = argv
@@ -259,6 +291,8 @@ local function server_fields(flags, argv)
     ["--identifier"] = "identifier", ["--name"] = "name", ["--description"] = "description", ["--url"] = "url",
     ["--credential"] = "auth_credential", ["--placement"] = "auth_placement",
     ["--header-name"] = "auth_header_name", ["--data-class"] = "data_class", ["--reimport"] = "reimport",
+    ["--proxy"] = "proxy", ["--ca-file"] = "ca_file", ["--client-cert"] = "client_cert",
+    ["--client-key"] = "client_key",
   }
   for flag, field in pairs(map) do
     if flags[flag] ~= nil then fields[field] = flags[flag] end

@@ -10,15 +10,18 @@
 local errors = require "mcpclient.errors"
 local grants = require "mcpclient.agent.grants"
 local mcp = require "mcpclient"
+local server_options = require "mcpclient.agent.server_options"
 
 local login = {}
 
 login.DEFAULT_WAIT = 300   -- seconds a person has to finish in the browser
 login.CALLBACK_PATH = "/callback"
 
--- The connection that logs in: the row's server, OAuth with the store's hook.
+-- The connection that logs in: the row's server, OAuth with the store's hook;
+-- the row's proxy and TLS files carry the OAuth requests too.
+-- @return connection | nil, message, err (a client key reference that does not resolve)
 local function connection_for(store, row, signin, options)
-  return mcp.connect {
+  local spec = {
     url = row.url, identifier = row.identifier, health = store:health_recorder(row.uid),
     budget = (options.budget or 20) + options.wait,
     oauth = { grant = "authorization_code", offline_access = true, grants = grants.hook(store),
@@ -26,6 +29,9 @@ local function connection_for(store, row, signin, options)
       client_secret = options.client_secret, scope = options.scope },
     resolver = options.resolver, host_gate = options.host_gate, refuse_private = options.refuse_private,
   }
+  local applied, message, err = server_options.apply(row, spec, options.resolver)
+  if not applied then return nil, message, err end
+  return mcp.connect(spec)
 end
 
 --- Log in to the server `row` describes.
@@ -54,7 +60,12 @@ function login.run(store, row, options)
   if not signin then
     return errors.fail("configuration", { server = row.identifier, detail = refused.detail })
   end
-  local conn = connection_for(store, row, signin, options)
+  local conn
+  conn, message, err = connection_for(store, row, signin, options)
+  if not conn then
+    signin:close()
+    return nil, message, err
+  end
   local report
   report, message, err = conn:ping()
   conn:close()

@@ -18,6 +18,7 @@
 local catalogue = require "mcpclient.agent.catalogue"
 local check = require "mcpclient.agent.check"
 local command = require "mcpclient.command"
+local looks_secret = require("mcpclient.config").looks_secret
 local grants = require "mcpclient.agent.grants"
 local connection = require "mcpclient.connection"
 local core = require "mcpclient.core"
@@ -26,6 +27,7 @@ local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
 local names = require "mcpclient.agent.names"
 local run = require "mcpclient.agent.run"
+local server_options = require "mcpclient.agent.server_options"
 local trim = require("mcpclient.agent.options").trim
 
 local json = core.json
@@ -217,6 +219,26 @@ local function env_names(env)
   return list
 end
 
+-- The client key as the readout shows it: its file's path, or that a
+-- reference names it (the reference is not repeated, as a credential's is not).
+local function key_line(key)
+  if type(key) ~= "string" or key == "" then return nil end
+  if key:match("^env:") then return "from a credential reference" end
+  return key
+end
+
+-- The plain headers as the readout shows them, sorted: { { name, value } };
+-- a value that looks like a secret (stored before such headers were refused) is hidden.
+local function shown_headers(headers)
+  if type(headers) ~= "table" or next(headers) == nil then return nil end
+  local list = {}
+  for name, value in pairs(headers) do
+    list[#list + 1] = { name = name, value = looks_secret(name, value) and "(hidden: looks like a secret)" or value }
+  end
+  table.sort(list, function(a, b) return a.name < b.name end)
+  return list
+end
+
 -- One card of the readout: a server as configured, its liveness and its tools.
 -- @return card | nil, message, err
 local function card_of(store, row)
@@ -255,6 +277,13 @@ local function card_of(store, row)
     import_error = row.import_error or "",
     tools = {},
     authorization = authorization, authorization_warning = authorization_warning, grant = grant,
+    -- how it is reached: never a key's content, a secret-looking header's value shown as hidden
+    proxy = (row.proxy or "") ~= "" and row.proxy or nil,
+    ca_file = (row.ca_file or "") ~= "" and row.ca_file or nil,
+    client_cert = (row.client_cert or "") ~= "" and row.client_cert or nil,
+    client_key = key_line(row.client_key),
+    headers = shown_headers(row.headers),
+    roots = (type(row.roots) == "table" and #row.roots > 0) and row.roots or nil,
     -- The same facts as data, for machine readers (--json): unix seconds,
     -- integer milliseconds, booleans; nil where there is nothing yet.
     last_contact_at = positive(row.last_contact) and row.last_contact or nil,
@@ -424,6 +453,16 @@ local function reference_ok(reference, resolver)
   return ok and type(secret) == "string" and secret ~= ""
 end
 
+-- A TLS file setting: "" (none) or a file this process can read.
+local function tls_file(field, what, v)
+  if v == "" then return v end
+  local problem = server_options.file_problem(v)
+  if problem then
+    return invalid(field, string.format("The %s %s: %s.", what, problem, core.clip(v, 200)))
+  end
+  return v
+end
+
 local NOT_A_REFERENCE = "The credential must be a reference, never the secret itself: put the secret in an "
   .. "environment variable and give env:NAME (letters, digits and _, not starting with a digit)."
 
@@ -503,10 +542,36 @@ local checks = {
     if v ~= "" and command.problem({ "x" }, nil, v) then return invalid("cwd", "The cwd must be a directory path.") end
     return v
   end,
+  -- how it is reached beside the URL: "" the environment's proxy, "none" none, or the proxy's URL
+  proxy = function(v)
+    v = trim(v)
+    local problem = server_options.proxy_problem(v)
+    if problem then return invalid("proxy", "The proxy is not usable: " .. problem .. ".") end
+    return v
+  end,
+  -- TLS files must be there when they are configured (the key file's content is never read into a message)
+  ca_file = function(v) return tls_file("ca_file", "CA file", v) end,
+  client_cert = function(v) return tls_file("client_cert", "client certificate", v) end,
+  client_key = function(v, options)
+    if v == "" then return v end
+    local problem = server_options.client_key_problem(v, options.resolver)
+    if problem then return invalid("client_key", "The client key " .. problem .. ".") end
+    return v
+  end,
+  headers = function(v)
+    local problem = server_options.headers_problem(v)
+    if problem then return invalid("headers", "The headers are not usable: " .. problem .. ".") end
+    return v
+  end,
+  roots = function(v)
+    local problem = server_options.roots_problem(v)
+    if problem then return invalid("roots", "The roots are not usable: " .. problem .. ".") end
+    return v
+  end,
 }
 
 -- The fields whose value is a table, not a string.
-local TABLE_FIELDS = { command = true, env = true }
+local TABLE_FIELDS = { command = true, env = true, headers = true, roots = true }
 
 -- One field's cleaned value; wrong types and unknown fields are misuse.
 local function clean_field(key, value, options)
@@ -556,6 +621,15 @@ local function coherent(store, uid, row)
   if has_command(row) and (row.auth_credential or "") ~= "" then
     return invalid("auth_credential", "A server started by a command takes no credential: give it env instead.")
   end
+  if has_command(row) then
+    for _, field in ipairs(server_options.HTTP_ONLY) do
+      local v = row[field]
+      if (type(v) == "string" and v ~= "") or (type(v) == "table" and next(v) ~= nil) then
+        return invalid(field, "A proxy, TLS files and headers are for a server reached by URL, not one started by "
+          .. "a command.")
+      end
+    end
+  end
   if row.auth_placement == "header" and (row.auth_header_name or "") == "" and (row.auth_credential or "") ~= "" then
     return invalid("auth_header_name", "A credential placed in a header needs a header name.")
   end
@@ -581,7 +655,10 @@ end
 --- auth_credential (a reference such as "env:NAME", never the secret),
 --- auth_placement, auth_header_name, data_class, requires_approval ("1"/"0"), enabled,
 --- reimport ("manual", the default: a change notice marks the catalogue stale; "auto": the host
---- imports it again at its next safe point).
+--- imports it again at its next safe point); for a URL server proxy ("" the environment's, "none",
+--- or http://, https://, socks5h:// HOST:PORT), ca_file and client_cert (readable files), client_key
+--- (a readable file, or a reference env:NAME resolving to its path), headers { NAME = value }
+--- (non-secret); roots { { uri = "file://…", name }, … }.
 -- @param options { actor, resolver (accept keys this credential resolver resolves) }
 -- @return uid | nil, message, err (kind "forbidden", "invalid", "conflict" (any server with that
 --   identifier, enabled or not), "store")
@@ -629,7 +706,13 @@ function operator.edit(store, id, fields, options)
   if values.url and values.command == nil and has_command(row) then
     values.command, values.env, values.cwd = {}, {}, ""
   end
-  if values.command and next(values.command) and (row.url or "") ~= "" and values.url == nil then values.url = "" end
+  if values.command and next(values.command) and (row.url or "") ~= "" and values.url == nil then
+    values.url = ""
+    -- what only a URL server has goes with the URL, unless given again (and then refused below)
+    for _, field in ipairs(server_options.HTTP_ONLY) do
+      if values[field] == nil then values[field] = server_options.FIELDS[field] == "table" and {} or "" end
+    end
+  end
   for k, v in pairs(values) do row[k] = v end
   local ok
   ok, message, err = coherent(store, row.uid, row)

@@ -67,6 +67,16 @@ server flags:
   --reimport auto|manual what a change notice from the server does: manual (the default) marks
                          its catalogue stale until `import`; auto imports it again on its own
                          at the host's next safe point (before a run's next turn)
+  --proxy URL|none       for a URL: its proxy (http://, https:// or socks5h://HOST:PORT; no
+                         user or password); none ignores HTTPS_PROXY and the rest; "" (edit)
+                         goes back to the environment's
+  --ca-file FILE         for a URL: a private CA trusted for this server only
+  --client-cert FILE     --client-key FILE|env:NAME   the client certificate and its key (the
+                         key's path, or a reference to it; the key itself is never stored)
+  --header NAME=VALUE    for a URL: a plain header on every request (repeatable; no secrets,
+                         no Authorization, Cookie, Host, Accept, Content-*, Mcp-*)
+  --root URI[=NAME]      a file:// root the server is told about (repeatable)
+                         (edit: --header and --root replace the whole list; "" clears it)
   --enabled | --disabled (add: default disabled)]==]
 
 help.COMMANDS = {

@@ -62,6 +62,16 @@ local function print_fields(out, card)
     row("Endpoint", card.url)
   end
   row("Transport", card.transport)
+  if card.proxy then
+    row("Proxy", card.proxy == "none" and "none (the environment's proxy settings are ignored)" or card.proxy)
+  end
+  if card.ca_file then row("CA file", card.ca_file) end
+  if card.client_cert then row("Client cert", card.client_cert) end
+  if card.client_key then row("Client key", card.client_key) end
+  for _, h in ipairs(card.headers or {}) do row("Header", inert(h.name, 100) .. ": " .. inert(h.value, 500)) end
+  for _, r in ipairs(card.roots or {}) do
+    row("Root", inert(r.uri, 1000) .. (r.name and r.name ~= "" and (" (" .. inert(r.name, 200) .. ")") or ""))
+  end
   row("Authentication", inert(card.authentication, 300), card.authentication_warning)
   if card.authorization then row("OAuth", inert(card.authorization, 300), card.authorization_warning) end
   row("Data class", card.data_class, card.data_class_warning)
@@ -110,6 +120,19 @@ function render.grant_json(grant)
     expires_at = render.iso(grant.expires_at), refreshable = grant.refreshable }
 end
 
+-- The plain headers as a JSON object (empty when none).
+local function headers_json(headers)
+  local map = {}
+  for _, h in ipairs(headers or {}) do map[h.name] = h.value end
+  return map
+end
+
+local function roots_json(roots)
+  local list = {}
+  for i, r in ipairs(roots or {}) do list[i] = { uri = r.uri, name = maybe(r.name) } end
+  return render.list(list)
+end
+
 --- One server's card as data.
 function render.card_json(card)
   local tools = {}
@@ -127,6 +150,8 @@ function render.card_json(card)
     last_import = render.iso(card.last_imported_at), import_status = maybe(card.import_status),
     import_error = card.import_error, tool_count = card.tool_count, catalogue_stale = card.catalogue_stale,
     reimport = card.reimport,
+    proxy = maybe(card.proxy), ca_file = maybe(card.ca_file), client_cert = maybe(card.client_cert),
+    client_key = maybe(card.client_key), headers = headers_json(card.headers), roots = roots_json(card.roots),
     tools = render.list(tools),
     authorization = render.grant_json(card.grant),
   }

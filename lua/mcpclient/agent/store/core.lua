@@ -121,6 +121,38 @@ function encode.env(value, name)
   return json.encode(value)
 end
 
+-- A server's plain request headers: NAME -> value, stored as a JSON object
+-- ("" for none). Which names and values an operator may give is the
+-- operator's check (agent/server_options.lua); here only the shape.
+function encode.headers(value, name)
+  if type(value) ~= "table" then error(string.format("%s must be a table of NAME = value", name), 4) end
+  if next(value) == nil then return "" end
+  for k, v in pairs(value) do
+    if type(k) ~= "string" or type(v) ~= "string" then
+      error(string.format("%s must be a table of NAME = value (strings)", name), 4)
+    end
+  end
+  return json.encode(value)
+end
+
+-- A server's roots: a list of { uri, name }, stored as a JSON array ("" for none).
+function encode.roots(value, name)
+  if type(value) ~= "table" then error(string.format("%s must be a list of { uri, name }", name), 4) end
+  if next(value) == nil then return "" end
+  local count = 0
+  for _ in pairs(value) do count = count + 1 end
+  if count ~= #value then error(string.format("%s must be a list of { uri, name }", name), 4) end
+  local list = {}
+  for i = 1, #value do
+    local root = value[i]
+    if type(root) ~= "table" or type(root.uri) ~= "string" or (root.name ~= nil and type(root.name) ~= "string") then
+      error(string.format("%s[%d] must be { uri = string, name = string or nil }", name, i), 4)
+    end
+    list[i] = { uri = root.uri, name = root.name }
+  end
+  return json.encode(json.array(list))
+end
+
 -- Add one more column and its value.
 local function append(columns, values, column, value)
   local n = #columns + 1
@@ -189,6 +221,30 @@ local function as_env(v)
   return map
 end
 
+-- Stored headers (JSON object of strings), {} when none or unreadable.
+local function as_headers(v)
+  v = as_string(v)
+  local map = v ~= "" and json.decode(v) or nil
+  if type(map) ~= "table" or json.is_array(map) then return {} end
+  for k, value in pairs(map) do
+    if type(k) ~= "string" or type(value) ~= "string" then return {} end
+  end
+  return map
+end
+
+-- Stored roots (JSON array of { uri, name }), {} when none or unreadable.
+local function as_roots(v)
+  v = as_string(v)
+  local list = v ~= "" and json.decode(v) or nil
+  if type(list) ~= "table" or not json.is_array(list) then return {} end
+  local out = {}
+  for i, root in ipairs(list) do
+    if type(root) ~= "table" or type(root.uri) ~= "string" then return {} end
+    out[i] = { uri = root.uri, name = type(root.name) == "string" and root.name or nil }
+  end
+  return out
+end
+
 -- The operator's re-import setting: "auto" only when stored so; anything
 -- else (a store from before the column, a typo) is "manual".
 local function as_reimport(v)
@@ -197,7 +253,7 @@ local function as_reimport(v)
 end
 
 local hydrate_as = { integer = as_integer, string = as_string, boolean = as_boolean, number = as_number,
-  command = as_command, env = as_env, reimport = as_reimport }
+  command = as_command, env = as_env, reimport = as_reimport, headers = as_headers, roots = as_roots }
 
 local function hydrator(spec)
   return function(row)

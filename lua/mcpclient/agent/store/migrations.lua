@@ -12,7 +12,8 @@
 --   mcp_server        operator-managed servers, reached by url or started by
 --                     command (stdio); the credential is a reference
 --                     (env:NAME or a resolver key), never the secret; what a
---                     change notice does to its catalogue (reimport)
+--                     change notice does to its catalogue (reimport); its
+--                     proxy, TLS files, plain headers and roots
 --   mcp_tool          machine-managed imported tools; tool_name UNIQUE
 --   tool_state        per-tool enablement override (tool_name UNIQUE)
 --   tool_group_state  per-group enablement override (group_name UNIQUE)
@@ -337,6 +338,24 @@ ALTER TABLE governance_event RENAME COLUMN crdate TO created_at;
 ALTER TABLE governance_event RENAME COLUMN be_user TO user_uid;
 DROP INDEX governance_event_crdate;
 CREATE INDEX governance_event_created ON governance_event (created_at);
+]],
+  },
+  {
+    -- How a server is reached and what it is told, beside its URL or
+    -- command: proxy ('' the environment's, 'none' no proxy, else the proxy's
+    -- URL); ca_file and client_cert (file paths); client_key (a file path or
+    -- a credential reference such as env:NAME: the key itself is never
+    -- stored); headers (a JSON object of non-secret request headers, NAME ->
+    -- value); roots (a JSON array of { uri, name }: the file:// roots the
+    -- server is told about). '' everywhere is what a row meant before.
+    description = "mcp_server: proxy, ca_file, client_cert, client_key, headers, roots",
+    sql = [[
+ALTER TABLE mcp_server ADD COLUMN proxy TEXT NOT NULL DEFAULT '';
+ALTER TABLE mcp_server ADD COLUMN ca_file TEXT NOT NULL DEFAULT '';
+ALTER TABLE mcp_server ADD COLUMN client_cert TEXT NOT NULL DEFAULT '';
+ALTER TABLE mcp_server ADD COLUMN client_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE mcp_server ADD COLUMN headers TEXT NOT NULL DEFAULT '';
+ALTER TABLE mcp_server ADD COLUMN roots TEXT NOT NULL DEFAULT '';
 ]],
   },
 }

@@ -21,12 +21,17 @@ local hydrate_server = core.hydrator {
   last_latency_ms = "integer", updated_at = "integer", created_at = "integer", deleted = "boolean",
   catalogue_stale = "boolean",
   command = "command", env = "env", cwd = "string", reimport = "reimport", reimport_pending = "integer",
+  proxy = "string", ca_file = "string", client_cert = "string", client_key = "string", headers = "headers",
+  roots = "roots",
 }
 
 local server_fields = {
   identifier = "string", name = "string", description = "string", url = "string", auth_credential = "string",
   auth_placement = "string", auth_header_name = "string", data_class = "string", requires_approval = "approval",
   enabled = "flag", command = "command", env = "env", cwd = "string", reimport = "string",
+  -- how it is reached beside its URL or command (checked by the operator's actions, agent/server_options.lua)
+  proxy = "string", ca_file = "string", client_cert = "string", client_key = "string", headers = "headers",
+  roots = "roots",
 }
 
 --- Add a server; unset fields take the table defaults. → uid

@@ -1,0 +1,231 @@
+--- How a configured server is reached and what it is told, beyond its URL
+--- or command: its proxy, the TLS files (a private CA, a client certificate
+--- and key), plain request headers and its roots. The operator's checks of
+--- each value (agent/operator.lua's add and edit use them) and the connect
+--- options a server row gives a connection (agent/catalogue.lua, login).
+--
+-- Stored forms (mcp_server): proxy "" (the environment's proxy, as curl reads
+-- HTTPS_PROXY and the rest), "none" (no proxy, whatever the environment
+-- says) or the proxy's URL; ca_file and client_cert file paths; client_key a
+-- file path or a credential reference (env:NAME or a resolver key) that
+-- resolves, at every connect, to the key file's path: the key itself is
+-- never stored; headers NAME -> value; roots a list of { uri, name }.
+local config = require "mcpclient.config"
+local credentials = require "mcpclient.credentials"
+local errors = require "mcpclient.errors"
+
+local server_options = {}
+
+server_options.PROXY_SCHEMES = { http = true, https = true, socks5h = true }
+server_options.MAX_HEADERS = 32
+server_options.MAX_ROOTS = 64
+-- A header value or root name longer than this is no setting an operator types.
+server_options.MAX_TEXT = 4096
+
+-- The fields of a row this module owns; every other field is the operator's.
+server_options.FIELDS = { proxy = "string", ca_file = "string", client_cert = "string", client_key = "string",
+  headers = "table", roots = "table" }
+-- The fields that only mean something over HTTP.
+server_options.HTTP_ONLY = { "proxy", "ca_file", "client_cert", "client_key", "headers" }
+
+local HEADER_NAME = "^[!#$%%&'*+.^_`|~%w-]+$"
+
+-- Header names an operator may not set as plain headers: the credential's
+-- (secrets go through the credential reference, which is resolved per leg and
+-- never stored or logged), the ones the client writes itself (the host, the
+-- body's type and length, what it accepts) and the protocol's own (Mcp-*).
+local RESERVED = { authorization = true, ["proxy-authorization"] = true, cookie = true, host = true, accept = true }
+local RESERVED_PREFIXES = { "content-", "mcp-" }
+
+--- Why a plain header cannot be configured, or nil when it can.
+-- @param name the header's name
+-- @param value its value
+-- @return reason | nil
+function server_options.header_problem(name, value)
+  if type(name) ~= "string" or not name:match(HEADER_NAME) then
+    return "a header name is letters, digits and !#$%&'*+-.^_`|~ (no blank, no colon)"
+  end
+  local lower = name:lower()
+  if RESERVED[lower] then
+    return string.format("%s is not a plain header: %s", name, (lower == "authorization"
+      or lower == "proxy-authorization" or lower == "cookie")
+      and "a secret goes through the credential (--credential env:NAME, --placement, --header-name)"
+      or "the client writes it itself")
+  end
+  for _, prefix in ipairs(RESERVED_PREFIXES) do
+    if lower:sub(1, #prefix) == prefix then
+      return string.format("%s is not a plain header: the client writes the %s* headers itself", name,
+        name:sub(1, #prefix))
+    end
+  end
+  if type(value) ~= "string" then return "a header value is text" end
+  if value:find("[\r\n%z]") or value:gsub("\t", ""):find("[%c\127]") then
+    return string.format("the value of %s has a line break or another control character", name)
+  end
+  if #value > server_options.MAX_TEXT then return string.format("the value of %s is too long", name) end
+  if config.looks_secret(name, value) then
+    return string.format("%s looks like a secret: give it as the credential (--credential env:NAME "
+      .. "--placement header --header-name %s)", name, name)
+  end
+  return nil
+end
+
+--- Why a set of plain headers cannot be configured, or nil.
+function server_options.headers_problem(headers)
+  local count = 0
+  for name, value in pairs(headers) do
+    count = count + 1
+    local problem = server_options.header_problem(name, value)
+    if problem then return problem end
+  end
+  if count > server_options.MAX_HEADERS then
+    return string.format("at most %d headers", server_options.MAX_HEADERS)
+  end
+  -- two spellings of one name would be sent as two headers
+  local seen = {}
+  for name in pairs(headers) do
+    if seen[name:lower()] then return string.format("the header %s is given twice", name) end
+    seen[name:lower()] = true
+  end
+  return nil
+end
+
+--- Why a list of roots cannot be configured, or nil. A root is
+--- { uri = "file://...", name = optional text }.
+function server_options.roots_problem(roots)
+  if type(roots) ~= "table" then return "roots are a list of { uri, name }" end
+  local count = 0
+  for _ in pairs(roots) do count = count + 1 end
+  if count ~= #roots then return "roots are a list of { uri, name }" end
+  if #roots > server_options.MAX_ROOTS then return string.format("at most %d roots", server_options.MAX_ROOTS) end
+  local seen = {}
+  for i, root in ipairs(roots) do
+    if type(root) ~= "table" or type(root.uri) ~= "string" then
+      return string.format("root %d has no uri", i)
+    end
+    if not root.uri:lower():match("^file://") then return string.format("root %d is not a file:// URI", i) end
+    if root.uri:find("[%c%s\127]") or #root.uri > server_options.MAX_TEXT then
+      return string.format("root %d is not a URI (blanks or control characters)", i)
+    end
+    if root.name ~= nil and (type(root.name) ~= "string" or root.name:find("[%c\127]")
+        or #root.name > server_options.MAX_TEXT) then
+      return string.format("the name of root %d is not one line of text", i)
+    end
+    if seen[root.uri] then return string.format("root %d is given twice", i) end
+    seen[root.uri] = true
+  end
+  return nil
+end
+
+--- Why a proxy setting cannot be stored, or nil. "" (the environment's),
+--- "none", or scheme://host[:port] with scheme http, https or socks5h.
+--- A proxy's user and password are refused: the row would hold them in clear.
+function server_options.proxy_problem(proxy)
+  if proxy == "" or proxy == "none" then return nil end
+  local scheme, authority, rest = proxy:match("^(%a[%w+.-]*)://([^/?#]*)(.*)$")
+  if not scheme then return 'the proxy is a URL (http://, https:// or socks5h://HOST:PORT) or "none"' end
+  if not server_options.PROXY_SCHEMES[scheme:lower()] then
+    return "a proxy's scheme is http, https or socks5h (socks5h: the proxy resolves the names)"
+  end
+  if authority:find("@", 1, true) then
+    return "a proxy URL carries no user or password (the setting is stored in clear)"
+  end
+  if rest ~= "" and rest ~= "/" then return "a proxy URL has no path, query or fragment" end
+  local host, port = authority:match("^(%[[%x:.]+%])(.*)$")
+  if not host then host, port = authority:match("^([%w.-]+)(.*)$") end
+  if not host or host == "" then return "the proxy URL names no host" end
+  if port ~= "" then
+    local digits = port:match("^:(%d+)$")
+    local n = digits and tonumber(digits)
+    if not n or n < 1 or n > 65535 then return "the proxy's port is a number from 1 to 65535" end
+  end
+  return nil
+end
+
+--- Why `path` is no readable file, or nil. Nothing of the file is shown.
+function server_options.file_problem(path)
+  if path == "" or path:find("[%c\127]") then return "is not a file path" end
+  local file = io.open(path, "rb")
+  if not file then return "names no file this process can read" end
+  local ok, chunk = pcall(file.read, file, 1)
+  file:close()
+  if not ok or chunk == nil then return "names no readable file (a directory, or an empty file)" end
+  return nil
+end
+
+-- Whether a client key setting is a credential reference rather than a path.
+local function key_reference(value)
+  return value:match("^env:") ~= nil
+end
+
+--- Why a client key setting cannot be stored, or nil: a readable file, an
+--- env:NAME reference, or a key the resolver resolves. The value itself is
+--- never repeated (it may be the key, typed in the wrong place).
+function server_options.client_key_problem(value, resolver)
+  if key_reference(value) then
+    if not value:match("^env:[A-Za-z_][A-Za-z0-9_]*$") then
+      return "an env: reference names an environment variable (letters, digits and _)"
+    end
+    return nil
+  end
+  if value:find("-----BEGIN", 1, true) or value:find("[\r\n]") then
+    return "is the key itself, which is never stored: give the key file's path, or env:NAME"
+  end
+  if server_options.file_problem(value) == nil then return nil end
+  if resolver and not value:find("%c") then
+    local ok, resolved = pcall(resolver, value)
+    if ok and type(resolved) == "string" and resolved ~= "" then return nil end
+  end
+  return "names no readable file (the value is not repeated: give the key file's path, or env:NAME)"
+end
+
+-- A failure value about the row's settings (kind "configuration").
+local function unusable(row, detail)
+  return errors.fail("configuration", { server = row.identifier, detail = detail })
+end
+
+--- The connect options a row's settings give, added to `spec` (a table
+--- mcp.connect takes): only what is set, so a row without them connects as
+--- before. proxy false for "none"; a client key reference is resolved to the
+--- key file's path here, at every connect.
+-- @param row a server row (hydrated: headers a table, roots a list)
+-- @param spec the connect options being built (changed in place)
+-- @param resolver the host's credential resolver (optional)
+-- @return spec | nil, message, err (kind "configuration": a key reference that does not resolve)
+function server_options.apply(row, spec, resolver)
+  local http = type(row.command) ~= "table"
+  if http then
+    local proxy = row.proxy
+    if proxy == "none" then
+      spec.proxy = false
+    elseif type(proxy) == "string" and proxy ~= "" then
+      spec.proxy = proxy
+    end
+    for _, field in ipairs { "ca_file", "client_cert" } do
+      if type(row[field]) == "string" and row[field] ~= "" then spec[field] = row[field] end
+    end
+    local key = row.client_key
+    if type(key) == "string" and key ~= "" then
+      if key_reference(key) or (resolver and server_options.file_problem(key) ~= nil) then
+        local path, why = credentials.resolve(key, resolver)
+        if not path then return unusable(row, "its client key reference does not resolve: " .. why) end
+        spec.client_key = path
+      else
+        spec.client_key = key
+      end
+    end
+    if type(row.headers) == "table" and next(row.headers) ~= nil then
+      local headers = {}
+      for name, value in pairs(row.headers) do headers[name] = value end
+      spec.headers = headers
+    end
+  end
+  if type(row.roots) == "table" and #row.roots > 0 then
+    local roots = {}
+    for i, root in ipairs(row.roots) do roots[i] = { uri = root.uri, name = root.name } end
+    spec.roots = roots
+  end
+  return spec
+end
+
+return server_options
