@@ -8,6 +8,7 @@
 -- at most one health contact, when it completes. A failure arrives as `nil,
 -- message, err` and is handed to the caller unchanged. Everything else here
 -- is local.
+local answers = require "mcpclient.answers"
 local command = require "mcpclient.command"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
@@ -67,6 +68,7 @@ local option_types = {
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
   on_elicitation = "function", max_input_rounds = "number", tasks = "boolean", on_change = "function",
+  on_sampling = "function", roots = "table",
   cache = "boolean", listen = "boolean", command = "table", env = "table",
   cwd = "string", validate_output = "boolean",
 }
@@ -241,6 +243,8 @@ function client.connect(options)
     },
     session = session.new(channel, { identifier = options.identifier, protocol = options.protocol or "auto",
       on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
+      -- roots and sampling: declared only when given; the roots checked (file:// URIs) before anything is sent
+      on_sampling = options.on_sampling, roots = options.roots and answers.roots(options.roots, "connect", 2),
       on_log = options.on_log,
       on_notice = function(kind, uri) self.hooks.notice(kind, uri) end,
       -- Notices are listened for while the host has a handler, a cache or a subscription, unless
@@ -841,6 +845,24 @@ function Connection:ping(opts)
   }
 end
 
+--- Replace the roots the client answers a server's roots/list with (`roots`:
+--- as the connect option, file:// URIs only; raises on a bad one, and when
+--- the connection was made without roots: the capability was not declared).
+--- Where the era announces a change (2025-11-25) and the era is open, the
+--- server is sent notifications/roots/list_changed; in the 2026-07-28 era,
+--- which has none, the server's next roots/list input request gets them.
+--- The new roots are kept even when the notice could not be sent.
+-- @return true | nil, message, err
+function Connection:set_roots(roots, opts)
+  if self.session.answers.roots == nil then
+    error("set_roots: this connection was made without roots (the capability was not declared); "
+      .. "give roots = {} to connect to set them later", 2)
+  end
+  local kept = answers.roots(roots, "set_roots", 2)
+  local op = open_operation(self, opts)
+  return self.session:set_roots(op, kept)
+end
+
 --- What the handshake (or discovery) learned: { era, protocol_version,
 --- server_info, capabilities, instructions, transport ("http" | "stdio"),
 --- pid (over stdio: the running server process, nil when none runs) }, or
@@ -1010,7 +1032,7 @@ end
 --- object to this list.
 client.METHODS = { "list_tools", "each_tool_page", "call_tool", "task", "skills", "read_skill", "ping", "server",
   "close", "list_resources", "each_resource_page", "list_resource_templates", "read_resource", "list_prompts",
-  "get_prompt", "complete", "subscribe", "unsubscribe" }
+  "get_prompt", "complete", "subscribe", "unsubscribe", "set_roots" }
 
 client.Connection = Connection
 return client

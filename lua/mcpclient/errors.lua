@@ -300,13 +300,18 @@ errors.KINDS = {
     end,
   },
   input_required = {
-    cause = "the server asked for input mid-request (elicitation, sampling or roots: err.asked) and no handler "
+    cause = "the server asked for input mid-request (elicitation, sampling or roots: err.asked) and the client's "
+      .. "sampling handler refused it (err.refused), or no handler "
       .. "for it was given, or it still asked after max_input_rounds answers (err.rounds)",
     action = "give the connection a handler for that input, or use a tool that needs none; nothing was sent again",
     message = function(f)
       if f.rounds then
         return string.format("%s still asked for input to complete %s after %d rounds of answers; it was not "
           .. "answered again.", on(f), clip(f.method or "the request"), f.rounds)
+      end
+      if f.refused then
+        return string.format("%s asked for input to complete %s (%s) and the client refused it (%s); nothing was "
+          .. "sent again.", on(f), clip(f.method or "the request"), clip(f.asked or "?"), clip(f.refused))
       end
       return string.format("%s needs input to complete %s%s, and this client has no handler for it.", on(f),
         clip(f.method or "the request"), f.asked and (" (it asked for " .. clip(f.asked) .. ")") or "")

@@ -11,6 +11,7 @@
 -- docs/ARCHITECTURE.md) moves the messages and says whether a request was
 -- written. A failure of any leg arrives as `nil, message, err` and is handed
 -- on unchanged.
+local answers = require "mcpclient.answers"
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
@@ -40,7 +41,8 @@ local Session = {}
 Session.__index = Session
 
 --- A session over `channel`.
--- @param options { identifier, protocol ("auto" | a revision of era.ERAS), on_elicitation,
+-- @param options { identifier, protocol ("auto" | a revision of era.ERAS), on_elicitation, on_sampling,
+--   roots (a list answers.roots checked),
 --   max_input_rounds (default session.MAX_INPUT_ROUNDS), on_log, on_notice = function(kind, uri) (a
 --   change notice arrived: "tools", "resources", "prompts" or "resource"), listening = { off (the
 --   host said listen = false), always (notices are listened for while the connection lives: a
@@ -58,6 +60,9 @@ function session.new(channel, options)
     identifier = options.identifier,
     protocol = options.protocol,
     on_elicitation = options.on_elicitation,
+    -- what the client answers when a server asks, declared as capabilities only when given:
+    -- { elicitation (handler), sampling (handler), roots (the checked list, replaced by set_roots) }
+    answers = { elicitation = options.on_elicitation, sampling = options.on_sampling, roots = options.roots },
     max_input_rounds = options.max_input_rounds or session.MAX_INPUT_ROUNDS,
     -- the host's functions, kept apart so none reads as a method of the session
     host = { on_notice = options.on_notice },
@@ -116,13 +121,32 @@ function session.elicited(handler, params)
   return result
 end
 
--- The answer to a server request: a ping gets {}, an elicitation the host's
--- handler's answer when there is one, anything else "method not found", so
--- no server ever waits on a handler this client does not have.
+-- A sampling request through the host's handler (answers.sampled): the
+-- result, or nil and the error for the server; a handler that raised or
+-- answered out of shape is also told to the host's warning hook.
+local function sampled(self, params)
+  local result, refusal = answers.sampled(self.answers.sampling, params, self.identifier)
+  if not result and refusal.fault and self.host.warn then
+    pcall(self.host.warn, refusal.fault)
+  end
+  return result, refusal
+end
+
+-- The answer to a server request: a ping gets {}, an elicitation, a
+-- sampling request or roots/list what the host gave for it (the handler's
+-- answer, the roots), anything else "method not found", so no server ever
+-- waits on a handler this client does not have.
 local function reply_to(self, method, params)
   if method == "ping" then return '"result":{}' end
+  local given = self.answers
   if method == "elicitation/create" and self.on_elicitation then
     return '"result":' .. json.encode(session.elicited(self.on_elicitation, params))
+  elseif method == "roots/list" and given.roots then
+    return '"result":' .. json.encode(answers.roots_result(given.roots))
+  elseif method == "sampling/createMessage" and given.sampling then
+    local result, refusal = sampled(self, params)
+    if not result then return '"error":' .. json.encode { code = refusal.code, message = refusal.message } end
+    return '"result":' .. json.encode(result)
   end
   return '"error":{"code":' .. METHOD_NOT_FOUND .. ',"message":"Method not found"}'
 end
@@ -285,7 +309,7 @@ local function send(self, op, state, method, params, how)
   self.last_id = id
   if op.on_progress then params = with_progress_token(params, id) end
   if state then
-    params = (state.era or era.of(state)).envelope(params, state.version, self.on_elicitation,
+    params = (state.era or era.of(state)).envelope(params, state.version, self.answers,
       how and how.capabilities)
   end
   local body, why = core.rpc_request(id, method, params)
@@ -295,6 +319,7 @@ local function send(self, op, state, method, params, how)
   -- the GET stream is held while something listens for what may arrive there (listens, inline)
   local listening = self.listening
   local listen = self.on_elicitation ~= nil or self.on_log ~= nil or op.on_progress ~= nil
+    or self.answers.sampling ~= nil or self.answers.roots ~= nil
   local call = { id = id, method = method, params = params, body = body, state = state,
     decoding = how and how.decoding, mirror = how and how.mirror,
     standing = how and how.standing, settle_seconds = how and how.settle_seconds,
@@ -330,7 +355,7 @@ local function opener(self)
   host = {
     identifier = self.identifier,
     protocol = self.protocol,
-    on_elicitation = self.on_elicitation,
+    answers = self.answers,
     send = function(op, state, method, params) return send(self, op, state, method, params) end,
     notify = function(op, state, message) return self.channel:notify(op, state, message) end,
   }
@@ -387,18 +412,48 @@ local MAX_INPUT_REQUESTS = 16    -- input requests in one round, at most
 -- the requests a server may answer with input_required
 local ASKS_INPUT = { ["tools/call"] = true, ["prompts/get"] = true, ["resources/read"] = true }
 
--- The answers to a round's inputRequests (key -> ElicitResult), or nil when
--- one asks for input no handler of this client gives (the result then fails
--- input_required, naming what it asked).
-local function input_responses(self, requests)
+--- The answer to one input request of the 2026-07-28 era (an inputRequests
+--- entry: { method, params }) through what the host gave: an ElicitResult,
+--- a ListRootsResult or a CreateMessageResult. nil when no handler of this
+--- client answers it; nil, refusal { code, message } when the sampling
+--- handler refused or failed (the request cannot complete: an input
+--- request has no error answer).
+function Session:input_answer(request)
+  local given, method = self.answers, type(request) == "table" and request.method or nil
+  if method == "elicitation/create" and given.elicitation then
+    return session.elicited(given.elicitation, request.params)
+  elseif method == "roots/list" and given.roots then
+    return answers.roots_result(given.roots)
+  elseif method == "sampling/createMessage" and given.sampling then
+    local result, refusal = sampled(self, request.params)
+    if not result then return nil, refusal end
+    return result
+  end
+  return nil
+end
+
+-- Does the host answer any input a server may ask for?
+local function answers_input(self)
+  local given = self.answers
+  return given.elicitation ~= nil or given.sampling ~= nil or given.roots ~= nil
+end
+
+-- The answers to a round's inputRequests (key -> result), or nil when one
+-- asks for input no handler of this client gives (the result then fails
+-- input_required, naming what it asked), or nil, message, err when the
+-- sampling handler refused one (input_required, naming the refusal).
+local function input_responses(self, requests, method)
   local responses, count = {}, 0
   for key, request in pairs(requests) do
     count = count + 1
-    if count > MAX_INPUT_REQUESTS or type(key) ~= "string" or type(request) ~= "table"
-        or request.method ~= "elicitation/create" or not self.on_elicitation then
-      return nil
+    if count > MAX_INPUT_REQUESTS or type(key) ~= "string" then return nil end
+    local answer, refusal = self:input_answer(request)
+    if refusal then
+      return fail("input_required", { server = self.identifier, method = method, asked = request.method,
+        refused = refusal.message })
     end
-    responses[key] = session.elicited(self.on_elicitation, request.params)
+    if answer == nil then return nil end
+    responses[key] = answer
   end
   return responses
 end
@@ -415,7 +470,7 @@ left for the era's complete to refuse) | nil, message, err
 ]]
 local function answer_input(self, op, state, method, params, how, reply)
   local rounds = 0
-  while ASKS_INPUT[method] and reply.result.resultType == "input_required" and self.on_elicitation do
+  while ASKS_INPUT[method] and reply.result.resultType == "input_required" and answers_input(self) do
     local result = reply.result
     local requests, request_state = result.inputRequests, result.requestState
     if (requests ~= nil and (type(requests) ~= "table" or json.is_array(requests)))
@@ -429,14 +484,19 @@ local function answer_input(self, op, state, method, params, how, reply)
     end
     local responses
     if requests ~= nil then
-      responses = input_responses(self, requests)
+      local message, err
+      responses, message, err = input_responses(self, requests, method)
+      if err then return nil, message, err end
       if not responses then return reply end
     end
     rounds = rounds + 1
     if op.on_input then
       -- what was asked and answered, never the answers' content
       local answered = {}
-      for key, response in pairs(responses or {}) do answered[key] = response.action end
+      -- (an elicitation's action; "roots" or "sampled" for the other inputs)
+      for key, response in pairs(responses or {}) do
+        answered[key] = response.action or (requests[key].method == "roots/list" and "roots" or "sampled")
+      end
       op.on_input { round = rounds, answers = answered, state = request_state ~= nil }
     end
     local retry = {}
@@ -693,6 +753,21 @@ function Session:drain(op)
   local reading = { state = state }  -- no request of its own: what arrives is the session's
   reading.on_message = function(message) on_message(self, op, reading, message) end
   self.channel:drain(op, reading)
+end
+
+local ROOTS_CHANGED = { method = "notifications/roots/list_changed",
+  body = '{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}' }
+
+--- Answer with `roots` (a list answers.roots checked) from now on, and tell
+--- the server where its era announces a change (roots_notice) and the era is
+--- open; where it does not, the server's next roots/list input request gets
+--- them.
+-- @return true | nil, message, err
+function Session:set_roots(op, roots)
+  self.answers.roots = roots
+  local state = self.state
+  if not state or not era.of(state).roots_notice then return true end
+  return self.channel:notify(op, state, ROOTS_CHANGED)
 end
 
 --- End the era's state on the server (bounded by `op`) and close the channel.

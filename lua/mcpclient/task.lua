@@ -24,7 +24,6 @@ local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local era = require "mcpclient.era"
-local session = require "mcpclient.session"
 
 local json = core.json
 local fail = errors.fail
@@ -269,7 +268,8 @@ local function get(self, op)
 end
 
 -- The 2026-07-28 input a task waits for: each request not answered yet
--- goes to the host's elicitation handler, and the answers go back with
+-- goes to what the host gave for it (the elicitation or sampling handler,
+-- the roots: session:input_answer), and the answers go back with
 -- tasks/update. → true | nil, message, err
 local function answer_inputs(self, op, detail)
   local requests = detail.inputRequests
@@ -280,12 +280,12 @@ local function answer_inputs(self, op, detail)
   for key, request in pairs(requests) do
     if not self.seen[key] then
       local method = type(request) == "table" and request.method or nil
-      local handler = self.host.session.on_elicitation
-      if method ~= "elicitation/create" or not handler then
+      local answer, refusal = self.host.session:input_answer(request)
+      if answer == nil then
         return fail("input_required", { server = self.host.identifier, method = "the task " .. self.handle.id,
-          asked = core.label(tostring(method)) })
+          asked = core.label(tostring(method)), refused = refusal and refusal.message })
       end
-      responses[key] = session.elicited(handler, request.params)
+      responses[key] = answer
       count = count + 1
     end
   end

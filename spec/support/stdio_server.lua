@@ -33,7 +33,9 @@
 -- env {name} (the value of a variable, or "unset"), cwd, grandchild (starts a
 -- process in its group that ignores SIGTERM; answers its pid), pid, notices
 -- (the notifications received so far, as "method:requestId"), asked (the methods of the
--- requests received so far, this one excepted).
+-- requests received so far, this one excepted), ask {method, params} (sends that request to the
+-- client, 2025 era, and answers "answered <the client's answer as JSON, without jsonrpc>"),
+-- opening (the capabilities the initialize request declared, as JSON).
 local core = require "mcpclient.core"
 local json = core.json
 
@@ -82,7 +84,7 @@ end
 
 local TOOLS = {}
 for _, name in ipairs { "echo", "die", "slow", "progress", "elicit", "env", "cwd", "grandchild", "pid", "notices",
-  "asked" } do
+  "asked", "ask", "opening" } do
   TOOLS[#TOOLS + 1] = { name = name, description = "the " .. name .. " tool",
     inputSchema = { type = "object", properties = {} } }
 end
@@ -97,6 +99,8 @@ end
 local notices = {}
 -- The methods of the requests received, for the tool "asked".
 local asked = {}
+-- The capabilities the initialize request declared, for the tool "opening".
+local declared = nil
 
 -- Read one line within `seconds` without blocking the answer: a cancel
 -- notice that arrives meanwhile is remembered.
@@ -163,6 +167,13 @@ local function call(id, params)
     local answer = read_message()
     return text(id, "elicited " .. json.encode(answer and answer.result or json.null))
   end
+  if name == "ask" then
+    send { jsonrpc = "2.0", id = "s1", method = args.method, params = args.params }
+    local answer = read_message() or {}
+    answer.jsonrpc = nil
+    return text(id, "answered " .. json.encode(answer))
+  end
+  if name == "opening" then return text(id, json.encode(declared or json.null)) end
   if name == "env" then return text(id, os.getenv(args.name) or "unset") end
   if name == "cwd" then
     local p = io.popen("pwd")
@@ -223,6 +234,7 @@ while true do
   elseif method == "initialize" and mode == "garbage_open" then
     out:write("starting up... this is not json\n")
   elseif method == "initialize" then
+    declared = type(message.params) == "table" and message.params.capabilities or nil
     local capabilities = { tools = {} }
     if mode == "changing" then capabilities.resources = { listChanged = true } end
     result(id, { protocolVersion = "2025-11-25", capabilities = capabilities,

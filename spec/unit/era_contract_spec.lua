@@ -101,6 +101,27 @@ describe("the era contract", function()
     end
     assert.equal(era.named("legacy"), era.of({ id = "a session kept by a handle" }))
   end)
+
+  it("every era declares exactly what the host gave (answers), and says whether a roots change is announced",
+    function()
+      local handler = function() end
+      local expected = {
+        legacy = { none = {}, all = { elicitation = {}, sampling = {}, roots = { listChanged = true } },
+          notice = true },
+        modern = { none = nil, all = { elicitation = { form = {}, url = {} }, sampling = {}, roots = {} },
+          notice = false },
+      }
+      for _, e in ipairs(era.ERAS) do
+        local want = expected[e.name]
+        assert.same(want.none, e.capabilities({}))
+        assert.same(want.all, e.capabilities({ elicitation = handler, sampling = handler, roots = {} }))
+        local only = e.capabilities({ roots = {} })
+        assert.is_nil(only.sampling)
+        assert.is_nil(only.elicitation)
+        assert.is_not_nil(only.roots)
+        assert.equal(want.notice, e.roots_notice)
+      end
+    end)
 end)
 
 describe("negotiation (era.negotiate)", function()

@@ -101,9 +101,10 @@ describe("object shapes", function()
     assert.same(sorted(set(client.METHODS)), sorted(callable(conn)))
   end)
 
-  it("the session offers open, request, listen, drain, ping and close", function()
+  it("the session offers open, request, listen, drain, ping, close, set_roots and input_answer", function()
     local conn <close> = connect()
-    assert.same({ "close", "drain", "listen", "open", "ping", "request" }, sorted(callable(conn.session)))
+    assert.same({ "close", "drain", "input_answer", "listen", "open", "ping", "request", "set_roots" },
+      sorted(callable(conn.session)))
     -- and its module the constructor and the one answer to an elicitation both eras give (a task's
     -- input requests are answered by the same rule as a server request)
     assert.same({ "elicited", "new" }, sorted(callable(session)))

@@ -25,7 +25,7 @@ legacy.versions = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
 
 -- opened by the initialize handshake, which may open a session
 legacy.discovered = false
--- a server request on a response stream is answered (ping, elicitation, "method not found")
+-- a server request on a response stream is answered (ping, elicitation, sampling, roots, "method not found")
 legacy.answers_server_requests = true
 -- a response stream may be resumed with Last-Event-ID
 legacy.resumable = true
@@ -50,11 +50,21 @@ function legacy.refreshed(state)
   return state
 end
 
---- What the client declares, in the initialize request: elicitation only
---- when the host gave a handler. (Nothing per request in this revision.)
-function legacy.capabilities(on_elicitation)
-  return on_elicitation and { elicitation = {} } or {}
+--- What the client declares, in the initialize request: each capability
+--- only when the host gave what answers it (`answers`: { elicitation,
+--- sampling (handlers), roots (the list) }); roots with listChanged, since
+--- conn:set_roots announces a change. (Nothing per request in this revision.)
+function legacy.capabilities(answers)
+  local declared = {}
+  if not answers then return declared end
+  if answers.elicitation then declared.elicitation = {} end
+  if answers.sampling then declared.sampling = {} end
+  if answers.roots then declared.roots = { listChanged = true } end
+  return declared
 end
+
+-- a change of the roots is announced (notifications/roots/list_changed)
+legacy.roots_notice = true
 
 -- A session id goes back to the server in a header on every request, so it
 -- may hold only visible ASCII (0x21-0x7E), as the protocol requires; anything
@@ -106,8 +116,8 @@ local INITIALIZED = { method = "notifications/initialized",
 function legacy.open(host, op)
   local params = {
     protocolVersion = legacy.revision,
-    -- a capability only for a handler the host gave
-    capabilities = legacy.capabilities(host.on_elicitation),
+    -- a capability only for what the host gave
+    capabilities = legacy.capabilities(host.answers),
     clientInfo = { name = "mcpclient", version = core.version },
   }
   local reply, message, err = host.send(op, nil, "initialize", params)

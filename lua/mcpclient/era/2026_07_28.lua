@@ -559,11 +559,19 @@ this.cancel_notice = false
 -- change notices: subscriptions/listen, beside a request or standing
 this.listens = "listen"
 
---- What the client declares in each request's envelope: elicitation in both
---- modes, only when the host gave a handler, and what the request itself asks
---- to declare (the tasks extension, when the host asked for tasks).
-function this.capabilities(on_elicitation, asked)
-  local declared = on_elicitation and { elicitation = { form = {}, url = {} } } or nil
+--- What the client declares in each request's envelope: each capability
+--- only when the host gave what answers it (`answers`: { elicitation,
+--- sampling (handlers), roots (the list) }; elicitation in both modes), and
+--- what the request itself asks to declare (the tasks extension, when the
+--- host asked for tasks).
+function this.capabilities(answers, asked)
+  local declared
+  if answers and (answers.elicitation or answers.sampling or answers.roots) then
+    declared = {}
+    if answers.elicitation then declared.elicitation = { form = {}, url = {} } end
+    if answers.sampling then declared.sampling = {} end
+    if answers.roots then declared.roots = {} end
+  end
   if asked then
     declared = declared or {}
     for name, value in pairs(asked) do declared[name] = value end
@@ -573,11 +581,16 @@ end
 
 --- What a request carries in this revision: the envelope, declaring what the
 --- client can answer (this.capabilities).
-function this.envelope(params, version, on_elicitation, asked)
+function this.envelope(params, version, answers, asked)
   -- (nothing to declare, the common case, needs no call)
-  local declared = (on_elicitation or asked) and this.capabilities(on_elicitation, asked) or nil
+  local declared = (answers or asked) and this.capabilities(answers, asked) or nil
   return modern.envelope(params, version, declared)
 end
+
+-- no change notice for roots in this revision: the server asks for them
+-- (an inputRequests entry) each time it needs them, and the next answer
+-- carries the roots as they are then
+this.roots_notice = false
 
 -- a tools/call, prompts/get or resources/read may be answered input_required,
 -- answered through the host's handler and sent again (the session's rounds)

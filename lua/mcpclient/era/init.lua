@@ -22,8 +22,10 @@ era.CONTRACT = {
   discovered = "boolean",             -- opened by server/discover (true) or a handshake (false)
   open = "function",                  -- open(host, op[, version]): the opening (see era.negotiate)
   state = "function",                 -- the state an opening leaves
-  envelope = "function",              -- envelope(params, version, on_elicitation, asked): what a request carries
-  capabilities = "function",          -- capabilities(on_elicitation, asked): what the client declares
+  envelope = "function",              -- envelope(params, version, answers, asked): what a request carries
+  capabilities = "function",          -- capabilities(answers, asked): what the client declares (answers:
+                                      -- { elicitation, sampling, roots }, what the host gave)
+  roots_notice = "boolean",           -- a change of the client's roots is announced (roots/list_changed)
   complete = "function",              -- complete(result, server, method, task_ok): is the answer final
   asks_input = "boolean",             -- a result may ask for input (input_required), answered in rounds
   ping_method = "string",             -- how the session asks whether the server is there
@@ -191,7 +193,7 @@ revision the server names, and when the server turned out to be of an era
 opened by a handshake, that handshake (initialize). A pinned revision opens
 its own era only: a handshake era's handshake at once; a discovered era's
 discovery, whose refusal is returned.
-`host`: { identifier, protocol ("auto" | a revision), on_elicitation,
+`host`: { identifier, protocol ("auto" | a revision), answers (what the client answers: capabilities),
   send = function(op, state, method, params) -> reply | nil, message, err,
   notify = function(op, state, message) -> true | nil, message, err }
 @param eras the eras to choose from (era.ERAS when nil), newest first
