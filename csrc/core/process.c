@@ -35,6 +35,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -70,7 +71,8 @@ typedef struct Proc {
   int broken;       /* stdout is no longer read: EOF, or a refused line */
   char *line;       /* stdout bytes not yet handed out as lines */
   size_t line_len, line_size;
-  size_t line_at; /* where the bytes not yet handed out start: lines are taken without moving the rest */
+  size_t line_at;   /* where the bytes not yet handed out start: lines are taken without moving the rest */
+  size_t line_seen; /* from line_at up to here no \n: a line arriving in pieces is scanned once */
   char ring[RING_BYTES]; /* stderr, newest bytes, as a circle */
   size_t ring_at, ring_len;
   struct Proc *prev, *next;  /* the live list the exit handler ends */
@@ -79,6 +81,8 @@ typedef struct Proc {
   struct mcp_engine *engine; /* the engine that owns stdout and stderr while they are open */
   int out_owned;             /* stdout is read by the engine's turns (not at the cap, memory enough) */
   ino_t pipes[3];            /* the inodes of its stdin, stdout and stderr pipes: who holds the child's end */
+  int pidfd;     /* the child's pidfd, in the engine until it exits; -1 when none (or it exited) */
+  int hold_pipe; /* the host handles SIGPIPE itself: each write blocks it (see pipe_rule) */
 } Proc;
 
 /* ==================================================================== */
@@ -151,6 +155,56 @@ static void hold_subreaper(int on) {
 }
 
 /*
+** How writes to a child's stdin keep a closed pipe from ending the host,
+** decided when a child is started; 1 when each write must block SIGPIPE.
+** A library that writes to pipes must not be killed by one whose reader
+** went away: it learns of that from EPIPE. So a SIGPIPE left at its default
+** (terminate) is set to ignored, once, for the whole process; one ignored
+** already stays so. Each write then costs no signal-mask calls (a pipe has
+** no MSG_NOSIGNAL: that flag is send's, and send refuses a pipe). A host
+** that installed a handler of its own keeps it: for such a host every write
+** blocks SIGPIPE around it (two mask calls), so the handler never sees a
+** signal of ours. The child is unaffected: posix_spawn gives it every
+** signal at its default (POSIX_SPAWN_SETSIGDEF). Other programs the host
+** starts itself (system, popen) inherit the ignored SIGPIPE, as under any
+** runtime that ignores it (Python, Node). A handler the host installs after
+** a child started is not seen by that child's writes.
+*/
+static int pipe_rule(void) {
+  struct sigaction now;
+  int hold = 0;
+  pthread_mutex_lock(&live_lock);
+  if (sigaction(SIGPIPE, NULL, &now) == 0) {
+    if (now.sa_flags & SA_SIGINFO) hold = 1;
+    else if (now.sa_handler == SIG_DFL) {
+      struct sigaction ignore;
+      memset(&ignore, 0, sizeof ignore);
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      hold = sigaction(SIGPIPE, &ignore, NULL) != 0;
+    } else hold = now.sa_handler != SIG_IGN;
+  } else hold = 1;
+  pthread_mutex_unlock(&live_lock);
+  return hold;
+}
+
+/*
+** After EPIPE on a write made with SIGPIPE ignored: a signal blocked when it
+** is raised stays pending even though ignored (it is discarded when
+** unblocked), so a host that blocks SIGPIPE in this thread would find ours
+** pending; take it back. Only on EPIPE: the mask is looked at then.
+*/
+static void forget_pipe_signal(void) {
+  sigset_t mask, pending, pipe_set;
+  struct timespec zero = {0, 0};
+  if (pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0 || !sigismember(&mask, SIGPIPE)) return;
+  if (sigpending(&pending) != 0 || !sigismember(&pending, SIGPIPE)) return;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigtimedwait(&pipe_set, NULL, &zero);
+}
+
+/*
 ** In the child of a fork: the handles it inherited are its parent's.
 */
 static void forked(void) {
@@ -205,8 +259,8 @@ static void close_fd(int *fd) {
 }
 
 /*
-** Close stdout or stderr (*fd, one of p's), first taking it out of the
-** engine. Only the process that started the child touches the engine: a
+** Close stdout, stderr or the pidfd (*fd, one of p's), first taking it out
+** of the engine. Only the process that started the child touches the engine: a
 ** fork of the host shares its epoll set with its parent.
 */
 static void drop_fd(Proc *p, int *fd) {
@@ -542,6 +596,7 @@ static void compact(Proc *p) {
   if (p->line_at == 0) return;
   memmove(p->line, p->line + p->line_at, p->line_len - p->line_at);
   p->line_len -= p->line_at;
+  p->line_seen = p->line_seen > p->line_at ? p->line_seen - p->line_at : 0;
   p->line_at = 0;
 }
 
@@ -599,6 +654,9 @@ static void proc_ready(void *owner, int fd, unsigned events) {
   if (p->generation != fork_generation) return;
   if (fd == p->err) {
     drain_err(p);
+  } else if (fd == p->pidfd) {
+    /* the child exited: running() reaps it when next asked (reaped now, its pid could be reused meanwhile) */
+    drop_fd(p, &p->pidfd);
   } else if (fd == p->out) {
     if ((!drain_out(p) || past_cap(p)) && p->out >= 0) {
       mcp_engine_disown(p->engine, p->out);
@@ -713,6 +771,7 @@ static void shutdown_all(Proc **procs, int n, int grace_ms) {
     Proc *p = procs[i];
     drop_fd(p, &p->out);
     drop_fd(p, &p->err);
+    drop_fd(p, &p->pidfd);
     if (p->pid != 0) live_remove(p);
     p->pid = 0;
   }
@@ -851,6 +910,28 @@ static int make_pipe(int fds[2], int ours) {
 }
 
 /*
+** Have the engine watch for the child's exit through a pidfd (Linux 5.3
+** and later; it closes on exec), so that asking whether the child still
+** runs between operations costs no system call (see l_running). Where
+** there is none (an older kernel, a seccomp filter) the child is asked
+** with waitpid instead. Only once the child is started and before anyone
+** could reap it: the pid names this child.
+*/
+static void watch_exit(Proc *p) {
+#ifdef SYS_pidfd_open
+  int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+  if (fd < 0) return;
+  if (mcp_engine_own(p->engine, fd, EPOLLIN, proc_ready, p) != 0) {
+    close(fd);
+    return;
+  }
+  p->pidfd = fd;
+#else
+  (void)p;
+#endif
+}
+
+/*
 ** Push nil, "transport", a detail naming the program (clipped by the caller's
 ** message rule: the program comes from the operator, not from a server).
 */
@@ -954,7 +1035,7 @@ static int l_spawn(lua_State *L) {
   /* the handle exists, closed, before any descriptor or child does */
   p = lua_newuserdatauv(L, sizeof(Proc), 0); /* 8 */
   memset(p, 0, sizeof *p);
-  p->in = p->out = p->err = -1;
+  p->in = p->out = p->err = p->pidfd = -1;
   p->state = NEVER;
   p->owner = getpid();
   p->generation = fork_generation;
@@ -1003,6 +1084,8 @@ static int l_spawn(lua_State *L) {
     return spawn_failure(L, program, lua_tostring(L, -1));
   }
   p->state = RUNNING;
+  p->hold_pipe = pipe_rule();
+  watch_exit(p);
   live_add(p);
   pthread_mutex_lock(&live_lock);
   if (!exit_hook) exit_hook = atexit(end_children_at_exit) == 0;
@@ -1058,8 +1141,9 @@ static int closed_failure(lua_State *L, Proc *p) {
 ** timeout_ms (0: what goes now), draining stdout and stderr meanwhile (a
 ** child blocked writing must not block us). true | nil, "timeout", written
 ** (bytes of text that went, from included: a partial message, so a caller
-** that gives up stops the child) | nil, "closed", ending. SIGPIPE is blocked
-** around the write: a child that closed stdin must not end the host.
+** that gives up stops the child) | nil, "closed", ending. A child that
+** closed stdin must not end the host: SIGPIPE is ignored, or blocked around
+** the write where the host handles it (see pipe_rule).
 */
 static int l_write(lua_State *L) {
   Proc *p = check_proc(L);
@@ -1071,16 +1155,18 @@ static int l_write(lua_State *L) {
   luaL_argcheck(L, from >= 0 && (size_t)from <= len, 4, "not a position in the text");
   done = (size_t)from;
   sigset_t pipe_set, old, pending;
-  int had_pipe = 0, host_blocks;
+  int had_pipe = 0, host_blocks = 1; /* host_blocks: the mask is left as it is */
   if (p->in < 0) return closed_failure(L, p);
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  /* a SIGPIPE can only be pending already where the host blocks it itself */
-  host_blocks = sigismember(&old, SIGPIPE);
-  if (host_blocks) {
-    sigpending(&pending);
-    had_pipe = sigismember(&pending, SIGPIPE);
+  if (p->hold_pipe) {
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    /* a SIGPIPE can only be pending already where the host blocks it itself */
+    host_blocks = sigismember(&old, SIGPIPE);
+    if (host_blocks) {
+      sigpending(&pending);
+      had_pipe = sigismember(&pending, SIGPIPE);
+    }
   }
   while (done < len) {
     ssize_t n = write(p->in, s + done, len - done);
@@ -1097,7 +1183,8 @@ static int l_write(lua_State *L) {
       if (!drain_out(p)) break;
       continue;
     }
-    if (n < 0 && errno == EPIPE && !had_pipe) {
+    if (n < 0 && errno == EPIPE && !p->hold_pipe) forget_pipe_signal();
+    else if (n < 0 && errno == EPIPE && !had_pipe) {
       struct timespec zero = {0, 0};
       sigtimedwait(&pipe_set, NULL, &zero);
     }
@@ -1117,24 +1204,36 @@ static int l_write(lua_State *L) {
 }
 
 /*
+** The \n that ends the first line not yet handed out, or NULL when that
+** line is not whole yet. The bytes looked at without finding one are not
+** looked at again: a long line arriving in many pieces is scanned once.
+*/
+static char *next_newline(Proc *p) {
+  size_t from = p->line_seen > p->line_at ? p->line_seen : p->line_at;
+  char *nl = from < p->line_len ? memchr(p->line + from, '\n', p->line_len - from) : NULL;
+  if (!nl) p->line_seen = p->line_len;
+  return nl;
+}
+
+/*
 ** The next whole line of the buffer (without its \n and a \r before it),
 ** pushed, and taken off the buffer; 0 when there is none. Blank lines are
 ** passed over.
 */
 static int take_line(lua_State *L, Proc *p) {
   for (;;) {
-    size_t left = p->line_len - p->line_at;
-    char *start = left ? p->line + p->line_at : NULL;
-    char *nl = left ? memchr(start, '\n', left) : NULL;
+    char *nl = next_newline(p), *start;
     size_t len, used;
     if (!nl) return 0;
+    start = p->line + p->line_at;
     len = (size_t)(nl - start);
     used = len + 1;
     if (len > 0 && start[len - 1] == '\r') len--;
     if (len > LINE_CAP) return -1;
     if (len > 0) lua_pushlstring(L, start, len);
     p->line_at += used;
-    if (p->line_at == p->line_len) p->line_at = p->line_len = 0;
+    p->line_seen = p->line_at;
+    if (p->line_at == p->line_len) p->line_at = p->line_len = p->line_seen = 0;
     if (len > 0) return 1;
   }
 }
@@ -1166,7 +1265,7 @@ static int l_read_line(lua_State *L) {
     if (p->broken || p->out < 0) {
       if (p->out < 0 && !p->broken && p->line_len > 0) { /* a last line without its newline */
         lua_pushlstring(L, p->line, p->line_len);
-        p->line_len = 0;
+        p->line_len = p->line_seen = 0;
         return 1;
       }
       p->broken = 1;
@@ -1180,7 +1279,7 @@ static int l_read_line(lua_State *L) {
     }
     drain_err(p);
     if (!drain_out(p)) luaL_error(L, "not enough memory for the child's output");
-    if (memchr(p->line, '\n', p->line_len) || p->out < 0 || past_cap(p)) continue;
+    if (next_newline(p) || p->out < 0 || past_cap(p)) continue;
     {
       int64_t left = ms > 0 ? until - now_ms() : 0;
       if (left <= 0) {
@@ -1252,6 +1351,22 @@ static int l_status(lua_State *L) {
 }
 
 /*
+** proc:running(): false once the child has ended (it is then reaped, and
+** status() names how), else true. Where the engine watches the child's
+** pidfd this asks the kernel nothing while the child runs: the engine's
+** turns learn of its exit (and the next call here reaps it); a child that
+** exited since the last turn is still taken for running, and the caller
+** learns of it from its pipes (EPIPE at stdin, the end of stdout). Without
+** a pidfd, or in a fork of the host, it asks waitpid, as status() does.
+*/
+static int l_running(lua_State *L) {
+  Proc *p = check_proc(L);
+  if (p->state == RUNNING && p->pidfd >= 0 && p->generation == fork_generation) lua_pushboolean(L, 1);
+  else lua_pushboolean(L, p->state == RUNNING && !reaped(p));
+  return 1;
+}
+
+/*
 ** proc:close([grace_ms]): the shutdown (see shutdown_all), each wait up to
 ** grace_ms (default 2000: a caller inside a budget passes less);
 ** idempotent; also __close and __gc. Returns the phrase naming how the
@@ -1265,7 +1380,7 @@ static int l_close(lua_State *L) {
   if (p->pid != 0 || p->in >= 0 || p->out >= 0 || p->err >= 0) shutdown_all(&p, 1, (int)grace);
   free(p->line);
   p->line = NULL;
-  p->line_len = p->line_size = p->line_at = 0;
+  p->line_len = p->line_size = p->line_at = p->line_seen = 0;
   push_ending(L, p);
   return 1;
 }
@@ -1275,8 +1390,8 @@ static int l_close(lua_State *L) {
 */
 void mcp_register_process(lua_State *L) {
   static const luaL_Reg methods[] = {
-    {"write", l_write}, {"read_line", l_read_line}, {"stderr", l_stderr}, {"pid", l_pid},
-    {"fds", l_fds},     {"status", l_status},       {"close", l_close},   {NULL, NULL},
+    {"write", l_write},   {"read_line", l_read_line}, {"stderr", l_stderr}, {"pid", l_pid}, {"fds", l_fds},
+    {"status", l_status}, {"running", l_running},     {"close", l_close},   {NULL, NULL},
   };
   if (luaL_newmetatable(L, PROC_MT)) {
     luaL_newlib(L, methods);

@@ -15,7 +15,9 @@
 //                 and `aborted <tool>` when a running `slow` call sees its abort signal, and
 //                 `deploy state <requestState>` when a confirmed `deploy` completes.
 //   The tools `deploy` and `signin` ask for input (2026-07-28: input_required): a form confirmation
-//   with requestState, and a URL to open.
+//   with requestState, and a URL to open. The tool `workspace` asks for the client's roots and a
+//   sampled message in one round (roots/list and sampling/createMessage input requests) and answers
+//   `roots <uris, comma-separated>; model <model>; said <text>`.
 //   Beside its tools it offers resources (doc://readme, text; doc://logo, a blob; the template
 //   doc://pages/{page}), a prompt `greet` (argument `who`, completable) and a tool `links`
 //   returning a resource_link and an embedded resource. In the modern modes the tool `touch`
@@ -24,7 +26,7 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { McpServer, ResourceTemplate, completable, createMcpHandler, inputRequired, acceptedContent }
+import { McpServer, ResourceTemplate, completable, createMcpHandler, inputRequired, acceptedContent, inputResponse }
   from '@modelcontextprotocol/server';
 import { toNodeHandler, NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { z } from 'zod';
@@ -132,6 +134,27 @@ function newServer() {
       });
     }
     return { content: [text('signed in')] };
+  });
+  server.registerTool('workspace', {
+    description: 'Asks for the roots and a sampled summary (input_required), then names both.',
+    inputSchema: z.object({}),
+  }, async (_args, ctx) => {
+    const roots = inputResponse(ctx.mcpReq.inputResponses, 'roots');
+    const sampled = inputResponse(ctx.mcpReq.inputResponses, 'summary');
+    if (roots.kind !== 'roots' || sampled.kind !== 'sampling') {
+      return inputRequired({
+        inputRequests: {
+          roots: inputRequired.listRoots(),
+          summary: inputRequired.createMessage({
+            messages: [{ role: 'user', content: { type: 'text', text: 'Summarise the workspace.' } }],
+            maxTokens: 64,
+          }),
+        },
+      });
+    }
+    const result = sampled.result;
+    const said = result.content && result.content.type === 'text' ? result.content.text : '?';
+    return { content: [text(`roots ${roots.roots.map((r) => r.uri).join(',')}; model ${result.model}; said ${said}`)] };
   });
   server.registerResource('readme', 'doc://readme', { title: 'Read me', mimeType: 'text/markdown',
     description: 'What this peer is.' }, async (uri) => ({

@@ -203,12 +203,21 @@ local function start(self, op)
   return true
 end
 
+-- Is the child still running, as far as the host knows? core.spawn's handle
+-- answers without a system call while the engine watches the child's exit
+-- (a child that exited since the engine's last turn is learnt of from its
+-- stdin: see write_line); a stand-in for core.spawn is asked its status.
+local function running(proc)
+  if proc.running then return proc:running() end
+  return proc:status() == "running"
+end
+
 -- May `call` go to the child now? An opening starts a child when there is
 -- none. Any other request needs a child that has been opened: one that
 -- ended took the era's state with it, so the request fails unwritten with
 -- session_lost and the session opens the era again on the next child.
 local function ready(self, op, call)
-  if self.proc and self.proc:status() ~= "running" then stop(self, "it ended between operations") end
+  if self.proc and not running(self.proc) then stop(self, "it ended between operations") end
   if OPENING[call.method] then return start(self, op) end
   if self.proc and self.opened == self.proc then return true end
   if self.proc then stop(self, nil) end
@@ -343,10 +352,14 @@ end
 -- Write one line whole while holding the pipe, within the budget, waiting
 -- on the engine while the pipe is full. A line cut short breaks the framing:
 -- the child is stopped, and what it got was no message, so nothing ran.
--- @return true | nil, message, err
-local function write_line(self, op, ticket, line)
+-- With `first` (a request's first try at this child): a child whose stdin
+-- was closed at the very first write, because it had ended, got nothing of
+-- the line; false is returned then, with the child left to the caller, which
+-- treats it as ready() treats a child that ended between operations.
+-- @return true | false (see first) | nil, message, err
+local function write_line(self, op, ticket, line, first)
   local identifier = self.config.identifier
-  local proc, written, tried = self.proc, 0, false
+  local proc, written, tried, tried_before = self.proc, 0, false, false
   ticket.proc = proc
   while self.writer == ticket and self.proc == proc do
     local ms = left_ms(op)
@@ -360,8 +373,10 @@ local function write_line(self, op, ticket, line)
     end
     if kind ~= "timeout" then
       ticket.partial = nil
+      if first and not tried_before and proc:status() ~= "running" then return false end
       return ended(self, op, "transport", "the server process closed its input")
     end
+    tried_before = true
     written = upto
     ticket.partial = written > 0 or nil
     if in_fd >= 0 then writable(self, proc, in_fd, core.now() + ms / 1000) end
@@ -580,7 +595,15 @@ function Channel:request(op, call)
     ok, message, err = ready(self, op, call)
     if not ok then return nil, message, err end
     started = clock()
-    ok, message, err = write_line(self, op, ticket, call.body .. "\n")
+    local line = call.body .. "\n"
+    ok, message, err = write_line(self, op, ticket, line, true)
+    if ok == false then  -- it had ended before any byte of the request went: as ready() finds such a child
+      stop(self, "it ended between operations")
+      ok, message, err = ready(self, op, call)
+      if not ok then return nil, message, err end
+      started = clock()
+      ok, message, err = write_line(self, op, ticket, line)
+    end
     if not ok then return nil, message, err end
   end
   call.written = true
