@@ -14,6 +14,7 @@ local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local grants = require "mcpclient.agent.grants"
+local from_file = require "mcpclient.agent.cli.from_file"
 local help = require "mcpclient.agent.cli.help"
 local login = require "mcpclient.agent.login"
 local operator = require "mcpclient.agent.operator"
@@ -51,6 +52,10 @@ local SERVER_FLAGS = {
   ["--header"] = "list", ["--root"] = "list",
 }
 
+-- add's own: the servers a configuration file names (agent/cli/from_file.lua)
+local ADD_FLAGS = { ["--from"] = "value", ["--format"] = "value", ["--replace"] = "flag", ["--input"] = "list" }
+for flag, kind in pairs(SERVER_FLAGS) do ADD_FLAGS[flag] = kind end
+
 local COMMAND_FLAGS = {
   servers = {}, test = { ["--all"] = "flag", ["-a"] = "flag" }, tools = {}, remove = {}, help = {},
   resources = {}, prompts = {}, read = {},
@@ -60,7 +65,7 @@ local COMMAND_FLAGS = {
   import = { ["--all"] = "flag", ["-a"] = "flag", ["--server"] = "value" },
   enable = { ["--tool"] = "flag", ["--group"] = "flag" },
   disable = { ["--tool"] = "flag", ["--group"] = "flag" },
-  add = SERVER_FLAGS, edit = SERVER_FLAGS,
+  add = ADD_FLAGS, edit = SERVER_FLAGS,
   runs = { ["--open"] = "flag", ["--waiting"] = "flag", ["--reason"] = "value" },
   approve = {}, deny = { ["--reason"] = "value" },
   tasks = { ["--server"] = "value", ["--run"] = "value" },
@@ -222,7 +227,8 @@ local function parse(argv)
   local i, only_positional = 1, false
   while i <= #rest do
     local a = rest[i]
-    if not only_positional and a == "--" and (accepted == SERVER_FLAGS or parsed.command == "check") then
+    local takes_argv = accepted == SERVER_FLAGS or accepted == ADD_FLAGS or parsed.command == "check"
+    if not only_positional and a == "--" and takes_argv then
       -- add, edit and check: everything after -- is the command of a stdio server, as it is
       parsed.argv = table.move(rest, i + 1, #rest, 1, {})
       break
@@ -951,6 +957,13 @@ local function after_add(out, row)
 end
 
 function commands.add(ctx, out, parsed)
+  if parsed.flags["--from"] ~= nil then
+    return from_file.run(ctx, out, parsed, { usage = usage, OK = cli.OK, FAILED = cli.FAILED,
+      refuse = function(message, err) return refuse(out, parsed, message, err) end })
+  end
+  for _, flag in ipairs { "--format", "--replace", "--input" } do
+    if parsed.flags[flag] ~= nil then usage(flag .. " goes with --from FILE.") end
+  end
   no_more_than(parsed, 0)
   local fields = server_fields(parsed.flags, parsed.argv)
   for _, required in ipairs { "identifier", "name" } do
@@ -1478,7 +1491,8 @@ local function context(env, store, out, parsed, path)
   if options.log == nil then
     options.log = function(_, message) out.warnings[#out.warnings + 1] = tostring(message) end
   end
-  return { store = store, options = options, stderr = out.stderr, progress = env.progress, path = path }
+  return { store = store, options = options, stderr = out.stderr, progress = env.progress, path = path,
+    ask = env.ask or from_file.terminal_ask }
 end
 
 -- The library's warnings, after the command's own output, without those that
@@ -1530,6 +1544,7 @@ end
 --- Run the command.
 -- @param argv the script's `arg` (arguments 1..n)
 -- @param env optional, for embedding and specs: { stdout, stderr, getenv, store (an open store to use),
+--   ask = function(question, secret) -> line | nil (nil: no one to ask; default: the terminal, if stdin is one),
 --   open_store = function(path) -> store | nil, message, progress (boolean: force the progress line),
 --   options (extra operator options: builtin_names, transport, clock, connect, ...) }
 -- @return exit code

@@ -89,12 +89,22 @@ Reads only: a missing database is reported, never created.]==],
   add = [==[
 usage: mcpclient add --identifier ID --name NAME --url URL [server flags]
        mcpclient add --identifier ID --name NAME [server flags] -- PROGRAM [ARGS...]
+       mcpclient add --from FILE [NAME...] [--format claude|cursor|windsurf|vscode|server.json]
+                     [--input ID=env:VAR|ID=TEXT]... [--replace]
 
 Configures a server: one reached by URL, or a local program started over stdio with
 only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_* and its --env variables.
 A duplicate identifier is refused. When the server cannot yet
 supply tools (no data class, disabled), the command says what is missing and the
 `mcpclient edit` that fixes it; then `mcpclient import <server>`.
+
+--from FILE adds the servers a configuration file describes (Claude Desktop, Cursor, Windsurf
+and Claude Code's mcpServers, VS Code's servers, a registry server.json; the shape decides,
+--format says), or the NAMEs given, each disabled, printing the edit commands each still needs.
+No secret is stored: ${env:VAR} stays a reference, a value that looks like a secret becomes a
+reference to an environment variable it names. ${input:ID} is asked on the terminal, or given
+with --input ID=env:VAR (a password input only so). A server whose identifier exists is left
+as it is unless --replace.
 
 ]==] .. SERVER_FLAGS,
   edit = [==[
