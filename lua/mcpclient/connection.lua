@@ -16,6 +16,7 @@ local Deadline = require "mcpclient.deadline"
 local era = require "mcpclient.era"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
+local proxy = require "mcpclient.proxy"
 local http = require "mcpclient.channel.http"
 local log = require "mcpclient.log"
 local offers = require "mcpclient.offers"
@@ -65,7 +66,7 @@ Connection.__index = Connection
 local option_types = {
   url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function", on_log = "function",
-  refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string",
+  refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string", proxy = "proxy",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
   on_elicitation = "function", max_input_rounds = "number", tasks = "boolean", on_change = "function",
   on_sampling = "function", roots = "table",
@@ -75,7 +76,7 @@ local option_types = {
 
 -- Options that mean something only for a server reached by URL; with
 -- `command` they raise rather than be silently ignored.
-local HTTP_ONLY = { "auth", "oauth", "host_gate", "refuse_private", "ca_file", "client_cert", "client_key",
+local HTTP_ONLY = { "auth", "oauth", "host_gate", "refuse_private", "ca_file", "client_cert", "client_key", "proxy",
   "connect_timeout", "channel" }
 
 local function check_type(key, value, expected)
@@ -84,6 +85,13 @@ local function check_type(key, value, expected)
     if not ok then
       error("health must be a recorder (a function or a table with :record), or mcp.health.discard", 4)
     end
+  elseif expected == "proxy" then
+    if value ~= false and type(value) ~= "string" then
+      error("proxy must be a proxy URL (http://, https:// or socks5h://) or false, not a " .. type(value), 4)
+    end
+    local ok, why = true, nil
+    if value ~= false then ok, why = proxy.parse(value) end
+    if not ok then error("connect: proxy is not usable: " .. why, 4) end
   elseif type(value) ~= expected then
     error(string.format("%s must be a %s, not a %s", key, expected, type(value)), 4)
   end
@@ -182,6 +190,7 @@ local function http_channel(options, checked)
     resolver = options.resolver,
     host_gate = options.host_gate or hostgate.default,
     refuse_private = options.refuse_private or false,
+    proxy = options.proxy,  -- nil: the environment decides (mcpclient.proxy)
     connect_timeout = checked.connect_timeout,
     tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
     clock = checked.clock,

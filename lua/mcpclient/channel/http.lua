@@ -262,6 +262,9 @@ local function leg_failure(self, op, send, kind, detail, sent)
   if call and sent == false and not accepted(call) then call.written = false end
   if self.closing then return closed(self, call) end
   if kind == "cancelled" then return cancelled(self, call) end
+  if kind == "tls" then  -- refused at the TLS layer: the leg says nothing was sent
+    return fail("tls", { server = server, host = self.config.target.host, detail = detail })
+  end
   if kind == "timeout" then
     return fail("timeout", { server = server, budget = errors.seconds(op.deadline.total), detail = detail })
   end
@@ -282,7 +285,7 @@ while another runs (a hook's) gets a table of its own.
 ]]
 local function new_request(self)
   local dial, tls = self.dial, self.config.tls
-  return { url = dial.url or self.config.url, pin = dial.pin, max_bytes = MAX_RESPONSE_BYTES,
+  return { url = dial.url or self.config.url, pin = dial.pin, proxy = dial.proxy, max_bytes = MAX_RESPONSE_BYTES,
     ca_file = tls.ca_file, client_cert = tls.client_cert, client_key = tls.client_key }
 end
 
