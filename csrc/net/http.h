@@ -73,6 +73,7 @@
   X(CONNECT_TIMEOUT_MS, connect_timeout_ms) \
   X(MAX_BYTES, max_bytes) \
   X(PIN, pin) \
+  X(PROXY, proxy) \
   X(CA_FILE, ca_file) \
   X(CLIENT_CERT, client_cert) \
   X(CLIENT_KEY, client_key) \
@@ -112,14 +113,16 @@ typedef struct Exchange {
 
 /*
 ** A pool: a share handle holding one connection cache and one DNS cache. The
-** pin loaded into that DNS cache is fixed once a transfer used the pool; a
-** leg that needs another pin moves to a fresh pool, so a kept-alive
-** connection dialled to one address is never handed to a send pinned to
-** another.
+** pin loaded into that DNS cache, and the proxy (or none) its connections go
+** through, are fixed once a transfer used the pool; a leg that needs another
+** pin or proxy moves to a fresh pool, so a kept-alive connection dialled to
+** one address is never handed to a send pinned to another, and a direct
+** connection and one through a proxy are never mixed.
 */
 typedef struct Pool {
   CURLSH *share;              /* NULL once closed */
   char *pin;                  /* the pin of its DNS cache, or NULL */
+  char *proxy;                /* the proxy its connections go through, or NULL: they are direct */
   struct curl_slist *resolve; /* that pin as a CURLOPT_RESOLVE list */
   int used;                   /* a transfer ran through it: the pin is fixed */
   int closing;                /* close was refused while a leg used it: the last leg ends it */
@@ -194,6 +197,7 @@ typedef struct Request {
   size_t max_bytes;
   const char *pin;
   size_t pin_hostport; /* length of "host:port" in pin */
+  const char *proxy;   /* "http://", "https://" or "socks5h://" host:port, or NULL for direct */
   const char *ca_file, *client_cert, *client_key;
   lua_Integer n_headers;
   int has_cancel;

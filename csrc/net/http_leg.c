@@ -103,8 +103,11 @@ static int leg_tostring(lua_State *L) {
 
 /*
 ** The options every send shares: no redirects, http(s) only, TLS verified,
-** no signals, no proxy (a proxy would dial instead of the pinned address),
-** and our buffers as the sinks.
+** no signals, and our buffers as the sinks. The proxy is the pool's
+** (http_pool.c), chosen in Lua: libcurl never reads one, nor a NO_PROXY list,
+** from the environment. Through an HTTP proxy an https target is reached
+** through a CONNECT tunnel (libcurl always tunnels TLS), an http target is
+** forwarded without one.
 */
 static int set_fixed_options(Leg *leg) {
   CURL *e = leg->easy;
@@ -119,6 +122,8 @@ static int set_fixed_options(Leg *leg) {
   bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_PROXY, "") != CURLE_OK;
+  bad |= curl_easy_setopt(e, CURLOPT_NOPROXY, "") != CURLE_OK;
+  bad |= curl_easy_setopt(e, CURLOPT_HTTPPROXYTUNNEL, 0L) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_USERAGENT, "mcpclient/" MCP_VERSION) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, leg->errbuf) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, mcp_http_on_body) != CURLE_OK;
@@ -241,6 +246,21 @@ static size_t pin_hostport(const char *pin, size_t len) {
   return i;
 }
 
+/*
+** A proxy URL libcurl may be given: a scheme that resolves nothing on this
+** machine for the target (socks5h, not socks5 or socks4) and no credentials.
+*/
+static int proxy_usable(const char *proxy) {
+  static const char *const schemes[] = {"http://", "https://", "socks5h://"};
+  size_t i;
+  if (strchr(proxy, '@') != NULL) return 0;
+  for (i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+    size_t n = strlen(schemes[i]);
+    if (strncmp(proxy, schemes[i], n) == 0 && proxy[n] != '\0') return 1;
+  }
+  return 0;
+}
+
 /* Copy req's fields into their slots; raises on a key that names no field. */
 static void slot_fields(lua_State *L) {
   int f;
@@ -322,6 +342,12 @@ static void read_request(lua_State *L, Request *r) {
   r->pin_hostport = 0;
   if (r->pin != NULL && (r->pin_hostport = pin_hostport(r->pin, len)) == 0)
     luaL_error(L, "send: 'pin' must be \"host:port:address\"");
+  r->proxy = string_field(L, F_PROXY, NULL, 1);
+  if (r->proxy != NULL && !proxy_usable(r->proxy))
+    luaL_error(L,
+               "send: 'proxy' must be http://, https:// or socks5h:// host:port, without user information");
+  if (r->proxy != NULL && r->pin != NULL)
+    luaL_error(L, "send: give either 'pin' or 'proxy': through a proxy nothing is resolved here");
   r->ca_file = string_field(L, F_CA_FILE, NULL, 0);
   r->client_cert = string_field(L, F_CLIENT_CERT, NULL, 0);
   r->client_key = string_field(L, F_CLIENT_KEY, NULL, 0);
@@ -385,18 +411,34 @@ static void remember_pin(Leg *leg, const Request *r) {
 /* Configuring one exchange (no Lua errors from here to the end of it)  */
 /* ==================================================================== */
 
-/* TLS files: set when given, and put back to libcurl's defaults once after. */
+/*
+** TLS files: set when given, and put back to libcurl's defaults once after.
+** The CA file is trusted for an https:// proxy too.
+*/
 static const char *apply_tls(Leg *leg, const Request *r) {
   int custom = r->ca_file != NULL || r->client_cert != NULL || r->client_key != NULL;
+  const char *cainfo = r->ca_file ? r->ca_file : leg->default_cainfo;
   if (!custom && !leg->custom_tls) return NULL;
   leg->custom_tls = 1; /* until all three are known to be reset */
-  if (curl_easy_setopt(leg->easy, CURLOPT_CAINFO, r->ca_file ? r->ca_file : leg->default_cainfo) !=
-        CURLE_OK ||
+  if (curl_easy_setopt(leg->easy, CURLOPT_CAINFO, cainfo) != CURLE_OK ||
+      curl_easy_setopt(leg->easy, CURLOPT_PROXY_CAINFO, cainfo) != CURLE_OK ||
       curl_easy_setopt(leg->easy, CURLOPT_SSLCERT, r->client_cert) != CURLE_OK ||
       curl_easy_setopt(leg->easy, CURLOPT_SSLKEY, r->client_key) != CURLE_OK)
     return "out of memory";
   leg->custom_tls = custom;
   return NULL;
+}
+
+/*
+** Is the request forwarded by an HTTP proxy (an http:// target through an
+** http:// or https:// proxy, no tunnel)? Then the connection is the proxy's,
+** and a proxy may close it after any response without saying so (tinyproxy
+** does): a next request written into it would be lost after it left, so such
+** a connection is never reused. A tunnel (CONNECT, SOCKS) is the server's own
+** connection end to end and is kept alive by the server's word.
+*/
+static int forwarded(const Request *r) {
+  return r->proxy != NULL && strncmp(r->proxy, "socks", 5) != 0 && mcp_http_ascii_ieq(r->url, "http://", 7);
 }
 
 /*
@@ -444,6 +486,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->timeout_ms);
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
   if ((why = mcp_http_apply_pool(leg)) != NULL) return why;
+  curl_easy_setopt(e, CURLOPT_FORBID_REUSE, forwarded(r) ? 1L : 0L);
   if ((why = apply_tls(leg, r)) != NULL) return why;
 
   if ((why = mcp_http_build_headers(L, leg, r, r->method == M_POST && body_len > SMALL_BODY)) != NULL)
@@ -637,13 +680,53 @@ static int push_ended(lua_State *L, const char *kind, const char *message, int s
 }
 
 /*
+** Did the exchange fail in TLS, before the server's HTTP layer read anything?
+** libcurl's TLS codes (the handshake, a certificate, a file of ours); and a
+** fatal TLS alert where the answer was awaited on a connection this exchange
+** opened: under TLS 1.3 the client's handshake is over before the server has
+** checked its certificate, so a server refusing a client certificate (or
+** missing one) answers the request with an alert. On a reused connection
+** such a failure could follow a request the server read, and is not counted.
+*/
+static int tls_failure(Leg *leg, CURLcode code, const char *text) {
+  long connects = 0;
+  switch (code) {
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CLIENTCERT:
+    case CURLE_USE_SSL_FAILED: return 1;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+      if (leg->x.status > 0 || leg->attempts > 1) return 0;
+      if (curl_easy_getinfo(leg->easy, CURLINFO_NUM_CONNECTS, &connects) != CURLE_OK || connects < 1)
+        return 0;
+      return strstr(text, "SSL routines") != NULL && strstr(text, " alert ") != NULL;
+    default: return 0;
+  }
+}
+
+/*
 ** nil, kind, text, sent for a transfer libcurl ended with an error. The kind says
 ** how far the request got: "timeout" when the time ran out; "interrupted"
 ** when the request had left (the server may have acted on it, so it must not
-** be sent again); "transport" when it never left (safe to send again).
+** be sent again); "tls" when the TLS layer refused the connection (nothing
+** reached the server's HTTP layer); "transport" when it never left (safe to
+** send again).
 */
 static int push_curl_failure(lua_State *L, Leg *leg, CURLcode code, int sent) {
   const char *text = leg->errbuf[0] ? leg->errbuf : curl_easy_strerror(code);
+  if (!leg->out_of_memory && !leg->head_overflow && tls_failure(leg, code, text))
+    return push_ended(L, "tls", text, 0);
   if (leg->out_of_memory) text = "out of memory while reading the response";
   else if (leg->head_overflow) text = "the response headers are larger than 262144 bytes";
   else if (leg->attempts > 1 && !leg->idempotent)

@@ -3,8 +3,9 @@
 ** holding one connection cache and one DNS cache, shared by the legs made
 ** with it, so kept-alive connections and pinned addresses belong to one
 ** connection to one server and never cross to another. The pin loaded into a
-** pool's DNS cache is fixed once a transfer used it: a send with another pin
-** moves its leg to a fresh pool, and a pool whose idle connection holds
+** pool's DNS cache, and the proxy its connections go through, are fixed once
+** a transfer used it: a send with another pin or proxy moves its leg to a
+** fresh pool, and a pool whose idle connection holds
 ** unasked bytes is retired for a successor. Choosing the pool may raise (it
 ** runs before anything is allocated for a send); applying it to the handle
 ** does not.
@@ -29,6 +30,8 @@ void mcp_http_pool_release(Pool *pool) {
   pool->resolve = NULL;
   free(pool->pin);
   pool->pin = NULL;
+  free(pool->proxy);
+  pool->proxy = NULL;
   pool->version++;
 }
 
@@ -101,6 +104,7 @@ static Pool *current_pool(lua_State *L, Leg *leg) {
     if (old->pin != NULL && (fresh->pin = strdup(old->pin)) == NULL) luaL_error(L, "not enough memory");
     if (old->pin != NULL && (fresh->resolve = curl_slist_append(NULL, old->pin)) == NULL)
       luaL_error(L, "not enough memory");
+    if (old->proxy != NULL && (fresh->proxy = strdup(old->proxy)) == NULL) luaL_error(L, "not enough memory");
     lua_getiuservalue(L, 1, UV_POOL);
     lua_pushvalue(L, -2);
     lua_setiuservalue(L, -2, 1);
@@ -110,19 +114,25 @@ static Pool *current_pool(lua_State *L, Leg *leg) {
   return leg->pool;
 }
 
+/* Two optional texts: both absent, or both present and equal. */
+static int same_text(const char *a, const char *b) {
+  return a == NULL ? b == NULL : (b != NULL && strcmp(a, b) == 0);
+}
+
 /*
-** Make sure the leg's pool holds exactly this send's pin (may raise: it runs
-** before anything is allocated for the send). An unused pool adopts the pin;
-** a pool whose pin differs is left to the legs still using it and this leg
-** moves to a fresh pool: its empty connection cache cannot hand back a
-** connection dialled to another address, and its empty DNS cache forgets the
-** old pin. An unchanged pin keeps both, so the warm path stays one connection.
+** Make sure the leg's pool holds exactly this send's pin and proxy (may
+** raise: it runs before anything is allocated for the send). An unused pool
+** adopts them; a pool whose pin or proxy differs is left to the legs still
+** using it and this leg moves to a fresh pool: its empty connection cache
+** cannot hand back a connection dialled to another address or by another
+** route, and its empty DNS cache forgets the old pin. Unchanged, both are
+** kept, so the warm path stays one connection.
 */
 void mcp_http_choose_pool(lua_State *L, Leg *leg, const Request *r) {
   Pool *pool = current_pool(L, leg);
   struct curl_slist *list = NULL;
-  char *copy = NULL;
-  if (r->pin == NULL ? pool->pin == NULL : (pool->pin != NULL && strcmp(r->pin, pool->pin) == 0)) return;
+  char *copy = NULL, *proxy = NULL;
+  if (same_text(r->pin, pool->pin) && same_text(r->proxy, pool->proxy)) return;
   if (pool->used || pool->share == NULL) {
     mcp_http_pool_new(L);
     pool = move_to_pool(L, leg);
@@ -135,25 +145,35 @@ void mcp_http_choose_pool(lua_State *L, Leg *leg, const Request *r) {
     }
     memcpy(copy, r->pin, n);
   }
+  if (r->proxy != NULL && (proxy = strdup(r->proxy)) == NULL) {
+    free(copy);
+    curl_slist_free_all(list);
+    luaL_error(L, "not enough memory");
+  }
   curl_slist_free_all(pool->resolve);
   pool->resolve = list;
   free(pool->pin);
   pool->pin = copy;
+  free(pool->proxy);
+  pool->proxy = proxy;
   pool->version++;
 }
 
 /*
-** Send through the leg's pool, with the pool's pin loaded into its DNS cache.
-** libcurl keeps a loaded pin in the pool's cache for good, so the handle is
-** given the pool again only when it is another pool, or this one's share or
-** pin changed since: a warm call does not make libcurl re-read the pin.
+** Send through the leg's pool, with the pool's pin loaded into its DNS cache
+** and the pool's proxy (or none: "" keeps libcurl from reading one from the
+** environment). libcurl keeps a loaded pin in the pool's cache for good, so
+** the handle is given the pool again only when it is another pool, or this
+** one's share, pin or proxy changed since: a warm call does not make libcurl
+** re-read them.
 */
 const char *mcp_http_apply_pool(Leg *leg) {
   Pool *pool = leg->pool;
   if (leg->applied == pool && leg->applied_version == pool->version) return NULL;
   leg->applied = NULL;
   if (curl_easy_setopt(leg->easy, CURLOPT_SHARE, pool->share) != CURLE_OK ||
-      curl_easy_setopt(leg->easy, CURLOPT_RESOLVE, pool->resolve) != CURLE_OK)
+      curl_easy_setopt(leg->easy, CURLOPT_RESOLVE, pool->resolve) != CURLE_OK ||
+      curl_easy_setopt(leg->easy, CURLOPT_PROXY, pool->proxy != NULL ? pool->proxy : "") != CURLE_OK)
     return "libcurl could not use the connection pool";
   pool->used = 1;
   leg->applied = pool;

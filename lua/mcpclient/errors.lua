@@ -46,6 +46,15 @@ errors.KINDS = {
     action = "safe to retry: the operation was not sent to the server",
     message = function(f) return string.format("%s could not be reached: %s", on(f), clip(f.detail)) end,
   },
+  tls = {
+    cause = "the TLS handshake failed: the server's certificate (unknown issuer, name mismatch, expired), "
+      .. "the client certificate (missing, refused, its key unreadable or not its own), or the protocol",
+    action = "fix the certificate, ca_file, client_cert or client_key; nothing reached the server's HTTP layer",
+    fields = { "server", "host", "detail" },
+    message = function(f)
+      return string.format('%s: the TLS connection to host "%s" failed: %s', on(f), clip(f.host), clip(f.detail))
+    end,
+  },
   interrupted = {
     cause = "the exchange was lost after the request reached the server (sent, answered with 2xx, or streamed)",
     action = "do not retry blindly: the server may have acted on it",

@@ -10,6 +10,7 @@
 local core = require "mcpclient.core"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
+local proxy = require "mcpclient.proxy"
 
 local hostgate = {}
 
@@ -226,8 +227,27 @@ local function matches(bytes, set)
   return false
 end
 
---- The default predicate: (host, address, options) -> allowed.
-function hostgate.default(_, address, options)
+-- Names that are never dialled through a proxy by default: the cloud metadata
+-- services' own names (a proxy inside the cloud would resolve them).
+local refused_names = {
+  ["metadata.google.internal"] = true, ["metadata.goog"] = true, ["metadata"] = true,
+  ["instance-data"] = true, ["instance-data.ec2.internal"] = true,
+}
+
+-- A name that means this machine, refused with refuse_private when a proxy
+-- resolves it (it would reach the proxy's own loopback).
+local function loopback_name(host)
+  return host == "localhost" or host:sub(-10) == ".localhost"
+end
+
+--- The default predicate: (host, address, options) -> allowed. Through a
+--- proxy a name is judged without an address (address nil, options.proxied
+--- true): nothing is resolved on this machine for it.
+function hostgate.default(host, address, options)
+  if address == nil then
+    if refused_names[host] then return false end
+    return not (options.refuse_private and loopback_name(host))
+  end
   local bytes = core.address_bytes(address)
   if not bytes then return false end
   bytes = unmap(bytes)
@@ -293,7 +313,8 @@ end
 -- @param resolve function(host) -> { addresses } | nil, verdict ("resolve" | "timeout" | "cancelled"), reason
 -- @param allow predicate(host, address, options) -> boolean, asked once per address
 -- @return { addresses = the allowed ones in resolver order, url = the URL to hand libcurl,
---           pin = "host:port:address[,address...]" (nil for an IP literal) }
+--           pin = "host:port:address[,address...]" (nil for an IP literal, and for a name
+--           when options.proxied: the proxy resolves it and nothing is pinned) }
 --   | nil, "resolve" | "timeout" | "cancelled", reason
 --   | nil, "refused" [, reason] (a host that cannot be dialled as judged, or no address allowed)
 function hostgate.check(target, resolve, allow, options)
@@ -302,6 +323,11 @@ function hostgate.check(target, resolve, allow, options)
   if target.ip_literal then
     if not allow(target.host, target.host, options) then return nil, "refused" end
     return { addresses = { target.host }, url = target.url }
+  end
+  if options and options.proxied then
+    -- the proxy resolves the name: it is judged as written, and nothing is pinned
+    if not allow(target.host, nil, options) then return nil, "refused", "the name is refused" end
+    return { addresses = {}, url = target.url }
   end
   local resolved, verdict, reason = resolve(target.host)
   if not resolved or #resolved == 0 then
@@ -317,18 +343,31 @@ end
 
 --- The gate as one step of an operation: resolve (bounded by the operation's
 --- budget and cancel hook), judge every address, pin the allowed ones.
--- @param config { identifier, leg (its :resolve, if any, replaces the lookup), host_gate, refuse_private }
+-- Through a proxy (the `proxy` option, or the environment: mcpclient.proxy)
+-- nothing is resolved here for the target: a name is judged as written, an
+-- address literal by the address rules, and a refusal happens before
+-- anything is sent to the proxy.
+-- @param config { identifier, leg (its :resolve, if any, replaces the lookup), host_gate, refuse_private,
+--   proxy (nil: the environment, false: direct, or a URL), getenv (default os.getenv) }
 -- @param op { deadline, cancel }
--- @return the dial plan of hostgate.check | nil, message, err (refused_host, transport, cancelled)
+-- @return the dial plan of hostgate.check, with `proxy` (the proxy URL handed to libcurl) and `via`
+--   (the plan of mcpclient.proxy.choose) when a proxy dials | nil, message, err (refused_host,
+--   transport, cancelled)
 function hostgate.admit(target, op, config)
+  local server = config.identifier
+  local via, direct_why = proxy.choose(config.proxy, target, config.getenv)
+  if via == nil then return errors.fail("transport", { server = server, detail = direct_why }) end
   local resolve = function(host)
     if config.leg.resolve then return config.leg:resolve(host) end
     return hostgate.resolve(host, op.deadline, op.cancel)
   end
   local dial, verdict, reason = hostgate.check(target, resolve, config.host_gate,
-    { refuse_private = config.refuse_private })
-  if dial then return dial end
-  local server = config.identifier
+    { refuse_private = config.refuse_private, proxied = via and true or nil })
+  if dial then
+    dial.proxy = via and via.url or nil
+    dial.via = via or nil
+    return dial
+  end
   if verdict == "cancelled" then return errors.fail("cancelled", { server = server, in_flight = false }) end
   if verdict == "resolve" or verdict == "timeout" then
     return errors.fail("transport", { server = server, detail = reason })

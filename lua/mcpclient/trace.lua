@@ -10,6 +10,7 @@
 --   mcpclient trace "docs": initialize ok 41 ms 512 bytes
 --   mcpclient trace "docs": tools/call failed http_status 404 3 ms
 --   mcpclient trace "docs": tools/call ok 2 ms 80 bytes; passed over 1 answer to no waiting request (id 4)
+--   mcpclient trace "docs": tools/list ok 3 ms 210 bytes; via proxy http://127.0.0.1:3128 (https_proxy)
 --
 -- The last part names the answers the channel read while it read this
 -- request's and passed over because no request waited for them (a second
@@ -51,10 +52,18 @@ local function passed_over(dropped)
     dropped.count == 1 and "" or "s", table.concat(dropped, ", "), more > 0 and (" and " .. more .. " more") or "")
 end
 
+-- The proxy an HTTP channel dials through, named with where it came from
+-- (never with credentials: a proxy URL carrying any is refused), or "".
+local function through(channel)
+  local via = type(channel.dial) == "table" and channel.dial.via
+  if type(via) ~= "table" then return "" end
+  return string.format("; via proxy %s (%s)", via.url, via.source)
+end
+
 -- One line, inert, on `write`.
-local function emit(write, identifier, method, ok, err, ms, bytes, dropped)
-  local line = string.format('mcpclient trace "%s": %s %s %d ms%s%s', identifier, method, outcome(ok, err), ms,
-    math.type(bytes) == "integer" and string.format(" %d bytes", bytes) or "", passed_over(dropped))
+local function emit(write, identifier, method, ok, err, ms, bytes, dropped, via)
+  local line = string.format('mcpclient trace "%s": %s %s %d ms%s%s%s', identifier, method, outcome(ok, err), ms,
+    math.type(bytes) == "integer" and string.format(" %d bytes", bytes) or "", passed_over(dropped), via)
   write(core.clip(line, 500) .. "\n")
 end
 
@@ -76,7 +85,7 @@ function trace.wrap(channel, identifier, clock, write)
       local a, b, c = original(self, op, what, ...)
       local ms = math.floor((clock() - started) * 1000 + 0.5)
       emit(write, identifier, method, a ~= nil and a ~= false, c, ms, type(a) == "table" and a.bytes or nil,
-        type(what) == "table" and what.dropped or nil)
+        type(what) == "table" and what.dropped or nil, through(self))
       return a, b, c
     end
   end

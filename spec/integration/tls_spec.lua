@@ -26,7 +26,7 @@ local function serving(name)
 end
 
 -- A key and a certificate `name` signed by the CA `ca` (or self-signed when ca is nil).
-local function certificate(name, subject, extensions, ca)
+local function certificate(name, subject, extensions, ca, days)
   local ext = file(name .. ".ext")
   local f = assert(io.open(ext, "w"))
   f:write(extensions)
@@ -34,8 +34,8 @@ local function certificate(name, subject, extensions, ca)
   if ca then
     sh(string.format("openssl req -newkey rsa:2048 -nodes -subj %s -keyout %s -out %s", quote(subject),
       quote(file(name .. ".key")), quote(file(name .. ".csr"))))
-    sh(string.format("openssl x509 -req -in %s -CA %s -CAkey %s -CAcreateserial -days 1 -extfile %s -out %s",
-      quote(file(name .. ".csr")), quote(file(ca .. ".pem")), quote(file(ca .. ".key")), quote(ext),
+    sh(string.format("openssl x509 -req -in %s -CA %s -CAkey %s -CAcreateserial -days %d -extfile %s -out %s",
+      quote(file(name .. ".csr")), quote(file(ca .. ".pem")), quote(file(ca .. ".key")), days or 1, quote(ext),
       quote(file(name .. ".pem"))))
   else
     sh(string.format("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj %s -keyout %s -out %s -extensions v3 "
@@ -53,6 +53,9 @@ local function make_certificates()
     "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n", "ca")
   certificate("elsewhere", "/CN=127.0.0.2",
     "subjectAltName = IP:127.0.0.2\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n", "ca")
+  -- -days -1: its end lies a day before its start
+  certificate("expired", "/CN=127.0.0.1",
+    "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n", "ca", -1)
   certificate("selfsigned", "/CN=127.0.0.1", "[req]\ndistinguished_name = dn\n[dn]\n[v3]\n"
     .. "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n")
   certificate("client", "/CN=mcpclient spec client",
@@ -88,10 +91,13 @@ local function requests_seen(server, path)
   return #core.json.decode(res.body).requests
 end
 
+-- A TLS refusal: kind tls, naming the server, the host and the reason.
 local function assert_refused(pattern, out, message, err)
   assert.is_nil(out)
   assert.is_table(err, tostring(message))
-  assert.equal("transport", err.kind, message)
+  assert.equal("tls", err.kind, message)
+  assert.equal("127.0.0.1", err.host)
+  assert.truthy(message:find('host "127.0.0.1"', 1, true), message)
   assert.truthy(message:find('MCP server "tls"', 1, true), message)
   assert.truthy(message:lower():find(pattern), "expected /" .. pattern .. "/ in: " .. message)
   assert.is_nil(message:find("%c"))
@@ -106,7 +112,7 @@ local function works(conn)
 end
 
 describe("TLS #integration", function()
-  local plain, mutual, selfsigned, elsewhere
+  local plain, mutual, selfsigned, elsewhere, expired
 
   setup(function()
     make_certificates()
@@ -114,6 +120,7 @@ describe("TLS #integration", function()
     mutual = start_server(serving("server") .. " --tls-ca " .. quote(file("ca.pem")) .. " --require-client-cert")
     selfsigned = start_server(serving("selfsigned"))
     elsewhere = start_server(serving("elsewhere"))
+    expired = start_server(serving("expired"))
   end)
 
   teardown(function()
@@ -164,6 +171,12 @@ describe("TLS #integration", function()
       works(conn)
     end)
 
+    it("refuses an expired certificate, naming the expiry", function()
+      local conn <close> = connect(expired, { ca_file = file("ca.pem") })
+      local out, message, err = conn:ping()
+      assert_refused("expired", out, message, err)
+    end)
+
     it("still checks the name: a certificate for another address is refused", function()
       local conn <close> = connect(elsewhere, { ca_file = file("ca.pem") })
       local out, message, err = conn:ping()
@@ -198,7 +211,7 @@ describe("TLS #integration", function()
       assert.equal(200, ok.status)
       local res, kind, detail = leg:send { method = "GET", url = https(plain, "/_state"), timeout_ms = 5000 }
       assert.is_nil(res)
-      assert.equal("transport", kind)
+      assert.equal("tls", kind)
       assert.truthy(detail:lower():find("certificate"), detail)
     end)
   end)
@@ -211,20 +224,52 @@ describe("TLS #integration", function()
       works(conn)
     end)
 
-    it("are required: without one the server's refusal is a transport failure", function()
+    it("are required: without one the server's refusal is a tls failure naming it; nothing is resent", function()
       local conn <close> = connect(mutual, { ca_file = file("ca.pem") })
-      local out, message, err = conn:ping()
-      assert_refused("certificate", out, message, err)
+      local before = requests_seen(mutual, "/good")
+      local out, message, err = conn:call_tool("echo", { text = "x" })
+      assert_refused("certificate required", out, message, err)
+      -- the server's HTTP layer never read the request
+      assert.equal(before, requests_seen(mutual, "/good"))
     end)
 
+    -- Under TLS 1.3 the server checks the certificate after the client's handshake is over; its
+    -- alert races the reset of the connection it closes. An alert read is a tls failure naming it;
+    -- a reset (or an end without a reply) alone cannot be told from a server lost after reading
+    -- the request, so it stays what a lost connection is (transport, for a ping).
     it("must be one the server trusts", function()
       local conn <close> = connect(mutual, {
         ca_file = file("ca.pem"), client_cert = file("stranger.pem"), client_key = file("stranger.key"),
       })
       local out, message, err = conn:ping()
       assert.is_nil(out)
-      assert.equal("transport", err.kind, message)
-      assert.truthy(message:find('MCP server "tls"', 1, true), message)
+      if err.kind == "tls" then
+        assert_refused("unknown ca", out, message, err)
+      else
+        assert.equal("transport", err.kind, message)
+        assert.truthy(message:find("reset by peer", 1, true) or message:find("Empty reply", 1, true), message)
+      end
+    end)
+
+    it("fail at connect when the key is not the certificate's, naming neither key nor its bytes", function()
+      local conn <close> = connect(mutual, {
+        ca_file = file("ca.pem"), client_cert = file("client.pem"), client_key = file("stranger.key"),
+      })
+      local started = core.monotonic_ns()
+      local out, message, err = conn:ping()
+      assert_refused("private key", out, message, err)
+      assert.is_true((core.monotonic_ns() - started) / 1e9 < 5, "a mismatched key must fail at once")
+      local key = assert(io.open(file("stranger.key"))):read("a")
+      local body = key:match("%-%-%-%-%-\n(.-)\n") or key:sub(40, 80)
+      assert.is_nil(message:find(body, 1, true))
+    end)
+
+    it("fail at connect when the key cannot be read", function()
+      local conn <close> = connect(mutual, {
+        ca_file = file("ca.pem"), client_cert = file("client.pem"), client_key = file("nowhere.key"),
+      })
+      local out, message, err = conn:ping()
+      assert_refused("nowhere%.key", out, message, err)
     end)
 
     it("need their key: a certificate without it fails clearly", function()
@@ -253,7 +298,7 @@ describe("TLS #integration", function()
       local conn <close> = connect(plain, { ca_file = "" })
       local out, message, err = conn:ping()
       assert.is_nil(out)
-      assert.equal("transport", err.kind, message)
+      assert.equal("tls", err.kind, message)
     end)
   end)
 end)

@@ -27,7 +27,7 @@ local function is_loopback(target)
 end
 
 --- Check that `url` may be asked at all; returns the parsed target.
--- @param ctx { identifier, leg, host_gate, refuse_private }
+-- @param ctx { identifier, leg, host_gate, refuse_private, proxy, tls }
 function fetch.target(ctx, url)
   if type(url) ~= "string" then
     return fail("authorization_failed", { server = ctx.identifier, detail = "an authorization URL is missing" })
@@ -63,8 +63,10 @@ The exchange is the operation's like any other: it waits in the engine (inside
 a gather the other tasks run meanwhile), the cancel hook is polled while it is
 in flight, and what is left of the budget bounds it.
 Returns the leg's response { status, headers, body } (any status), or the
-failure triple: cancelled, deadline, refused_host, transport, timeout,
-authorization_failed.
+failure triple: cancelled, deadline, refused_host, transport, tls, timeout,
+authorization_failed. The request goes through the connection's proxy when
+one dials (the gate decides per URL: NO_PROXY may name the authorization
+server), with the connection's TLS files.
 ]]
 function fetch.send(ctx, op, request)
   local target, message, err = fetch.target(ctx, request.url)
@@ -85,13 +87,15 @@ function fetch.send(ctx, op, request)
     method = request.method, url = dial.url, headers = request.headers or {},
     secret_header = request.secret_header, body = request.body, secret_body = request.secret_body,
     timeout_ms = timeout_ms, connect_timeout_ms = connect_timeout_ms, max_bytes = fetch.MAX_BYTES,
-    pin = dial.pin, ca_file = ctx.tls.ca_file, client_cert = ctx.tls.client_cert, client_key = ctx.tls.client_key,
+    pin = dial.pin, proxy = dial.proxy,
+    ca_file = ctx.tls.ca_file, client_cert = ctx.tls.client_cert, client_key = ctx.tls.client_key,
     cancel = op.cancel, idempotent = request.method == "GET",
   })
   give_back(leg)
   if not ok then error(response, 0) end  -- the cancel hook raised: the leg is free again, the raise goes on
   if response then return response end
   if kind == "cancelled" then return fail("cancelled", { server = ctx.identifier, in_flight = false }) end
+  if kind == "tls" then return fail("tls", { server = ctx.identifier, host = target.host, detail = detail }) end
   if kind == "timeout" then
     return fail("timeout", { server = ctx.identifier, budget = errors.seconds(op.deadline.total), detail = detail })
   end
