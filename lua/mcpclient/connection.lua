@@ -10,6 +10,7 @@
 -- is local.
 local answers = require "mcpclient.answers"
 local command = require "mcpclient.command"
+local engine = require "mcpclient.engine"
 local core = require "mcpclient.core"
 local credentials = require "mcpclient.credentials"
 local Deadline = require "mcpclient.deadline"
@@ -26,6 +27,7 @@ local suggest = require "mcpclient.suggest"
 local task = require "mcpclient.task"
 local stdio = require "mcpclient.channel.stdio"
 local trace = require "mcpclient.trace"
+local settings = require "mcpclient.settings"
 
 local json = core.json
 local fail = errors.fail
@@ -58,6 +60,17 @@ end
 local Connection = {}
 Connection.__index = Connection
 
+-- What mcp.engine.step does for a connection after its turn of the engine:
+-- what the server wrote meanwhile and nothing has read (over stdio: its
+-- lines, its stderr) is handed out now (Session:drain), as during an
+-- operation, so change notices, log notices and on_notification reach the
+-- host between operations. A handler that raises is told through the log.
+local function between_operations(self)
+  if self.closed then return end
+  local ok, why = pcall(self.session.drain, self.session, { deadline = Deadline.open(1, self.hooks.clock) })
+  if not ok then self.hooks.warn("a handler raised while notices were read: " .. core.clip(tostring(why))) end
+end
+
 ---------------------------------------------------------------------------
 -- Options
 ---------------------------------------------------------------------------
@@ -72,6 +85,7 @@ local option_types = {
   on_sampling = "function", roots = "table",
   cache = "boolean", listen = "boolean", command = "table", env = "table",
   cwd = "string", validate_output = "boolean",
+  log_level = "string", headers = "table", client_info = "table", on_stderr = "function", on_notification = "function",
 }
 
 -- Options that mean something only for a server reached by URL; with
@@ -136,6 +150,8 @@ local function validate(options)
   if not client.valid_identifier(options.identifier) then
     error("connect: identifier must be " .. client.IDENTIFIER_RULE, 3)
   end
+  local unsettled = settings.problem(options)
+  if unsettled then error("connect: " .. unsettled, 3) end
   if options.command then
     for _, key in ipairs(HTTP_ONLY) do
       if options[key] ~= nil then error(string.format("connect: %s is for a server reached by url", key), 3) end
@@ -195,6 +211,8 @@ local function http_channel(options, checked)
     tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
     clock = checked.clock,
     versions = versions_for(options.protocol or "auto"),
+    -- the host's own header lines, on every request to the server (never on OAuth's)
+    headers = settings.header_lines(options.headers),
   }
 end
 
@@ -206,7 +224,7 @@ local function stdio_channel(options, clock)
   for k, v in pairs(options.env or {}) do env[k] = v end
   return stdio.new { identifier = options.identifier, command = argv, env = env, cwd = options.cwd,
     resolver = options.resolver, log = options.log or log.default, clock = clock,
-    spawn = options.transport and options.transport.spawn or nil }, argv
+    spawn = options.transport and options.transport.spawn or nil, on_stderr = options.on_stderr }, argv
 end
 
 --- Open a connection. No network traffic happens (and no process is
@@ -256,6 +274,9 @@ function client.connect(options)
       on_sampling = options.on_sampling, roots = options.roots and answers.roots(options.roots, "connect", 2),
       on_log = options.on_log,
       on_notice = function(kind, uri) self.hooks.notice(kind, uri) end,
+      on_notification = options.on_notification,
+      warn = function(text) self.hooks.warn(text) end,
+      settings = { log_level = options.log_level, client_info = settings.client_info(options.client_info) },
       -- Notices are listened for while the host has a handler, a cache or a subscription, unless
       -- the host said listen = false (then only the notices on the response streams are seen):
       -- handed over as data, read by the session as it is when it asks
@@ -279,6 +300,11 @@ function client.connect(options)
   -- A change notice drops the listings it makes stale, then reaches the host's
   -- handler; a handler that raises is logged, never fails the operation that
   -- was reading the stream.
+  self.hooks.warn = function(text)
+    pcall(self.hooks.log, "warning", string.format('MCP server "%s": %s', self.identifier, text))
+  end
+  -- mcp.engine.step hands what arrived between operations to this connection
+  engine.after_step(self, between_operations)
   self.hooks.notice = function(kind, uri)
     offers.notice(self.cache, kind)
     if not self.hooks.on_change then return end
@@ -890,6 +916,7 @@ end
 function Connection:close()
   if self.closed then return true end
   self.closed = true
+  engine.after_step(self, nil)
   self.session:close({ deadline = Deadline.open(client.CLOSE_BUDGET, self.hooks.clock) })
   return true
 end
@@ -1037,11 +1064,166 @@ function Connection:unsubscribe(uri, opts)
   return true
 end
 
+---------------------------------------------------------------------------
+-- The log level, raw requests and notifications, listings page by page
+---------------------------------------------------------------------------
+
+--- Ask the server for log notices (on_log) at `level` and above from now on:
+--- in the 2025 era logging/setLevel at once when the era is open (a server
+--- that does not declare logging: not_offered), at the opening otherwise; in
+--- the 2026-07-28 era every request names the level and nothing is sent.
+-- @param level one of "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
+-- @return true | nil, message, err
+function Connection:set_log_level(level, opts)
+  if not settings.log_level_ok(level) then error("set_log_level: " .. settings.LEVEL_RULE, 2) end
+  local op = open_operation(self, opts)
+  return self.session:set_log_level(op, level)
+end
+
+-- The methods the library sends itself, and what to use instead: a raw
+-- request or notification of one of them is refused, nothing sent.
+local OWNED = {
+  initialize = "the handshake is the library's own",
+  ["notifications/initialized"] = "the handshake is the library's own",
+  ["server/discover"] = "discovery is the library's own (conn:ping, conn:server)",
+  ["tools/call"] = "use conn:call_tool, which the agent host's gate and write fence see",
+  ["logging/setLevel"] = "use conn:set_log_level (or log_level on connect)",
+  ["subscriptions/listen"] = "notices are listened for by the library (subscribe, on_change)",
+  ["notifications/cancelled"] = "a request is cancelled through its operation's cancel hook or budget",
+  ["notifications/roots/list_changed"] = "the library announces a change of the roots itself",
+}
+local METHOD_LIMIT = 256
+
+-- Why `method` cannot be sent raw, or nil. A method name is 1 to 256
+-- bytes of visible ASCII; "rpc." names are JSON-RPC's own.
+local function raw_refusal(method)
+  if #method == 0 or #method > METHOD_LIMIT or method:find("[^\33-\126]") then
+    return string.format("a method name is 1 to %d characters of visible ASCII", METHOD_LIMIT)
+  end
+  if method:sub(1, 4) == "rpc." then return 'method names starting with "rpc." are reserved by JSON-RPC' end
+  local owned = OWNED[method]
+  if owned then return string.format('%s is sent by the client itself: %s', method, owned) end
+  return nil
+end
+
+-- A raw request's params: nil (then {}) or a table of named values, or misuse.
+local function raw_params(params, what)
+  if params == nil then return {} end
+  if type(params) ~= "table" or params[1] ~= nil or (next(params) ~= nil and json.is_array(params)) then
+    error(what .. ": params must be a table of named values (or nil)", 3)
+  end
+  return params
+end
+
+--- Any request the server offers, by its method: through the same session,
+--- budget, cancel hook, progress and failure value as the typed operations
+--- (in the 2026-07-28 era with the envelope, and input_required answered by
+--- on_elicitation). The result is the server's own table: nothing in it is
+--- under the text rule. The methods the client sends itself are refused
+--- (kind "invalid", nothing sent): initialize, notifications/initialized,
+--- server/discover, tools/call (use call_tool), logging/setLevel,
+--- subscriptions/listen.
+-- @param opts { budget, cancel, on_progress }
+-- @return result | nil, message, err
+function Connection:request(method, params, opts)
+  if type(method) ~= "string" then error("request: method must be a string", 2) end
+  params = raw_params(params, "request")
+  local op = open_operation(self, opts)
+  local why = raw_refusal(method)
+  if why then return fail("invalid", { server = self.identifier, field = "method", detail = why }) end
+  local reply, message, err = self.session:request(op, method, params)
+  if not reply then return nil, message, err end
+  contact(self, reply.duration_ms)
+  return reply.result
+end
+
+--- Any notification, by its method, to the server (the era opened first;
+--- over HTTP the status is read, so a refusal is seen). The methods the
+--- client sends itself are refused as for request (notifications/cancelled:
+--- cancel an operation with its cancel hook).
+-- @param opts { budget, cancel }
+-- @return true | nil, message, err
+function Connection:notify(method, params, opts)
+  if type(method) ~= "string" then error("notify: method must be a string", 2) end
+  params = raw_params(params, "notify")
+  local op = open_operation(self, opts)
+  local why = raw_refusal(method)
+  if why then return fail("invalid", { server = self.identifier, field = "method", detail = why }) end
+  local body, reason = json.try_encode { jsonrpc = "2.0", method = method, params = params }
+  if not body then
+    return fail("malformed", { server = self.identifier, detail = "the notification could not be encoded: " .. reason })
+  end
+  local ok, message, err = self.session:open(op)
+  if not ok then return nil, message, err end
+  return self.session.channel:notify(op, self.session.state, { method = method, body = body })
+end
+
+-- A cursor is the server's own text, sent back verbatim: nil for the first page, else a string.
+local function check_cursor(cursor, what)
+  if cursor ~= nil and type(cursor) ~= "string" then
+    error(what .. ": cursor must be nil (the first page) or the string a page gave as next_cursor", 3)
+  end
+end
+
+--- One page of the tool listing: one tools/list request with `cursor` as
+--- it is (nil: the first page). The tools are the tables list_tools gives
+--- (opts.schemas as there), and what the connection learns from a listing
+--- (task support, output schemas, header markings) is learned for them.
+-- @return page { items, next_cursor (nil on the last page), era, ttl_ms, cache_scope } | nil, message, err
+function Connection:tools_page(cursor, opts)
+  check_cursor(cursor, "tools_page")
+  local rest, form = listing_options(opts)
+  local op = open_operation(self, rest)
+  local ok, message, err = self.session:open(op)
+  if not ok then return nil, message, err end
+  local decoding = era.of(self.session.state).listing_decoding(form)
+  local reply
+  reply, message, err = self.session:request(op, "tools/list", cursor ~= nil and { cursor = cursor } or {},
+    { decoding = decoding })
+  if not reply then return nil, message, err end
+  local walk = { entries = 0, bytes = 0, containers = 0, listing = {}, headers = {} }
+  local page
+  page, message, err = read_page(self, walk, form, decoding, reply)
+  if not page then return nil, message, err end
+  if form == "tables" then core.lazy_schemas(page) end
+  learn_task_support(self.task_support, page)
+  learn_output_schemas(self.output_schemas, page, form)
+  local e = era.of(self.session.state)
+  if e.mirrors then
+    for name, entry in pairs(walk.headers) do self.mirrored[name] = entry end
+  end
+  contact(self, reply.duration_ms)
+  local next_cursor = reply.result.nextCursor
+  return { items = page, next_cursor = type(next_cursor) == "string" and next_cursor ~= "" and next_cursor or nil,
+    era = e.name, ttl_ms = walk.listing.ttl_ms, cache_scope = walk.listing.cache_scope }
+end
+
+--- One page of the resources (as list_resources shapes them): one
+--- resources/list request with `cursor` as it is.
+-- @return page { items, next_cursor, era, ttl_ms, cache_scope } | nil, message, err
+function Connection:resources_page(cursor, opts)
+  check_cursor(cursor, "resources_page")
+  return offers.page(view(self), open_operation(self, opts), "resources", cursor)
+end
+
+--- One page of the resource templates, as resources_page.
+function Connection:resource_templates_page(cursor, opts)
+  check_cursor(cursor, "resource_templates_page")
+  return offers.page(view(self), open_operation(self, opts), "templates", cursor)
+end
+
+--- One page of the prompts, as resources_page.
+function Connection:prompts_page(cursor, opts)
+  check_cursor(cursor, "prompts_page")
+  return offers.page(view(self), open_operation(self, opts), "prompts", cursor)
+end
+
 --- The methods a connection offers (README, "Operations"); a spec holds the
 --- object to this list.
 client.METHODS = { "list_tools", "each_tool_page", "call_tool", "task", "skills", "read_skill", "ping", "server",
   "close", "list_resources", "each_resource_page", "list_resource_templates", "read_resource", "list_prompts",
-  "get_prompt", "complete", "subscribe", "unsubscribe", "set_roots" }
+  "get_prompt", "complete", "subscribe", "unsubscribe", "set_log_level", "request", "notify", "tools_page",
+  "resources_page", "resource_templates_page", "prompts_page", "set_roots" }
 
 client.Connection = Connection
 return client

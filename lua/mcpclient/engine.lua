@@ -30,6 +30,15 @@ local WAIT = {}           -- what a task yields while its exchange is in flight
 -- The coroutines gather runs. Weak: a task nobody drives any more is collected.
 local tasks = setmetatable({}, { __mode = "k" })
 
+-- What mcp.engine.step runs after its turn: owner -> fn(owner). Weak by
+-- owner, so a connection nobody holds is not kept alive by it.
+local after_step = setmetatable({}, { __mode = "k" })
+
+--- After each mcp.engine.step, call fn(owner) (fn nil: no more).
+function engine.after_step(owner, fn)
+  after_step[owner] = fn
+end
+
 -- The host's wait hook (mcp.loop), and how many operations are in it now.
 local host_wait = nil
 local hosted_waits = 0
@@ -307,10 +316,17 @@ engine.host = {
     if hosted_waits > 0 and (t == nil or t > STEP) then t = STEP end
     return t
   end,
-  --- Run what is ready; never blocks.
-  step = function()
+  --- Run what is ready, waiting at most `timeout` seconds for something to
+  -- be (0 when not given: never blocks), then hand out what arrived between
+  -- operations (each connection's after_step). Called as step(t) or e:step(t).
+  step = function(a, b)
+    local timeout = type(a) == "table" and b or a
+    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+      error("step: timeout must be a number of seconds, 0 or more", 2)
+    end
     close_faulted()
-    core.engine_step(0)
+    core.engine_step(timeout and math.ceil(math.min(timeout, 86400) * 1000) or 0)
+    for owner, fn in pairs(after_step) do fn(owner) end
   end,
 }
 

@@ -167,6 +167,31 @@ local function walk(conn, op, spec, items, on_page)
     detail = string.format("the %s did not end within %d pages", spec.what, conn.MAX_PAGES) })
 end
 
+--- One page of a listing: one request with `cursor` as it is (nil: the
+--- first page), its entries shaped as a whole listing's (the text rule on
+--- the display fields, an entry without its id left out). The server's
+--- cursor is handed on verbatim; the absence of one ends the listing.
+-- @return page { items, next_cursor, era, ttl_ms, cache_scope } | nil, message, err
+function offers.page(conn, op, name, cursor)
+  local spec = LISTINGS[name]
+  local ok, message, err = offered(conn, op, spec.method, spec.capability)
+  if not ok then return nil, message, err end
+  local reply, page
+  reply, message, err = conn.session:request(op, spec.method, cursor ~= nil and { cursor = cursor } or {})
+  if not reply then return nil, message, err end
+  page, message, err = take_page(conn, spec, { entries = 0, bytes = 0, containers = 0 }, reply)
+  if not page then return nil, message, err end
+  local items = json.array {}
+  local last = core.clip_listed(page, items, spec.id, spec.display)
+  if spec.arguments then clean_arguments(items, 1, last) end
+  conn.contact(reply.duration_ms)
+  local e = era.of(conn.session.state)
+  local hint = e.freshness(reply.result) or {}
+  local next_cursor = reply.result.nextCursor
+  return { items = items, next_cursor = type(next_cursor) == "string" and next_cursor or nil, era = e.name,
+    ttl_ms = hint.ttl_ms, cache_scope = hint.cache_scope }
+end
+
 -- May a cached listing of `name` be used now? In the 2026-07-28 era while
 -- the server's ttlMs lasts; in the 2025 era (which has no freshness hint)
 -- while the server promises list_changed notices for it. A notice of the

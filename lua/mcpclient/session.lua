@@ -65,7 +65,9 @@ function session.new(channel, options)
     answers = { elicitation = options.on_elicitation, sampling = options.on_sampling, roots = options.roots },
     max_input_rounds = options.max_input_rounds or session.MAX_INPUT_ROUNDS,
     -- the host's functions, kept apart so none reads as a method of the session
-    host = { on_notice = options.on_notice },
+    host = { on_notice = options.on_notice, on_notification = options.on_notification, warn = options.warn },
+    -- what the host set for every request: { log_level, client_info } (each nil when not set)
+    settings = options.settings or {},
     listening = options.listening,
     concurrent = options.concurrent == true,
     standing = options.standing == true,
@@ -241,6 +243,17 @@ local function notice(self, message)
   self.host.on_notice(kind, uri)
 end
 
+-- Every notification the server sends, after the library's own handling,
+-- to the host's on_notification(method, params): the method clipped, the
+-- params under the text rule as a log notice's data. A handler that raises
+-- is told through the warning hook, never fails the operation reading.
+local function host_notification(self, message)
+  local ok, why = pcall(self.host.on_notification, core.clip(message.method, LOG_KEY), inert(message.params, 0))
+  if not ok and self.host.warn then
+    self.host.warn(string.format("the on_notification handler raised: %s", core.clip(tostring(why))))
+  end
+end
+
 -- A message of the server that is not the answer to `call`: a server request
 -- is answered at once (where the era answers them: answers_server_requests;
 -- a 2026-07-28 server sends none of its own on a response stream, and one
@@ -270,6 +283,9 @@ local function on_message(self, op, call, message)
     notice(self, message)
   elseif message.method == "notifications/subscriptions/acknowledged" and op.acknowledged then
     op.acknowledged(message.params)
+  end
+  if self.host.on_notification and id == nil and type(message.method) == "string" then
+    host_notification(self, message)
   end
 end
 
@@ -309,8 +325,10 @@ local function send(self, op, state, method, params, how)
   self.last_id = id
   if op.on_progress then params = with_progress_token(params, id) end
   if state then
-    params = (state.era or era.of(state)).envelope(params, state.version, self.answers,
-      how and how.capabilities)
+    local e = state.era or era.of(state)
+    params = e.envelope(params, state.version, self.answers, how and how.capabilities)
+    local settings = self.settings
+    if settings.log_level or settings.client_info then params = e.with_settings(params, settings) end
   end
   local body, why = core.rpc_request(id, method, params)
   if not body then
@@ -356,6 +374,8 @@ local function opener(self)
     identifier = self.identifier,
     protocol = self.protocol,
     answers = self.answers,
+    settings = self.settings,
+    warn = self.host.warn,
     send = function(op, state, method, params) return send(self, op, state, method, params) end,
     notify = function(op, state, message) return self.channel:notify(op, state, message) end,
   }
@@ -720,6 +740,18 @@ function Session:listen(op)
     if self.state == state then self.state = nil end
   end
   return fail("transport", { server = self.identifier, detail = "the server process was replaced twice" })
+end
+
+--- Ask for log notices at `level` and above from now on (the settings'
+--- log_level is changed first): the era's set_level once the era is open
+--- (2025: logging/setLevel; 2026-07-28: each request names the level, so
+--- nothing is sent); before that, the opening asks for it.
+-- @return true | nil, message, err
+function Session:set_log_level(op, level)
+  self.settings.log_level = level
+  if not self.state then return true end
+  local e = era.of(self.state)
+  return e.set_level(opener(self), op, self.state, level)
 end
 
 --- Is the server there? The opening when the era is not open yet, else the

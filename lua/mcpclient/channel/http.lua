@@ -142,12 +142,15 @@ local function give_leg(self, leg)
   end
 end
 
--- Headers every exchange after the opening carries.
-local function state_headers(list, state)
+-- Headers every exchange after the opening carries, and the host's own
+-- lines (`own`: config.headers, checked at connect), which every exchange
+-- with the server carries, the opening included.
+local function state_headers(list, state, own)
   if state then
     if state.id then list[#list + 1] = "Mcp-Session-Id: " .. state.id end
     if state.version then list[#list + 1] = "MCP-Protocol-Version: " .. state.version end
   end
+  if own then table.move(own, 1, #own, #list + 1, list) end
   return list
 end
 
@@ -552,7 +555,8 @@ local function resume(self, op, call)
   if not engine.sleep(delay, op.cancel) then return cancelled(self, call) end
   local response, message, err = exchange(self, op, {
     method = "GET", call = call, cancellable = true, on_stream = reader:restart(),
-    headers = state_headers({ "Accept: text/event-stream", "Last-Event-ID: " .. reader.last_event_id }, call.state),
+    headers = state_headers({ "Accept: text/event-stream", "Last-Event-ID: " .. reader.last_event_id }, call.state,
+      self.config.headers),
   })
   if not response then
     if err.kind == "interrupted" and reader:broke_after_event() then return BROKEN_STREAM end
@@ -610,14 +614,15 @@ local function post_headers(self, call)
   local state = call.state
   local e = state and (state.era or era.of(state))
   if e and e.headers_per_request then
-    local lines, why = e.request_headers(state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state), call)
+    local lines, why = e.request_headers(state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state, self.config.headers),
+      call)
     if not lines then
       return fail("malformed", { server = self.config.identifier, detail = "the tool call was not sent: " .. why })
     end
     return lines
   end
   if self.headers_of ~= state then
-    self.post_lines = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state)
+    self.post_lines = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state, self.config.headers)
     self.headers_of = state
   end
   return self.post_lines
@@ -680,7 +685,7 @@ local function listen(self, op, call, watch)
   repeat
     local response = exchange(self, listening, {
       method = "GET", cancellable = true, on_stream = on_stream,
-      headers = state_headers({ "Accept: text/event-stream" }, call.state),
+      headers = state_headers({ "Accept: text/event-stream" }, call.state, self.config.headers),
       on_open = function(status) if status < 300 then watch.open = true end end,
     })
     -- 409: the server still holds the stream of our previous request (it has
@@ -735,7 +740,7 @@ end
 function Channel:notify(op, state, message)
   local reply = message.method == nil
   local response, text, err = exchange(self, op, { method = "POST", body = message.body, send_only = reply or nil,
-    headers = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state) })
+    headers = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, state, self.config.headers) })
   if not response and self.closing then return closed(self, nil) end
   if not response then return nil, text, err end
   if not reply and response.status >= 300 then return refused(self, response, state) end
@@ -749,7 +754,7 @@ function Channel:cancel(call, notice)
   if call.state and not era.of(call.state).cancel_notice then return end
   pcall(exchange, self, { deadline = Deadline.open(NOTICE_SECONDS, self.config.clock) }, {
     method = "POST", send_only = true, body = notice.body,
-    headers = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, call.state),
+    headers = state_headers({ CONTENT_JSON, ACCEPT_BOTH }, call.state, self.config.headers),
   })
 end
 
@@ -760,7 +765,8 @@ end
 function Channel:end_session(op, state)
   self.closing = true
   if not (state and state.id) then return true end
-  local response, message, err = exchange(self, op, { method = "DELETE", headers = state_headers({}, state),
+  local response, message, err = exchange(self, op, { method = "DELETE",
+    headers = state_headers({}, state, self.config.headers),
     ends_session = true })
   if not response then return nil, message, err end
   if response.status >= 300 and response.status ~= 405 and response.status ~= 404 then

@@ -118,6 +118,49 @@ local function stderr_tail(proc)
   return core.clip((text:gsub("%s+", " ")), STDERR_SHOWN)
 end
 
+-- The longest stderr line on_stderr is handed: a longer one is handed in parts.
+local STDERR_LINE = 4096
+
+-- What the child wrote to stderr since the last look, to the host's
+-- on_stderr as whole lines (without their CR LF or LF) under the text rule,
+-- each call after the engine's turn that read them, never from inside one.
+-- A line not ended yet waits for its end (`final`: the child is gone, it is
+-- handed as it is); one the 64 KiB ring lost part of is dropped. A handler
+-- that raises is logged and changes nothing; it is never re-entered.
+local function stderr_lines(self, proc, final)
+  local handler = self.config.on_stderr
+  if not handler or not proc or not proc.stderr_since or self.in_stderr then return end
+  if self.stderr_of ~= proc then self.stderr_of, self.stderr_pos, self.stderr_partial = proc, 0, "" end
+  local text, pos, lost = proc:stderr_since(self.stderr_pos)
+  self.stderr_pos = pos
+  if lost > 0 then self.stderr_partial = "" end
+  local buffered = self.stderr_partial .. text
+  local lines, from = {}, 1
+  while true do
+    local nl = buffered:find("\n", from, true)
+    if not nl then break end
+    lines[#lines + 1] = buffered:sub(from, nl - 1):gsub("\r$", "")
+    from = nl + 1
+  end
+  local rest = buffered:sub(from)
+  while #rest > STDERR_LINE do
+    lines[#lines + 1] = rest:sub(1, STDERR_LINE)
+    rest = rest:sub(STDERR_LINE + 1)
+  end
+  if final and rest ~= "" then lines[#lines + 1], rest = rest, "" end
+  self.stderr_partial = rest
+  if #lines == 0 then return end
+  self.in_stderr = true
+  for _, line in ipairs(lines) do
+    local ok, why = pcall(handler, core.inert(line))
+    if not ok then
+      pcall(self.config.log, "warning", string.format('MCP server "%s" (stdio): the on_stderr handler raised: %s',
+        self.config.identifier, core.clip(tostring(why))))
+    end
+  end
+  self.in_stderr = false
+end
+
 -- End the child (the whole shutdown) and forget it. Why it was ended,
 -- with how it ended and its stderr's tail, goes to the log when `why` is
 -- given (our own close gives none) and not `quiet` (a failure value says
@@ -133,6 +176,7 @@ local function stop(self, why, op, quiet)
   local grace
   if op then grace = math.max(0, math.min(2000, floor(op.deadline:remaining() * 500))) end
   local ending = proc:close(grace)
+  stderr_lines(self, proc, true)
   for id, call in pairs(self.waiting) do
     self.waiting[id] = nil
     call.lost = call.lost or why or "the server process was stopped"
@@ -545,6 +589,7 @@ local function await(self, op, call)
   local settle_until = call.standing and core.now() + (call.settle_seconds or 1) or nil
   while true do
     local ok, kind, detail = pump(self, call, 0)
+    stderr_lines(self, self.proc)
     if not ok then return lost(self, op, call, kind, detail) end
     if call.line then return call.line end
     if settle_until and (settled(call) or core.now() >= settle_until) then return true end
@@ -683,6 +728,7 @@ function Channel:drain(_, call)
   local proc = self.proc
   if not proc or self.closed then return true end
   if proc:fds() >= 0 then core.engine_step(0) end
+  stderr_lines(self, proc)
   while self.proc == proc do
     local line, kind, detail = proc:read_line(0)
     if not line then

@@ -118,7 +118,7 @@ function legacy.open(host, op)
     protocolVersion = legacy.revision,
     -- a capability only for what the host gave
     capabilities = legacy.capabilities(host.answers),
-    clientInfo = { name = "mcpclient", version = core.version },
+    clientInfo = host.settings and host.settings.client_info or { name = "mcpclient", version = core.version },
   }
   local reply, message, err = host.send(op, nil, "initialize", params)
   if not reply then return nil, message, err end
@@ -127,7 +127,37 @@ function legacy.open(host, op)
   if not state then return nil, message, err end
   ok, message, err = host.notify(op, state, INITIALIZED)
   if not ok then return nil, message, err end
+  local level = host.settings and host.settings.log_level
+  if level and wire.logs(state) then
+    -- the level asked for is the host's wish, not a condition of the session: a refusal is told, not fatal
+    ok, message = legacy.set_level(host, op, state, level)
+    if not ok and host.warn then host.warn("logging/setLevel was refused: " .. message) end
+  end
   return reply, state
+end
+
+-- Does the server declare the logging capability (setLevel is then one of its requests)?
+function wire.logs(state)
+  local caps = state.capabilities
+  return type(caps) == "table" and type(caps.logging) == "table"
+end
+
+--- A request carries no settings of the host's in this revision (the
+--- client's identity went in initialize; the log level is set once).
+function legacy.with_settings(params)
+  return params
+end
+
+--- Ask the server for log notices at `level` and above: logging/setLevel,
+--- which only a server declaring logging has (else not_offered, nothing sent).
+-- @return true | nil, message, err
+function legacy.set_level(host, op, state, level)
+  if not wire.logs(state) then
+    return fail("not_offered", { server = host.identifier, method = "logging/setLevel", capability = "logging" })
+  end
+  local reply, message, err = host.send(op, state, "logging/setLevel", { level = level })
+  if not reply then return nil, message, err end
+  return true
 end
 
 --- Every result is final as it comes.

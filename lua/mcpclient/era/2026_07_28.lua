@@ -34,6 +34,7 @@ local KEY_VERSION = PREFIX .. "protocolVersion"
 local KEY_CAPABILITIES = PREFIX .. "clientCapabilities"
 local KEY_CLIENT = PREFIX .. "clientInfo"
 local KEY_SERVER = PREFIX .. "serverInfo"
+local KEY_LOG_LEVEL = PREFIX .. "logLevel"
 
 -- The error codes the specification reserves for itself (-32020..-32099) and
 -- defines in this revision. A body carrying one of them comes from a modern
@@ -665,6 +666,22 @@ function this.keep_page(page, form, decoding)
       tool.inputSchema = kept or { refused = why }
     end
   end
+  return true
+end
+
+--- The host's per-request settings in the envelope `params` (what
+--- this.envelope made: its own table and _meta): the client's identity when
+--- the host named one, and the log level, without which a server of this
+--- revision sends no log notices for the request.
+function this.with_settings(params, settings)
+  local meta = params._meta
+  if settings.client_info then meta[KEY_CLIENT] = settings.client_info end
+  if settings.log_level then meta[KEY_LOG_LEVEL] = settings.log_level end
+  return params
+end
+
+--- Nothing to ask of the server: each request names the level (this.with_settings).
+function this.set_level()
   return true
 end
 

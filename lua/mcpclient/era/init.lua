@@ -51,6 +51,8 @@ era.CONTRACT = {
   task_input = "string",              -- how a task's input is answered: "tasks/update" | "tasks/result"
   cancel_reads_task = "boolean",      -- a tasks/cancel answer describes the task
   task_listed_first = "boolean",      -- the tools are listed before a call asks for a task
+  with_settings = "function",         -- with_settings(params, settings): the host's per-request settings added
+  set_level = "function",             -- set_level(host, op, state, level): the server asked for a log level
   wire = "table",                     -- the revision's own helpers (encodings, discovery), for its specs
 }
 
