@@ -75,6 +75,7 @@ typedef struct Proc {
   size_t line_seen; /* from line_at up to here no \n: a line arriving in pieces is scanned once */
   char ring[RING_BYTES]; /* stderr, newest bytes, as a circle */
   size_t ring_at, ring_len;
+  uint64_t ring_total;       /* every byte stderr ever gave: where proc:stderr_since counts from */
   struct Proc *prev, *next;  /* the live list the exit handler ends */
   pid_t owner;               /* the process that started the child: only it may end it */
   unsigned long generation;  /* fork_generation when it was started: another is a fork's copy */
@@ -557,6 +558,7 @@ static void end_escapees(Proc **procs, int n) {
 ** Keep n bytes of stderr in the ring, dropping the oldest.
 */
 static void ring_put(Proc *p, const char *s, size_t n) {
+  p->ring_total += n;
   if (n >= RING_BYTES) {
     s += n - RING_BYTES;
     n = RING_BYTES;
@@ -1314,6 +1316,43 @@ static int l_stderr(lua_State *L) {
 }
 
 /*
+** proc:stderr_since(pos): what the child wrote to stderr after the first pos
+** bytes it ever wrote, as far as the ring still holds it (raw bytes: the
+** caller applies the text rule), the count to ask from next time, and how
+** many bytes past pos the ring no longer held (0 unless the reader fell more
+** than 64 KiB behind).
+*/
+static int l_stderr_since(lua_State *L) {
+  Proc *p = check_proc(L);
+  lua_Integer pos = luaL_checkinteger(L, 2);
+  uint64_t from, want, lost = 0;
+  size_t skip, start, first;
+  luaL_Buffer b;
+  drain_err(p);
+  from = pos < 0 ? 0 : (uint64_t)pos;
+  if (from > p->ring_total) from = p->ring_total;
+  want = p->ring_total - from;
+  if (want > p->ring_len) {
+    lost = want - p->ring_len;
+    want = p->ring_len;
+  }
+  skip = p->ring_len - (size_t)want;
+  start = (p->ring_at + skip) % RING_BYTES;
+  first = RING_BYTES - start;
+  luaL_buffinit(L, &b);
+  if (first >= (size_t)want) {
+    luaL_addlstring(&b, p->ring + start, (size_t)want);
+  } else {
+    luaL_addlstring(&b, p->ring + start, first);
+    luaL_addlstring(&b, p->ring, (size_t)want - first);
+  }
+  luaL_pushresult(&b);
+  lua_pushinteger(L, (lua_Integer)p->ring_total);
+  lua_pushinteger(L, (lua_Integer)lost);
+  return 3;
+}
+
+/*
 ** proc:pid(): the child's process id, or nil once it is closed.
 */
 static int l_pid(lua_State *L) {
@@ -1390,8 +1429,11 @@ static int l_close(lua_State *L) {
 */
 void mcp_register_process(lua_State *L) {
   static const luaL_Reg methods[] = {
-    {"write", l_write},   {"read_line", l_read_line}, {"stderr", l_stderr}, {"pid", l_pid}, {"fds", l_fds},
-    {"status", l_status}, {"running", l_running},     {"close", l_close},   {NULL, NULL},
+    {"write", l_write},   {"read_line", l_read_line},
+    {"stderr", l_stderr}, {"stderr_since", l_stderr_since},
+    {"pid", l_pid},       {"fds", l_fds},
+    {"status", l_status}, {"running", l_running},
+    {"close", l_close},   {NULL, NULL},
   };
   if (luaL_newmetatable(L, PROC_MT)) {
     luaL_newlib(L, methods);

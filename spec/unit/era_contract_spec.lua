@@ -189,3 +189,55 @@ describe("negotiation (era.negotiate)", function()
       assert.equal(1, #host.sent)
     end)
 end)
+
+describe("the host's settings in each era (with_settings, set_level)", function()
+  local settings = { log_level = "warning", client_info = { name = "me", version = "2" } }
+
+  it("2026-07-28: each request's envelope names the log level and the client's identity", function()
+    local modern = era.named("modern")
+    local params = modern.with_settings(modern.envelope({ a = 1 }, "2026-07-28"), settings)
+    assert.equal("warning", params._meta["io.modelcontextprotocol/logLevel"])
+    assert.same({ name = "me", version = "2" }, params._meta["io.modelcontextprotocol/clientInfo"])
+    assert.equal(1, params.a)
+    local plain = modern.with_settings(modern.envelope({}, "2026-07-28"), {})
+    assert.is_nil(plain._meta["io.modelcontextprotocol/logLevel"])
+    assert.same({ name = "mcpclient", version = core.version }, plain._meta["io.modelcontextprotocol/clientInfo"])
+    assert.is_true(modern.set_level())
+  end)
+
+  it("2025: nothing per request; the handshake names the client and asks for the level when logging is declared",
+    function()
+      local legacy = era.named("legacy")
+      local params = { a = 1 }
+      assert.equal(params, legacy.with_settings(params, settings))
+      for _, logging in ipairs { true, false } do
+        local host = host_of(function(method)
+          if method == "initialize" then
+            return reply({ protocolVersion = "2025-11-25", capabilities = { logging = logging and {} or nil } })
+          end
+          return reply({})
+        end, "2025-11-25")
+        host.settings = settings
+        assert(era.negotiate(host, {}))
+        assert.same({ name = "me", version = "2" }, host.sent[1].params.clientInfo)
+        local last = host.sent[#host.sent]
+        if logging then
+          assert.same({ "logging/setLevel", { level = "warning" } }, { last.method, last.params })
+        else
+          assert.equal("notifications/initialized", last.method)
+        end
+      end
+    end)
+
+  it("2025: set_level is logging/setLevel, not_offered when the server declares no logging", function()
+    local legacy = era.named("legacy")
+    local host = host_of(function() return reply({}) end)
+    assert.is_true(legacy.set_level(host, {}, { capabilities = { logging = {} } }, "error"))
+    assert.same({ method = "logging/setLevel", params = { level = "error" } },
+      { method = host.sent[1].method, params = host.sent[1].params })
+    local ok, _, err = legacy.set_level(host, {}, { capabilities = {} }, "error")
+    assert.is_nil(ok)
+    assert.equal("not_offered", err.kind)
+    assert.equal(1, #host.sent)
+  end)
+end)
