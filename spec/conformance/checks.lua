@@ -421,6 +421,41 @@ check("03 capabilities both ways: none declared, the server's read and reported"
   assert.equal(1, #h.contacts)
 end)
 
+-- fails if: roots or sampling are declared without the host giving them, not declared when given (the
+-- opening's capabilities; in the 2026-07-28 era the envelope of every request), or the roots answer more
+-- than the roots given
+-- proven red by the mutant(s): declares-roots-always, sampling-undeclared
+check("03c roots and sampling declared exactly when given", function(h)
+  h:will_handshake():will_answer(text_answer("a")):will_handshake():will_answer(text_answer("b"))
+  local plain = h:connect()
+  assert(plain:call_tool("t", {}))
+  local given = h:connect { roots = { { uri = "file:///srv/notes", name = "notes" } },
+    on_sampling = function() return nil, "no" end }
+  assert(given:call_tool("t", {}))
+  -- what each opening (and, 2026-07-28, each request) declared
+  local declared = {}
+  for _, r in ipairs(h:requests()) do
+    local params = r.body and r.body.params
+    if params and (r.body.method == "initialize" or h.modern and r.body.method) then
+      declared[#declared + 1] = h.modern and params._meta["io.modelcontextprotocol/clientCapabilities"]
+        or params.capabilities
+    end
+  end
+  local none = h.modern and '"io.modelcontextprotocol/clientCapabilities":{}' or '"capabilities":{}'
+  assert.truthy(h:requests()[1].raw:find(none, 1, true), h:requests()[1].raw)
+  local want = h.modern and { roots = {}, sampling = {} } or { roots = { listChanged = true }, sampling = {} }
+  local half = #declared // 2
+  for i, caps in ipairs(declared) do
+    if i <= half then
+      assert.is_nil(caps.roots)
+      assert.is_nil(caps.sampling)
+    else
+      assert.same(want, caps)
+    end
+  end
+  assert.is_true(half >= 1)
+end)
+
 -- fails if: a revision outside the four spoken is accepted, or the refusal does not name it and the server
 -- proven red by the mutant(s): any-revision
 check("03b protocol revision: an unknown choice fails the handshake, naming it", function(h)
