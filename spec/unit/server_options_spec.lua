@@ -45,6 +45,14 @@ describe("agent.server_options", function()
       assert.is_string(server_options.header_problem("X-Thing", "ghp_0123456789abcdefghij"))
     end)
 
+    it("refuses what connect's headers refuse too (framing headers, an empty or padded value)", function()
+      for _, headers in ipairs { { ["Transfer-Encoding"] = "chunked" }, { Connection = "close" },
+        { ["Last-Event-ID"] = "1" }, { ["X-A"] = "" }, { ["X-A"] = " padded" } } do
+        local name = next(headers)
+        assert.is_string(server_options.headers_problem(headers), name)
+      end
+    end)
+
     it("refuses one name given twice in two spellings, and too many", function()
       assert.matches("twice", server_options.headers_problem { ["X-A"] = "1", ["x-a"] = "2" }, 1, true)
       local many = {}
@@ -81,10 +89,10 @@ describe("agent.server_options", function()
 
     it("refuses other schemes, credentials in the URL, a path, a bad port, no host", function()
       local cases = {
-        ["socks5://proxy:1080"] = "scheme", ["ftp://proxy"] = "scheme", ["proxy.corp:3128"] = "URL",
-        ["http://user:secret@proxy:3128"] = "no user or password", ["http://proxy:3128/path"] = "no path",
-        ["http://proxy:0"] = "port", ["http://proxy:99999"] = "port", ["http://proxy:x"] = "port",
-        ["http://"] = "no host",
+        ["socks5://proxy:1080"] = "socks5h", ["ftp://proxy"] = "not http, https or socks5h",
+        ["proxy.corp:3128"] = "a URL", ["http://user:secret@proxy:3128"] = "user information",
+        ["http://proxy:3128/path"] = "a path", ["http://proxy:0"] = "port", ["http://proxy:99999"] = "port",
+        ["http://proxy:x"] = "no host", ["http://"] = "no host",
       }
       for proxy, why in pairs(cases) do
         local problem = server_options.proxy_problem(proxy)

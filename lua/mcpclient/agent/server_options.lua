@@ -10,13 +10,15 @@
 -- file path or a credential reference (env:NAME or a resolver key) that
 -- resolves, at every connect, to the key file's path: the key itself is
 -- never stored; headers NAME -> value; roots a list of { uri, name }.
+local answers = require "mcpclient.answers"
 local config = require "mcpclient.config"
 local credentials = require "mcpclient.credentials"
 local errors = require "mcpclient.errors"
+local proxy = require "mcpclient.proxy"
+local settings = require "mcpclient.settings"
 
 local server_options = {}
 
-server_options.PROXY_SCHEMES = { http = true, https = true, socks5h = true }
 server_options.MAX_HEADERS = 32
 server_options.MAX_ROOTS = 64
 -- A header value or root name longer than this is no setting an operator types.
@@ -70,7 +72,9 @@ function server_options.header_problem(name, value)
   return nil
 end
 
---- Why a set of plain headers cannot be configured, or nil.
+--- Why a set of plain headers cannot be configured, or nil: the operator's
+--- rules above, then connect's `headers` rules (mcpclient.settings), so what a
+--- connection would refuse is never stored.
 function server_options.headers_problem(headers)
   local count = 0
   for name, value in pairs(headers) do
@@ -87,6 +91,8 @@ function server_options.headers_problem(headers)
     if seen[name:lower()] then return string.format("the header %s is given twice", name) end
     seen[name:lower()] = true
   end
+  local refused = settings.problem { headers = headers }
+  if refused then return (refused:gsub("^headers: ", "")) end
   return nil
 end
 
@@ -114,31 +120,22 @@ function server_options.roots_problem(roots)
     if seen[root.uri] then return string.format("root %d is given twice", i) end
     seen[root.uri] = true
   end
+  -- and connect's own rules for roots, so what a connection would refuse is never stored
+  local ok, refused = pcall(answers.roots, roots, "roots")
+  if not ok then return (tostring(refused):gsub("^[^\n]-:%d+: ", ""):gsub("^roots: ", "")) end
   return nil
 end
 
---- Why a proxy setting cannot be stored, or nil. "" (the environment's),
---- "none", or scheme://host[:port] with scheme http, https or socks5h.
---- A proxy's user and password are refused: the row would hold them in clear.
-function server_options.proxy_problem(proxy)
-  if proxy == "" or proxy == "none" then return nil end
-  local scheme, authority, rest = proxy:match("^(%a[%w+.-]*)://([^/?#]*)(.*)$")
+--- Why a proxy setting cannot be stored, or nil: "" (the environment's),
+--- "none", or a URL with its scheme written (http, https or socks5h) that
+--- mcp.connect takes (mcpclient.proxy's rules: no user or password, no path).
+--- The reason never repeats the value (it may carry a password).
+function server_options.proxy_problem(value)
+  if value == "" or value == "none" then return nil end
+  local scheme = value:match("^(%a[%w+.-]*)://")
   if not scheme then return 'the proxy is a URL (http://, https:// or socks5h://HOST:PORT) or "none"' end
-  if not server_options.PROXY_SCHEMES[scheme:lower()] then
-    return "a proxy's scheme is http, https or socks5h (socks5h: the proxy resolves the names)"
-  end
-  if authority:find("@", 1, true) then
-    return "a proxy URL carries no user or password (the setting is stored in clear)"
-  end
-  if rest ~= "" and rest ~= "/" then return "a proxy URL has no path, query or fragment" end
-  local host, port = authority:match("^(%[[%x:.]+%])(.*)$")
-  if not host then host, port = authority:match("^([%w.-]+)(.*)$") end
-  if not host or host == "" then return "the proxy URL names no host" end
-  if port ~= "" then
-    local digits = port:match("^:(%d+)$")
-    local n = digits and tonumber(digits)
-    if not n or n < 1 or n > 65535 then return "the proxy's port is a number from 1 to 65535" end
-  end
+  local parsed, why = proxy.parse(value)
+  if not parsed then return why end
   return nil
 end
 
@@ -195,11 +192,11 @@ end
 function server_options.apply(row, spec, resolver)
   local http = type(row.command) ~= "table"
   if http then
-    local proxy = row.proxy
-    if proxy == "none" then
+    local setting = row.proxy
+    if setting == "none" then
       spec.proxy = false
-    elseif type(proxy) == "string" and proxy ~= "" then
-      spec.proxy = proxy
+    elseif type(setting) == "string" and setting ~= "" then
+      spec.proxy = setting
     end
     for _, field in ipairs { "ca_file", "client_cert" } do
       if type(row[field]) == "string" and row[field] ~= "" then spec[field] = row[field] end
