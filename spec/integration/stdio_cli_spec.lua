@@ -75,7 +75,7 @@ describe("a stdio server in the store and the command", function()
 
     code, out, err = mcpclient(db, "import", "fake")
     assert.equal(0, code, err)
-    assert.matches("fake: 11 imported", out, 1, true)
+    assert.matches("fake: 13 imported", out, 1, true)
     code, out = mcpclient(db, "tools", "fake")
     assert.equal(0, code)
     assert.matches("mcp_fake_echo", out, 1, true)

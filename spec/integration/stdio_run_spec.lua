@@ -39,7 +39,7 @@ describe("a stdio server in a run", function()
 
   it("is imported from its child, called through the gate, audited, and observed", function()
     local uid = add_stdio(store)
-    assert.equal(11, store:server(uid).tool_count)
+    assert.equal(13, store:server(uid).tool_count)
     provider = catalogue.provider(store, { log = function() end })
     local r = start(store, provider)
     local result = r:invoke("mcp_local_echo", { message = "through the gate" })
