@@ -3,7 +3,7 @@
 --   lua5.4 bench/mcpclient_client.lua --url URL [--mode warm|leg|cold|list|objects|cancel] [--calls N]
 --          [--warmup W] [--message TEXT] [--slow-ms MS] [--cancel-min-ms A] [--cancel-max-ms B]
 --          [--seed S] [--schemas kept|text|tables|default|default-read|plain] [--walk pages|whole]
---          [--gc interpreter|incremental]
+--          [--gc interpreter|incremental] [--proxy URL]
 --   Run from the repository root (it finds ./lua and ./build by itself).
 --
 --   warm    one connection; W untimed calls, then N timed call_tool("echo", {message}).
@@ -55,7 +55,8 @@ local function usage(why)
 end
 
 local opts = { mode = "warm", calls = 1000, warmup = 50, message = "hello", slow_ms = 2000,
-  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "kept", walk = "pages", gc = "interpreter" }
+  cancel_min_ms = 10, cancel_max_ms = 60, seed = 1, schemas = "kept", walk = "pages", gc = "interpreter",
+  proxy = "" }
 local numeric = { calls = true, warmup = true, slow_ms = true, cancel_min_ms = true, cancel_max_ms = true,
   seed = true }
 do
@@ -97,7 +98,9 @@ local function status_kb(field)
 end
 
 local function connect()
-  return mcp.connect { url = opts.url, identifier = "bench", health = mcp.health.discard }
+  -- --proxy URL: through that proxy; without it, as connect decides (the environment's, if any)
+  return mcp.connect { url = opts.url, identifier = "bench", health = mcp.health.discard,
+    proxy = opts.proxy ~= "" and opts.proxy or nil }
 end
 
 local errors = 0

@@ -12,6 +12,9 @@
 --          a C client that writes, sleeps in poll, reads), the SDK v1 stdio client; and the
 --          system calls mcpclient makes per warm call (strace -c, the difference of two runs).
 --   list   plain `conn:list_tools()` of the 4 900-tool catalogue against the SDK v1 client's.
+--   proxy  warm tools/call on the JSON echo server direct, through a local tinyproxy (an http
+--          target is forwarded: a new proxy connection per call) and through a local danted
+--          (socks5h: a tunnel kept alive), when both are installed: what a proxy costs the client.
 --
 -- Environment: QUICK_ROUNDS (3), QUICK_CALLS (2000), QUICK_OUT (build/bench/QUICK.md).
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;./bench/?.lua;" .. package.path
@@ -76,6 +79,14 @@ local started = os.time()
 local fast_json = echo.start("--tools 4900 --page-size 100", pin_ok and 0 or nil)
 local fast_sse = echo.start("--session --sse", pin_ok and 0 or nil)
 
+-- The local proxies of the proxy part (spec/support/proxies.lua), when installed.
+local proxies = require "support.proxies"
+local proxy_dir, tiny, dante
+if shell.run("{ command -v tinyproxy && command -v danted; }") then
+  proxy_dir = shell.tmpdir()
+  tiny, dante = proxies.tinyproxy(proxy_dir), proxies.dante(proxy_dir)
+end
+
 local HTTP_CLIENTS = {
   mcpclient = "lua5.4 bench/mcpclient_client.lua --mode warm",
   leg = "lua5.4 bench/mcpclient_client.lua --mode leg",
@@ -108,9 +119,25 @@ local ok, why = pcall(function()
     sample("list/sdk", run("node bench/sdk_client.mjs --url " .. quote(fast_json.url)
       .. " --mode list --calls 3 --warmup 1"))
   end
+  if tiny then
+    say("proxy")
+    local calls = math.max(100, CALLS // 4)
+    for _ = 1, ROUNDS do
+      for _, via in ipairs { { "direct", nil }, { "tinyproxy", tiny.url }, { "dante", dante.url } } do
+        local report = run(string.format("%s --url %s --calls %d --warmup 20%s", HTTP_CLIENTS.mcpclient,
+          quote(fast_json.url), calls, via[2] and (" --proxy " .. quote(via[2])) or ""))
+        sample("proxy/cpu/" .. via[1], report)
+        report.wall_per_op_us = report.wall_s / report.n * 1e6
+        sample("proxy/wall/" .. via[1], report, "wall_per_op_us")
+      end
+    end
+  end
 end)
 fast_json.stop()
 fast_sse.stop()
+proxies.stop(tiny)
+proxies.stop(dante)
+if proxy_dir then os.execute("rm -rf " .. quote(proxy_dir)) end
 if not ok then error(why, 0) end
 
 ---------------------------------------------------------------------------
@@ -197,6 +224,17 @@ local l_ours, l_sdk = median("list/mcpclient"), median("list/sdk")
 if l_ours and l_sdk then
   row("plain `list_tools()` of 4 900 tools: ≥ 5× less client CPU than the SDK v1 client's",
     string.format("%.1f ms vs %.1f ms = %.2f×", l_ours / 1000, l_sdk / 1000, l_sdk / l_ours), l_sdk / l_ours >= 5)
+end
+
+local direct_cpu, direct_wall = median("proxy/cpu/direct"), median("proxy/wall/direct")
+for _, via in ipairs { { "tinyproxy", "a local tinyproxy (http target forwarded, a new proxy connection per call)" },
+  { "dante", "a local danted (socks5h, the tunnel kept alive)" } } do
+  local cpu, wall = median("proxy/cpu/" .. via[1]), median("proxy/wall/" .. via[1])
+  if cpu and direct_cpu then
+    row("warm HTTP call through " .. via[2] .. ", beside the direct call",
+      string.format("client CPU %s vs %s = %.2f×; wall %s vs %s per call", us(cpu), us(direct_cpu), cpu / direct_cpu,
+        us(wall), us(direct_wall)), nil)
+  end
 end
 
 local load = read_all("/proc/loadavg"):match("^(%S+ %S+ %S+)") or "?"
