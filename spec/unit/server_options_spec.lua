@@ -204,4 +204,46 @@ describe("agent.server_options", function()
       assert.is_nil(seen.proxy)
     end)
   end)
+
+  describe("login", function()
+    local mcp = require "mcpclient"
+    local login = require "mcpclient.agent.login"
+
+    -- login.run against a store row, mcp.connect replaced by `fake`; → login.run's results
+    local function log_in(fields, fake)
+      local store <close> = assert(require("mcpclient.agent.store").open(":memory:"))
+      fields.identifier, fields.url = "corp", "https://mcp.corp.example/mcp"
+      local row = assert(store:server(assert(store:add_server(fields))))
+      local real = mcp.connect
+      mcp.connect = fake
+      local results = table.pack(pcall(login.run, store, row, { announce = function() end, wait = 1 }))
+      mcp.connect = real
+      assert(results[1], results[2])
+      return table.unpack(results, 2, results.n)
+    end
+
+    it("makes the OAuth connection with the row's proxy, TLS files and headers", function()
+      local seen
+      local _, _, err = log_in({ proxy = "http://proxy.corp:3128", ca_file = "/etc/ca.pem",
+        headers = { ["X-Tenant"] = "acme" } }, function(spec)
+        seen = spec
+        return { ping = function() return nil, "no server here", { kind = "transport" } end, close = function() end }
+      end)
+      assert.equal("transport", err.kind)
+      assert.same({ "http://proxy.corp:3128", "/etc/ca.pem", { ["X-Tenant"] = "acme" } },
+        { seen.proxy, seen.ca_file, seen.headers })
+      assert.equal("authorization_code", seen.oauth.grant)
+    end)
+
+    it("refuses, connecting to nothing, when the row's key reference does not resolve", function()
+      local called = false
+      local conn, message, err = log_in({ client_key = "env:MCPCLIENT_SPEC_KEY_PATH_UNSET" }, function()
+        called = true
+      end)
+      assert.is_nil(conn)
+      assert.is_false(called)
+      assert.equal("configuration", err.kind)
+      assert.matches("client key reference does not resolve", message, 1, true)
+    end)
+  end)
 end)
