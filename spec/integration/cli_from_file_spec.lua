@@ -152,10 +152,19 @@ describe("mcpclient add --from (" .. backends.name .. ")", function()
 
     code, out, err = run(nil, "add", "--from", path, "--input", "perplexity-key=pplx-literal-secret",
       "--input", "workspace=/w")
+    assert.equal(2, code)
+    assert.equal("", out)
+    assert.matches("--input perplexity-key: the answer looks like a secret", err, 1, true)
+    assert.falsy(err:find("pplx-literal-secret", 1, true))
+    -- a password input, whatever its answer looks like
+    local phrase = temp_file(json.encode { inputs = { { id = "phrase", description = "The phrase", password = true } },
+      servers = { one = { command = "tool", env = { PHRASE = "${input:phrase}" } } } })
+    finally(function() os.remove(phrase) end)
+    code, out, err = run(nil, "add", "--from", phrase, "--input", "phrase=correct horse")
     assert.equal(1, code)
     assert.equal("", out)
-    assert.matches('"perplexity-key" is a password: answer it with env:VAR', err, 1, true)
-    assert.falsy(err:find("pplx-literal-secret", 1, true))
+    assert.matches('"phrase" is a password: answer it with env:VAR', err, 1, true)
+    assert.falsy(err:find("correct horse", 1, true))
     assert.equal(0, #assert(store:servers()))
 
     code, out, err = run(nil, "add", "--from", path, "--input", "perplexity-key=env:PPLX_KEY", "--input",
@@ -286,6 +295,17 @@ describe("mcpclient add --from (" .. backends.name .. ")", function()
     code, _, err = run(nil, "add", "--from", FIXTURES .. "vscode_mcp.json", "--input", "novalue")
     assert.equal(2, code)
     assert.matches("--input takes ID=env:VAR", err, 1, true)
+    -- an answer that looks like a secret is not taken as text, on the command line or at the terminal
+    code, _, err = run(nil, "add", "--from", FIXTURES .. "server.json", "--input",
+      "weather_token=wt-9f8e7d6c5b4a3F2e1D0c")
+    assert.equal(2, code)
+    assert.matches("looks like a secret", err, 1, true)
+    assert.falsy(err:find("wt-9f8e7d6c5b4a3F2e1D0c", 1, true))
+    code, _, err = run({ "env:PPLX_KEY", "ws-8a7B6c5D4e3F2g1H0i9J" }, "add", "--from", FIXTURES .. "vscode_mcp.json",
+      "perplexity")
+    assert.equal(1, code)
+    assert.matches('The answer to "workspace" looks like a secret', err, 1, true)
+    assert.falsy(err:find("ws-8a7B6c5D4e3F2g1H0i9J", 1, true))
     assert.equal(0, #assert(store:servers()))
   end)
 end)

@@ -115,6 +115,10 @@ local function given_inputs(items, usage)
       usage(string.format("--input %s: env: names an environment variable (letters, digits and _).", inert(id, 64)))
     end
     if answers[id] ~= nil then usage(string.format("--input names %s twice.", inert(id, 64))) end
+    if not value:match("^env:") and config.looks_secret(id, value) then
+      usage(string.format("--input %s: the answer looks like a secret, which is never stored: give env:VAR, the "
+        .. "environment variable that holds it.", inert(id, 64)))
+    end
     answers[id] = value
   end
   return answers
@@ -146,6 +150,10 @@ local function answer_inputs(ctx, used, declared, answers)
     local value = answers[id]
     if value:match("^env:") and not value:match(ENV_REFERENCE) then
       return nil, string.format('The answer to "%s" is env: without an environment variable name.', inert(id, 64))
+    end
+    if not value:match("^env:") and config.looks_secret(id, value) then
+      return nil, string.format('The answer to "%s" looks like a secret, which is never stored: answer with env:VAR, '
+        .. "the environment variable that holds it.", inert(id, 64))
     end
     if about.password and not value:match(ENV_REFERENCE) then
       return nil, string.format('The input "%s" is a password: answer it with env:VAR, the environment variable that '
