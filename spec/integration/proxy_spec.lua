@@ -118,6 +118,57 @@ describe("proxies #integration", function()
     end)
   end)
 
+  describe("the operation's rules through a proxy", function()
+    it("the budget bounds a call the server never answers; it was sent once", function()
+      local path = "/never-answers/budget"
+      local conn <close> = connect(hostile.url(plain, path), { proxy = tinyproxy.url, budget = 2 })
+      local started = core.now()
+      local out, message, err = conn:call_tool("hostile", {})
+      local elapsed = core.now() - started
+      assert.is_nil(out)
+      assert.equal("timeout", err.kind, message)
+      assert.truthy(elapsed >= 1.9 and elapsed < 3, string.format("took %.2f s", elapsed))
+      assert.equal(1, tool_calls(hostile.state(plain, path)))
+    end)
+
+    it("cancel ends a call in flight at once, and nothing is sent again", function()
+      local path = "/never-answers/cancel"
+      local conn <close> = connect(hostile.url(plain, path), { proxy = tinyproxy.url })
+      assert(conn:ping())
+      local started = core.now()
+      local out, message, err = conn:call_tool("hostile", {},
+        { cancel = function() return core.now() - started > 0.3 end })
+      assert.is_nil(out)
+      assert.equal("cancelled", err.kind, message)
+      assert.is_true(err.in_flight)
+      assert.truthy(core.now() - started < 1.5)
+      assert.equal(1, tool_calls(hostile.state(plain, path)))
+    end)
+
+    it("OAuth's own requests go through the connection's proxy, past the same gate", function()
+      local fetch = require "mcpclient.oauth.fetch"
+      local hostgate = require "mcpclient.hostgate"
+      local Deadline = require "mcpclient.deadline"
+      local leg <close> = core.http_leg()
+      local ctx = { identifier = "px", leg = leg, host_gate = hostgate.default, refuse_private = false,
+        proxy = tinyproxy.url, tls = {}, connect_timeout = 5 }
+      local url = hostile.url(plain, "/_state?path=/oauth-metadata")
+      local res = assert(fetch.send(ctx, { deadline = Deadline.open(5, core.now) }, { method = "GET", url = url }))
+      assert.equal(200, res.status)
+      assert.equal(1, #proxies.lines(tinyproxy, "GET " .. url))
+      local lines = #read_all(tinyproxy.log)
+      local out, message, err = fetch.send(ctx, { deadline = Deadline.open(5, core.now) },
+        { method = "GET", url = "http://169.254.169.254/.well-known/oauth-authorization-server" })
+      assert.is_nil(out)
+      assert.equal("authorization_failed", err.kind, message)  -- not https and not loopback: refused first
+      out, message, err = fetch.send(ctx, { deadline = Deadline.open(5, core.now) },
+        { method = "GET", url = "https://metadata.google.internal/.well-known/oauth-authorization-server" })
+      assert.is_nil(out)
+      assert.equal("refused_host", err.kind, message)
+      assert.equal(lines, #read_all(tinyproxy.log))
+    end)
+  end)
+
   describe("a SOCKS5 proxy (danted)", function()
     it("carries warm calls, the proxy resolving the name (socks5h)", function()
       local path = "/good/socks"
