@@ -118,6 +118,43 @@ describe("proxies #integration", function()
     end)
   end)
 
+  describe("an https:// proxy (spec/support/https_proxy.mjs)", function()
+    local pipe, pid, port, log
+
+    setup(function()
+      log = dir .. "/https_proxy.log"
+      pipe = assert(io.popen(string.format("exec sh -c %s", quote(string.format(
+        "echo $$; exec node spec/support/https_proxy.mjs %s %s 2>%s", quote(dir .. "/server.pem"),
+        quote(dir .. "/server.key"), quote(log)))), "r"))
+      pid = assert(math.tointeger(tonumber(pipe:read("l"))))
+      port = assert(tonumber((pipe:read("l") or ""):match("^listening (%d+)$")), "the https proxy did not start")
+    end)
+
+    teardown(function()
+      if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
+      if pipe then pipe:close() end
+    end)
+
+    it("is spoken to in TLS verified with ca_file, and tunnels to the server inside it", function()
+      local path = "/good/https-proxy"
+      local url = string.format("https://127.0.0.1:%d%s", secure.port, path)
+      local conn <close> = connect(url, { proxy = "https://127.0.0.1:" .. port, ca_file = dir .. "/ca.pem" })
+      warm_calls(conn, function() return secure_state(path) end)
+      local tunnels = select(2, read_all(log):gsub("CONNECT 127%.0%.0%.1:" .. secure.port, ""))
+      assert.equal(1, tunnels)
+    end)
+
+    it("without the CA that signed the proxy's certificate fails as tls, before any tunnel", function()
+      local before = read_all(log)
+      local conn <close> = connect(string.format("https://127.0.0.1:%d/good/https-proxy-untrusted", secure.port),
+        { proxy = "https://127.0.0.1:" .. port })
+      local out, message, err = conn:call_tool("echo", { text = "x" })
+      assert.is_nil(out)
+      assert.equal("tls", err.kind, message)
+      assert.equal(before, read_all(log))
+    end)
+  end)
+
   describe("the operation's rules through a proxy", function()
     it("the budget bounds a call the server never answers; it was sent once", function()
       local path = "/never-answers/budget"
