@@ -65,9 +65,19 @@ Connection.__index = Connection
 -- lines, its stderr) is handed out now (Session:drain), as during an
 -- operation, so change notices, log notices and on_notification reach the
 -- host between operations. A handler that raises is told through the log.
-local function between_operations(self)
+-- With `until_s` (seconds on core.now()), a channel that only hears the
+-- server while it holds a stream open (a 2025 session's GET stream) holds
+-- it until then when anything listens for what comes (on_log,
+-- on_notification, on_change, the cache, a subscription).
+local function between_operations(self, until_s)
   if self.closed then return end
-  local ok, why = pcall(self.session.drain, self.session, { deadline = Deadline.open(1, self.hooks.clock) })
+  local op = { deadline = Deadline.open(1, self.hooks.clock) }
+  local own = self.session
+  if until_s and (own.on_log or own.host.on_notification or self.hooks.on_change or self.cache
+      or next(self.subscribed)) then
+    op.hold_until = until_s
+  end
+  local ok, why = pcall(own.drain, own, op)
   if not ok then self.hooks.warn("a handler raised while notices were read: " .. core.clip(tostring(why))) end
 end
 

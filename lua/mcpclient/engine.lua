@@ -317,15 +317,23 @@ engine.host = {
     return t
   end,
   --- Run what is ready, waiting at most `timeout` seconds for something to
-  -- be (0 when not given: never blocks), then hand out what arrived between
-  -- operations (each connection's after_step). Called as step(t) or e:step(t).
+  -- be (0 when not given: never blocks), and hand out what arrived between
+  -- operations: each connection's after_step, first with the time the wait
+  -- ends (a connection that hears its server only on a stream it holds holds
+  -- it until then or until something came), then once more after the
+  -- engine's wait, for what the wait read. Called as step(t) or e:step(t).
   step = function(a, b)
     local timeout = type(a) == "table" and b or a
     if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
       error("step: timeout must be a number of seconds, 0 or more", 2)
     end
     close_faulted()
-    core.engine_step(timeout and math.ceil(math.min(timeout, 86400) * 1000) or 0)
+    local until_s = core.now() + math.min(timeout or 0, 86400)
+    if timeout and timeout > 0 then
+      for owner, fn in pairs(after_step) do fn(owner, until_s) end
+    end
+    local left = until_s - core.now()
+    core.engine_step(left > 0 and math.ceil(left * 1000) or 0)
     for owner, fn in pairs(after_step) do fn(owner) end
   end,
 }

@@ -1,7 +1,9 @@
 -- The host's own header lines (connect's `headers`) on the wire, through the real C leg: on every
 -- HTTP request to the server (the opening, the notification, logging/setLevel, the GET stream,
--- each POST, the DELETE that ends the session), and only on the connection that set them.
+-- each POST, the DELETE that ends the session), and only on the connection that set them. And
+-- what a 2025 server sends on its GET stream between operations, handed out by mcp.engine.step.
 local mcp = require "mcpclient"
+local core = require "mcpclient.core"
 local peers = require "support.peers"
 
 -- Start spec/support/headers_server.mjs; fn(url) runs; the server is stopped by its PID and every
@@ -65,6 +67,37 @@ describe("connect's headers on the wire #integration", function()
     end)
     assert.is_true(#of(lines, "GET") > 0 and #of(lines, "DELETE") > 0, table.concat(lines, "\n"))
     for _, l in ipairs(lines) do assert.truthy(l:find("x%-tenant=%- x%-trace=%- auth=no"), l) end
+  end)
+
+  it("between operations, mcp.engine.step holds the 2025 session's GET stream for what comes", function()
+    local methods, kinds, logs = {}, {}, {}
+    local lines = with_server(function(url)
+      local conn = connect(url, { headers = { ["X-Tenant"] = "acme" },
+        on_notification = function(method) methods[#methods + 1] = method end,
+        on_change = function(kind) kinds[#kinds + 1] = kind end,
+        on_log = function(level, _, data) logs[#logs + 1] = level .. " " .. tostring(data) end })
+      assert(conn:list_tools())
+      assert.equal("later", assert(conn:call_tool("later", {})).text)
+      local until_s = core.now() + 5
+      while #methods < 2 and core.now() < until_s do mcp.engine.step(0.2) end
+      conn:close()
+    end)
+    assert.same({ "notifications/tools/list_changed", "notifications/message" }, methods)
+    assert.same({ "tools" }, kinds)
+    assert.same({ "error late" }, logs)
+    -- the GET of the step carries the connection's headers as every other request
+    for _, l in ipairs(of(lines, "GET")) do assert.truthy(l:find("x%-tenant=acme", 1), l) end
+  end)
+
+  it("between operations, nothing is asked of the server when nothing listens", function()
+    local lines = with_server(function(url)
+      local conn = mcp.connect { identifier = "hdr", url = url, health = mcp.health.discard, budget = 10,
+        protocol = "2025-11-25" }
+      assert(conn:list_tools())
+      for _ = 1, 3 do mcp.engine.step(0.05) end
+      conn:close()
+    end)
+    assert.same({}, of(lines, "GET"))
   end)
 
   it("go beside a credential, which stays its own header line", function()

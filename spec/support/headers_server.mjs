@@ -4,8 +4,13 @@
 // It opens a session on initialize (Mcp-Session-Id: s1), declares logging, answers tools/list
 // with one tool and logging/setLevel with {}, holds a GET stream open (one comment, then quiet)
 // until the client closes it, and answers DELETE with 200. server/discover is refused as a
-// 2025 SDK refuses it (400, a JSON-RPC error). Runs until it is killed.
+// 2025 SDK refuses it (400, a JSON-RPC error). The tool `later` answers at once and, 300 ms later,
+// writes notifications/tools/list_changed and a notifications/message (level "error") to the GET
+// stream open then (none open: they are lost, as a server without an event store loses them).
+// Runs until it is killed.
 import http from 'node:http';
+
+const streams = new Set();
 
 function line(req, method) {
   const h = (name) => (req.headers[name] === undefined ? '-' : String(req.headers[name]));
@@ -23,6 +28,8 @@ const srv = http.createServer((req, res) => {
     line(req, '-');
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write(': open\n\n');
+    streams.add(res);
+    res.on('close', () => streams.delete(res));
     return;
   }
   if (req.method === 'DELETE') {
@@ -52,6 +59,17 @@ const srv = http.createServer((req, res) => {
         inputSchema: { type: 'object' } }] } }), 150);
     }
     if (m.method === 'logging/setLevel') return json(res, 200, { jsonrpc: '2.0', id: m.id, result: {} });
+    if (m.method === 'tools/call' && m.params && m.params.name === 'later') {
+      setTimeout(() => {
+        for (const stream of streams) {
+          for (const n of [{ method: 'notifications/tools/list_changed' },
+            { method: 'notifications/message', params: { level: 'error', data: 'late' } }]) {
+            stream.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...n })}\n\n`);
+          }
+        }
+      }, 300);
+      return json(res, 200, { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'later' }] } });
+    }
     return json(res, 200, { jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found' } });
   });
 });

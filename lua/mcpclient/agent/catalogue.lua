@@ -116,6 +116,7 @@ local function connect_stdio(row, options, importing)
     -- a child's pipes stay open anyway: in the 2026-07-28 era a listen stands open on them, so a
     -- server that tells its subscribers only is heard too
     on_change = on_change_of(row, options, importing),
+    on_sampling = options.on_sampling_for and options.on_sampling_for(row) or nil,
   }
   server_options.apply(row, spec, options.resolver) -- (a stdio row: only its roots)
   local ok, conn = pcall(client.connect, spec)
@@ -127,7 +128,8 @@ end
 --- a command, else over HTTP to its URL.
 -- options: health (default: the store's recorder for the row, when options.store is given),
 -- transport, clock, resolver, budget, log, host_gate, refuse_private, on_elicitation,
--- max_input_rounds — passed through.
+-- max_input_rounds — passed through; on_sampling_for = function(row) -> on_sampling handler (a run's
+-- judge of that server's sampling requests).
 -- Rows an operator can save but a connection cannot use (an unknown placement,
 -- a malformed URL or identifier) come back as nil, message, err, never raised.
 -- With options.store, a change notice the connection hears marks the stored
@@ -163,6 +165,8 @@ local function connect_row(row, options, importing)
     -- the host's handler for input a server asks for (what a person answers reaches the model only
     -- through the tool's result, as the server chooses to use it)
     on_elicitation = options.on_elicitation, max_input_rounds = options.max_input_rounds,
+    -- a server's sampling requests: the run's judge for this row (declared only when there is one)
+    on_sampling = options.on_sampling_for and options.on_sampling_for(row) or nil,
     on_change = on_change_of(row, options, importing),
     listen = false,
   }

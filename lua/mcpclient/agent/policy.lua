@@ -91,6 +91,9 @@ policy.REASONS = {
   APPROVAL_DENIED = "approvalDenied",
   -- a server whose operator has not declared its data class: nothing of it is offered, called or read
   UNCLASSIFIED = "unclassified",
+  -- a request that needs a person's approval and cannot wait for one (a server's sampling request, which
+  -- arrives while the server waits inside a call): refused, never asked
+  APPROVAL_UNAVAILABLE = "approvalUnavailable",
 }
 local R = copy(policy.REASONS)
 
@@ -192,6 +195,7 @@ local MESSAGES = {
   [R.STORE_UNAVAILABLE] = "%s is unavailable for now: its switch could not be read from the store.",
   [R.APPROVAL_DENIED] = "%s was not approved by a human.",
   [R.UNCLASSIFIED] = "%s is of a server whose data class the operator has not declared: it is not usable yet.",
+  [R.APPROVAL_UNAVAILABLE] = "%s needs a person's approval, which this request cannot wait for: it was refused.",
 }
 
 --- The operator's sentence for a decision.

@@ -17,6 +17,7 @@
 --   run/turn.lua        a turn's records: admit, refuse, hold for approval,
 --                       execute in the model's order, record, results
 --   run/reads.lua       resource reads and prompt gets through the gate
+--   run/sampling.lua    a server's sampling requests through the gate, audited
 --   run/approval.lua    waiting runs, decisions from any process, resume
 --   run/take_over.lua   taking a run over from a process that is gone
 --   run/safe_point.lua  re-import at run:tools(), then the offered tools
@@ -119,6 +120,12 @@ Run.__index = Run
 --   connect       = function(row) -> connection | nil, message, err: how read_resource,
 --                   get_prompt and an automatic re-import reach a server (default
 --                   catalogue.connect with the store's grants),
+--   on_sampling   = function(request) -> message | nil, reason: the host's own model call for a
+--                   server's sampling request (mcp.connect's on_sampling; the message may carry
+--                   usage = { input_tokens, output_tokens } for the audit). Given, the connections the run
+--                   opens itself (its default provider's, its reads') declare sampling, and each request
+--                   is judged first (run/sampling.lua: the gate, approval, the remote budget) and audited
+--                   as an event of kind "sampling"; a refusal answers the server with an error.
 --   log           = function(level, message) (default: one line on stderr) }
 -- @return Run | nil, message, err (the provider could not list its tools)
 function run.start(store, options)

@@ -775,10 +775,37 @@ function Channel:end_session(op, state)
   return true
 end
 
---- Nothing to take between requests: every message arrives on a request's
---- own stream, or on the GET stream, which is open only while a request is
---- in flight and read by it.
-function Channel.drain()
+--- Nothing waits between requests: every message arrives on a request's
+--- own stream, or on the GET stream, which is open while a request is in
+--- flight and read by it. Between operations (mcp.engine.step, which sets
+--- `op.hold_until`, seconds on core.now()) a 2025 session's GET stream is
+--- held until then, or until a message has come on it (handed to
+--- `call.on_message`), whichever is first, when no request holds it; a
+--- server that refuses the GET (405) is not asked again on that session.
+function Channel:drain(op, call)
+  local state = call.state
+  if not (op.hold_until and state and state.id and self.config.spawn_leg) or self.get_holder
+      or self.get_refused == state or self.closing then
+    return true
+  end
+  local seconds = op.hold_until - core.now()
+  if seconds <= 0 then return true end
+  local watch = { done = false }
+  self.get_holder = watch
+  local _ <close> = setmetatable({}, { __close = function()
+    if self.get_holder == watch then self.get_holder = nil end
+  end })
+  local came = false
+  local on_stream, close = event_stream.listener(function(message)
+    came = true
+    call.on_message(message)
+  end)
+  local holding = { deadline = Deadline.open(seconds, core.now),
+    cancel = function() return came or (op.cancel ~= nil and op.cancel()) end }
+  local response = exchange(self, holding, { method = "GET", cancellable = true, on_stream = on_stream,
+    headers = state_headers({ "Accept: text/event-stream" }, state, self.config.headers) })
+  close()
+  if response and response.status == 405 then self.get_refused = state end
   return true
 end
 

@@ -61,7 +61,7 @@ local function offer_connection(self, row)
   if self.offer_connect then
     conn, message, err = self.offer_connect(row)
   else
-    conn, message, err = catalogue.connect(row, { store = self.store })
+    conn, message, err = catalogue.connect(row, { store = self.store, on_sampling_for = self.sampling_for })
   end
   if not conn then return nil, message, err end
   self.offer_connections[row.uid] = conn

@@ -12,6 +12,7 @@ local catalogue = require "mcpclient.agent.catalogue"
 local core = require "mcpclient.core"
 local policy = require "mcpclient.agent.policy"
 local lease = require "mcpclient.agent.run.lease"
+local sampling = require "mcpclient.agent.run.sampling"
 
 local warn_to = lease.warn
 
@@ -96,7 +97,7 @@ local option_types = {
   tools = "table", builtins = "table", providers = "table", mode = "any", owner = "string", now = "function",
   clock = "function", lease_seconds = "number", remote_budget = "number", uuid = "string", log = "function",
   tasks = "boolean", task_budget = "number",
-  connect = "function",
+  connect = "function", on_sampling = "function",
 }
 
 -- What the options must hold beyond their keys and types (checked first, by
@@ -130,10 +131,13 @@ end
 -- extra (the host's list), fill (see registry_of) } | nil, message, err
 -- (the provider could not list its tools)
 local function tools_of(store, options, log)
-  if options.registry then return { registry = options.registry } end
+  -- the run's judge of a server's sampling requests, bound to the run once it exists (new_run)
+  local holder = {}
+  local sampling_for = options.on_sampling and sampling.for_run(holder) or nil
+  if options.registry then return { registry = options.registry, holder = holder, sampling_for = sampling_for } end
   local provider, owned = options.provider, nil
   if provider == nil and options.tools == nil then
-    provider = catalogue.provider(store)
+    provider = catalogue.provider(store, { on_sampling_for = sampling_for })
     owned = provider
   end
   local tools = {}
@@ -147,7 +151,8 @@ local function tools_of(store, options, log)
   end
   for _, t in ipairs(options.tools or {}) do tools[#tools + 1] = t end
   local registry, fill = registry_of(options.builtins, tools, log)
-  return { registry = registry, owned = owned, provider = provider, extra = options.tools, fill = fill }
+  return { registry = registry, owned = owned, provider = provider, extra = options.tools, fill = fill,
+    holder = holder, sampling_for = sampling_for }
 end
 
 -- A Run on `store`, RUNNING, with its tools (tools_of) and what run.start
@@ -169,8 +174,12 @@ local function new_run(store, options, log, tools, own, Run)
     -- the connections resource reads and prompt gets use (server uid -> connection), opened on first use
     offer_connect = options.connect, offer_connections = {},
     tool_source = tools, builtin_names = builtin_names(options.builtins),
+    -- the host's model call for a server's sampling request, and the judge each connection the run opens
+    -- itself takes for its server (sampling.lua)
+    on_sampling = options.on_sampling, sampling_for = tools.sampling_for,
   }, Run)
   for k, v in pairs(own) do self[k] = v end
+  if tools.holder then tools.holder.run = self end
   return self
 end
 

@@ -117,7 +117,7 @@ end
 local function record_offer(self, kind, fields, duration_ms)
   local duration = audit_duration(duration_ms or 0)
   fields.kind, fields.round, fields.durationMs = kind, self.round, duration
-  fields.result = core.repair_utf8(fields.result)
+  if fields.result ~= nil then fields.result = core.repair_utf8(fields.result) end  -- (a sampling event has none)
   local event = { kind = kind, round = self.round, duration_ms = duration, payload = encode_payload(fields) }
   if not self.persisted then
     self.trail[#self.trail + 1] = event
