@@ -103,8 +103,8 @@ describe("object shapes", function()
 
   it("the session offers open, request, listen, drain, ping, close, set_roots and input_answer", function()
     local conn <close> = connect()
-    assert.same({ "close", "drain", "input_answer", "listen", "open", "ping", "request", "set_roots" },
-      sorted(callable(conn.session)))
+    assert.same({ "close", "drain", "input_answer", "listen", "open", "ping", "request", "set_log_level",
+      "set_roots" }, sorted(callable(conn.session)))
     -- and its module the constructor and the one answer to an elicitation both eras give (a task's
     -- input requests are answered by the same rule as a server request)
     assert.same({ "elicited", "new" }, sorted(callable(session)))
