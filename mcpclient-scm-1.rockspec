@@ -110,6 +110,7 @@ build = {
     ["mcpclient.errors"] = "lua/mcpclient/errors.lua",
     ["mcpclient.health"] = "lua/mcpclient/health.lua",
     ["mcpclient.hostgate"] = "lua/mcpclient/hostgate.lua",
+    ["mcpclient.proxy"] = "lua/mcpclient/proxy.lua",
     ["mcpclient"] = "lua/mcpclient/init.lua",
     ["mcpclient.json"] = "lua/mcpclient/json.lua",
     ["mcpclient.log"] = "lua/mcpclient/log.lua",
