@@ -124,6 +124,7 @@ build = {
     ["mcpclient.oauth.jwt"] = "lua/mcpclient/oauth/jwt.lua",
     ["mcpclient.oauth.stored"] = "lua/mcpclient/oauth/stored.lua",
     ["mcpclient.session"] = "lua/mcpclient/session.lua",
+    ["mcpclient.settings"] = "lua/mcpclient/settings.lua",
     ["mcpclient.skills"] = "lua/mcpclient/skills.lua",
     ["mcpclient.suggest"] = "lua/mcpclient/suggest.lua",
     ["mcpclient.task"] = "lua/mcpclient/task.lua",
