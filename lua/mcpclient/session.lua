@@ -337,7 +337,7 @@ local function send(self, op, state, method, params, how)
   -- the GET stream is held while something listens for what may arrive there (listens, inline)
   local listening = self.listening
   local listen = self.on_elicitation ~= nil or self.on_log ~= nil or op.on_progress ~= nil
-    or self.answers.sampling ~= nil or self.answers.roots ~= nil
+    or self.answers.sampling ~= nil or self.answers.roots ~= nil or self.host.on_notification ~= nil
   local call = { id = id, method = method, params = params, body = body, state = state,
     decoding = how and how.decoding, mirror = how and how.mirror,
     standing = how and how.standing, settle_seconds = how and how.settle_seconds,

@@ -89,6 +89,17 @@ describe("connect's headers on the wire #integration", function()
     for _, l in ipairs(of(lines, "GET")) do assert.truthy(l:find("x%-tenant=acme", 1), l) end
   end)
 
+  it("on_notification alone holds the 2025 session's GET stream during an operation", function()
+    local methods = {}
+    with_server(function(url)
+      local conn = mcp.connect { identifier = "hdr", url = url, health = mcp.health.discard, budget = 10,
+        protocol = "2025-11-25", on_notification = function(method) methods[#methods + 1] = method end }
+      assert.equal("during", assert(conn:call_tool("during", {})).text)
+      conn:close()
+    end)
+    assert.same({ "notifications/vendor/during" }, methods)
+  end)
+
   it("between operations, nothing is asked of the server when nothing listens", function()
     local lines = with_server(function(url)
       local conn = mcp.connect { identifier = "hdr", url = url, health = mcp.health.discard, budget = 10,

@@ -6,7 +6,9 @@
 // until the client closes it, and answers DELETE with 200. server/discover is refused as a
 // 2025 SDK refuses it (400, a JSON-RPC error). The tool `later` answers at once and, 300 ms later,
 // writes notifications/tools/list_changed and a notifications/message (level "error") to the GET
-// stream open then (none open: they are lost, as a server without an event store loses them).
+// stream open then (none open: they are lost, as a server without an event store loses them); the
+// tool `during` writes notifications/vendor/during to the open GET stream 150 ms into the call
+// and answers at 400 ms.
 // Runs until it is killed.
 import http from 'node:http';
 
@@ -59,6 +61,15 @@ const srv = http.createServer((req, res) => {
         inputSchema: { type: 'object' } }] } }), 150);
     }
     if (m.method === 'logging/setLevel') return json(res, 200, { jsonrpc: '2.0', id: m.id, result: {} });
+    if (m.method === 'tools/call' && m.params && m.params.name === 'during') {
+      setTimeout(() => {
+        for (const stream of streams) {
+          stream.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/vendor/during' })}\n\n`);
+        }
+      }, 150);
+      return setTimeout(() => json(res, 200, { jsonrpc: '2.0', id: m.id,
+        result: { content: [{ type: 'text', text: 'during' }] } }), 400);
+    }
     if (m.method === 'tools/call' && m.params && m.params.name === 'later') {
       setTimeout(() => {
         for (const stream of streams) {
