@@ -456,6 +456,52 @@ check("03c roots and sampling declared exactly when given", function(h)
   assert.is_true(half >= 1)
 end)
 
+-- fails if: the log level or the client's identity the host set does not reach the server as its era
+-- carries them (2025: initialize's clientInfo, logging/setLevel after initialized, only for a server
+-- declaring logging; 2026-07-28: the envelope of every request), or a level is sent without being set
+-- proven red by the mutant(s): settings-dropped, level-always
+check("03d log level and client identity as the era carries them", function(h)
+  local LOGGING = { tools = {}, logging = {} }
+  h:will_handshake(nil, nil, LOGGING)
+  if not h.modern then h:will_answer({}) end  -- logging/setLevel
+  -- the second server declares logging too: a connection that set no level asks for none
+  h:will_answer(text_answer("a")):will_handshake(nil, nil, LOGGING):will_answer(text_answer("b"))
+  local got = {}
+  local set = h:connect { log_level = "warning", client_info = { name = "agent", version = "1.2" },
+    on_log = function(level) got[#got + 1] = level end }
+  assert(set:call_tool("t", {}))
+  local plain = h:connect()
+  assert(plain:call_tool("t", {}))
+  local LEVEL, INFO = "io.modelcontextprotocol/logLevel", "io.modelcontextprotocol/clientInfo"
+  local requests, seen = h:requests(), {}
+  for _, r in ipairs(requests) do
+    if r.body and r.body.method then seen[#seen + 1] = r.body end
+  end
+  if h.modern then
+    -- server/discover and tools/call of each connection: the first two name the level and the client
+    for i, body in ipairs(seen) do
+      if i <= 2 then
+        assert.equal("warning", body.params._meta[LEVEL], body.method)
+        assert.same({ name = "agent", version = "1.2" }, body.params._meta[INFO])
+      else
+        assert.is_nil(body.params._meta[LEVEL], body.method)
+        assert.equal("mcpclient", body.params._meta[INFO].name)
+      end
+    end
+    assert.equal(4, #seen)
+  else
+    assert.same({ "initialize", "notifications/initialized", "logging/setLevel", "tools/call", "initialize",
+      "notifications/initialized", "tools/call" }, (function()
+        local list = {}
+        for i, body in ipairs(seen) do list[i] = body.method end
+        return list
+      end)())
+    assert.same({ name = "agent", version = "1.2" }, seen[1].params.clientInfo)
+    assert.same({ level = "warning" }, seen[3].params)
+    assert.equal("mcpclient", seen[5].params.clientInfo.name)
+  end
+end)
+
 -- fails if: a revision outside the four spoken is accepted, or the refusal does not name it and the server
 -- proven red by the mutant(s): any-revision
 check("03b protocol revision: an unknown choice fails the handshake, naming it", function(h)
