@@ -176,6 +176,9 @@ describe("roots and sampling", function()
         local err = answer_to(fake, "s1").error
         assert.equal(-32603, err.code)
         assert.equal("the client's sampling handler gave no valid answer", err.message)
+        -- what was wrong goes to the host's log, not to the server
+        assert.equal(1, #warned)
+        assert.truthy(warned[1]:find("the on_sampling handler's answer was refused: ", 1, true), warned[1])
       end
     end)
 
@@ -189,9 +192,15 @@ describe("roots and sampling", function()
       assert.is_nil(err.message:find("[%c]"), err.message)
       assert.is_true(#err.message < 300)
       fake = asking("sampling/createMessage", SAMPLE)
-      assert(connect(fake, { on_sampling = function() error("db password is hunter2") end }):call_tool("t", {}))
+      local warned = {}
+      assert(connect(fake, { on_sampling = function() error("db password is hunter2") end,
+        log = function(_, text) warned[#warned + 1] = text end }):call_tool("t", {}))
       err = answer_to(fake, "s1").error
       assert.same({ code = -32603, message = "the client's sampling handler failed" }, err)
+      assert.is_nil(answer_to(fake, "s1").error.message:find("hunter2", 1, true))
+      assert.equal(1, #warned)
+      assert.truthy(warned[1]:find("the on_sampling handler raised: ", 1, true), warned[1])
+      assert.truthy(warned[1]:find("db password is hunter2", 1, true), warned[1])
     end)
 
     it("refuses a request without a positive maxTokens or messages, never asking the handler", function()
