@@ -280,6 +280,35 @@ describe("roots and sampling", function()
       assert.same({ "server/discover", "tools/call" }, fake:methods())
     end)
 
+    it("a task waiting for roots and a sampled message gets both once with tasks/update", function()
+      local now = os.date("!%Y-%m-%dT%H:%M:%SZ")
+      local function task(result_type, status, extra)
+        local t = { resultType = result_type, taskId = "t-1", status = status, ttlMs = 60000, pollIntervalMs = 0,
+          createdAt = now, lastUpdatedAt = now }
+        for k, v in pairs(extra or {}) do t[k] = v end
+        return t
+      end
+      local waiting = { inputRequests = { r = { method = "roots/list" },
+        s = { method = "sampling/createMessage", params = SAMPLE } } }
+      local fake = Fake.new { modern = true }:will_return(discovered())
+        :will_return(task("task", "working")):will_return(task("complete", "input_required", waiting))
+        :will_return { resultType = "complete" }
+        :will_return(task("complete", "completed", { result = text_result("built", true) }))
+      local seen = {}
+      local conn = connect(fake, { roots = ROOTS, on_sampling = function(request)
+        seen[#seen + 1] = request
+        return reply("Paris.")()
+      end })
+      assert.equal("built", assert(conn:call_tool("t", {}, { task = true })).text)
+      assert.same({ "server/discover", "tools/call", "tasks/get", "tasks/update", "tasks/get" }, fake:methods())
+      local update = fake.requests[4].body.params
+      assert.same({ roots = ROOTS }, update.inputResponses.r)
+      assert.equal("Paris.", update.inputResponses.s.content.text)
+      assert.equal(1, #seen)
+      assert.same({ roots = {}, sampling = {}, extensions = { ["io.modelcontextprotocol/tasks"] = {} } },
+        fake.requests[2].body.params._meta[CAPS])
+    end)
+
     it("set_roots sends no notice (the revision has none): the next roots/list gets the new roots", function()
       local fake = Fake.new { modern = true }:will_return(discovered()):will_return(text_result("x", true))
         :will_return(asks { r = { method = "roots/list" } }):will_return(text_result("done", true))
