@@ -154,6 +154,20 @@ describe("settings, raw requests and pages over stdio", function()
       assert.same({ "one", "two red", "half-way", "three", "last words" }, lines)
     end)
 
+    it("hands over whole lines only when the 64 KiB ring lost some to a flood", function()
+      local whole, other = 0, {}
+      local line = string.rep("y", 999)
+      local conn <close> = connect("legacy", { on_stderr = function(l)
+        if l == line then whole = whole + 1 else other[#other + 1] = l:sub(1, 20) end
+      end })
+      -- 400 000 bytes at once, lines that do not divide the ring: the ring loses the start of a line
+      assert(conn:call_tool("stderr", { text = string.rep(line .. "\n", 400) }))
+      assert.is_true(whole > 0 and whole < 400, "lines: " .. whole)
+      assert.same({}, other)
+      assert(conn:call_tool("stderr", { text = "after\n" }))
+      assert.same({ "after" }, other)
+    end)
+
     it("a handler that raises is logged, and the connection goes on", function()
       local warnings = {}
       local conn <close> = connect("modern", { on_stderr = function() error("handler bug") end,

@@ -130,10 +130,23 @@ local STDERR_LINE = 4096
 local function stderr_lines(self, proc, final)
   local handler = self.config.on_stderr
   if not handler or not proc or not proc.stderr_since or self.in_stderr then return end
-  if self.stderr_of ~= proc then self.stderr_of, self.stderr_pos, self.stderr_partial = proc, 0, "" end
+  if self.stderr_of ~= proc then
+    self.stderr_of, self.stderr_pos, self.stderr_partial, self.stderr_cut = proc, 0, "", nil
+  end
   local text, pos, lost = proc:stderr_since(self.stderr_pos)
   self.stderr_pos = pos
-  if lost > 0 then self.stderr_partial = "" end
+  if lost > 0 then
+    -- the ring dropped the start of what came: the line it cut is not handed over
+    self.stderr_partial = ""
+    local nl = text:find("\n", 1, true)
+    text = nl and text:sub(nl + 1) or ""
+    if not nl then self.stderr_cut = true end
+  elseif self.stderr_cut then
+    -- still the cut line: up to its end
+    local nl = text:find("\n", 1, true)
+    text = nl and text:sub(nl + 1) or ""
+    if nl then self.stderr_cut = nil end
+  end
   local buffered = self.stderr_partial .. text
   local lines, from = {}, 1
   while true do
