@@ -74,6 +74,8 @@
   X(MAX_BYTES, max_bytes) \
   X(PIN, pin) \
   X(PROXY, proxy) \
+  X(PROXY_USER, proxy_user) \
+  X(PROXY_PASSWORD, proxy_password) \
   X(CA_FILE, ca_file) \
   X(CLIENT_CERT, client_cert) \
   X(CLIENT_KEY, client_key) \
@@ -162,6 +164,7 @@ typedef struct Leg {
   unsigned applied_version; /* that pool's version then */
   char *default_cainfo;     /* libcurl's built-in CA bundle, restored after a custom one */
   int custom_tls;           /* the last send set ca_file, client_cert or client_key */
+  int proxy_login;          /* libcurl holds proxy credentials of the running (or last) send */
   int busy;                 /* a send is running: hooks may re-enter */
   int started;              /* busy with a send begun by start(), driven from Lua */
   Exchange x;               /* the running exchange, as the engine reports it */
@@ -198,6 +201,7 @@ typedef struct Request {
   const char *pin;
   size_t pin_hostport; /* length of "host:port" in pin */
   const char *proxy;   /* "http://", "https://" or "socks5h://" host:port, or NULL for direct */
+  const char *proxy_user, *proxy_password; /* Basic credentials for the proxy, or NULL */
   const char *ca_file, *client_cert, *client_key;
   lua_Integer n_headers;
   int has_cancel;

@@ -348,6 +348,10 @@ static void read_request(lua_State *L, Request *r) {
                "send: 'proxy' must be http://, https:// or socks5h:// host:port, without user information");
   if (r->proxy != NULL && r->pin != NULL)
     luaL_error(L, "send: give either 'pin' or 'proxy': through a proxy nothing is resolved here");
+  r->proxy_user = string_field(L, F_PROXY_USER, NULL, 1);
+  r->proxy_password = string_field(L, F_PROXY_PASSWORD, NULL, 1);
+  if ((r->proxy_user == NULL) != (r->proxy_password == NULL) || (r->proxy_user != NULL && r->proxy == NULL))
+    luaL_error(L, "send: 'proxy_user' and 'proxy_password' go together, with a 'proxy'");
   r->ca_file = string_field(L, F_CA_FILE, NULL, 0);
   r->client_cert = string_field(L, F_CLIENT_CERT, NULL, 0);
   r->client_key = string_field(L, F_CLIENT_KEY, NULL, 0);
@@ -430,6 +434,30 @@ static const char *apply_tls(Leg *leg, const Request *r) {
 }
 
 /*
+** The proxy's Basic credentials, sent with the first request to it (no
+** round trip to learn the scheme). libcurl copies them; that copy is dropped
+** once the exchange ends (forget_proxy_login), so no later send carries them
+** unasked.
+*/
+static const char *apply_proxy_login(Leg *leg, const Request *r) {
+  if (r->proxy_user == NULL) return NULL;
+  leg->proxy_login = 1;
+  if (curl_easy_setopt(leg->easy, CURLOPT_PROXYAUTH, (long)CURLAUTH_BASIC) != CURLE_OK ||
+      curl_easy_setopt(leg->easy, CURLOPT_PROXYUSERNAME, r->proxy_user) != CURLE_OK ||
+      curl_easy_setopt(leg->easy, CURLOPT_PROXYPASSWORD, r->proxy_password) != CURLE_OK)
+    return "out of memory";
+  return NULL;
+}
+
+/* Drop libcurl's copy of the proxy credentials; safe when none were set. */
+static void forget_proxy_login(Leg *leg) {
+  if (!leg->proxy_login || leg->easy == NULL) return;
+  curl_easy_setopt(leg->easy, CURLOPT_PROXYUSERNAME, (char *)NULL);
+  curl_easy_setopt(leg->easy, CURLOPT_PROXYPASSWORD, (char *)NULL);
+  leg->proxy_login = 0;
+}
+
+/*
 ** Is the request forwarded by an HTTP proxy (an http:// target through an
 ** http:// or https:// proxy, no tunnel)? Then the connection is the proxy's,
 ** and a proxy may close it after any response without saying so (tinyproxy
@@ -487,6 +515,7 @@ static const char *configure(lua_State *L, Leg *leg, const Request *r) {
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
   if ((why = mcp_http_apply_pool(leg)) != NULL) return why;
   curl_easy_setopt(e, CURLOPT_FORBID_REUSE, forwarded(r) ? 1L : 0L);
+  if ((why = apply_proxy_login(leg, r)) != NULL) return why;
   if ((why = apply_tls(leg, r)) != NULL) return why;
 
   if ((why = mcp_http_build_headers(L, leg, r, r->method == M_POST && body_len > SMALL_BODY)) != NULL)
@@ -783,6 +812,7 @@ static int leg_settle(Leg *leg) {
   }
   leg->multi = NULL;
   mcp_http_drop_headers(leg);
+  forget_proxy_login(leg);
   leg->busy = leg->started = 0;
   return sent;
 }
@@ -829,6 +859,7 @@ static const char *leg_launch(lua_State *L, Leg *leg, const Request *r) {
     why = curl_multi_strerror(leg->x.multi_code);
   if (why != NULL) {
     mcp_http_drop_headers(leg);
+    forget_proxy_login(leg);
     leg->busy = 0;
   }
   return why;

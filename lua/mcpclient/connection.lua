@@ -90,6 +90,7 @@ local option_types = {
   url = "string", identifier = "string", name = "string", auth = "table", oauth = "table", resolver = "function",
   budget = "number", connect_timeout = "number", health = "recorder", host_gate = "function", on_log = "function",
   refuse_private = "boolean", ca_file = "string", client_cert = "string", client_key = "string", proxy = "proxy",
+  proxy_auth = "table",
   transport = "table", channel = "table", clock = "function", log = "function", trace = "boolean", protocol = "string",
   on_elicitation = "function", max_input_rounds = "number", tasks = "boolean", on_change = "function",
   on_sampling = "function", roots = "table",
@@ -101,7 +102,7 @@ local option_types = {
 -- Options that mean something only for a server reached by URL; with
 -- `command` they raise rather than be silently ignored.
 local HTTP_ONLY = { "auth", "oauth", "host_gate", "refuse_private", "ca_file", "client_cert", "client_key", "proxy",
-  "connect_timeout", "channel" }
+  "proxy_auth", "connect_timeout", "channel" }
 
 local function check_type(key, value, expected)
   if expected == "recorder" then
@@ -217,6 +218,7 @@ local function http_channel(options, checked)
     host_gate = options.host_gate or hostgate.default,
     refuse_private = options.refuse_private or false,
     proxy = options.proxy,  -- nil: the environment decides (mcpclient.proxy)
+    proxy_auth = checked.proxy_auth,
     connect_timeout = checked.connect_timeout,
     tls = { ca_file = options.ca_file, client_cert = options.client_cert, client_key = options.client_key },
     clock = checked.clock,
@@ -254,6 +256,10 @@ function client.connect(options)
       clock = options.clock or core.now,
       connect_timeout = positive_seconds("connect_timeout", options.connect_timeout or client.DEFAULT_CONNECT_TIMEOUT) }
     if options.oauth and options.auth then error("connect: give either auth or oauth, not both", 2) end
+    if options.proxy_auth ~= nil then
+      if options.proxy == false then error("connect: proxy_auth goes with a proxy, and proxy is false", 2) end
+      checked.proxy_auth = proxy.validate_auth(options.proxy_auth, 2)
+    end
     channel = options.channel or http_channel(options, checked)
   end
   local health = options.health

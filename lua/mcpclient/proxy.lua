@@ -65,6 +65,28 @@ function proxy.parse(text)
   return { scheme = scheme, host = target.host, port = port, url = string.format("%s://%s:%d", scheme, host, port) }
 end
 
+--- Check the `proxy_auth` option: { username = NAME, credential = REF }, the
+--- password given as a credential reference (`env:NAME`, or a key the
+--- connection's resolver answers), never as text. Raises on misuse.
+-- @return a copy { username, credential }
+function proxy.validate_auth(auth, level)
+  level = (level or 1) + 1
+  if type(auth) ~= "table" then error("proxy_auth must be a table { username, credential }", level) end
+  for key in pairs(auth) do
+    if key ~= "username" and key ~= "credential" then
+      error(string.format("proxy_auth takes username and credential, not %s", tostring(key)), level)
+    end
+  end
+  local name = auth.username
+  if type(name) ~= "string" or name == "" or #name > 256 or name:find("[%z\1-\31\127:]") then
+    error("proxy_auth.username must be 1 to 256 bytes without a colon or a control character", level)
+  end
+  if type(auth.credential) ~= "string" or auth.credential == "" then
+    error('proxy_auth.credential must be a non-empty reference such as "env:PROXY_PASSWORD"', level)
+  end
+  return { username = name, credential = auth.credential }
+end
+
 -- Prefix match of two address byte strings over `bits` bits.
 local function same_network(a, b, bits)
   if #a ~= #b then return false end

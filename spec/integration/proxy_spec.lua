@@ -39,6 +39,20 @@ describe("proxies #integration", function()
     if dir then os.execute("rm -rf " .. quote(dir)) end
   end)
 
+  -- Run spec/support/proxy_child.lua with `env` (a shell prefix of NAME=value words) and no other
+  -- proxy variable: its output line and its trace lines.
+  local function child(env, url, option, auth_reference)
+    local err_file = dir .. "/child.err"
+    local cmd = string.format("env -u http_proxy -u HTTP_PROXY -u https_proxy -u HTTPS_PROXY -u all_proxy "
+      .. "-u ALL_PROXY -u no_proxy -u NO_PROXY %s MCPCLIENT_TRACE=1 LUA_PATH=%s LUA_CPATH=%s lua5.4 "
+      .. "spec/support/proxy_child.lua %s %s %s %s 2>%s", env, quote(package.path), quote(package.cpath), quote(url),
+      quote(option or ""), quote(""), auth_reference and quote(auth_reference) or "", quote(err_file))
+    local pipe = assert(io.popen(cmd, "r"))
+    local out = pipe:read("a")
+    pipe:close()
+    return out, read_all(err_file)
+  end
+
   local function connect(url, extra)
     local options = { url = url, identifier = "px", health = mcp.health.memory(), budget = 10 }
     for k, v in pairs(extra or {}) do options[k] = v end
@@ -155,6 +169,103 @@ describe("proxies #integration", function()
     end)
   end)
 
+  describe("a proxy that wants credentials (tinyproxy with BasicAuth)", function()
+    local guarded
+    local PASSWORD = "pr0xy-s3cret-7f2a"
+
+    setup(function()
+      guarded = proxies.tinyproxy(dir, "tinyproxy-auth", { "BasicAuth alice " .. PASSWORD })
+    end)
+
+    teardown(function() proxies.stop(guarded) end)
+
+    local function with_login(credential)
+      return { proxy = guarded.url, ca_file = dir .. "/ca.pem",
+        proxy_auth = { username = "alice", credential = credential or "vault:proxy" },
+        resolver = function(ref)
+          if ref == "vault:proxy" then return PASSWORD end
+          if ref == "vault:wrong" then return "nope" end
+        end }
+    end
+
+    local function no_secret(message)
+      assert.is_nil(tostring(message):find(PASSWORD, 1, true))
+      assert.is_nil(read_all(guarded.log):find(PASSWORD, 1, true))
+    end
+
+    it("gets them from proxy_auth's reference, for forwarded and tunnelled calls alike", function()
+      local path = "/good/login"
+      local conn <close> = connect(hostile.url(plain, path), with_login())
+      warm_calls(conn, function() return hostile.state(plain, path) end)
+      local tls_path = "/good/login-tls"
+      local secure_conn <close> = connect(string.format("https://127.0.0.1:%d%s", secure.port, tls_path), with_login())
+      warm_calls(secure_conn, function() return secure_state(tls_path) end)
+      no_secret("")
+    end)
+
+    it("without them, or with a wrong password, the proxy's refusal is the answer; nothing reached the server",
+      function()
+      local path = "/good/no-login"
+      for _, extra in ipairs { { proxy = guarded.url }, with_login("vault:wrong") } do
+        local conn <close> = connect(hostile.url(plain, path), extra)
+        local out, message, err = conn:call_tool("echo", { text = "x" })
+        assert.is_nil(out)
+        -- tinyproxy answers 407 and closes without reading the POST's body: the answer or the reset
+        -- may come first
+        if err.kind == "http_status" then
+          assert.equal(407, err.status)
+        else
+          assert.equal("transport", err.kind, message)
+          assert.truthy(message:find("reset by peer", 1, true), message)
+        end
+        no_secret(message)
+        local tunnel <close> = connect(string.format("https://127.0.0.1:%d/good/no-login", secure.port), extra)
+        out, message, err = tunnel:call_tool("echo", { text = "x" })
+        assert.is_nil(out)
+        assert.equal("transport", err.kind, message)
+        -- tinyproxy refuses an unauthorized CONNECT with 401
+        assert.truthy(message:find("CONNECT tunnel failed, response 40[17]"), message)
+      end
+      assert.equal(0, #hostile.state(plain, path).requests)
+    end)
+
+    it("a reference that does not resolve fails as credential before the proxy hears anything", function()
+      local lines = #read_all(guarded.log)
+      local conn <close> = connect(hostile.url(plain, "/good/unresolved"), with_login("vault:missing"))
+      local out, message, err = conn:call_tool("echo", { text = "x" })
+      assert.is_nil(out)
+      assert.equal("credential", err.kind, message)
+      assert.truthy(message:find("proxy_auth", 1, true), message)
+      assert.equal(lines, #read_all(guarded.log))
+    end)
+
+    it("is not asked for when the target goes direct (NO_PROXY)", function()
+      local out, trace = child("http_proxy=" .. guarded.url .. " NO_PROXY=127.0.0.1",
+        hostile.url(plain, "/good/direct-login"), "", "env:PROXY_PASSWORD_NOT_SET")
+      assert.equal("ok\n", out, trace)
+      out, trace = child("http_proxy=" .. guarded.url, hostile.url(plain, "/good/proxied-login"), "",
+        "env:PROXY_PASSWORD_NOT_SET")
+      assert.equal("failed credential\n", out, trace)
+    end)
+
+    it("is checked at connect", function()
+      for _, case in ipairs {
+        { { proxy = false, proxy_auth = { username = "a", credential = "env:X" } }, "proxy is false" },
+        { { proxy_auth = { username = "a:b", credential = "env:X" } }, "without a colon" },
+        { { proxy_auth = { username = "a" } }, "credential must be" },
+        { { proxy_auth = { username = "a", credential = "env:X", password = "pw" } }, "not password" },
+        { { proxy_auth = "alice:pw" }, "must be a table" },
+      } do
+        local options = { url = hostile.url(plain, "/good/x"), identifier = "px", health = mcp.health.discard }
+        for k, v in pairs(case[1]) do options[k] = v end
+        local ok, why = pcall(mcp.connect, options)
+        assert.is_false(ok)
+        assert.truthy(tostring(why):find(case[2], 1, true), tostring(why))
+        assert.is_nil(tostring(why):find("pw", 1, true))
+      end
+    end)
+  end)
+
   describe("the operation's rules through a proxy", function()
     it("the budget bounds a call the server never answers; it was sent once", function()
       local path = "/never-answers/budget"
@@ -265,19 +376,6 @@ describe("proxies #integration", function()
   end)
 
   describe("the environment", function()
-    -- Run spec/support/proxy_child.lua with `env` (a shell prefix of NAME=value words): its
-    -- output line and its trace lines.
-    local function child(env, url, option)
-      local err_file = dir .. "/child.err"
-      local cmd = string.format("env -u http_proxy -u HTTP_PROXY -u https_proxy -u HTTPS_PROXY -u all_proxy "
-        .. "-u ALL_PROXY -u no_proxy -u NO_PROXY %s MCPCLIENT_TRACE=1 LUA_PATH=%s LUA_CPATH=%s lua5.4 "
-        .. "spec/support/proxy_child.lua %s %s 2>%s", env, quote(package.path), quote(package.cpath), quote(url),
-        quote(option or ""), quote(err_file))
-      local pipe = assert(io.popen(cmd, "r"))
-      local out = pipe:read("a")
-      pipe:close()
-      return out, read_all(err_file)
-    end
 
     local function proxied_count(path)
       return #proxies.lines(tinyproxy, "POST http://127.0.0.1:" .. plain.port .. path)

@@ -35,17 +35,21 @@ local function launch(name, command, port, dir)
   error(name .. " did not start: " .. read_all(dir .. "/" .. name .. ".out") .. read_all(dir .. "/" .. name .. ".log"))
 end
 
---- An HTTP proxy: tinyproxy. @return { pid, port, log = path, url }
-function proxies.tinyproxy(dir)
+--- An HTTP proxy: tinyproxy. `name` (default "tinyproxy") names its files in `dir`; `lines`
+--- are more lines of its configuration (e.g. "BasicAuth user password").
+--- @return { pid, port, log = path, url }
+function proxies.tinyproxy(dir, name, lines)
+  name = name or "tinyproxy"
   local port = peers.free_port()
-  local conf = dir .. "/tinyproxy.conf"
+  local conf = dir .. "/" .. name .. ".conf"
   write_file(conf, table.concat({
     "Port " .. port, "Listen 127.0.0.1", "Timeout 30", "MaxClients 32", "Allow 127.0.0.1",
-    "LogFile " .. '"' .. dir .. '/tinyproxy.log"', "LogLevel Connect", "DisableViaHeader Yes", "",
+    "LogFile " .. '"' .. dir .. "/" .. name .. '.log"', "LogLevel Connect", "DisableViaHeader Yes",
+    table.concat(lines or {}, "\n"), "",
   }, "\n"))
-  local proxy = launch("tinyproxy", string.format("exec tinyproxy -d -c %s >%s 2>&1", quote(conf),
-    quote(dir .. "/tinyproxy.out")), port, dir)
-  proxy.log = dir .. "/tinyproxy.log"
+  local proxy = launch(name, string.format("exec tinyproxy -d -c %s >%s 2>&1", quote(conf),
+    quote(dir .. "/" .. name .. ".out")), port, dir)
+  proxy.log = dir .. "/" .. name .. ".log"
   proxy.url = "http://127.0.0.1:" .. port
   return proxy
 end

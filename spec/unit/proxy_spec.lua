@@ -148,4 +148,21 @@ describe("the leg's proxy field", function()
     assert.is_false(ok)
     assert.truthy(tostring(why):find("either 'pin' or 'proxy'", 1, true), why)
   end)
+
+  it("takes proxy_user and proxy_password together, and only with a proxy", function()
+    local leg <close> = core.http_leg()
+    for _, fields in ipairs {
+      { proxy = "http://127.0.0.1:1", proxy_user = "alice" },
+      { proxy = "http://127.0.0.1:1", proxy_password = "pw" },
+      { proxy_user = "alice", proxy_password = "pw" },
+      { proxy = "http://127.0.0.1:1", proxy_user = "alice", proxy_password = "p\nw" },
+    } do
+      local req = { method = "GET", url = "http://127.0.0.1:1/", timeout_ms = 100 }
+      for k, v in pairs(fields) do req[k] = v end
+      local ok, why = pcall(leg.send, leg, req)
+      assert.is_false(ok)
+      assert.truthy(tostring(why):find("proxy", 1, true), why)
+      assert.is_nil(tostring(why):find("p\nw", 1, true))
+    end
+  end)
 end)

@@ -210,6 +210,18 @@ local function credential(self, op)
   return credentials.header_line(config.auth, secret)
 end
 
+-- The proxy's password for one exchange, when a proxy dials and proxy_auth
+-- names one: false when none is needed | nil, message, err (nothing is sent).
+local function proxy_login(self)
+  local config = self.config
+  if not (config.proxy_auth and self.dial.proxy) then return false end
+  local password, reason = credentials.resolve(config.proxy_auth.credential, config.resolver)
+  if not password then
+    return fail("credential", { server = config.identifier, detail = "proxy_auth: " .. reason })
+  end
+  return password
+end
+
 -- The checks before the wire: cancel flag, budget, gate (once: the address
 -- is then pinned), credential.
 -- @return grant { timeout_ms, connect_timeout_ms, secret_header (false for none) } | nil, message, err
@@ -313,6 +325,7 @@ end
 -- Back to the free list, holding no body, credential or hook until next time.
 local function release_request(free, req)
   req.secret_header, req.body, req.headers, req.cancel, req.on_stream = nil, nil, nil, nil, nil
+  req.proxy_password = nil
   free[#free + 1] = req
 end
 
@@ -333,11 +346,15 @@ local function exchange(self, op, send)
   -- from here the request may reach the server (the leg says afterwards if it did not)
   if send.writes then send.call.written = true end
   local leg = send.leg or take_leg(self)
+  local proxy_password, refused, failure = proxy_login(self)
+  if proxy_password == nil then return nil, refused, failure end
   local free = self.free_sends
   local req = free[#free]
   if req then free[#free] = nil else req = new_request(self) end
   fill_request(self, req, op, send, grant)
   if proof then req.headers = table.move(req.headers or {}, 1, #(req.headers or {}), 2, { proof }) end
+  req.proxy_user = proxy_password and self.config.proxy_auth.username or nil
+  req.proxy_password = proxy_password or nil
   local ok, response, kind, detail, sent = pcall(engine.send, leg, req, send.on_open)
   release_request(free, req)
   if not send.leg then give_leg(self, leg) end

@@ -7,6 +7,7 @@
 -- operation's budget. Redirects are never followed: libcurl's leg has
 -- redirects off, and a 3xx is handed back as it is.
 local core = require "mcpclient.core"
+local credentials = require "mcpclient.credentials"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
@@ -82,12 +83,21 @@ function fetch.send(ctx, op, request)
   if not timeout_ms then
     return fail("deadline", { server = ctx.identifier, budget = errors.seconds(op.deadline.total) })
   end
+  local proxy_password = false
+  if ctx.proxy_auth and dial.proxy then
+    local reason
+    proxy_password, reason = credentials.resolve(ctx.proxy_auth.credential, ctx.resolver)
+    if not proxy_password then
+      return fail("credential", { server = ctx.identifier, detail = "proxy_auth: " .. reason })
+    end
+  end
   local leg, give_back = take_leg(ctx)
   local ok, response, kind, detail = pcall(engine.send, leg, {
     method = request.method, url = dial.url, headers = request.headers or {},
     secret_header = request.secret_header, body = request.body, secret_body = request.secret_body,
     timeout_ms = timeout_ms, connect_timeout_ms = connect_timeout_ms, max_bytes = fetch.MAX_BYTES,
     pin = dial.pin, proxy = dial.proxy,
+    proxy_user = proxy_password and ctx.proxy_auth.username or nil, proxy_password = proxy_password or nil,
     ca_file = ctx.tls.ca_file, client_cert = ctx.tls.client_cert, client_key = ctx.tls.client_key,
     cancel = op.cancel, idempotent = request.method == "GET",
   })
