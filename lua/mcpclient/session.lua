@@ -13,6 +13,7 @@
 -- on unchanged.
 local answers = require "mcpclient.answers"
 local core = require "mcpclient.core"
+local Deadline = require "mcpclient.deadline"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local era = require "mcpclient.era"
@@ -26,6 +27,7 @@ session.PROTOCOL_VERSION = "2025-11-25"
 session.SUPPORTED_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
 
 local METHOD_NOT_FOUND = -32601
+local hold_listen  -- (defined with the listening of the 2026-07-28 era, below)
 -- The requests that open an era: they cannot act on anything, so abandoning
 -- one needs no notice.
 local OPENING = { initialize = true, ["server/discover"] = true }
@@ -281,6 +283,7 @@ local function on_message(self, op, call, message)
     op.on_task_notice(message.params)
   elseif NOTICES[message.method] then
     notice(self, message)
+    if op.noticed then op.noticed() end
   elseif message.method == "notifications/subscriptions/acknowledged" and op.acknowledged then
     op.acknowledged(message.params)
   end
@@ -719,6 +722,22 @@ function Session:request(op, method, params, how)
   return reply
 end
 
+-- Between operations (mcp.engine.step: `op.hold_until`, seconds on
+-- core.now()) in an era that listens with subscriptions/listen, over a
+-- channel that carries several requests at once (HTTP): one listen, for
+-- what the host listens for now, held until then or until a change notice
+-- came on it; ending it is no failure.
+function hold_listen(self, op, state)
+  local listened = listened_for(self)
+  local asked = listened and listen_params(state, listened)
+  local seconds = op.hold_until - core.now()
+  if not asked or seconds <= 0 then return end
+  local came = false
+  local holding = { deadline = Deadline.open(seconds, core.now), noticed = function() came = true end,
+    cancel = function() return came or (op.cancel ~= nil and op.cancel()) end }
+  send(self, holding, state, "subscriptions/listen", asked)
+end
+
 --- Over a channel that leaves a listen standing (stdio), in the 2026-07-28
 --- era: make the standing subscriptions/listen match what the host listens
 --- for now, at once (subscribe and unsubscribe ask for this: the server
@@ -785,6 +804,9 @@ function Session:drain(op)
   local reading = { state = state }  -- no request of its own: what arrives is the session's
   reading.on_message = function(message) on_message(self, op, reading, message) end
   self.channel:drain(op, reading)
+  if op.hold_until and self.concurrent and (state.era or era.of(state)).listens == "listen" then
+    hold_listen(self, op, state)
+  end
 end
 
 local ROOTS_CHANGED = { method = "notifications/roots/list_changed",

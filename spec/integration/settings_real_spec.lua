@@ -52,6 +52,29 @@ describe("log_level against server-everything #integration", function()
     end
   end)
 
+  it("2026-07-28 over HTTP (the SDK v2): mcp.engine.step holds a listen for the notices between operations",
+    function()
+      local p = peers.start("sdk2-modern")
+      local ok, err = pcall(function()
+        local kinds = {}
+        local conn <close> = mcp.connect { identifier = "modern", url = p.url, health = mcp.health.discard,
+          budget = 10, on_change = function(kind, uri) kinds[#kinds + 1] = kind .. (uri and (" " .. uri) or "") end }
+        assert(conn:list_resources())
+        assert.equal("modern", conn:server().era)
+        -- another process asks the server to publish its changes while this one waits between operations
+        local env = stdio.env()
+        local later = assert(io.popen(string.format("env LUA_CPATH='%s' LUA_PATH='%s' lua5.4 "
+          .. "spec/support/call_later.lua '%s' 0.5 touch", env.LUA_CPATH, env.LUA_PATH, p.url)))
+        local until_s = core.now() + 8
+        while #kinds == 0 and core.now() < until_s do mcp.engine.step(0.5) end
+        assert.equal("touched", later:read("l"))
+        later:close()
+        assert.equal("resources", kinds[1])
+      end)
+      p:stop()
+      assert(ok, err)
+    end)
+
   it("over Streamable HTTP: set_log_level on the open session, the notices on the GET stream", function()
     local p = peers.start("everything")
     local ok, err = pcall(function()
