@@ -293,6 +293,17 @@ describe("proxies #integration", function()
       assert.equal(1, tool_calls(hostile.state(plain, path)))
     end)
 
+    it("a redirect is handed back, never followed through the proxy", function()
+      local path = "/redirect/proxied"
+      local before = #hostile.state(plain, path).other.contacts
+      local conn <close> = connect(hostile.url(plain, path .. "?status=307"), { proxy = tinyproxy.url })
+      local out, message, err = conn:call_tool("hostile", {})
+      assert.is_nil(out)
+      assert.equal("http_status", err.kind, message)
+      assert.equal(307, err.status)
+      assert.equal(before, #hostile.state(plain, path).other.contacts, "the redirect target was contacted")
+    end)
+
     it("OAuth's own requests go through the connection's proxy, past the same gate", function()
       local fetch = require "mcpclient.oauth.fetch"
       local hostgate = require "mcpclient.hostgate"
