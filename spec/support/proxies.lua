@@ -64,8 +64,7 @@ function proxies.dante(dir)
     "external: 127.0.0.1",
     "clientmethod: none",
     "socksmethod: none",
-    "user.privileged: root",
-    "user.unprivileged: nobody",
+    -- no user.* lines: danted then runs as whoever starts it (root or not) without switching
     "client pass {", "  from: 127.0.0.1/32 to: 0.0.0.0/0", "  log: connect disconnect error", "}",
     "socks pass {", "  from: 127.0.0.1/32 to: 0.0.0.0/0", "  command: connect", "  log: connect disconnect error", "}",
     "",
