@@ -8,15 +8,18 @@ local function sh_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
--- Run the host under `prefix` (a shell fragment before the command) with `env` (NAME = value);
--- its report as a table, and what it wrote to stderr.
-local function host(prefix, env)
+-- Run the host with SIGPIPE as `disposition` says ("default" or "ignored", set by env(1) right
+-- before it starts: a disposition of ignored is inherited across exec, and this process's own
+-- may be ignored already by a child an earlier spec started) and `env` (NAME = value); its
+-- report as a table, and what it wrote to stderr.
+local function host(disposition, env)
   local err = os.tmpname()
   local vars = { LUA_CPATH = package.cpath, LUA_PATH = package.path }
   for k, v in pairs(env or {}) do vars[k] = v end
   local assign = {}
   for k, v in pairs(vars) do assign[#assign + 1] = k .. "=" .. sh_quote(v) end
-  local command = string.format("%s env %s lua5.4 spec/support/sigpipe_host.lua 2>%s", prefix or "",
+  local signal = disposition == "ignored" and "--ignore-signal=PIPE" or "--default-signal=PIPE"
+  local command = string.format("env %s %s lua5.4 spec/support/sigpipe_host.lua 2>%s", signal,
     table.concat(assign, " "), sh_quote(err))
   local p = assert(io.popen(command))
   local report = {}
@@ -67,7 +70,7 @@ end
 describe("core.spawn and SIGPIPE", function()
   it("a host at the default: SIGPIPE becomes ignored, the write fails closed, the host lives, the child "
     .. "sees the default", function()
-    local report, stderr = host()
+    local report, stderr = host("default")
     assert.equal("default", report.before, stderr)
     assert.equal("default", report.child)
     assert.equal("nil closed", report.write)
@@ -77,7 +80,7 @@ describe("core.spawn and SIGPIPE", function()
   end)
 
   it("a host that ignores SIGPIPE: it stays ignored, and the child still sees the default", function()
-    local report, stderr = host("trap '' PIPE;")
+    local report, stderr = host("ignored")
     assert.equal("ignored", report.before, stderr)
     assert.equal("default", report.child)
     assert.equal("nil closed", report.write)
@@ -88,7 +91,7 @@ describe("core.spawn and SIGPIPE", function()
   it("a host with a handler of its own: the handler is kept and never sees the write's SIGPIPE", function()
     local preload = handler_library()
     local inherited = os.getenv("LD_PRELOAD")  -- a sanitizer's runtime stays first
-    local report, stderr = host(nil, { LD_PRELOAD = inherited and (inherited .. " " .. preload) or preload })
+    local report, stderr = host("default", { LD_PRELOAD = inherited and (inherited .. " " .. preload) or preload })
     assert.equal("caught", report.before, stderr)
     assert.equal("default", report.child)
     assert.equal("nil closed", report.write)
