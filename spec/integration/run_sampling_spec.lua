@@ -146,9 +146,13 @@ describe("sampling in a run", function()
 
   it("a host model call that raises is audited and answered -32603 without its words", function()
     add_stdio(store)
-    r = start(store, { on_sampling = function() error("provider key sk-live-123 rejected") end })
+    local logged = {}
+    r = start(store, { on_sampling = function() error("provider key sk-live-123 rejected") end,
+      log = function(_, message) logged[#logged + 1] = message end })
     local reply = answered(r:invoke("mcp_local_ask", REQUEST))
     assert.same({ code = -32603, message = "the client's sampling handler failed" }, reply.error)
+    -- the host learns why from its own log hook (the run's, which its connections share); the server never
+    assert.truthy(table.concat(logged, "\n"):find("sk-live-123 rejected", 1, true), table.concat(logged, "\n"))
     assert.equal("failed", trail.of_kind(r, "sampling")[1].data.refused)
   end)
 end)

@@ -137,7 +137,8 @@ local function tools_of(store, options, log)
   if options.registry then return { registry = options.registry, holder = holder, sampling_for = sampling_for } end
   local provider, owned = options.provider, nil
   if provider == nil and options.tools == nil then
-    provider = catalogue.provider(store, { on_sampling_for = sampling_for })
+    -- the connections it opens tell the run's log hook, as the run itself does
+    provider = catalogue.provider(store, { on_sampling_for = sampling_for, log = log })
     owned = provider
   end
   local tools = {}
