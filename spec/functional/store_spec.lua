@@ -356,12 +356,18 @@ describe("mcpclient.agent.store", function()
 
     it("stores the accepted fields verbatim", function()
       local schema = '{"type":"object","properties":{"q":{"type":"string","description":"ü/\\u0000"}}}'
+      local output = '{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}'
       s:reconcile(server, { tool("mcp_docs_q", { remote_name = "q", description = "d\0e", input_schema = schema,
-        remote_annotations = '{"readOnlyHint":true}' }) }, 10)
+        remote_annotations = '{"readOnlyHint":true}', output_schema = output }) }, 10)
       local row = s:tools_of(server.uid)[1]
       assert.same({ uid = row.uid, pid = 0, server = server.uid, tool_name = "mcp_docs_q", remote_name = "q",
         description = "d\0e", input_schema = schema, remote_annotations = '{"readOnlyHint":true}',
-        orphaned = false, updated_at = 10, created_at = 10 }, row)
+        output_schema = output, orphaned = false, updated_at = 10, created_at = 10 }, row)
+      -- the next import writes what the server declares now: none is ""
+      s:reconcile(server, { tool("mcp_docs_q", { remote_name = "q" }) }, 11)
+      assert.equal("", s:tools_of(server.uid)[1].output_schema)
+      s:reconcile(server, { tool("mcp_docs_q", { remote_name = "q", output_schema = "true" }) }, 12)
+      assert.equal("true", s:tools_of(server.uid)[1].output_schema)
     end)
 
     it("answers who owns a local name", function()

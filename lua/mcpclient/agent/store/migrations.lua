@@ -14,7 +14,8 @@
 --                     (env:NAME or a resolver key), never the secret; what a
 --                     change notice does to its catalogue (reimport); its
 --                     proxy, TLS files, plain headers and roots
---   mcp_tool          machine-managed imported tools; tool_name UNIQUE
+--   mcp_tool          machine-managed imported tools, with their input and
+--                     output schemas as JSON text; tool_name UNIQUE
 --   tool_state        per-tool enablement override (tool_name UNIQUE)
 --   tool_group_state  per-group enablement override (group_name UNIQUE)
 --   agent_run         runs with their execution lease and effect fence
@@ -356,6 +357,17 @@ ALTER TABLE mcp_server ADD COLUMN client_cert TEXT NOT NULL DEFAULT '';
 ALTER TABLE mcp_server ADD COLUMN client_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE mcp_server ADD COLUMN headers TEXT NOT NULL DEFAULT '';
 ALTER TABLE mcp_server ADD COLUMN roots TEXT NOT NULL DEFAULT '';
+]],
+  },
+  {
+    -- An imported tool's outputSchema as its listing gave it (JSON text, ''
+    -- when the tool declares none): a run's calls go through connections
+    -- that never list, so the import's copy is what a result is checked
+    -- against. Rows from before it read as declaring none until the server
+    -- is imported again.
+    description = "mcp_tool: output_schema",
+    sql = [[
+ALTER TABLE mcp_tool ADD COLUMN output_schema TEXT NOT NULL DEFAULT '';
 ]],
   },
 }

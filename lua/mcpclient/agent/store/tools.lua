@@ -16,8 +16,8 @@ local tools = {}
 
 local hydrate_tool = core.hydrator {
   uid = "integer", pid = "integer", server = "integer", tool_name = "string", remote_name = "string",
-  description = "string", input_schema = "string", remote_annotations = "string", orphaned = "boolean",
-  updated_at = "integer", created_at = "integer",
+  description = "string", input_schema = "string", remote_annotations = "string", output_schema = "string",
+  orphaned = "boolean", updated_at = "integer", created_at = "integer",
 }
 
 --- All tools of a server, live first, by tool_name.
@@ -43,7 +43,9 @@ function tools.tool_owner(self, tool_name)
   return as_integer(rows[1].server)
 end
 
-local accepted_fields = { "tool_name", "remote_name", "description", "input_schema", "remote_annotations" }
+-- output_schema: the tool's outputSchema as JSON text, "" when it declares none
+local accepted_fields = { "tool_name", "remote_name", "description", "input_schema", "remote_annotations",
+  "output_schema" }
 
 -- The accepted tools as rows of values in accepted_fields order (misuse raises).
 local function accepted_values(accepted)
@@ -66,11 +68,11 @@ end
 -- Update the row of a tool the server had.
 local function update_tool(adapter, row, server, v, now)
   return adapter:exec("UPDATE mcp_tool SET server = ?, pid = ?, remote_name = ?, description = ?, "
-    .. "input_schema = ?, remote_annotations = ?, orphaned = 0, updated_at = ? WHERE uid = ?",
-    { server.uid, server.pid, v[2], v[3], v[4], v[5], now, row.uid })
+    .. "input_schema = ?, remote_annotations = ?, output_schema = ?, orphaned = 0, updated_at = ? WHERE uid = ?",
+    { server.uid, server.pid, v[2], v[3], v[4], v[5], v[6], now, row.uid })
 end
 
--- How many new tools one INSERT carries: 100 rows of 9 parameters stay far
+-- How many new tools one INSERT carries: 100 rows of 10 parameters stay far
 -- below every database's parameter limit, and a large catalogue then costs a
 -- hundredth of the round trips, which count when the database is across a
 -- network.
@@ -82,14 +84,14 @@ local function insert_tools(adapter, fresh, server, now)
     local groups, params = {}, {}
     for i = first, math.min(first + INSERT_BATCH - 1, #fresh) do
       local v = fresh[i]
-      groups[#groups + 1] = "(?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
-      for _, value in ipairs { server.uid, server.pid, v[1], v[2], v[3], v[4], v[5], now, now } do
+      groups[#groups + 1] = "(?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
+      for _, value in ipairs { server.uid, server.pid, v[1], v[2], v[3], v[4], v[5], v[6], now, now } do
         params[#params + 1] = value
       end
     end
     local ok, message, code = adapter:exec("INSERT INTO mcp_tool (server, pid, tool_name, remote_name, description, "
-      .. "input_schema, remote_annotations, orphaned, updated_at, created_at) VALUES " .. table.concat(groups, ", "),
-      params)
+      .. "input_schema, remote_annotations, output_schema, orphaned, updated_at, created_at) VALUES "
+      .. table.concat(groups, ", "), params)
     if not ok then return nil, message, code end
   end
   return true
