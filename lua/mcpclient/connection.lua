@@ -507,11 +507,12 @@ local function learn_output_schemas(map, page, form)
   end
 end
 
--- A call's outcome checked against the tool's listed outputSchema (core.validate_output):
--- passed on as it is when it is a failure, an error result, or the tool has no listed schema
--- (or validate_output = false); else a missing or mismatched structuredContent is invalid_output.
-local function checked_output(self, name, outcome, ...)
-  local kept = self.output_schemas[name]
+-- A call's outcome checked against the tool's outputSchema (core.validate_output): the one the
+-- caller handed (`given`, { schema }) or else the one this connection's listing gave; passed on
+-- as it is when it is a failure, an error result, or the tool has no schema (or validate_output
+-- = false); else a missing or mismatched structuredContent is invalid_output.
+local function checked_output(self, name, given, outcome, ...)
+  local kept = given or self.output_schemas[name]
   if not (self.validate_output and outcome) or outcome.is_error or kept == nil then return outcome, ... end
   if kept.text then -- the decoder's own text: it decodes; kept decoded for the next call
     kept.schema, kept.text = json.decode(kept.schema, true), false
@@ -519,13 +520,34 @@ local function checked_output(self, name, outcome, ...)
   local schema = kept.schema
   local fields = { server = self.identifier, tool = name, path = "$" }
   if outcome.structured == nil then
-    fields.detail = "the result carries no structuredContent, and the tool's listing gives an outputSchema"
+    fields.detail = "the result carries no structuredContent, and the tool has an outputSchema"
     return fail("invalid_output", fields)
   end
   local ok, path, reason, unchecked = core.validate_output(schema, outcome.structured)
   if ok then return outcome end
   fields.path, fields.detail, fields.unchecked = path, reason, unchecked
   return fail("invalid_output", fields)
+end
+
+-- call_tool's output_schema taken out of its options (no other operation has it): a table or a
+-- boolean is the schema, a string its JSON text, decoded here, so a schema that cannot be one
+-- raises before anything is sent. → the other options, { schema } | nil
+local function given_output_schema(opts)
+  if type(opts) ~= "table" or opts.output_schema == nil then return opts, nil end
+  local schema = opts.output_schema
+  if type(schema) == "string" then
+    local decoded, reason = json.decode(schema, true)
+    if decoded == nil then error("call_tool: output_schema is not JSON text: " .. tostring(reason), 3) end
+    schema = decoded
+  end
+  if type(schema) ~= "boolean" and not json.is_object(schema) then
+    error("call_tool: output_schema must be a JSON Schema: an object, a boolean, or its JSON text", 3)
+  end
+  local rest = {}
+  for key, value in pairs(opts) do
+    if key ~= "output_schema" then rest[key] = value end
+  end
+  return rest, { schema = schema }
 end
 
 -- One page read with `decoding`: its entries, after the era's bookkeeping
@@ -733,7 +755,10 @@ end
 -- A tool this connection's last listing gave an outputSchema has its structuredContent checked
 -- against it (core.validate_output, in C and bounded): a mismatch, or none at all, is
 -- invalid_output and the result is not handed over (validate_output = false on connect takes
--- results unchecked). An error result (isError) is not checked; a tool never listed has no schema.
+-- results unchecked). An error result (isError) is not checked; a tool never listed has no schema,
+-- unless the call hands one: opts.output_schema (a table, a boolean, or its JSON text) is checked
+-- instead of the listing's, for a caller that keeps the tool's definition itself (the agent host's
+-- imported catalogue, whose connections never list).
 -- @return outcome { text, is_error, note, content, structured, latency_ms } | nil, message, err
 function Connection:call_tool(name, arguments, opts)
   if type(name) ~= "string" then error("call_tool: name must be a string", 2) end
@@ -745,6 +770,8 @@ function Connection:call_tool(name, arguments, opts)
   if arguments ~= nil and not json.is_object(arguments) then
     error("call_tool: arguments must be a table of named arguments (a JSON object), not a list", 2)
   end
+  local given
+  opts, given = given_output_schema(opts)
   local op = open_operation(self, opts)
   local params = { name = name, arguments = arguments or {} }
   if op.detach and not (op.task or self.tasks) then error("call_tool: detach needs task = true", 2) end
@@ -772,9 +799,9 @@ function Connection:call_tool(name, arguments, opts)
     handle, message, err = started_task(self, op, reply.result)
     if err then return nil, message, err end
   end
-  if not handle then return checked_output(self, name, outcome_of(reply.result, reply.duration_ms)) end
+  if not handle then return checked_output(self, name, given, outcome_of(reply.result, reply.duration_ms)) end
   if op.detach then return task.copy(handle) end
-  return checked_output(self, name, task.follow(task.new(task_host(self), handle), op))
+  return checked_output(self, name, given, task.follow(task.new(task_host(self), handle), op))
 end
 
 --- A task of this server, by its handle (as call_tool's detach or on_task

@@ -469,6 +469,45 @@ describe("the provider", function()
     assert.equal(5, #assert(operator.readout(store))[1].tools)
   end)
 
+  it("hands each tool its stored output schema decoded, and leaves out a row whose schema no longer decodes", function()
+    local uid = add(store)
+    local row = assert(store:server(uid))
+    local function stored(name, output)
+      return { tool_name = "mcp_srv_" .. name, remote_name = name, description = "", input_schema = "{}",
+        remote_annotations = "", output_schema = output }
+    end
+    assert(store:reconcile(row, {
+      stored("none", ""), stored("object", '{"type":"object","required":["n"]}'), stored("yes", "true"),
+      stored("list", "[1]"), stored("null", "null"), stored("broken", "{ broken"), stored("text", '"x"'),
+    }, 1))
+    local tools = assert(catalogue.provider(store).tools())
+    assert.same({ "mcp_srv_none", "mcp_srv_object", "mcp_srv_yes" }, tool_names(tools))
+    local by = {}
+    for _, t in ipairs(tools) do by[t.remote_name] = t end
+    assert.is_nil(by.none.output_schema)
+    assert.same({ type = "object", required = { "n" } }, by.object.output_schema)
+    assert.is_true(by.yes.output_schema)
+  end)
+
+  it("keeps the output schema a stand-in listing hands as tables, encoded; skips one that is no object", function()
+    local uid = add(store)
+    local listed = {
+      { name = "counted", inputSchema = schema(), outputSchema = { type = "object", required = json.array { "n" } } },
+      { name = "listy", inputSchema = schema(), outputSchema = json.array { { type = "object" } } },
+      { name = "worded", inputSchema = schema(), outputSchema = "an object" },
+      { name = "plain", inputSchema = schema() },
+    }
+    local report = import(store, uid, nil, { connect = function()
+      return { list_tools = function() return listed, { era = "legacy" } end, close = function() return true end }
+    end })
+    assert.equal(2, report.imported)
+    assert.same({ '"listy" has an output schema that is not a JSON object and was skipped.',
+      '"worded" has an output schema that is not a JSON object and was skipped.' }, report.skip_reasons)
+    local by = {}
+    for _, t in ipairs(store:tools_of(uid)) do by[t.remote_name] = t.output_schema end
+    assert.same({ counted = '{"required":["n"],"type":"object"}', plain = "" }, by)
+  end)
+
   it("opens one connection per server, on first execution, shared by its tools; close() closes them", function()
     imported({ identifier = "one" }, { entry("a"), entry("b") })
     imported({ identifier = "two" }, { entry("c") })

@@ -11,7 +11,9 @@
 -- a report: a refusal is a report with refused = true (and `err`, the failure
 -- value that caused it, as the connection or the store returned it), recorded
 -- as the server's import error, and it leaves the stored catalogue as it was.
--- The provider turns stored rows into tools without touching the network.
+-- The provider turns stored rows into tools without touching the network;
+-- each keeps its imported outputSchema, which its calls' results are checked
+-- against (the run's connections never list the tools themselves).
 local client = require "mcpclient.connection"
 local core = require "mcpclient.core"
 local era = require "mcpclient.era"
@@ -117,6 +119,7 @@ local function connect_stdio(row, options, importing)
     -- server that tells its subscribers only is heard too
     on_change = on_change_of(row, options, importing),
     on_sampling = options.on_sampling_for and options.on_sampling_for(row) or nil,
+    validate_output = options.validate_output,
   }
   server_options.apply(row, spec, options.resolver) -- (a stdio row: only its roots)
   local ok, conn = pcall(client.connect, spec)
@@ -128,7 +131,8 @@ end
 --- a command, else over HTTP to its URL.
 -- options: health (default: the store's recorder for the row, when options.store is given),
 -- transport, clock, resolver, budget, log, host_gate, refuse_private, on_elicitation,
--- max_input_rounds — passed through; on_sampling_for = function(row) -> on_sampling handler (a run's
+-- max_input_rounds, validate_output (false: results are not checked against the tools' output
+-- schemas) — passed through; on_sampling_for = function(row) -> on_sampling handler (a run's
 -- judge of that server's sampling requests).
 -- Rows an operator can save but a connection cannot use (an unknown placement,
 -- a malformed URL or identifier) come back as nil, message, err, never raised.
@@ -169,6 +173,8 @@ local function connect_row(row, options, importing)
     on_sampling = options.on_sampling_for and options.on_sampling_for(row) or nil,
     on_change = on_change_of(row, options, importing),
     listen = false,
+    -- results are checked against each tool's outputSchema unless the host opts out (false)
+    validate_output = options.validate_output,
   }
   -- the row's proxy, TLS files, plain headers and roots
   local applied, message, err = server_options.apply(row, spec, options.resolver)
@@ -230,6 +236,25 @@ local function kept_schema(entry, listing)
   return nil, schema.refused
 end
 
+-- The outputSchema an import keeps of an entry, as JSON text ("" when the
+-- tool declares none): the kept listing hands it as the server's text; a
+-- stand-in that hands tables has it encoded. It is kept as given: a result
+-- is checked against exactly what the server declared. One that is not a
+-- JSON object (nor a boolean schema) could never be checked: every result
+-- of the tool would be refused after the server acted, so it is not kept.
+-- @return text | nil, reason
+local function kept_output_schema(entry, listing)
+  local schema = entry.outputSchema
+  if schema == nil then return "" end
+  local text = schema
+  if not (listing.schemas == "kept" and type(schema) == "string") then text = json.try_encode(schema) end
+  if not text then return nil, "has an output schema that could not be stored" end
+  if not (text:find("^%s*{") or text:find("^%s*true%s*$") or text:find("^%s*false%s*$")) then
+    return nil, "has an output schema that is not a JSON object"
+  end
+  return text
+end
+
 -- The tool row for an entry whose name is free | { skip = reason }.
 local function tool_row(entry, remote, local_name, listing)
   local schema, reason = kept_schema(entry, listing)
@@ -242,11 +267,13 @@ local function tool_row(entry, remote, local_name, listing)
     return { skip = string.format('"%s" has a parameter schema that could not be stored and was skipped.',
       shown(remote)) }
   end
+  local output, why = kept_output_schema(entry, listing)
+  if not output then return { skip = string.format('"%s" %s and was skipped.', shown(remote), why) } end
   local annotations = ""
   if type(entry.annotations) == "table" then annotations = json.try_encode(entry.annotations) or "" end
   return { tool = { tool_name = local_name, remote_name = remote,
     description = type(entry.description) == "string" and entry.description or "",
-    input_schema = encoded, remote_annotations = annotations } }
+    input_schema = encoded, remote_annotations = annotations, output_schema = output } }
 end
 
 -- What to do with one advertised entry.
@@ -545,18 +572,32 @@ local function connection_getter(open, connect, row)
   end
 end
 
+-- A stored outputSchema decoded: nil when the tool declares none (""),
+-- false when the text no longer decodes as a schema (an object or a boolean).
+local function stored_output_schema(text)
+  if type(text) ~= "string" or text == "" then return nil end
+  local schema = json.decode(text, true)
+  if type(schema) == "boolean" or json.is_object(schema) then
+    return schema
+  end
+  return false
+end
+
 -- Append the live tools of one server to `list`, sharing `getter`. A row
--- whose stored schema no longer decodes is left out, not offered broken.
+-- whose stored input or output schema no longer decodes is left out, not
+-- offered broken (its results could not be checked).
 -- → true | nil, message, err
 local function add_tools_of(store, row, getter, list)
   local rows, message, err = store:live_tools_of(row.uid)
   if not rows then return nil, message, err end
   for _, t in ipairs(rows) do
     local schema = type(t.input_schema) == "string" and core.decode_stored_schema(t.input_schema) or nil
-    if schema then
+    local output = stored_output_schema(t.output_schema)
+    if schema and output ~= false then
       list[#list + 1] = tool.new {
         server = row, local_name = t.tool_name, remote_name = t.remote_name,
         description = t.description, parameters = schema, connection = getter,
+        output_schema = output,
       }
     end
   end

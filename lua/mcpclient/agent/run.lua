@@ -126,6 +126,9 @@ Run.__index = Run
 --                   opens itself (its default provider's, its reads') declare sampling, and each request
 --                   is judged first (run/sampling.lua: the gate, approval, the remote budget) and audited
 --                   as an event of kind "sampling"; a refusal answers the server with an error.
+--   validate_output = false: the default provider's connections hand tool results over without
+--                   checking structuredContent against each tool's imported outputSchema (by default
+--                   a mismatch is the call's failure, invalid_output, recorded in the trail),
 --   log           = function(level, message) (default: one line on stderr) }
 -- @return Run | nil, message, err (the provider could not list its tools)
 function run.start(store, options)

@@ -64,6 +64,7 @@ end
 --- @param spec {
 ---   server = { identifier, name, data_class, requires_approval (the stored string) },
 ---   local_name, remote_name, description, parameters (a normalised schema table),
+---   output_schema = the outputSchema the import kept (decoded), or nil when the tool declares none,
 ---   connection = function() -> connection (an open mcpclient connection to that server) }
 function tool.new(spec)
   local server = spec.server
@@ -82,6 +83,7 @@ function tool.new(spec)
     group = names.group(server.identifier),
     remote = true,
     server_identifier = server.identifier,
+    output_schema = spec.output_schema,
     connection = spec.connection,
   }, Tool)
 end
@@ -124,6 +126,10 @@ end
 -- A failure of the server or the network is returned as an error result that
 -- names the server and carries the failure value — never raised — so the
 -- run continues, the model is told, and the host reads result.err.kind.
+-- The call is handed the outputSchema the import kept: the connection does
+-- not list the tools itself, and a result that does not match what the
+-- operator imported is a failure (invalid_output, with err.path), not an
+-- answer for the model.
 -- @param arguments table (nil means none)
 -- @param context { cancel = function, budget = seconds, on_input = function(round) (each round of input the
 --   server asked for and the host's handler answered, in the 2026-07-28 era), task = true (run it as a task
@@ -135,7 +141,7 @@ function Tool:execute(arguments, context)
   if refused then return refused end
   local outcome, message, err = self.connection():call_tool(self.remote_name, args,
     { cancel = context.cancel, budget = context.budget, on_input = context.on_input, task = context.task,
-      on_task = context.on_task })
+      on_task = context.on_task, output_schema = self.output_schema })
   -- what the model reads passes the text rule here whatever the connection did (a no-op, uncopied, on inert text)
   if not outcome then return tool.error_result(type(message) == "string" and (core.inert(message)) or message, err) end
   if outcome.is_error then return tool.error_result((core.inert(outcome.text))) end

@@ -97,7 +97,7 @@ local option_types = {
   tools = "table", builtins = "table", providers = "table", mode = "any", owner = "string", now = "function",
   clock = "function", lease_seconds = "number", remote_budget = "number", uuid = "string", log = "function",
   tasks = "boolean", task_budget = "number",
-  connect = "function", on_sampling = "function",
+  connect = "function", on_sampling = "function", validate_output = "boolean",
 }
 
 -- What the options must hold beyond their keys and types (checked first, by
@@ -138,7 +138,8 @@ local function tools_of(store, options, log)
   local provider, owned = options.provider, nil
   if provider == nil and options.tools == nil then
     -- the connections it opens tell the run's log hook, as the run itself does
-    provider = catalogue.provider(store, { on_sampling_for = sampling_for, log = log })
+    provider = catalogue.provider(store, { on_sampling_for = sampling_for, log = log,
+      validate_output = options.validate_output })
     owned = provider
   end
   local tools = {}

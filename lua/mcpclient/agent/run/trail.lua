@@ -17,7 +17,7 @@ local warn_to = lease.warn
 local UNENCODABLE = lease.UNENCODABLE
 
 local PAYLOAD_ORDER = { "kind", "round", "durationMs", "toolName", "toolArguments", "toolResult", "toolIsError",
-  "taskId", "taskServer", "startedBy", "finishedBy" }
+  "errorKind", "taskId", "taskServer", "startedBy", "finishedBy" }
 
 local trail = {}
 
@@ -60,6 +60,8 @@ local function record_step(self, step)
   local payload = encode_payload({
     kind = "tool", round = step.round, durationMs = duration, toolName = core.repair_utf8(step.name),
     toolArguments = arguments, toolResult = core.repair_utf8(step.text), toolIsError = step.is_error == true,
+    -- a call that failed as the library's failure value (not an isError answer): its kind, for the audit
+    errorKind = step.error_kind,
     taskId = step.task and core.repair_utf8(step.task.task_id) or nil,
     taskServer = step.task and core.repair_utf8(step.task.server) or nil,
     startedBy = step.task and core.repair_utf8(step.task.started_by) or nil,

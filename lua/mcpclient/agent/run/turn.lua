@@ -419,7 +419,7 @@ local function record_call(self, turn, rec, last_write)
   local result = rec.result
   local recorded, store_error = record_step(self, { round = turn.round, name = rec.call.name,
     arguments = rec.call.arguments, text = result.text, is_error = result.is_error, duration_ms = rec.duration_ms,
-    task = rec.task })
+    task = rec.task, error_kind = type(result.err) == "table" and result.err.kind or nil })
   if self.status == lease.RUNNING then
     settle_call(self, rec, recorded, store_error, last_write)
   else
