@@ -342,7 +342,9 @@ local op_keys = { budget = "number", cancel = "function", on_progress = "functio
 
 local function open_operation(self, opts)
   if self.closed then error("the connection is closed", 3) end
-  if opts == nil then return { deadline = Deadline.open(self.budget, self.hooks.clock) } end
+  -- as_task: whether a tools/call goes as a task (send_call decides; a field from the start, so
+  -- setting it does not grow the table)
+  if opts == nil then return { deadline = Deadline.open(self.budget, self.hooks.clock), as_task = false } end
   if type(opts) ~= "table" then error("options must be a table", 3) end
   for key, value in pairs(opts) do
     local expected = op_keys[key]
@@ -351,7 +353,7 @@ local function open_operation(self, opts)
   end
   local budget = opts.budget and positive_seconds("budget", opts.budget) or self.budget
   return { deadline = Deadline.open(budget, self.hooks.clock), cancel = opts.cancel, on_progress = opts.on_progress,
-    on_input = opts.on_input, task = opts.task, detach = opts.detach, on_task = opts.on_task }
+    on_input = opts.on_input, task = opts.task, detach = opts.detach, on_task = opts.on_task, as_task = false }
 end
 
 -- One health contact (latency in whole milliseconds); a recorder that fails
@@ -665,7 +667,7 @@ local function send_call(self, op, params)
     local ok, message, err = self.session:open(op)
     if not ok then return nil, message, err end
   end
-  local how = {}
+  local how = nil  -- what the request carries besides its params, made only when there is something
   local e = self.session.state.era
   if (self.tasks or op.task) and e.task_listed_first and self.task_support[params.name] == nil
     and not self.listed then
@@ -679,9 +681,12 @@ local function send_call(self, op, params)
       return fail("malformed", { server = self.identifier,
         detail = "the tool call was not sent: the server's definition of the tool is refused: " .. marked.refused })
     end
-    how.mirror = marked and marked.params
+    how = { mirror = marked and marked.params }
   end
-  if op.as_task then params = e.ask_task(params, how) end
+  if op.as_task then
+    how = how or {}
+    params = e.ask_task(params, how)
+  end
   return self.session:request(op, "tools/call", params, how)
 end
 

@@ -421,7 +421,7 @@ end
 --- content keeps the blocks, and a host reads a link through its gate.
 function offers.links_note(content)
   if type(content) ~= "table" then return nil end
-  local named, more = {}, 0
+  local named, more = nil, 0  -- made at the first link: most results name none
   for _, block in ipairs(content) do
     local uri = nil
     if type(block) == "table" and block.type == "resource_link" then
@@ -430,11 +430,12 @@ function offers.links_note(content)
       uri = block.resource.uri
     end
     if type(uri) == "string" then
+      named = named or {}
       if #named < NAMED_LINKS then named[#named + 1] = '"' .. core.clip(uri, NAME_LIMIT) .. '"'
       else more = more + 1 end
     end
   end
-  if #named == 0 then return nil end
+  if not named then return nil end
   return string.format("[The result names %s: %s%s.]", #named + more == 1 and "a resource" or "resources",
     table.concat(named, ", "), more > 0 and string.format(" and %d more", more) or "")
 end

@@ -316,6 +316,20 @@ local function cancel_notice(call)
     body = '{"jsonrpc":"2.0","method":"notifications/cancelled","params":' .. params .. '}' }
 end
 
+-- A call's on_message (every message of its streams that is not its answer,
+-- to on_message above) is made when a channel first asks for it: only a
+-- stream, the GET stream or a stdio read meets such messages, and a plain
+-- JSON answer, the warm path, makes no closure.
+local Call = {
+  __index = function(call, key)
+    if key ~= "on_message" then return nil end
+    local self, op = call.session, call.op
+    local handler = function(message) on_message(self, op, call, message) end
+    call.on_message = handler
+    return handler
+  end,
+}
+
 -- One request on the channel under `state` (nil before the opening), with
 -- what its era has every request carry (the 2026-07-28 envelope: what the
 -- client can answer, elicitation only when the host gave a handler, and what
@@ -341,13 +355,13 @@ local function send(self, op, state, method, params, how)
   local listening = self.listening
   local listen = self.on_elicitation ~= nil or self.on_log ~= nil or op.on_progress ~= nil
     or self.answers.sampling ~= nil or self.answers.roots ~= nil or self.host.on_notification ~= nil
-  local call = { id = id, method = method, params = params, body = body, state = state,
+  local call = setmetatable({ id = id, method = method, params = params, body = body, state = state,
     decoding = how and how.decoding, mirror = how and how.mirror,
     standing = how and how.standing, settle_seconds = how and how.settle_seconds,
     -- also for the change notices the host listens to (the GET stream is where a server sends them)
     listen = listen or listening ~= nil and not listening.off
-      and (listening.always or next(listening.subscribed) ~= nil) }
-  call.on_message = function(message) on_message(self, op, call, message) end
+      and (listening.always or next(listening.subscribed) ~= nil),
+    session = self, op = op }, Call)
   if how and how.standing then how.call = call end
   local reply, message, err
   if op.on_progress then

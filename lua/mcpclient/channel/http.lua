@@ -224,7 +224,7 @@ end
 
 -- The checks before the wire: cancel flag, budget, gate (once: the address
 -- is then pinned), credential.
--- @return grant { timeout_ms, connect_timeout_ms, secret_header (false for none) } | nil, message, err
+-- @return timeout_ms, connect_timeout_ms, secret_header (false for none) | nil, message, err
 local function before_send(self, op, call)
   local config = self.config
   if op.cancel and op.cancel() then
@@ -247,7 +247,7 @@ local function before_send(self, op, call)
   end
   local secret_header, message, err = credential(self, op)
   if secret_header == nil then return nil, message, err end
-  return { timeout_ms = timeout_ms, connect_timeout_ms = connect_timeout_ms, secret_header = secret_header }
+  return timeout_ms, connect_timeout_ms, secret_header
 end
 
 ---------------------------------------------------------------------------
@@ -304,14 +304,14 @@ local function new_request(self)
     ca_file = tls.ca_file, client_cert = tls.client_cert, client_key = tls.client_key }
 end
 
-local function fill_request(self, req, op, send, grant)
+local function fill_request(self, req, op, send, timeout_ms, connect_timeout_ms, secret_header)
   local method, call = send.method, send.call
   req.method = method
   req.headers = send.headers
-  req.secret_header = grant.secret_header or nil
+  req.secret_header = secret_header or nil
   req.body = send.body
-  req.timeout_ms = grant.timeout_ms
-  req.connect_timeout_ms = grant.connect_timeout_ms
+  req.timeout_ms = timeout_ms
+  req.connect_timeout_ms = connect_timeout_ms
   req.cancel = send.cancellable and stop_hook(self, op.cancel) or nil
   req.on_stream = send.on_stream
   req.send_only = send.send_only
@@ -335,11 +335,12 @@ local authorized
 -- @return the leg's response table | nil, message, err
 local function exchange(self, op, send)
   if self.closing and not send.ends_session then return closed(self, send.call) end
-  local grant, message, err = before_send(self, op, send.call)
-  if not grant then return nil, message, err end
+  local timeout_ms, connect_timeout_ms, secret_header = before_send(self, op, send.call)
+  if not timeout_ms then return nil, connect_timeout_ms, secret_header end  -- nil, message, err
   local proof = false
-  if grant.secret_header and self.oauth then
+  if secret_header and self.oauth then
     -- A DPoP-bound token goes with a proof for this method and URL, made afresh for every exchange.
+    local message, err
     proof, message, err = self.oauth:proof(send.method, self.config.url)
     if proof == nil then return nil, message, err end
   end
@@ -351,7 +352,7 @@ local function exchange(self, op, send)
   local free = self.free_sends
   local req = free[#free]
   if req then free[#free] = nil else req = new_request(self) end
-  fill_request(self, req, op, send, grant)
+  fill_request(self, req, op, send, timeout_ms, connect_timeout_ms, secret_header)
   if proof then req.headers = table.move(req.headers or {}, 1, #(req.headers or {}), 2, { proof }) end
   req.proxy_user = proxy_password and self.config.proxy_auth.username or nil
   req.proxy_password = proxy_password or nil
