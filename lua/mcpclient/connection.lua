@@ -750,7 +750,8 @@ end
 --   on_progress = function(progress, total, message) (asks the server for progress),
 --   task = true (run it as a task where the tool and the server allow: see README "Tasks"),
 --   detach = true (with task: return the task's handle at once instead of its outcome),
---   on_task = function(handle) (the task's handle when it starts and at each change of status) }
+--   on_task = function(handle) (the task's handle when it starts and at each change of status),
+--   output_schema = the tool's outputSchema the caller keeps (see below) }
 -- In the 2026-07-28 era the arguments the tool's schema marks with
 -- x-mcp-header also travel in Mcp-Param-&lt;Name&gt; headers. The markings come
 -- from this connection's last list_tools; called before any listing, the

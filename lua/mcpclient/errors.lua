@@ -340,7 +340,8 @@ errors.KINDS = {
     end,
   },
   invalid_output = {
-    cause = "a tool's structuredContent does not match the outputSchema its listing gave, or is missing "
+    cause = "a tool's structuredContent does not match its outputSchema (the listing's, or the one the call "
+      .. "handed), or is missing "
       .. "(err.path, err.detail); with err.unchecked the check could not be finished (depth, steps, schema)",
     action = "report it to the server's operator; connect with validate_output = false to take such results",
     fields = { "server", "tool", "path", "detail", "unchecked" },
