@@ -106,7 +106,8 @@ for _, era in ipairs { "legacy", "modern" } do
       assert.same({ text = "count answered", is_error = false }, r:invoke("mcp_out_count", { give = "bad" }))
       assert.same({ text = "count answered", is_error = false }, r:invoke("mcp_out_count", { give = "none" }))
       assert.equal("completed", r:finish())
-      assert.has_error(function() run.start(store, { user = ADMIN, validate_output = "no" }) end)
+      assert.error_matches(function() run.start(store, { user = ADMIN, validate_output = "no" }) end,
+        "validate_output", 1, true)
     end)
   end)
 end
