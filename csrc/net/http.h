@@ -131,6 +131,8 @@ typedef struct Pool {
   unsigned version;           /* changes whenever share or resolve does */
 } Pool;
 
+#define TRACKED_SOCKETS 1024 /* sockets numbered below this may be parked (http_multi.c) */
+
 /*
 ** The multi handle: the engine's driver. libcurl tells it which sockets to
 ** watch and when its timer is due; it puts them into the engine's epoll
@@ -142,6 +144,8 @@ typedef struct Multi {
   int handles;    /* easy handles in it, done or not */
   int running;    /* what libcurl last reported as still running */
   CURLMcode code; /* the first failure of the current engine turn, else CURLM_OK */
+  /* by socket number: opened by libcurl for a connection, parked, the epoll interest (http_multi.c) */
+  unsigned char sockets[TRACKED_SOCKETS];
 } Multi;
 
 typedef struct Leg {
@@ -249,6 +253,7 @@ const char *mcp_http_apply_pool(Leg *leg);
 void mcp_http_ensure_curl(lua_State *L);
 Multi *mcp_http_engine(lua_State *L);
 int mcp_http_engine_add(Leg *leg);
+int mcp_http_own_sockets(Leg *leg);
 CURLMcode mcp_http_engine_turn(Multi *m, int ms);
 
 #endif

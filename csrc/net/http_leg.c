@@ -132,6 +132,7 @@ static int set_fixed_options(Leg *leg) {
   bad |= curl_easy_setopt(e, CURLOPT_HEADERDATA, (void *)leg) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq) != CURLE_OK;
   bad |= curl_easy_setopt(e, CURLOPT_PREREQDATA, (void *)leg) != CURLE_OK;
+  bad |= !mcp_http_own_sockets(leg);
   if (curl_easy_getinfo(e, CURLINFO_CAINFO, &cainfo) == CURLE_OK && cainfo != NULL) {
     size_t n = strlen(cainfo) + 1;
     leg->default_cainfo = malloc(n);

@@ -13,6 +13,9 @@
 ** (the engine's epoll set and timer), never Lua, so no Lua error can cross
 ** libcurl. Lua runs only between libcurl calls, in the leg's driving loop.
 */
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <openssl/crypto.h>
 
 #include "http.h"
@@ -65,16 +68,83 @@ static void engine_collect(CURLM *multi) {
   }
 }
 
-/* libcurl's socket callback: watch s in the engine for what libcurl wants (nothing: forget it). */
+/*
+** The sockets of connections, by number (Multi.sockets): libcurl opens and
+** closes them through the callbacks below, so their life is known. One that
+** no transfer watches any more (a kept-alive connection between two warm
+** calls) stays in the engine's epoll set, parked, and the next transfer on
+** it changes the interest only when it differs: a warm call makes no
+** epoll_ctl, where a removal and an addition took two. A parked socket
+** leaves the set before it is closed, so no entry outlives it (not even
+** where a child inherited the descriptor), and when it turns ready while
+** parked (the server closed the idle connection): libcurl learns of that
+** when it next tries the connection, as before.
+*/
+#define SOCKET_OURS   0x80u /* opened by on_open_socket and not yet closed */
+#define SOCKET_PARKED 0x40u /* in the epoll set, watched by no transfer */
+#define SOCKET_WANTS  0x03u /* the interest it is in the set with: WANT_IN | WANT_OUT, 0 when not */
+#define WANT_IN       0x01u
+#define WANT_OUT      0x02u
+
+/* The state of socket s, or NULL for one numbered past the table (never parked). */
+static unsigned char *socket_state(Multi *m, curl_socket_t s) {
+  return s >= 0 && s < TRACKED_SOCKETS ? &m->sockets[s] : NULL;
+}
+
+/* The epoll events of an interest. */
+static unsigned events_of(unsigned want) {
+  return (want & WANT_IN ? MCP_ENGINE_IN : 0u) | (want & WANT_OUT ? MCP_ENGINE_OUT : 0u);
+}
+
+/* libcurl's socket callback: watch s in the engine for what libcurl wants (nothing: park or forget it). */
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
   Multi *m = userp;
-  unsigned events = 0;
+  unsigned want = 0;
+  unsigned char *state = socket_state(m, s);
+  int known = socketp != NULL;
   (void)easy;
-  if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= MCP_ENGINE_IN;
-  if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= MCP_ENGINE_OUT;
-  mcp_engine_driver_fd(m->engine, s, events, socketp != NULL);
-  curl_multi_assign(m->multi, s, events ? (void *)m : NULL); /* non-NULL: registered */
+  if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) want |= WANT_IN;
+  if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) want |= WANT_OUT;
+  if (want == 0) {
+    if (known && state != NULL && (*state & SOCKET_OURS) && (*state & SOCKET_WANTS)) *state |= SOCKET_PARKED;
+    else mcp_engine_driver_fd(m->engine, s, 0, known);
+  } else {
+    int parked = state != NULL && (*state & SOCKET_PARKED);
+    int in_set = parked && (*state & SOCKET_WANTS) == want; /* with this interest already */
+    if (!in_set) in_set = mcp_engine_driver_fd(m->engine, s, events_of(want), known || parked) == 0;
+    if (state != NULL && (*state & SOCKET_OURS)) *state = (unsigned char)(SOCKET_OURS | (in_set ? want : 0u));
+  }
+  curl_multi_assign(m->multi, s, want ? (void *)m : NULL); /* non-NULL: registered */
   return 0;
+}
+
+/* libcurl's open-socket callback: the socket libcurl would make itself, remembered as a connection's. */
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr) {
+  unsigned char *state;
+  curl_socket_t s = socket(addr->family, addr->socktype, addr->protocol);
+  (void)purpose;
+  if (s != CURL_SOCKET_BAD && (state = socket_state(clientp, s)) != NULL) *state = SOCKET_OURS;
+  return s;
+}
+
+/* libcurl's close-socket callback: a parked socket leaves the epoll set first, then it is closed. */
+static int on_close_socket(void *clientp, curl_socket_t s) {
+  Multi *m = clientp;
+  unsigned char *state = socket_state(m, s);
+  if (state != NULL) {
+    if (*state & SOCKET_PARKED) mcp_engine_driver_fd(m->engine, s, 0, 1);
+    *state = 0;
+  }
+  return close(s);
+}
+
+/* The callbacks through which libcurl opens and closes the leg's connections (set once per leg). */
+int mcp_http_own_sockets(Leg *leg) {
+  CURL *e = leg->easy;
+  return curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) == CURLE_OK &&
+         curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, (void *)leg->driver) == CURLE_OK &&
+         curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket) == CURLE_OK &&
+         curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, (void *)leg->driver) == CURLE_OK;
 }
 
 /* libcurl's timer callback: when the engine must next call it, whatever the sockets do. */
@@ -90,6 +160,12 @@ static void driver_ready(void *driver, int fd, unsigned events) {
   Multi *m = driver;
   int action = 0;
   CURLMcode code;
+  unsigned char *state = socket_state(m, fd);
+  if (state != NULL && (*state & SOCKET_PARKED)) { /* no transfer wants it: out of the set */
+    mcp_engine_driver_fd(m->engine, fd, 0, 1);
+    *state = SOCKET_OURS;
+    return;
+  }
   if (events & MCP_ENGINE_IN) action |= CURL_CSELECT_IN;
   if (events & MCP_ENGINE_OUT) action |= CURL_CSELECT_OUT;
   if (events & MCP_ENGINE_ERR) action |= CURL_CSELECT_ERR;

@@ -95,6 +95,11 @@ function routes(req, res, body) {
       }, 15);
       return;
     }
+    case '/close-idle':
+      // Answered on a kept-alive connection, which the server closes 100 ms later.
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end('{}');
+      return setTimeout(() => req.socket.destroy(), 100);
     case '/reset':
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '1000' });
       res.write('{"partial":');
