@@ -396,7 +396,9 @@ int mcp_read_repeated(lua_State *L, const mcp_seen_key *seen, int n_seen, int ob
 ** pushed string's bytes. A plain short key seen before in this text is
 ** pushed from the cache; one not seen is pushed and remembered in one of
 ** the two slots its hash names (replacing what the second held when
-** neither is free).
+** neither is free). The cache (a table) is made only from the text's
+** MCP_READ_KEY_CACHE_FROM-th key on: a small answer's few keys are pushed
+** as they are, with no table made for them.
 */
 int mcp_read_key(mcp_reader *f, mcp_seen_key *key) {
   const unsigned char *s, *e, *token = f->p;
@@ -415,7 +417,7 @@ int mcp_read_key(mcp_reader *f, mcp_seen_key *key) {
     return 1;
   }
   key->len = n;
-  if (n == 0 || n > MCP_READ_KEY_CACHE_LEN) {
+  if (n == 0 || n > MCP_READ_KEY_CACHE_LEN || (f->cached == 0 && f->uncached++ < MCP_READ_KEY_CACHE_FROM)) {
     key->s = lua_pushlstring(f->L, (const char *)s, n);
     return 1;
   }
@@ -593,6 +595,7 @@ void mcp_read_open(mcp_reader *f, lua_State *L, const char *s, size_t len) {
   f->why = NULL;
   f->at = NULL;
   f->cached = 0;
+  f->uncached = 0;
   f->object_hint = OBJECT_HINT;
   f->object_size = 0;
   luaL_checkstack(L, 6, "JSON decoder");

@@ -32,8 +32,9 @@
 ** every string of a big listing: cache misses). A power of two; keys of at
 ** most KEY_CACHE_LEN bytes (Lua's short strings, the ones it interns).
 */
-#define MCP_READ_KEY_CACHE     64
-#define MCP_READ_KEY_CACHE_LEN 40
+#define MCP_READ_KEY_CACHE      64
+#define MCP_READ_KEY_CACHE_LEN  40
+#define MCP_READ_KEY_CACHE_FROM 16 /* keys read before the cache is made: a small text never makes it */
 
 /*
 ** Two refusals the entry points tell apart (compared by address): nesting
@@ -88,6 +89,7 @@ struct mcp_reader {
   int marker, order, scratch;
   int keys;                               /* the key cache: a table of KEY_CACHE strings, made on first use */
   uint64_t cached;                        /* which of its slots hold a key */
+  unsigned uncached;                      /* keys read while there was no cache yet */
   mcp_cached_key key[MCP_READ_KEY_CACHE]; /* each slot's key, valid where `cached` says so */
   int object_hint,
     object_size; /* the size the next object starts at; the member count of the last one read */
