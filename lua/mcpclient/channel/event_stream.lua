@@ -26,27 +26,31 @@ end
 
 -- Look at decoded events; true once the answer is among them.
 local function take(self, events)
+  local call = self.call
   for _, event in ipairs(events) do
     self.messages = self.messages + 1
-    local kind, a, b = core.rpc_classify(event.data, self.id, self.ordered, self.max_containers)
+    local kind, a, b = core.rpc_classify(event.data, call.id, call.decoding, self.max_containers)
     if kind == "result" or kind == "error" then
       -- an error's text is kept (it is small) for what the classifier does not read: its data
       self.answer = { kind = kind, a = a, b = b, raw = kind == "error" and event.data or nil }
       return true
     end
-    if kind == "other" and self.on_message then deliver(self.on_message, event.data) end
+    if kind == "other" then
+      local on_message = call.on_message -- read only now: a call may make it on first use
+      if on_message then deliver(on_message, event.data) end
+    end
   end
   return false
 end
 
---- A reader for the answer to request `id`.
--- @param how { id, ordered (the decoding rpc_classify applies), on_message (or nil: other messages are
---   passed over), max_containers }
+--- A reader for the answer to the request `call`.
+-- @param call { id, decoding (what rpc_classify applies), on_message (or nil: other messages are
+--   passed over; read when such a message arrives) }
+-- @param max_containers rpc_classify's cap on the answer's objects and arrays
 -- @return reader: `answer` ({ kind, a, b } of rpc_classify, and for an error its text, raw; once in), `bytes`,
 --   `messages`, `last_event_id`, `retry_ms`; methods feed, restart, broke_after_event, finish
-function event_stream.reader(how)
-  return setmetatable({ id = how.id, ordered = how.ordered, on_message = how.on_message,
-    max_containers = how.max_containers, messages = 0, bytes = 0 }, Reader)
+function event_stream.reader(call, max_containers)
+  return setmetatable({ call = call, max_containers = max_containers, messages = 0, bytes = 0 }, Reader)
 end
 
 --- Bytes of the stream: decode them; true once the answer is in. The

@@ -524,8 +524,7 @@ end
 local function reader_of(call)
   local reader = call.reader
   if not reader then
-    reader = event_stream.reader { id = call.id, ordered = call.decoding, on_message = call.on_message,
-      max_containers = MAX_CONTAINERS }
+    reader = event_stream.reader(call, MAX_CONTAINERS)
     call.reader = reader
   end
   return reader
