@@ -344,11 +344,13 @@ local function exchange(self, op, send)
     proof, message, err = self.oauth:proof(send.method, self.config.url)
     if proof == nil then return nil, message, err end
   end
+  -- the proxy's password before anything is taken or marked: a reference that does not resolve
+  -- fails the exchange with nothing sent
+  local proxy_password, refused, failure = proxy_login(self)
+  if proxy_password == nil then return nil, refused, failure end
   -- from here the request may reach the server (the leg says afterwards if it did not)
   if send.writes then send.call.written = true end
   local leg = send.leg or take_leg(self)
-  local proxy_password, refused, failure = proxy_login(self)
-  if proxy_password == nil then return nil, refused, failure end
   local free = self.free_sends
   local req = free[#free]
   if req then free[#free] = nil else req = new_request(self) end
