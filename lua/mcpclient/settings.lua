@@ -33,10 +33,14 @@ local OWNED = { authorization = true, cookie = true, ["proxy-authorization"] = t
 local SECRETS = { authorization = true, cookie = true, ["proxy-authorization"] = true, dpop = true }
 -- An HTTP field name: one or more token characters.
 local TOKEN = "^[!#$%%&'*+%-%.%^_`|~0-9A-Za-z]+$"
-local MAX_HEADERS, NAME_LIMIT, VALUE_LIMIT = 32, 128, 4096
+local NAME_LIMIT, VALUE_LIMIT = 128, 4096
+settings.MAX_HEADERS = 32
 
--- Why the header `name: value` cannot be the host's, or nil.
-local function header_problem(name, value)
+--- Why the header `name: value` cannot be the host's, or nil. The second
+--- value says which rule refused it when the name is a header the host may
+--- never set: "secret" (a credential's) or "owned" (the client writes it).
+-- @return reason, "secret" | "owned" | nil
+function settings.header_problem(name, value)
   if type(name) ~= "string" or not name:find(TOKEN) or #name > NAME_LIMIT then
     return string.format("headers: the name %s is not an HTTP header name (1 to %d token characters: "
       .. "letters, digits and !#$%%&'*+-.^_`|~)", type(name) == "string" and string.format("%q", name:sub(1, 40))
@@ -45,18 +49,19 @@ local function header_problem(name, value)
   local lower = name:lower()
   if SECRETS[lower] then
     return string.format("headers: %s is not set here: credentials go through auth (a credential reference) "
-      .. "or oauth, which keep them out of logs and traces", name)
+      .. "or oauth, which keep them out of logs and traces", name), "secret"
   end
   if OWNED[lower] or lower:find("^mcp%-") or lower:find("^content%-") then
     return string.format("headers: %s is written by the client itself (as are Accept, Host, Content-*, "
-      .. "Mcp-*, Last-Event-ID, Transfer-Encoding and Connection)", name)
+      .. "Mcp-*, Last-Event-ID, Transfer-Encoding and Connection)", name), "owned"
   end
   if type(value) ~= "string" then return string.format("headers: the value of %s must be a string", name) end
   if value == "" or #value > VALUE_LIMIT then
     return string.format("headers: the value of %s must be 1 to %d bytes", name, VALUE_LIMIT)
   end
   if value:find("[%z\r\n]") then
-    return string.format("headers: the value of %s holds a CR, LF or NUL, which would end the header line", name)
+    return string.format("headers: the value of %s holds a CR, LF or NUL (control characters that would end "
+      .. "the header line)", name)
   end
   if (value:gsub("\t", "")):find("%c") then
     return string.format("headers: the value of %s holds a control character", name)
@@ -72,8 +77,10 @@ local function headers_problem(headers)
   local seen, count = {}, 0
   for name, value in pairs(headers) do
     count = count + 1
-    if count > MAX_HEADERS then return string.format("headers: at most %d header lines", MAX_HEADERS) end
-    local why = header_problem(name, value)
+    if count > settings.MAX_HEADERS then
+      return string.format("headers: at most %d header lines", settings.MAX_HEADERS)
+    end
+    local why = settings.header_problem(name, value)
     if why then return why end
     local lower = name:lower()
     if seen[lower] then return string.format("headers: %s is named twice (header names ignore case)", name) end

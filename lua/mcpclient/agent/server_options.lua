@@ -19,7 +19,7 @@ local settings = require "mcpclient.settings"
 
 local server_options = {}
 
-server_options.MAX_HEADERS = 32
+server_options.MAX_HEADERS = settings.MAX_HEADERS
 server_options.MAX_ROOTS = 64
 -- A header value or root name longer than this is no setting an operator types.
 server_options.MAX_TEXT = 4096
@@ -30,41 +30,24 @@ server_options.FIELDS = { proxy = "string", ca_file = "string", client_cert = "s
 -- The fields that only mean something over HTTP.
 server_options.HTTP_ONLY = { "proxy", "ca_file", "client_cert", "client_key", "headers" }
 
-local HEADER_NAME = "^[!#$%%&'*+.^_`|~%w-]+$"
-
--- Header names an operator may not set as plain headers: the credential's
--- (secrets go through the credential reference, which is resolved per leg and
--- never stored or logged), the ones the client writes itself (the host, the
--- body's type and length, what it accepts) and the protocol's own (Mcp-*).
-local RESERVED = { authorization = true, ["proxy-authorization"] = true, cookie = true, host = true, accept = true }
-local RESERVED_PREFIXES = { "content-", "mcp-" }
-
---- Why a plain header cannot be configured, or nil when it can.
+--- Why a plain header cannot be configured, or nil: connect's `headers`
+--- rules (mcpclient.settings: a token name, none the client writes itself or
+--- a credential's, a value of one line), worded for the operator, and no
+--- value that looks like a secret (secrets go through the credential
+--- reference, which is resolved per leg and never stored or logged).
 -- @param name the header's name
 -- @param value its value
 -- @return reason | nil
 function server_options.header_problem(name, value)
-  if type(name) ~= "string" or not name:match(HEADER_NAME) then
-    return "a header name is letters, digits and !#$%&'*+-.^_`|~ (no blank, no colon)"
+  local refused, rule = settings.header_problem(name, value)
+  if rule == "secret" then
+    return string.format("%s is not a plain header: a secret goes through the credential (--credential env:NAME, "
+      .. "--placement, --header-name)", name)
+  elseif rule == "owned" then
+    return string.format("%s is not a plain header: the client writes it itself", name)
+  elseif refused then
+    return (refused:gsub("^headers: ", ""))
   end
-  local lower = name:lower()
-  if RESERVED[lower] then
-    return string.format("%s is not a plain header: %s", name, (lower == "authorization"
-      or lower == "proxy-authorization" or lower == "cookie")
-      and "a secret goes through the credential (--credential env:NAME, --placement, --header-name)"
-      or "the client writes it itself")
-  end
-  for _, prefix in ipairs(RESERVED_PREFIXES) do
-    if lower:sub(1, #prefix) == prefix then
-      return string.format("%s is not a plain header: the client writes the %s* headers itself", name,
-        name:sub(1, #prefix))
-    end
-  end
-  if type(value) ~= "string" then return "a header value is text" end
-  if value:find("[\r\n%z]") or value:gsub("\t", ""):find("[%c\127]") then
-    return string.format("the value of %s has a line break or another control character", name)
-  end
-  if #value > server_options.MAX_TEXT then return string.format("the value of %s is too long", name) end
   if config.looks_secret(name, value) then
     return string.format("%s looks like a secret: give it as the credential (--credential env:NAME "
       .. "--placement header --header-name %s)", name, name)
@@ -72,24 +55,13 @@ function server_options.header_problem(name, value)
   return nil
 end
 
---- Why a set of plain headers cannot be configured, or nil: the operator's
---- rules above, then connect's `headers` rules (mcpclient.settings), so what a
---- connection would refuse is never stored.
+--- Why a set of plain headers cannot be configured, or nil: each by the
+--- rules above, then connect's rules for the set (how many, one name in two
+--- spellings), so what a connection would refuse is never stored.
 function server_options.headers_problem(headers)
-  local count = 0
   for name, value in pairs(headers) do
-    count = count + 1
     local problem = server_options.header_problem(name, value)
     if problem then return problem end
-  end
-  if count > server_options.MAX_HEADERS then
-    return string.format("at most %d headers", server_options.MAX_HEADERS)
-  end
-  -- two spellings of one name would be sent as two headers
-  local seen = {}
-  for name in pairs(headers) do
-    if seen[name:lower()] then return string.format("the header %s is given twice", name) end
-    seen[name:lower()] = true
   end
   local refused = settings.problem { headers = headers }
   if refused then return (refused:gsub("^headers: ", "")) end
