@@ -777,7 +777,7 @@ function Connection:call_tool(name, arguments, opts)
     error("call_tool: arguments must be a table of named arguments (a JSON object), not a list", 2)
   end
   local given
-  opts, given = given_output_schema(opts)
+  if opts ~= nil then opts, given = given_output_schema(opts) end
   local op = open_operation(self, opts)
   local params = { name = name, arguments = arguments or {} }
   if op.detach and not (op.task or self.tasks) then error("call_tool: detach needs task = true", 2) end

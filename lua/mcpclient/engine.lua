@@ -116,7 +116,7 @@ end
 local function pause(ms)
   if tasks[running()] then
     yield(WAIT)
-  elseif hosted() then
+  elseif host_wait and hosted() then  -- without a host hook nothing is asked (the warm path)
     wait_on_host(ms or STEP_MS)
   else
     core.engine_step(ms or STEP_MS)

@@ -357,8 +357,16 @@ local function gives_up(self, op)
   return nil
 end
 
--- A ticket gives the pipe up however its holder ends (to-be-closed).
-local TICKET = { __close = function(ticket) release(ticket.channel, ticket) end }
+-- A ticket gives the pipe up however its holder ends (to-be-closed). The
+-- usual end, a holder whose line went whole, frees the pipe here.
+local TICKET = { __close = function(ticket)
+  local self = ticket.channel
+  if self.writer == ticket and not ticket.partial then
+    self.writer = nil
+    return
+  end
+  release(self, ticket)
+end }
 
 -- Take the pipe: at once when nobody writes and nobody waits (the caller
 -- has looked at the close and the cancel hook already, and the write looks
@@ -524,9 +532,10 @@ local function other(self, call, line)
   return true
 end
 
--- Is `call` a standing request that is settled (its acknowledgment read)?
-local function settled(call)
-  return call.standing ~= nil and call.standing() == true
+-- Is a standing request settled (its acknowledgment read)? `standing`:
+-- the call's own test (call.standing), read once by the caller, or nil.
+local function settled(standing)
+  return standing ~= nil and standing() == true
 end
 
 -- What breaks the framing, named: a line the reader refused, or one that is
@@ -536,11 +545,11 @@ local function fault(why, line)
 end
 
 -- Read the lines there are (waiting up to ms for the first) until `call`
--- has its answer line (or, standing, is settled). Returns true (answered or
+-- has its answer line (or, `standing`, is settled). Returns true (answered or
 -- not yet), or nil, kind, detail when the child's output ended or broke
 -- (kind "malformed": the framing broke, detail names how).
-local function pump(self, call, ms)
-  while not call.line and not settled(call) do
+local function pump(self, call, ms, standing, decoding)
+  while not call.line and (standing == nil or not settled(standing)) do
     local proc = self.proc  -- read again each time: a handler may have waited, and the child ended meanwhile
     if not proc then return nil, "closed", call.lost or "the server process had ended" end
     local line, kind, detail = proc:read_line(ms)
@@ -549,7 +558,7 @@ local function pump(self, call, ms)
       return nil, kind, detail
     end
     ms = 0
-    local class, a, b = core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS)
+    local class, a, b = core.rpc_classify(line, call.id, decoding, MAX_CONTAINERS)
     if class == "result" or class == "error" then
       call.line, call.answer_kind, call.answer_a, call.answer_b = line, class, a, b
     else
@@ -596,16 +605,18 @@ end
 -- request waits until it is settled, or at most `call.settle_seconds`, and
 -- is then left open.
 -- @return line | true (standing, left open) | nil, message, err
-local function await(self, op, call)
+local function await(self, op, call, standing, decoding)
   local identifier = self.config.identifier
   local probe_until = call.method == "server/discover" and core.now() + PROBE_SECONDS or nil
-  local settle_until = call.standing and core.now() + (call.settle_seconds or 1) or nil
+  local settle_until = standing and core.now() + (call.settle_seconds or 1) or nil
+  local on_stderr = self.config.on_stderr
   while true do
-    local ok, kind, detail = pump(self, call, 0)
-    stderr_lines(self, self.proc)
+    local ok, kind, detail = pump(self, call, 0, standing, decoding)
+    if on_stderr then stderr_lines(self, self.proc) end
     if not ok then return lost(self, op, call, kind, detail) end
-    if call.line then return call.line end
-    if settle_until and (settled(call) or core.now() >= settle_until) then return true end
+    local line = call.line
+    if line then return line end
+    if settle_until and (settled(standing) or core.now() >= settle_until) then return true end
     if self.closed then return closed(self, call) end
     if op.cancel and op.cancel() then
       return fail("cancelled", { server = identifier, in_flight = call.method == "tools/call" })
@@ -665,9 +676,13 @@ function Channel:request(op, call)
     if not ok then return nil, message, err end
   end
   call.written = true
+  -- the fields the reader looks at on every turn, read (or set) once: a call's
+  -- table answers a missing field through a function (its lazy on_message)
+  call.line = false
+  local standing, decoding = call.standing, call.decoding
   self.waiting[call.id] = call
-  if call.standing then self.streams[call.id] = call end
-  local line, message, err = await(self, op, call)
+  if standing then self.streams[call.id] = call end
+  local line, message, err = await(self, op, call, standing, decoding)
   self.waiting[call.id] = nil
   if line ~= true then self.streams[call.id] = nil end
   if not line then
@@ -678,10 +693,10 @@ function Channel:request(op, call)
     local ms = floor((clock() - started) * 1000 + 0.5)
     return { standing = true, bytes = 0, duration_ms = ms > 0 and ms or 0 }
   end
-  if call.standing then call.ended = "the server answered it" end
+  if standing then call.ended = "the server answered it" end
   -- read once where it arrived; a line kept for this call by another's reader is read now
   local kind, a, b = call.answer_kind, call.answer_a, call.answer_b
-  if not kind then kind, a, b = core.rpc_classify(line, call.id, call.decoding, MAX_CONTAINERS) end
+  if not kind then kind, a, b = core.rpc_classify(line, call.id, decoding, MAX_CONTAINERS) end
   if kind == "error" then return fail("rpc_error", { server = identifier, rpc_code = a, detail = b }) end
   if kind ~= "result" then
     return fail("malformed", { server = identifier, detail = kind == "other" and ("the answer is " .. a) or a })
