@@ -35,6 +35,12 @@ function credentials.validate(auth)
   return { placement = placement, credential = auth.credential, header_name = auth.header_name }
 end
 
+--- Is `text` a reference to an environment variable: "env:" and a variable
+--- name (letters, digits and _, not starting with a digit)?
+function credentials.env_reference(text)
+  return type(text) == "string" and text:match("^env:[A-Za-z_][A-Za-z0-9_]*$") ~= nil
+end
+
 --- Resolve a reference to its secret.
 -- @param resolver optional host function(reference) -> secret | nil
 -- @return secret | nil, reason (the reason never contains the secret)

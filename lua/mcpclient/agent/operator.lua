@@ -42,11 +42,8 @@ operator.GONE = "Gone from the server"
 operator.NO_SERVERS = "No MCP server is configured. Add one with `mcpclient add`."
 operator.NO_TOOLS = "No tools imported yet."
 
--- Whether a credential is an environment reference: env:NAME, NAME a
--- variable name (letters, digits and _, not starting with a digit).
-local function env_reference(credential)
-  return credential:match("^env:[A-Za-z_][A-Za-z0-9_]*$") ~= nil
-end
+-- Whether a credential is an environment reference (env:NAME).
+local env_reference = credentials.env_reference
 
 ---------------------------------------------------------------------------
 -- Gates

@@ -119,7 +119,7 @@ end
 --- never repeated (it may be the key, typed in the wrong place).
 function server_options.client_key_problem(value, resolver)
   if key_reference(value) then
-    if not value:match("^env:[A-Za-z_][A-Za-z0-9_]*$") then
+    if not credentials.env_reference(value) then
       return "an env: reference names an environment variable (letters, digits and _)"
     end
     return nil

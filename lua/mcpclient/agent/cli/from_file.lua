@@ -13,6 +13,7 @@
 -- left as it is unless --replace.
 local config = require "mcpclient.config"
 local core = require "mcpclient.core"
+local credentials = require "mcpclient.credentials"
 local operator = require "mcpclient.agent.operator"
 local render = require "mcpclient.agent.cli.render"
 
@@ -103,15 +104,13 @@ local function declared_inputs(doc)
   return declared
 end
 
-local ENV_REFERENCE = "^env:[A-Za-z_][A-Za-z0-9_]*$"
-
 -- The answers --input ID=env:VAR|TEXT gives (usage errors raise).
 local function given_inputs(items, usage)
   local answers = {}
   for _, item in ipairs(items or {}) do
     local id, value = item:match("^([^=]+)=(.*)$")
     if not id then usage("--input takes ID=env:VAR (or ID=TEXT for an input that is no secret).") end
-    if value:match("^env:") and not value:match(ENV_REFERENCE) then
+    if value:match("^env:") and not credentials.env_reference(value) then
       usage(string.format("--input %s: env: names an environment variable (letters, digits and _).", inert(id, 64)))
     end
     if answers[id] ~= nil then usage(string.format("--input names %s twice.", inert(id, 64))) end
@@ -148,14 +147,14 @@ local function answer_inputs(ctx, used, declared, answers)
       answers[id] = line
     end
     local value = answers[id]
-    if value:match("^env:") and not value:match(ENV_REFERENCE) then
+    if value:match("^env:") and not credentials.env_reference(value) then
       return nil, string.format('The answer to "%s" is env: without an environment variable name.', inert(id, 64))
     end
     if not value:match("^env:") and config.looks_secret(id, value) then
       return nil, string.format('The answer to "%s" looks like a secret, which is never stored: answer with env:VAR, '
         .. "the environment variable that holds it.", inert(id, 64))
     end
-    if about.password and not value:match(ENV_REFERENCE) then
+    if about.password and not credentials.env_reference(value) then
       return nil, string.format('The input "%s" is a password: answer it with env:VAR, the environment variable that '
         .. "holds it (a secret is never stored).", inert(id, 64))
     end
