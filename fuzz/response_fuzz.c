@@ -76,7 +76,7 @@ static int fz_headers(lua_State *L) {
     at += len;
   }
   if (ok) ok = fz_line(leg, blank, sizeof blank - 1);
-  mcp_http_push_headers(L, leg);
+  mcp_http_push_headers(L, leg->head.p, leg->head.len);
   lua_pushboolean(L, leg->event_stream);
   lua_pushboolean(L, ok);
   lua_pushstring(L, leg->media);

@@ -29,11 +29,12 @@
 #include "core.h"
 #include "engine.h"
 
-#define LEG_MT    "mcpclient.http_leg"
-#define POOL_MT   "mcpclient.http_pool"
-#define MULTI_MT  "mcpclient.http_multi"
+#define LEG_MT      "mcpclient.http_leg"
+#define POOL_MT     "mcpclient.http_pool"
+#define MULTI_MT    "mcpclient.http_multi"
+#define RESPONSE_MT "mcpclient.http_response"
 /* The registry slot holding the multi handle: not MULTI_MT, which names the metatable in the same registry. */
-#define MULTI_KEY "mcpclient.http_multi.instance"
+#define MULTI_KEY   "mcpclient.http_multi.instance"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_BYTES          2097152
@@ -240,7 +241,9 @@ size_t mcp_http_on_header(char *line, size_t size, size_t n, void *ud);
 void mcp_http_free_header_list(Leg *leg);
 void mcp_http_drop_headers(Leg *leg);
 const char *mcp_http_build_headers(lua_State *L, Leg *leg, const Request *r, int expect);
-void mcp_http_push_headers(lua_State *L, Leg *leg);
+void mcp_http_push_headers(lua_State *L, char *head, size_t len);
+const char *mcp_http_header_value(const Leg *leg, const char *name, size_t *vlen);
+int mcp_http_response_index(lua_State *L);
 
 /* http_pool.c */
 void mcp_http_pool_release(Pool *pool);

@@ -2,7 +2,9 @@
 ** http_headers.c: header lines, both ways. In: libcurl's header callback
 ** keeps the response head (up to 256 KiB, a new status line starting a new
 ** response), reads its media type (which decides whether a body is
-** streamed), and the kept head becomes the header table Lua reads. Out: the
+** streamed), and the kept head goes to Lua with the response, whose header
+** table is made from it when a header is first read (the session id, read
+** from every answer, is found in it directly). Out: the
 ** request's header lines as a libcurl list kept in the leg and reused while a
 ** send has the same lines, with the credential in a node of its own after
 ** them, cut off and wiped (with a secret body's copy) when the exchange ends.
@@ -149,12 +151,24 @@ const char *mcp_http_build_headers(lua_State *L, Leg *leg, const Request *r, int
   return NULL;
 }
 
+/* One header line of a head: its name and its value trimmed of blanks; 0 for a line without a name. */
+static int split_line(char *line, char *eol, char **colon, char **v, char **ve) {
+  *colon = memchr(line, ':', (size_t)(eol - line));
+  if (*colon == NULL || *colon == line) return 0;
+  *v = *colon + 1;
+  *ve = eol;
+  while (*v < *ve && (**v == ' ' || **v == '\t')) (*v)++;
+  while (*ve > *v && ((*ve)[-1] == ' ' || (*ve)[-1] == '\t' || (*ve)[-1] == '\r')) (*ve)--;
+  return 1;
+}
+
 /*
-** The kept header lines as { [lower-case name] = trimmed value }, last wins.
-** The first line is the status line; lines without a colon are skipped.
+** A kept head's lines as { [lower-case name] = trimmed value }, last wins.
+** The first line is the status line; lines without a colon are skipped. The
+** names are lower-cased in place: head is the caller's copy.
 */
-void mcp_http_push_headers(lua_State *L, Leg *leg) {
-  char *p = leg->head.p, *end = p + leg->head.len, *c;
+void mcp_http_push_headers(lua_State *L, char *head, size_t len) {
+  char *p = head, *end = p + len, *c;
   int first = 1, lines = 0;
   for (c = p; c < end && (c = memchr(c, '\n', (size_t)(end - c))) != NULL; c++) lines++;
   lua_createtable(L, 0, lines > 2 ? lines - 2 : 0); /* less the status line and the blank one */
@@ -166,15 +180,61 @@ void mcp_http_push_headers(lua_State *L, Leg *leg) {
       first = 0;
       continue;
     }
-    colon = memchr(line, ':', (size_t)(eol - line));
-    if (colon == NULL || colon == line) continue;
+    if (!split_line(line, eol, &colon, &v, &ve)) continue;
     for (c = line; c < colon; c++) *c = mcp_http_ascii_lower(*c);
-    v = colon + 1;
-    ve = eol;
-    while (v < ve && (*v == ' ' || *v == '\t')) v++;
-    while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r')) ve--;
     lua_pushlstring(L, line, (size_t)(colon - line));
     lua_pushlstring(L, v, (size_t)(ve - v));
     lua_rawset(L, -3);
   }
+}
+
+/*
+** The value the header table would hold for a lower-case name (the last such
+** line, trimmed), read from the kept head without building the table; NULL
+** when no line names it.
+*/
+const char *mcp_http_header_value(const Leg *leg, const char *name, size_t *vlen) {
+  char *p = leg->head.p, *end, *found = NULL;
+  size_t nlen = strlen(name);
+  int first = 1;
+  if (p == NULL) return NULL; /* nothing came */
+  end = p + leg->head.len;
+  while (p < end) {
+    char *eol = memchr(p, '\n', (size_t)(end - p)), *line = p, *colon, *v, *ve;
+    if (eol == NULL) eol = end;
+    p = eol < end ? eol + 1 : end;
+    if (first) {
+      first = 0;
+      continue;
+    }
+    if (!split_line(line, eol, &colon, &v, &ve)) continue;
+    if ((size_t)(colon - line) == nlen && mcp_http_ascii_ieq(line, name, nlen)) {
+      found = v;
+      *vlen = (size_t)(ve - v);
+    }
+  }
+  return found;
+}
+
+/*
+** __index of a response table: its 'headers' is made from the kept head
+** (the 'head' field) the first time it is read, then stored in the table.
+** Most responses are never asked for a header beyond those the leg hands
+** over as fields, so most never make the table.
+*/
+int mcp_http_response_index(lua_State *L) {
+  size_t len = 0;
+  const char *head;
+  char *copy;
+  if (lua_type(L, 2) != LUA_TSTRING || strcmp(lua_tostring(L, 2), "headers") != 0) return 0;
+  lua_pushliteral(L, "head");
+  lua_rawget(L, 1);
+  head = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : "";
+  copy = lua_newuserdatauv(L, len > 0 ? len : 1, 0);
+  memcpy(copy, head, len);
+  mcp_http_push_headers(L, copy, len);
+  lua_pushliteral(L, "headers");
+  lua_pushvalue(L, -2);
+  lua_rawset(L, 1);
+  return 1;
 }

@@ -668,13 +668,24 @@ static int drive(lua_State *L, Leg *leg, const Request *r, Exchange *x) {
 /* The result                                                           */
 /* ==================================================================== */
 
-/* The response table of a completed (or deliberately stopped) exchange. */
+/*
+** The response table of a completed (or deliberately stopped) exchange. Its
+** header table is made only when read (mcp_http_response_index, from the
+** kept head); the session id, which the channel reads from every answer, is
+** a field of its own.
+*/
 static void push_response(lua_State *L, Leg *leg, const Exchange *x, int stopped) {
-  lua_createtable(L, 0, 8);
+  size_t sid_len = 0;
+  const char *sid = mcp_http_header_value(leg, "mcp-session-id", &sid_len);
+  lua_createtable(L, 0, 10);
   lua_pushinteger(L, x->status);
   lua_setfield(L, -2, "status");
-  mcp_http_push_headers(L, leg);
-  lua_setfield(L, -2, "headers");
+  lua_pushlstring(L, leg->head.p ? leg->head.p : "", leg->head.len);
+  lua_setfield(L, -2, "head");
+  if (sid != NULL) {
+    lua_pushlstring(L, sid, sid_len);
+    lua_setfield(L, -2, "session_id");
+  }
   lua_pushstring(L, leg->media);
   lua_setfield(L, -2, "media_type");
   mcp_http_push_body(L, leg, x);
@@ -688,6 +699,7 @@ static void push_response(lua_State *L, Leg *leg, const Exchange *x, int stopped
   lua_setfield(L, -2, "stopped");
   lua_pushboolean(L, leg->truncated);
   lua_setfield(L, -2, "truncated");
+  luaL_setmetatable(L, RESPONSE_MT);
 }
 
 /* nil, kind, message: the failure triple; message never holds request headers or body. */
@@ -1032,6 +1044,11 @@ void mcp_register_http(lua_State *L) {
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, mcp_http_pool_gc);
     lua_setfield(L, -2, "close");
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, RESPONSE_MT)) {
+    lua_pushcfunction(L, mcp_http_response_index);
     lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);

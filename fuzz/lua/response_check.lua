@@ -127,7 +127,7 @@ local function fake_leg(segments)
     if not ok then return nil, "transport", "the response headers are larger than 262144 bytes", false end
     local response = {
       status = seg.status, headers = headers, media_type = media, body = seg.body, duration_ms = 1.25,
-      streamed = false, stopped = false, truncated = seg.truncated,
+      streamed = false, stopped = false, truncated = seg.truncated, session_id = headers["mcp-session-id"],
     }
     if event_stream and req.on_stream then
       response.streamed, response.body, seg.streamed = true, "", true

@@ -197,7 +197,7 @@ function Fake:send(req)
   -- the media type as the C leg reports it: before ';', trimmed of spaces and tabs, lower case
   local media = (headers["content-type"]:match("^[^;]*") or ""):match("^[ \t]*(.-)[ \t]*$"):lower()
   local response = { status = entry.status or 200, headers = headers, body = body, duration_ms = duration * 1000,
-    media_type = media, streamed = false, stopped = false, truncated = truncated }
+    media_type = media, streamed = false, stopped = false, truncated = truncated, session_id = entry.session_id }
   if media == "text/event-stream" and req.on_stream then
     response.streamed, response.body = true, ""
     local size = entry.chunk or #body

@@ -57,6 +57,7 @@ function routes(req, res, body) {
     }
     case '/dup':
       res.setHeader('X-Dup', ['first', 'second']);
+      res.setHeader('MCP-Session-ID', ['old', '  sid-2  ']);
       res.writeHead(200, { 'Content-Type': 'text/plain', 'X-Padded': '  padded value  ' });
       return res.end('ok');
     case '/early':

@@ -117,6 +117,24 @@ describe("core.http_leg", function()
       assert.equal("padded value", res.headers["x-padded"])
     end)
 
+    -- The session id is read from every answer, so the leg hands it over as a field; the header
+    -- table is made only when a header is read, and then once.
+    it("hands the session id over as a field and makes the header table when it is read", function()
+      local res = assert(leg:send(req { url = url("/dup") }))
+      assert.equal("sid-2", res.session_id)
+      assert.is_nil(rawget(res, "headers"))
+      local plain = assert(leg:send(req { url = url("/json") }))
+      assert.is_nil(plain.session_id)
+      assert.is_nil(plain.headers["mcp-session-id"])
+      -- read after the leg's next send: made from the response's own head
+      local headers = res.headers
+      assert.equal("sid-2", headers["mcp-session-id"])
+      assert.equal("second", headers["x-dup"])
+      assert.equal(headers, rawget(res, "headers"))
+      assert.equal(headers, res.headers)
+      assert.is_nil(res.no_such_field)
+    end)
+
     it("discards the headers of an interim 1xx response", function()
       local res = assert(leg:send(req { url = url("/early") }))
       assert.equal(200, res.status)

@@ -488,7 +488,7 @@ end
 
 -- What request returns: the result, the exchange's time and what it learned.
 local function reply_of(call, response, result, containers)
-  local session_id = response.headers and response.headers["mcp-session-id"]
+  local session_id = response.session_id  -- the leg's field: reading response.headers would build its table
   return {
     result = result,
     duration_ms = whole_ms(response.duration_ms or 0),
