@@ -172,7 +172,7 @@ errors.KINDS = {
     end,
   },
   credential = {
-    cause = "the server's credential reference could not be resolved",
+    cause = "the server's credential reference (or proxy_auth's) could not be resolved",
     action = "set the environment variable or give a resolver; nothing was sent anonymously",
     message = function(f)
       return string.format("%s declares a credential that could not be resolved%s.", on(f),
