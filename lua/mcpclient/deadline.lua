@@ -4,7 +4,7 @@
 -- refused once nothing is left, and otherwise gets the remaining budget as its
 -- libcurl timeout in whole milliseconds, rounded up and never 0 (which libcurl
 -- reads as "no timeout"). The connect timeout never outlives the budget.
-local ceil = math.ceil
+local ceil, floor = math.ceil, math.floor
 
 local Deadline = {}
 Deadline.__index = Deadline
@@ -18,6 +18,15 @@ end
 --- Seconds left; zero or negative once spent.
 function Deadline:remaining()
   return self.total - (self.clock() - self.start)
+end
+
+--- Whole milliseconds left, rounded up and never 0 (a wait of 0 would not
+--- wait), or nil once spent: what a wait on a pipe may take.
+function Deadline:left_ms()
+  local left = self.total - (self.clock() - self.start)
+  if left <= 0 then return nil end
+  local ms = floor(left * 1000 + 0.999)
+  return ms < 1 and 1 or ms
 end
 
 --- What a leg sent now may take, read off the clock once:

@@ -284,14 +284,6 @@ local function ready(self, op, call)
   return nil, message, err
 end
 
--- The milliseconds the operation has left, or nil when spent.
-local function left_ms(op)
-  local left = op.deadline:remaining()
-  if left <= 0 then return nil end
-  local ms = floor(left * 1000 + 0.999)
-  return ms < 1 and 1 or ms
-end
-
 ---------------------------------------------------------------------------
 -- Writing
 ---------------------------------------------------------------------------
@@ -376,7 +368,8 @@ end }
 -- the pipe up.
 -- @return ticket | nil, message, err (gave up in line: closed, cancelled, the budget spent)
 local function acquire(self, op)
-  local ticket = setmetatable({ channel = self, deadline = op.deadline }, TICKET)
+  -- proc (set by write_line) is a field from the start: set later, it grew the table
+  local ticket = setmetatable({ channel = self, deadline = op.deadline, proc = false }, TICKET)
   local queue = self.queue
   if self.writer or #queue > 0 then
     local why
@@ -427,7 +420,7 @@ local function write_line(self, op, ticket, line, first)
   local proc, written, tried, tried_before = self.proc, 0, false, false
   ticket.proc = proc
   while self.writer == ticket and self.proc == proc do
-    local ms = left_ms(op)
+    local ms = op.deadline:left_ms()
     if not ms then break end
     tried = true
     local _, _, in_fd = proc:fds()
@@ -621,7 +614,7 @@ local function await(self, op, call, standing, decoding)
     if op.cancel and op.cancel() then
       return fail("cancelled", { server = identifier, in_flight = call.method == "tools/call" })
     end
-    local ms = left_ms(op)
+    local ms = op.deadline:left_ms()
     if not ms then
       return fail("timeout", { server = identifier, budget = errors.seconds(op.deadline.total),
         detail = "no answer from the server process" })
