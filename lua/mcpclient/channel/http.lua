@@ -91,6 +91,7 @@ function http.new(config)
     spare = {},       -- legs free for the next exchange besides config.leg
     spawned = {},     -- every leg made here, closed with the channel
     free_sends = {},  -- request tables for the legs, kept for the next exchange
+    free_posts = {},  -- the send descriptions of requests' POSTs, kept likewise (see post_send)
     headers_of = false,  -- the state whose POST header lines are kept (see post_headers)
     lent = {},        -- leg -> how many exchanges hold it now
     stop_hooks = setmetatable({}, { __mode = "k" }),  -- an operation's cancel hook -> it, or the close
@@ -647,19 +648,39 @@ local function post_headers(self, call)
   return self.post_lines
 end
 
+-- The send description of a request's POST, from the channel's free list: its
+-- stream hook reads the call and the operation from it, so a warm call makes
+-- neither the table nor the closure. Each exchange takes one of its own (one
+-- started while another runs gets another) and gives it back once it is over.
+local function post_send(self, op, call, headers)
+  local free = self.free_posts
+  local send = free[#free]
+  if send then
+    free[#free] = nil
+  else
+    send = { method = "POST", writes = true, cancellable = true, hold_body = true }
+    -- a stream is read only while the budget lasts: what a server floods it with after that is
+    -- not read (the answer is then a timeout, see finish_stream)
+    send.on_stream = function(chunk)
+      return reader_of(send.call):feed(chunk) or send.op.deadline:remaining() <= 0
+    end
+  end
+  send.call, send.op, send.body, send.headers = call, op, call.body, headers
+  return send
+end
+
 -- The POST of a request and its answer (a JSON body or an event stream).
 local function post(self, op, call)
   local headers, message, err = post_headers(self, call)
   if not headers then return nil, message, err end
   call.resumptions, call.accepted, call.written = 0, false, false
+  local send = post_send(self, op, call, headers)
   local response
-  response, message, err = exchange(self, op, {
-    method = "POST", body = call.body, call = call, writes = true, cancellable = true, hold_body = true,
-    headers = headers,
-    -- a stream is read only while the budget lasts: what a server floods it with after that is
-    -- not read (the answer is then a timeout, see finish_stream)
-    on_stream = function(chunk) return reader_of(call):feed(chunk) or op.deadline:remaining() <= 0 end,
-  })
+  response, message, err = exchange(self, op, send)
+  -- back to the free list holding no call, operation, body or header lines (a raise above leaves it out)
+  send.call, send.op, send.body, send.headers = nil, nil, nil, nil
+  local free = self.free_posts
+  free[#free + 1] = send
   if not response then
     local reader = call.reader
     if err.kind == "interrupted" and not NEVER_ACTS[call.method] and reader and reader:broke_after_event() then
