@@ -614,7 +614,9 @@ end
 -- stay the server's own.
 local function outcome_of(result, latency_ms)
   local flat, note = core.flatten(result.content)
-  local links = offers.links_note(result.content)
+  -- a link or an embedded resource is a block flatten drops, and notes: content of text blocks
+  -- alone (a note of nil) names no resource
+  local links = note and offers.links_note(result.content)
   if links then note = note and (note .. " " .. links) or links end
   local is_error = result.isError == true
   local answer
