@@ -128,7 +128,12 @@ function Harness:connect(extra)
     options.transport = self.fake
   end
   for k, v in pairs(extra or {}) do options[k] = v end
-  return mcp.connect(options)
+  -- held for the check's life: a connection a check drops (h:connect():list_tools()) would
+  -- otherwise be collected mid-check, and its finalizer's DELETE join the methods it asserts
+  local conn = mcp.connect(options)
+  self.held = self.held or {}
+  self.held[#self.held + 1] = conn
+  return conn
 end
 
 --- The tool an import makes of one discovered listing entry, over `conn`.
