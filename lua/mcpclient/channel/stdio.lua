@@ -431,7 +431,10 @@ local function write_line(self, op, ticket, line, first)
     end
     if kind ~= "timeout" then
       ticket.partial = nil
-      if first and not tried_before and proc:status() ~= "running" then return false end
+      -- a child started by an earlier operation that ended since, found before any byte of the
+      -- request went: the caller treats it as ready() would. One this operation started failed
+      -- at its start: that failure, with its stderr and exit status, is the answer.
+      if first and not tried_before and not op.stdio_started and proc:status() ~= "running" then return false end
       return ended(self, op, "transport", "the server process closed its input")
     end
     tried_before = true
