@@ -209,6 +209,15 @@ function Fake:send(req)
 end
 
 --- JSON-RPC methods in the order they reached the server (notifications too).
+--- Keep `conn` alive as long as this fake: a spec that drops a connection
+--- (connect(fake):call_tool(...)) would otherwise have it collected mid-test,
+--- and its finalizer's DELETE would join the requests the spec asserts.
+function Fake:hold(conn)
+  self.held = self.held or {}
+  self.held[#self.held + 1] = conn
+  return conn
+end
+
 function Fake:methods()
   local list = {}
   for i, r in ipairs(self.requests) do list[i] = r.method or r.http_method end

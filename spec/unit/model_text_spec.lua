@@ -218,8 +218,8 @@ end)
 
 -- A connection over a scripted server that advertises tools, resources and prompts.
 local function connect(fake)
-  return mcp.connect { url = "https://mcp.example.com/rpc", identifier = "srv", transport = fake, clock = fake.clock,
-    health = mcp.health.discard }
+  return fake:hold(mcp.connect { url = "https://mcp.example.com/rpc", identifier = "srv", transport = fake,
+    clock = fake.clock, health = mcp.health.discard })
 end
 
 local function fake_server()

@@ -15,7 +15,7 @@ local function connect(fake, extra)
   local options = { url = "https://mcp.example.com/rpc", identifier = "srv", transport = fake, clock = fake.clock,
     health = mcp.health.discard, log = function() end }
   for k, v in pairs(extra or {}) do options[k] = v end
-  return mcp.connect(options)
+  return fake:hold(mcp.connect(options))
 end
 
 local function text_result(text, modern)

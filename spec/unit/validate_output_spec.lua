@@ -374,7 +374,7 @@ local function connect(fake, extra)
     transport = fake, clock = fake.clock, health = mcp.health.discard,
   }
   for k, v in pairs(extra or {}) do options[k] = v end
-  return mcp.connect(options)
+  return fake:hold(mcp.connect(options))
 end
 
 local LISTING = { tools = array {
