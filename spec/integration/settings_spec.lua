@@ -154,6 +154,17 @@ describe("settings, raw requests and pages over stdio", function()
       assert.same({ "one", "two red", "half-way", "three", "last words" }, lines)
     end)
 
+    it("hands a line over 4 096 bytes over in parts of 4 096, ended or not", function()
+      local lines = {}
+      local conn <close> = connect("legacy", { on_stderr = function(line) lines[#lines + 1] = line end })
+      local long = string.rep("a", 4096) .. string.rep("b", 4096) .. "cc"
+      assert(conn:call_tool("stderr", { text = long .. "\n" .. string.rep("d", 5000) }))
+      assert.same({ string.rep("a", 4096), string.rep("b", 4096), "cc", string.rep("d", 4096) }, lines)
+      assert(conn:call_tool("stderr", { text = "e\n" }))
+      assert.same("dddd", lines[4]:sub(1, 4))
+      assert.equal(string.rep("d", 904) .. "e", lines[5])
+    end)
+
     it("hands over whole lines only when the 64 KiB ring lost some to a flood", function()
       local whole, other = 0, {}
       local line = string.rep("y", 999)

@@ -149,17 +149,22 @@ local function stderr_lines(self, proc, final)
   end
   local buffered = self.stderr_partial .. text
   local lines, from = {}, 1
+  -- a line over STDERR_LINE bytes, ended or not, goes in parts of that size
+  local function add(line)
+    while #line > STDERR_LINE do
+      lines[#lines + 1] = line:sub(1, STDERR_LINE)
+      line = line:sub(STDERR_LINE + 1)
+    end
+    return line
+  end
   while true do
     local nl = buffered:find("\n", from, true)
     if not nl then break end
-    lines[#lines + 1] = buffered:sub(from, nl - 1):gsub("\r$", "")
+    local tail = add((buffered:sub(from, nl - 1):gsub("\r$", "")))
+    lines[#lines + 1] = tail
     from = nl + 1
   end
-  local rest = buffered:sub(from)
-  while #rest > STDERR_LINE do
-    lines[#lines + 1] = rest:sub(1, STDERR_LINE)
-    rest = rest:sub(STDERR_LINE + 1)
-  end
+  local rest = add(buffered:sub(from))
   if final and rest ~= "" then lines[#lines + 1], rest = rest, "" end
   self.stderr_partial = rest
   if #lines == 0 then return end
