@@ -15,6 +15,8 @@
 -- environment is not read at all; `proxy = false` means direct, whatever
 -- the environment says.
 local core = require "mcpclient.core"
+local credentials = require "mcpclient.credentials"
+local errors = require "mcpclient.errors"
 
 local proxy = {}
 
@@ -143,6 +145,20 @@ local function first_set(getenv, names)
     local value = getenv(name)
     if value and value ~= "" then return value, name end
   end
+end
+
+--- The proxy's password for one exchange (proxy_auth = { username,
+--- credential }), resolved afresh each time and never kept: false when the
+--- exchange goes direct or no proxy_auth is given | the password | nil,
+--- message, err (kind credential, naming proxy_auth but never the value;
+--- nothing is sent).
+function proxy.password(auth, dial, resolver, identifier)
+  if not (auth and dial.proxy) then return false end
+  local password, reason = credentials.resolve(auth.credential, resolver)
+  if not password then
+    return errors.fail("credential", { server = identifier, detail = "proxy_auth: " .. reason })
+  end
+  return password
 end
 
 --- Decide how `target` is dialled.

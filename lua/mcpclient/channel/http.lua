@@ -43,6 +43,7 @@ local era = require "mcpclient.era"
 local errors = require "mcpclient.errors"
 local event_stream = require "mcpclient.channel.event_stream"
 local hostgate = require "mcpclient.hostgate"
+local proxy = require "mcpclient.proxy"
 
 local json = core.json
 local fail = errors.fail
@@ -211,18 +212,6 @@ local function credential(self, op)
   return credentials.header_line(config.auth, secret)
 end
 
--- The proxy's password for one exchange, when a proxy dials and proxy_auth
--- names one: false when none is needed | nil, message, err (nothing is sent).
-local function proxy_login(self)
-  local config = self.config
-  if not (config.proxy_auth and self.dial.proxy) then return false end
-  local password, reason = credentials.resolve(config.proxy_auth.credential, config.resolver)
-  if not password then
-    return fail("credential", { server = config.identifier, detail = "proxy_auth: " .. reason })
-  end
-  return password
-end
-
 -- The checks before the wire: cancel flag, budget, gate (once: the address
 -- is then pinned), credential.
 -- @return timeout_ms, connect_timeout_ms, secret_header (false for none) | nil, message, err
@@ -347,7 +336,9 @@ local function exchange(self, op, send)
   end
   -- the proxy's password before anything is taken or marked: a reference that does not resolve
   -- fails the exchange with nothing sent
-  local proxy_password, refused, failure = proxy_login(self)
+  local config = self.config
+  local proxy_password, refused, failure = proxy.password(config.proxy_auth, self.dial, config.resolver,
+    config.identifier)
   if proxy_password == nil then return nil, refused, failure end
   -- from here the request may reach the server (the leg says afterwards if it did not)
   if send.writes then send.call.written = true end

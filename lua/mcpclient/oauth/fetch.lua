@@ -7,10 +7,10 @@
 -- operation's budget. Redirects are never followed: libcurl's leg has
 -- redirects off, and a 3xx is handed back as it is.
 local core = require "mcpclient.core"
-local credentials = require "mcpclient.credentials"
 local engine = require "mcpclient.engine"
 local errors = require "mcpclient.errors"
 local hostgate = require "mcpclient.hostgate"
+local proxy = require "mcpclient.proxy"
 
 local fail = errors.fail
 
@@ -83,14 +83,9 @@ function fetch.send(ctx, op, request)
   if not timeout_ms then
     return fail("deadline", { server = ctx.identifier, budget = errors.seconds(op.deadline.total) })
   end
-  local proxy_password = false
-  if ctx.proxy_auth and dial.proxy then
-    local reason
-    proxy_password, reason = credentials.resolve(ctx.proxy_auth.credential, ctx.resolver)
-    if not proxy_password then
-      return fail("credential", { server = ctx.identifier, detail = "proxy_auth: " .. reason })
-    end
-  end
+  local proxy_password
+  proxy_password, message, err = proxy.password(ctx.proxy_auth, dial, ctx.resolver, ctx.identifier)
+  if proxy_password == nil then return nil, message, err end
   local leg, give_back = take_leg(ctx)
   local ok, response, kind, detail = pcall(engine.send, leg, {
     method = request.method, url = dial.url, headers = request.headers or {},
