@@ -138,9 +138,10 @@ describe("one writer per stdio pipe", function()
     assert(conn:ping())
     local t0 = core.now()
     local results = mcp.gather {
-      -- the child sleeps on this call and reads nothing meanwhile; cancelled after 0.1 s
+      -- the child sleeps on this call and reads nothing meanwhile; cancelled after 0.1 s (the sleep is
+      -- ten times that, so a slow machine still cancels it before it could answer)
       function()
-        return conn:call_tool("slow", { seconds = 0.25 }, { cancel = function() return core.now() - t0 > 0.1 end })
+        return conn:call_tool("slow", { seconds = 1 }, { cancel = function() return core.now() - t0 > 0.1 end })
       end,
       -- 1 MiB: a pipe takes 64 KiB, so this line is half written when the notice is sent
       function() return digest(conn, "big", 1024 * KIB) end,
