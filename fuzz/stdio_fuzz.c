@@ -26,7 +26,7 @@ static int fz_reader(lua_State *L) {
   lua_Integer fd = luaL_checkinteger(L, 1);
   Proc *p = lua_newuserdatauv(L, sizeof(Proc), 0);
   memset(p, 0, sizeof *p);
-  p->in = p->err = -1;
+  p->in = p->err = p->pidfd = -1; /* no child: no stdin, stderr or pidfd */
   p->out = (int)fd;
   p->state = NEVER;
   p->owner = getpid();
